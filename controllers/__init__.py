@@ -1,0 +1,1 @@
+"""fivespot's controllers: the capacity controller and the schedule providers, on a shared runtime."""

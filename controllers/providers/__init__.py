@@ -1,0 +1,1 @@
+"""The built-in spot-schedule providers: ManualSchedule, TimeBasedSpotSchedule, CapitalMarketsSchedule."""

@@ -1,0 +1,1 @@
+"""The fivespot admission webhook: what CEL cannot check, served over TLS."""
