@@ -1,0 +1,48 @@
+# fivespot: every target installs what it needs into .venv/ first.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+CLUSTER_DIR := .cluster
+EXAMPLE := examples/agent-sandbox
+
+.PHONY: install run test unit integration typecheck controlplane cluster cluster-down clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev,calendars]'
+	@touch $(STAMP)
+
+# The main job on the bundled example: compile it and show the verdicts for its fixtures.
+run: install
+	$(BIN)/fivespot run-example $(EXAMPLE) --out out
+
+# Builds (or reuses) the control plane, then the whole suite: unit tests, then integration tests.
+# pytest exits 5 when it collects no test; make treats that as a failure like any other.
+test: install controlplane typecheck
+	$(BIN)/python -m pytest -m unit
+	$(BIN)/python -m pytest -m integration
+
+unit: install
+	$(BIN)/python -m pytest -m unit
+
+integration: install controlplane
+	$(BIN)/python -m pytest -m integration
+
+typecheck: install
+	$(BIN)/python -m mypy
+
+controlplane: install
+	$(BIN)/python -m devcluster build
+
+cluster: controlplane
+	$(BIN)/python -m devcluster up --state-dir $(CLUSTER_DIR)
+
+cluster-down: install
+	$(BIN)/python -m devcluster down --state-dir $(CLUSTER_DIR)
+
+clean:
+	rm -rf $(VENV) out .pytest_cache .mypy_cache .hypothesis

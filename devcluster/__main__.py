@@ -1,0 +1,63 @@
+"""`python -m devcluster build|up|down|status`: the local control plane from the command line.
+
+`up` leaves etcd and kube-apiserver running in the background after it returns and writes
+STATE_DIR/kubeconfig; `down` stops them and removes STATE_DIR.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+from devcluster.build import ensure_binaries
+from devcluster.controlplane import ControlPlane, ControlPlaneError, Record, _alive, stop_recorded
+
+
+def _up(state_dir: Path) -> int:
+    record = state_dir / "record.json"
+    if record.exists() and all(_alive(p.pid) for p in Record.load(record).processes):
+        print(f"control plane already running: {Record.load(record).server} "
+              f"(kubeconfig {state_dir / 'kubeconfig'})")
+        return 0
+    stop_recorded(state_dir)
+    shutil.rmtree(state_dir, ignore_errors=True)
+    plane = ControlPlane(ensure_binaries(), state_dir.resolve(), owned=False)
+    try:
+        plane.start()
+    except ControlPlaneError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    print(f"control plane ready at {plane.server}")
+    print(f"  kubectl --kubeconfig {state_dir / 'kubeconfig'} get --raw /readyz")
+    print("  stop it with: make cluster-down")
+    return 0
+
+
+def _down(state_dir: Path) -> int:
+    stopped = stop_recorded(state_dir.resolve())
+    shutil.rmtree(state_dir, ignore_errors=True)
+    print("control plane stopped" if stopped else "no control plane was running")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m devcluster", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("build", help="build (or reuse) kube-apiserver and etcd")
+    for name in ("up", "down"):
+        p = sub.add_parser(name)
+        p.add_argument("--state-dir", type=Path, default=Path(".cluster"))
+    args = parser.parse_args(argv)
+    if args.command == "build":
+        binaries = ensure_binaries()
+        print(f"kube-apiserver: {binaries.kube_apiserver}\netcd: {binaries.etcd}")
+        return 0
+    if args.command == "up":
+        return _up(args.state_dir)
+    return _down(args.state_dir)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

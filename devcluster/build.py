@@ -1,0 +1,169 @@
+"""Build kube-apiserver and etcd from Go modules, once, into a cache outside the repo.
+
+The wrapper modules in `tools/controlplane/` pin the versions; they are the one place those
+versions live, and the cache folder is named after them, so bumping a pin builds afresh and an
+unchanged pin reuses what is there. A cold build takes minutes on two cores, so progress is
+printed as packages compile, and an exclusive lock keeps parallel callers from building twice.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Iterator
+from contextlib import contextmanager
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+WRAPPERS = REPO_ROOT / "tools" / "controlplane"
+APISERVER_MODULE = WRAPPERS / "kube-apiserver"
+ETCD_MODULE = WRAPPERS / "etcd"
+
+
+@dataclass(frozen=True)
+class Binaries:
+    """Where the built control-plane programs are."""
+
+    kube_apiserver: Path
+    etcd: Path
+
+
+@dataclass(frozen=True)
+class Versions:
+    kubernetes: str
+    etcd: str
+
+    @property
+    def cache_key(self) -> str:
+        return f"k8s-{self.kubernetes}_etcd-{self.etcd}"
+
+
+def pinned_versions() -> Versions:
+    """The versions the wrapper modules require."""
+    return Versions(
+        kubernetes=_required_version(APISERVER_MODULE / "go.mod", "k8s.io/kubernetes"),
+        etcd=_required_version(ETCD_MODULE / "go.mod", "go.etcd.io/etcd/server/v3"),
+    )
+
+
+def _required_version(go_mod: Path, module: str) -> str:
+    match = re.search(rf"^\s*(?:require\s+)?{re.escape(module)}\s+(v\S+)", go_mod.read_text(), re.M)
+    if match is None:
+        raise RuntimeError(f"{go_mod}: no `require {module} vX.Y.Z` line")
+    return match.group(1)
+
+
+def cache_root() -> Path:
+    base = os.environ.get("FIVESPOT_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "fivespot"
+    )
+    return Path(base)
+
+
+def binaries_dir(versions: Versions | None = None) -> Path:
+    return cache_root() / "controlplane" / (versions or pinned_versions()).cache_key
+
+
+def cached_binaries() -> Binaries | None:
+    """The cached binaries if both are present, without building."""
+    folder = binaries_dir()
+    found = Binaries(folder / "kube-apiserver", folder / "etcd")
+    if found.kube_apiserver.is_file() and found.etcd.is_file():
+        return found
+    return None
+
+
+def ensure_binaries(out: IO[str] = sys.stderr) -> Binaries:
+    """Return the cached binaries, building whichever is missing first."""
+    versions = pinned_versions()
+    folder = binaries_dir(versions)
+    folder.mkdir(parents=True, exist_ok=True)
+    with _exclusive(folder / ".lock"):
+        apiserver = folder / "kube-apiserver"
+        etcd = folder / "etcd"
+        if not apiserver.is_file():
+            _go_build(
+                "kube-apiserver " + versions.kubernetes,
+                APISERVER_MODULE,
+                "k8s.io/kubernetes/cmd/kube-apiserver",
+                apiserver,
+                _apiserver_ldflags(versions.kubernetes),
+                out,
+            )
+        if not etcd.is_file():
+            _go_build("etcd " + versions.etcd, ETCD_MODULE, ".", etcd, "-s -w", out)
+    return Binaries(apiserver, etcd)
+
+
+@contextmanager
+def _exclusive(lock_path: Path) -> Iterator[None]:
+    with open(lock_path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _apiserver_ldflags(version: str) -> str:
+    major, minor = version.lstrip("v").split(".")[:2]
+    flags = ["-s", "-w"]
+    for package in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        flags += [
+            f"-X {package}.gitVersion={version}",
+            f"-X {package}.gitMajor={major}",
+            f"-X {package}.gitMinor={minor}",
+            f"-X {package}.gitTreeState=clean",
+        ]
+    return " ".join(flags)
+
+
+def _go_build(
+    label: str, module: Path, package: str, target: Path, ldflags: str, out: IO[str]
+) -> None:
+    go = shutil.which("go")
+    if go is None:
+        raise RuntimeError("building the control plane needs the Go toolchain (`go`) on PATH")
+    env = dict(os.environ, CGO_ENABLED="0", GOTOOLCHAIN="local", GOWORK="off", GOFLAGS="-mod=mod")
+    tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=target.parent)) / target.name
+    command = [
+        go, "build", "-v", "-trimpath", "-tags", "selinux,notest,grpcnotrace",
+        "-ldflags", ldflags, "-o", str(tmp), package,
+    ]
+    print(f"[controlplane] building {label} (cold builds take minutes; cached in {target.parent})",
+          file=out, flush=True)
+    started = time.monotonic()
+    try:
+        _run_with_progress(command, module, env, label, started, out)
+        os.replace(tmp, target)
+    finally:
+        shutil.rmtree(tmp.parent, ignore_errors=True)
+    print(f"[controlplane] built {label} in {time.monotonic() - started:.0f}s", file=out, flush=True)
+
+
+def _run_with_progress(
+    command: list[str], cwd: Path, env: dict[str, str], label: str, started: float, out: IO[str]
+) -> None:
+    process = subprocess.Popen(
+        command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    assert process.stdout is not None
+    packages, last_report = 0, started
+    tail: list[str] = []
+    for line in process.stdout:
+        tail = (tail + [line.rstrip()])[-40:]
+        packages += 1
+        now = time.monotonic()
+        if now - last_report >= 20:
+            print(f"[controlplane]   {label}: {packages} packages compiled, {now - started:.0f}s",
+                  file=out, flush=True)
+            last_report = now
+    if process.wait() != 0:
+        raise RuntimeError(f"go build of {label} failed:\n" + "\n".join(tail))

@@ -1,0 +1,332 @@
+"""Start and stop a real etcd + kube-apiserver pair on loopback, the way envtest does.
+
+Each process runs in its own process group. When the control plane belongs to a test run it is
+also tied to that process with PR_SET_PDEATHSIG, and every start records itself in a registry,
+so a killed test run leaves nothing behind: the kernel ends the children at once, and the next
+start reaps anything whose owner has died anyway.
+"""
+
+from __future__ import annotations
+
+import base64
+import ctypes
+import datetime
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+import yaml
+
+from devcluster.build import Binaries, cache_root
+from devcluster.certs import ControlPlaneCerts, write_control_plane_certs
+
+START_ATTEMPTS = 3
+READY_TIMEOUT_S = 90.0
+
+
+class ControlPlaneError(RuntimeError):
+    """The control plane could not be started; the message carries the tail of its logs."""
+
+
+@dataclass
+class RunningProcess:
+    name: str
+    pid: int
+
+
+@dataclass
+class Record:
+    """What a running control plane needs to be found and stopped again."""
+
+    owner_pid: int | None
+    state_dir: str
+    processes: list[RunningProcess]
+    server: str
+
+    def dump(self, path: Path) -> None:
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self)))
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path: Path) -> "Record":
+        raw = json.loads(path.read_text())
+        return cls(
+            owner_pid=raw["owner_pid"],
+            state_dir=raw["state_dir"],
+            processes=[RunningProcess(**p) for p in raw["processes"]],
+            server=raw["server"],
+        )
+
+
+def _registry() -> Path:
+    folder = cache_root() / "run"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _kill_group(pid: int, grace_s: float = 10.0) -> None:
+    """SIGTERM the process group led by `pid`, then SIGKILL what is left after the grace time."""
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        try:
+            finished, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            finished = 0 if _alive(pid) else pid
+        if finished == pid or not _alive(pid):
+            return
+        time.sleep(0.05)
+    try:
+        os.killpg(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except (ProcessLookupError, ChildProcessError):
+        pass
+
+
+def reap_orphans() -> list[str]:
+    """Stop control planes whose owning process has died (a killed test run); return what was reaped."""
+    reaped = []
+    for entry in sorted(_registry().glob("*.json")):
+        try:
+            record = Record.load(entry)
+        except (OSError, ValueError, KeyError):
+            entry.unlink(missing_ok=True)
+            continue
+        if record.owner_pid is None or _alive(record.owner_pid):
+            continue
+        for process in reversed(record.processes):
+            _kill_group(process.pid, grace_s=3)
+        shutil.rmtree(record.state_dir, ignore_errors=True)
+        entry.unlink(missing_ok=True)
+        reaped.append(record.state_dir)
+    return reaped
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    prctl = libc.prctl
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong]
+    prctl.restype = ctypes.c_int
+    prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+class ControlPlane:
+    """An etcd + kube-apiserver pair; `start()` returns once `/readyz` is ok and `default` exists.
+
+    `owned=True` (tests) ties the processes to this Python process; `owned=False` (`make cluster`)
+    leaves them running after it exits, to be stopped by `stop()` from a later process.
+    """
+
+    def __init__(self, binaries: Binaries, state_dir: Path | None = None, *, owned: bool = True):
+        self.binaries = binaries
+        self.owned = owned
+        self._tmp_state = state_dir is None
+        self.state_dir = state_dir or Path(tempfile.mkdtemp(prefix="fivespot-cp-"))
+        self.processes: list[tuple[str, subprocess.Popen[bytes]]] = []
+        self.server = ""
+        self.certs: ControlPlaneCerts | None = None
+        self._record_path = _registry() / f"{os.getpid()}-{self.state_dir.name}.json"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.state_dir / "kubeconfig"
+
+    def start(self) -> None:
+        reap_orphans()
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.certs = write_control_plane_certs(
+            self.state_dir / "pki", datetime.datetime.now(datetime.timezone.utc)
+        )
+        last_error: Exception | None = None
+        for _attempt in range(START_ATTEMPTS):
+            try:
+                self._start_once()
+                return
+            except ControlPlaneError as error:  # port races: another process took a port
+                last_error = error
+                self._stop_processes()
+        raise ControlPlaneError(f"control plane did not start after {START_ATTEMPTS} attempts: {last_error}")
+
+    def _start_once(self) -> None:
+        assert self.certs is not None
+        client_port, peer_port, secure_port = _free_port(), _free_port(), _free_port()
+        etcd_url = f"http://127.0.0.1:{client_port}"
+        peer_url = f"http://127.0.0.1:{peer_port}"
+        data_dir = self.state_dir / "etcd"
+        shutil.rmtree(data_dir, ignore_errors=True)
+        self._spawn("etcd", [
+            str(self.binaries.etcd),
+            "--name=fivespot", f"--data-dir={data_dir}",
+            f"--listen-client-urls={etcd_url}", f"--advertise-client-urls={etcd_url}",
+            f"--listen-peer-urls={peer_url}", f"--initial-advertise-peer-urls={peer_url}",
+            f"--initial-cluster=fivespot={peer_url}",
+            "--unsafe-no-fsync=true", "--log-level=warn",
+        ])
+        self._wait_for(lambda: _http_ok(f"{etcd_url}/health"), "etcd /health", 30)
+        self.server = f"https://127.0.0.1:{secure_port}"
+        c = self.certs
+        self._spawn("kube-apiserver", [
+            str(self.binaries.kube_apiserver),
+            f"--etcd-servers={etcd_url}",
+            f"--secure-port={secure_port}", "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--cert-dir={self.state_dir / 'apiserver-certs'}",
+            f"--tls-cert-file={c.serving_cert}", f"--tls-private-key-file={c.serving_key}",
+            f"--client-ca-file={c.client_ca}",
+            "--service-cluster-ip-range=10.0.0.0/24", "--allow-privileged=true",
+            "--authorization-mode=RBAC",
+            "--disable-admission-plugins=ServiceAccount",
+            f"--service-account-issuer={self.server}/",
+            f"--service-account-key-file={c.sa_public}",
+            f"--service-account-signing-key-file={c.sa_private}",
+            "--v=1",
+        ])
+        self._write_kubeconfig()
+        self._write_record()
+        self._wait_for(self._ready, "kube-apiserver /readyz", READY_TIMEOUT_S)
+        self._wait_for(self._default_namespace_exists, "namespace default", 30)
+
+    def _spawn(self, name: str, argv: list[str]) -> None:
+        log = open(self.state_dir / f"{name}.log", "ab")
+        process = subprocess.Popen(
+            argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True, preexec_fn=_die_with_parent if self.owned else None,
+        )
+        log.close()
+        self.processes.append((name, process))
+
+    def _wait_for(self, check: Callable[[], bool], what: str, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for name, process in self.processes:
+                if process.poll() is not None:
+                    raise ControlPlaneError(
+                        f"{name} exited with {process.returncode} while waiting "
+                        f"for {what}:\n{self._log_tail(name)}"
+                    )
+            if check():
+                return
+            time.sleep(0.1)
+        raise ControlPlaneError(f"timed out after {timeout_s:.0f}s waiting for {what}:\n"
+                                f"{self._log_tail('kube-apiserver')}")
+
+    def _log_tail(self, name: str, lines: int = 25) -> str:
+        path = self.state_dir / f"{name}.log"
+        if not path.exists():
+            return ""
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+    def _ssl_context(self) -> ssl.SSLContext:
+        assert self.certs is not None
+        context = ssl.create_default_context(cafile=str(self.certs.serving_ca))
+        context.load_cert_chain(str(self.certs.admin_cert), str(self.certs.admin_key))
+        return context
+
+    def _ready(self) -> bool:
+        return _http_ok(f"{self.server}/readyz", self._ssl_context())
+
+    def _default_namespace_exists(self) -> bool:
+        return _http_ok(f"{self.server}/api/v1/namespaces/default", self._ssl_context())
+
+    def _write_kubeconfig(self) -> None:
+        assert self.certs is not None
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "fivespot-dev", "cluster": {
+                "server": self.server,
+                "certificate-authority-data": b64(self.certs.serving_ca)}}],
+            "users": [{"name": "admin", "user": {
+                "client-certificate-data": b64(self.certs.admin_cert),
+                "client-key-data": b64(self.certs.admin_key)}}],
+            "contexts": [{"name": "fivespot-dev", "context": {"cluster": "fivespot-dev", "user": "admin"}}],
+            "current-context": "fivespot-dev",
+        }
+        tmp = self.kubeconfig.with_suffix(".tmp")
+        tmp.write_text(yaml.safe_dump(config))
+        tmp.chmod(0o600)
+        os.replace(tmp, self.kubeconfig)
+
+    def _write_record(self) -> None:
+        record = Record(
+            owner_pid=os.getpid() if self.owned else None,
+            state_dir=str(self.state_dir),
+            processes=[RunningProcess(name, p.pid) for name, p in self.processes],
+            server=self.server,
+        )
+        record.dump(self._record_path)
+        record.dump(self.state_dir / "record.json")
+
+    def _stop_processes(self) -> None:
+        for _name, process in reversed(self.processes):
+            _kill_group(process.pid)
+        self.processes.clear()
+
+    def stop(self) -> None:
+        self._stop_processes()
+        self._record_path.unlink(missing_ok=True)
+        if self._tmp_state:
+            shutil.rmtree(self.state_dir, ignore_errors=True)
+
+
+def stop_recorded(state_dir: Path) -> bool:
+    """Stop a detached control plane started with `owned=False` in `state_dir`; True if one ran."""
+    record_file = state_dir / "record.json"
+    if not record_file.exists():
+        return False
+    record = Record.load(record_file)
+    for process in reversed(record.processes):
+        _kill_group(process.pid)
+    for entry in _registry().glob(f"*-{state_dir.name}.json"):
+        try:
+            if Record.load(entry).state_dir == str(state_dir):
+                entry.unlink(missing_ok=True)
+        except (OSError, ValueError, KeyError):
+            entry.unlink(missing_ok=True)
+    return True
+
+
+def b64(path: Path) -> str:
+    return base64.b64encode(path.read_bytes()).decode()
+
+
+def _http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2, context=context) as response:
+            return int(response.status) == 200
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
