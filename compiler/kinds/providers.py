@@ -1,0 +1,638 @@
+"""The built-in spot-schedule provider kinds of `spotschedules.5spot.finos.org/v1alpha1`:
+ManualSchedule (`ms`), TimeBasedSpotSchedule (`tbss`) and CapitalMarketsSchedule (`cms`).
+
+These models are the single description of each kind's `spec` and `status`. The compiler turns
+them into CRD schemas (every string and list is bounded so Kubernetes' CEL cost estimate stays
+finite, and the admission-time rules ride along as `x-kubernetes-validations`); the provider
+controllers validate objects with them and read the parsed day, hour and clock values from the
+helpers at the bottom, so what admission accepts and what a controller evaluates cannot drift.
+
+The day/hour range syntax is the one of the original 5-Spot providers: `mon`, `mon-fri`, a
+wrapping `fri-mon`, comma lists `mon-wed,fri`; hours `9`, inclusive `9-17` (09:00 through 17:59),
+wrapping `22-6`. CapitalMarketsSchedule adds minute-precision sessions (`09:30`-`16:00`) and keeps
+the hour-granular `daysOfWeek`/`hoursOfDay` sessions and `closeHour` early closes of 5-Spot so
+existing objects keep working.
+
+Each CEL rule is a module constant with its message; the pydantic validators raise the same
+message, so the offline checker, the API server and a controller report a bad spec alike.
+Only one check differs in kind: an unknown but well-formed time zone makes the API server's
+`getHours(self)` call fail, and Kubernetes rejects the object with "unknown time zone X
+evaluating rule: <message>" rather than the plain message (kube-apiserver embeds the IANA
+database via `time/tzdata`, so this does not depend on the control-plane host).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Annotated, Any, Final, Literal
+from zoneinfo import ZoneInfo
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+from compiler.kinds.scheduled_capacity import (
+    CONDITION_REASON_PATTERN,
+    CONDITION_TYPE_PATTERN,
+    MAX_CONDITIONS,
+    PROVIDER_GROUP,
+    cel_string,
+)
+
+VERSION: Final = "v1alpha1"
+
+# --- the range and clock syntax -----------------------------------------------------------------
+
+DAY_NAMES: Final = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+"""Index = Python's `date.weekday()`: Monday is 0."""
+
+_DAY: Final = "(" + "|".join(DAY_NAMES) + ")"
+_HOUR: Final = "([01]?[0-9]|2[0-3])"
+
+
+def _list_of(atom: str) -> str:
+    item = f"{atom}( *- *{atom})?"
+    return f"^ *{item}( *, *{item})* *$"
+
+
+DAYS_PATTERN: Final = _list_of(_DAY)
+"""One `daysOfWeek` item: a day, a range (wrapping allowed) or a comma list of those."""
+HOURS_PATTERN: Final = _list_of(_HOUR)
+"""One `hoursOfDay` item: an hour 0-23, an inclusive range (wrapping allowed) or a comma list."""
+TIMEZONE_PATTERN: Final = r"^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*$"
+DATE_PATTERN: Final = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
+CLOCK_PATTERN: Final = r"^([01][0-9]|2[0-3]):[0-5][0-9]$"
+CLOSE_CLOCK_PATTERN: Final = r"^(([01][0-9]|2[0-3]):[0-5][0-9]|24:00)$"
+
+DAYS_MESSAGE: Final = (
+    "must be a day (mon, tue, wed, thu, fri, sat, sun), a range such as mon-fri or the "
+    "wrapping fri-mon, or a comma list such as mon-wed,fri"
+)
+HOURS_MESSAGE: Final = (
+    "must be an hour 0-23, an inclusive range such as 9-17 (09:00 through 17:59) or the "
+    "wrapping 22-6, or a comma list such as 0-9,17-23"
+)
+TIMEZONE_MESSAGE: Final = (
+    "must be an IANA time zone name such as UTC, America/New_York or Europe/London"
+)
+DATE_MESSAGE: Final = "must be a calendar date written YYYY-MM-DD, such as 2026-11-27"
+CLOCK_MESSAGE: Final = "must be a local time HH:MM on a 24-hour clock, such as 09:30"
+CLOSE_CLOCK_MESSAGE: Final = (
+    "must be a local time HH:MM on a 24-hour clock, such as 16:00, or 24:00 for the end of the day"
+)
+
+# --- CEL rules (cel-go semantics, RE2 regular expressions) ---------------------------------------
+
+DAYS_RULE: Final = f"self.matches({cel_string(DAYS_PATTERN)})"
+HOURS_RULE: Final = f"self.matches({cel_string(HOURS_PATTERN)})"
+DATE_RULE: Final = f"self.matches({cel_string(DATE_PATTERN)})"
+CLOCK_RULE: Final = f"self.matches({cel_string(CLOCK_PATTERN)})"
+CLOSE_CLOCK_RULE: Final = f"self.matches({cel_string(CLOSE_CLOCK_PATTERN)})"
+
+TIMEZONE_RULE: Final = (
+    f"self.matches({cel_string(TIMEZONE_PATTERN)}) && self != 'Local' && "
+    "timestamp('2000-01-01T00:00:00Z').getHours(self) >= 0"
+)
+"""A malformed name fails the pattern and gets the message. A well-formed name goes to cel-go's
+`getHours(zone)`, which calls Go's `time.LoadLocation` and errors on a zone it does not know; an
+evaluation error rejects the object too. `Local` (the API server's own zone to Go) and names with
+`:` (parsed by cel-go as a UTC offset) are not IANA names, so the pattern and the `!=` keep them
+out; `&&` is commutative over errors in CEL, so a false pattern match wins over the error."""
+
+SESSION_FORM_RULE: Final = (
+    "(has(self.days) && has(self.open) && has(self.close) && "
+    "!has(self.daysOfWeek) && !has(self.hoursOfDay)) || "
+    "(!has(self.days) && !has(self.open) && !has(self.close) && "
+    "has(self.daysOfWeek) && has(self.hoursOfDay))"
+)
+SESSION_FORM_MESSAGE: Final = (
+    "a session is either {days, open, close} with minute precision (days: mon-fri, open: "
+    "'09:30', close: '16:00') or the whole-hour 5-Spot form {daysOfWeek, hoursOfDay}, not a mix"
+)
+SESSION_ORDER_RULE: Final = "!has(self.open) || !has(self.close) || self.open < self.close"
+SESSION_ORDER_MESSAGE: Final = (
+    "open must be earlier than close on the same day; write an overnight session as two "
+    "sessions, one until 24:00 and one from 00:00"
+)
+EARLY_CLOSE_FORM_RULE: Final = "has(self.close) != has(self.closeHour)"
+EARLY_CLOSE_FORM_MESSAGE: Final = (
+    "set exactly one of close (HH:MM, closed from that minute) or closeHour (the 5-Spot form: "
+    "the last open hour)"
+)
+
+CEL_RULES: Final = {
+    "DAYS_RULE": DAYS_RULE,
+    "HOURS_RULE": HOURS_RULE,
+    "DATE_RULE": DATE_RULE,
+    "CLOCK_RULE": CLOCK_RULE,
+    "CLOSE_CLOCK_RULE": CLOSE_CLOCK_RULE,
+    "TIMEZONE_RULE": TIMEZONE_RULE,
+    "SESSION_FORM_RULE": SESSION_FORM_RULE,
+    "SESSION_ORDER_RULE": SESSION_ORDER_RULE,
+    "EARLY_CLOSE_FORM_RULE": EARLY_CLOSE_FORM_RULE,
+}
+"""Every rule this module attaches, by name, for tests and documentation."""
+
+MAX_DAY_ITEMS: Final = 14
+MAX_HOUR_ITEMS: Final = 24
+MAX_ITEM_LENGTH: Final = 96
+MAX_TIMEZONE_LENGTH: Final = 64
+MAX_SESSIONS: Final = 32
+MAX_CALENDAR_DATES: Final = 366
+"""Holidays, early closes and late opens, each: a year of days, decades of real exchange dates."""
+
+
+def _rule(rule: str, message: str) -> dict[str, Any]:
+    return {"x-kubernetes-validations": [{"rule": rule, "message": message}]}
+
+
+# --- parsing, shared by the validators and the controllers ---------------------------------------
+
+_DAYS_RE: Final = re.compile(DAYS_PATTERN)
+_HOURS_RE: Final = re.compile(HOURS_PATTERN)
+_TIMEZONE_RE: Final = re.compile(TIMEZONE_PATTERN)
+_DATE_RE: Final = re.compile(DATE_PATTERN)
+_CLOCK_RE: Final = re.compile(CLOCK_PATTERN)
+_CLOSE_CLOCK_RE: Final = re.compile(CLOSE_CLOCK_PATTERN)
+
+
+def _expand(item: str, pattern: re.Pattern[str], message: str, atom: Any, size: int) -> set[int]:
+    # fullmatch, not match: Python's `$` also matches before a trailing newline, RE2's does not.
+    if pattern.fullmatch(item) is None:
+        raise ValueError(f"{message}; got {item!r}")
+    result: set[int] = set()
+    for part in item.split(","):
+        ends = [atom(end.strip()) for end in part.split("-")]
+        start, stop = ends[0], ends[-1]
+        span = (stop - start) % size
+        result.update((start + step) % size for step in range(span + 1))
+    return result
+
+
+def parse_days(items: Iterable[str]) -> frozenset[int]:
+    """The weekdays (Monday = 0) named by `daysOfWeek` items; ValueError on a malformed item."""
+    days: set[int] = set()
+    for item in items:
+        days |= _expand(item, _DAYS_RE, DAYS_MESSAGE, DAY_NAMES.index, 7)
+    return frozenset(days)
+
+
+def parse_hours(items: Iterable[str]) -> frozenset[int]:
+    """The hours (0-23) named by `hoursOfDay` items; ValueError on a malformed item."""
+    hours: set[int] = set()
+    for item in items:
+        hours |= _expand(item, _HOURS_RE, HOURS_MESSAGE, int, 24)
+    return frozenset(hours)
+
+
+def parse_clock(text: str, *, allow_end_of_day: bool = False) -> int:
+    """Minutes after local midnight of `HH:MM` (`24:00` = 1440 only where allowed)."""
+    pattern, message = (
+        (_CLOSE_CLOCK_RE, CLOSE_CLOCK_MESSAGE) if allow_end_of_day else (_CLOCK_RE, CLOCK_MESSAGE)
+    )
+    if pattern.fullmatch(text) is None:
+        raise ValueError(f"{message}; got {text!r}")
+    hours, minutes = text.split(":")
+    return int(hours) * 60 + int(minutes)
+
+
+def parse_date(text: str) -> dt.date:
+    """The date written `YYYY-MM-DD`; ValueError naming the problem otherwise."""
+    if _DATE_RE.fullmatch(text) is None:
+        raise ValueError(f"{DATE_MESSAGE}; got {text!r}")
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError as err:
+        raise ValueError(f"{DATE_MESSAGE}; got {text!r} ({err})") from None
+
+
+def load_timezone(name: str) -> ZoneInfo:
+    """The IANA zone `name`; ValueError if it is malformed or not in the time zone database."""
+    if _TIMEZONE_RE.fullmatch(name) is None or name == "Local":
+        raise ValueError(f"{TIMEZONE_MESSAGE}; got {name!r}")
+    try:
+        return ZoneInfo(name)
+    except (ValueError, KeyError, OSError):
+        # ZoneInfoNotFoundError is a KeyError; a directory such as "America" is an OSError.
+        raise ValueError(
+            f"{TIMEZONE_MESSAGE}; {name!r} is not in the IANA time zone database"
+        ) from None
+
+
+def _check_days(item: str) -> str:
+    parse_days([item])
+    return item
+
+
+def _check_hours(item: str) -> str:
+    parse_hours([item])
+    return item
+
+
+def _check_timezone(name: str) -> str:
+    load_timezone(name)
+    return name
+
+
+def _check_date(text: str) -> str:
+    parse_date(text)
+    return text
+
+
+def _check_clock(text: str) -> str:
+    parse_clock(text)
+    return text
+
+
+def _check_close_clock(text: str) -> str:
+    parse_clock(text, allow_end_of_day=True)
+    return text
+
+
+DayItem = Annotated[
+    str,
+    Field(max_length=MAX_ITEM_LENGTH, json_schema_extra=_rule(DAYS_RULE, DAYS_MESSAGE)),
+    AfterValidator(_check_days),
+]
+HourItem = Annotated[
+    str,
+    Field(max_length=MAX_ITEM_LENGTH, json_schema_extra=_rule(HOURS_RULE, HOURS_MESSAGE)),
+    AfterValidator(_check_hours),
+]
+DateText = Annotated[
+    str,
+    Field(
+        max_length=10,
+        json_schema_extra={"format": "date", **_rule(DATE_RULE, DATE_MESSAGE)},
+    ),
+    AfterValidator(_check_date),
+]
+
+ClockText = Annotated[
+    str,
+    Field(max_length=5, json_schema_extra=_rule(CLOCK_RULE, CLOCK_MESSAGE)),
+    AfterValidator(_check_clock),
+]
+CloseClockText = Annotated[
+    str,
+    Field(max_length=5, json_schema_extra=_rule(CLOSE_CLOCK_RULE, CLOSE_CLOCK_MESSAGE)),
+    AfterValidator(_check_close_clock),
+]
+
+TimezoneText = Annotated[str, AfterValidator(_check_timezone)]
+
+
+def _timezone_field(what: str) -> Any:
+    return Field(
+        default="UTC",
+        description=(
+            f"IANA time zone {what} are evaluated in, for example America/New_York. Daylight "
+            "saving changes are followed: an hour the clock skips never occurs, and a boundary "
+            "in an hour the clock repeats takes effect at its first occurrence."
+        ),
+        max_length=MAX_TIMEZONE_LENGTH,
+        json_schema_extra=_rule(TIMEZONE_RULE, TIMEZONE_MESSAGE),
+    )
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+        alias_generator=to_camel,
+        frozen=True,
+    )
+
+
+# --- specs ---------------------------------------------------------------------------------------
+
+
+class ManualScheduleSpec(_Model):
+    """A manual toggle: the schedule is active exactly while `enabled` is true."""
+
+    enabled: bool = Field(description="When true the schedule is active; when false, inactive.")
+
+
+class TimeBasedSpotScheduleSpec(_Model):
+    """A weekly window: active when the local weekday is in `daysOfWeek` and the local hour is in
+    `hoursOfDay`. The two are independent sets, as in 5-Spot: with mon-fri and 22-6 the window is
+    open 22:00-23:59 and 00:00-06:59 of every Monday to Friday, so Saturday 00:00-06:59 is closed
+    even though Friday 22:00 opened a night (list sat in daysOfWeek to carry it over)."""
+
+    days_of_week: tuple[DayItem, ...] = Field(
+        default=(),
+        description=(
+            "Days on which the window is open: mon..sun, ranges such as mon-fri or the "
+            "wrapping fri-mon, comma lists such as mon-wed,fri. Empty means never."
+        ),
+        max_length=MAX_DAY_ITEMS,
+    )
+    hours_of_day: tuple[HourItem, ...] = Field(
+        default=(),
+        description=(
+            "Local hours during which the window is open: 0-23, inclusive ranges such as 9-17 "
+            "(09:00 through 17:59), the wrapping 22-6, comma lists such as 0-9,17-23. Empty "
+            "means never."
+        ),
+        max_length=MAX_HOUR_ITEMS,
+    )
+    timezone: TimezoneText = _timezone_field("the days and hours")
+    enabled: bool = Field(
+        default=True,
+        description="The provider's own switch: when false the window is ignored and the "
+        "schedule is inactive.",
+    )
+
+    @property
+    def zone(self) -> ZoneInfo:
+        """`timezone` as a ZoneInfo."""
+        return load_timezone(self.timezone)
+
+
+class TradingSession(_Model):
+    """When the market is open on the days it trades: either minute precision
+    (`days`, `open`, `close`) or the whole-hour 5-Spot form (`daysOfWeek`, `hoursOfDay`)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {"rule": SESSION_FORM_RULE, "message": SESSION_FORM_MESSAGE},
+                {"rule": SESSION_ORDER_RULE, "message": SESSION_ORDER_MESSAGE},
+            ]
+        }
+    )
+
+    days: DayItem | None = Field(
+        default=None,
+        description="Days this session runs, in the daysOfWeek syntax, for example mon-fri.",
+    )
+    open: ClockText | None = Field(
+        default=None,
+        description="Local opening time HH:MM, for example 09:30; open from that minute.",
+    )
+    close: CloseClockText | None = Field(
+        default=None,
+        description="Local closing time HH:MM, for example 16:00, or 24:00 for the end of the "
+        "day; closed from that minute.",
+    )
+    days_of_week: tuple[DayItem, ...] | None = Field(
+        default=None,
+        description="5-Spot form: days this session runs (e.g. [mon-fri]).",
+        max_length=MAX_DAY_ITEMS,
+    )
+    hours_of_day: tuple[HourItem, ...] | None = Field(
+        default=None,
+        description="5-Spot form: hours this session is open, whole hours inclusive "
+        "(e.g. [9-15] is 09:00 through 15:59).",
+        max_length=MAX_HOUR_ITEMS,
+    )
+
+    @model_validator(mode="after")
+    def _one_form(self) -> TradingSession:
+        minute_form = (self.days, self.open, self.close)
+        hour_form = (self.days_of_week, self.hours_of_day)
+        complete_minutes = all(v is not None for v in minute_form)
+        complete_hours = all(v is not None for v in hour_form)
+        no_minutes = all(v is None for v in minute_form)
+        no_hours = all(v is None for v in hour_form)
+        if not ((complete_minutes and no_hours) or (complete_hours and no_minutes)):
+            raise ValueError(SESSION_FORM_MESSAGE)
+        if self.open is not None and self.close is not None:
+            if parse_clock(self.open) >= parse_clock(self.close, allow_end_of_day=True):
+                raise ValueError(f"{SESSION_ORDER_MESSAGE}; got {self.open}-{self.close}")
+        return self
+
+    @property
+    def weekdays(self) -> frozenset[int]:
+        """The weekdays (Monday = 0) this session runs."""
+        return parse_days([self.days] if self.days is not None else self.days_of_week or ())
+
+    @property
+    def minutes(self) -> tuple[tuple[int, int], ...]:
+        """The local [start, end) minute ranges this session is open on one of its days."""
+        if self.open is not None and self.close is not None:
+            return ((parse_clock(self.open), parse_clock(self.close, allow_end_of_day=True)),)
+        return hour_ranges(parse_hours(self.hours_of_day or ()))
+
+
+class EarlyClose(_Model):
+    """A day the market closes before its sessions' normal end."""
+
+    date: DateText = Field(description="Local calendar date, YYYY-MM-DD.")
+    close: CloseClockText | None = Field(
+        default=None,
+        description="Local time HH:MM from which the market is closed that day, e.g. 13:00.",
+    )
+    close_hour: int | None = Field(
+        default=None,
+        description="5-Spot form: the last open hour that day (13 = open through 13:59).",
+        ge=0,
+        le=23,
+    )
+
+    model_config = ConfigDict(
+        json_schema_extra=_rule(EARLY_CLOSE_FORM_RULE, EARLY_CLOSE_FORM_MESSAGE)
+    )
+
+    @model_validator(mode="after")
+    def _one_form(self) -> EarlyClose:
+        if (self.close is None) == (self.close_hour is None):
+            raise ValueError(EARLY_CLOSE_FORM_MESSAGE)
+        return self
+
+    @property
+    def close_minute(self) -> int:
+        """Minutes after local midnight from which the market is closed that day."""
+        if self.close is not None:
+            return parse_clock(self.close, allow_end_of_day=True)
+        assert self.close_hour is not None  # guaranteed by _one_form
+        return (self.close_hour + 1) * 60
+
+
+class LateOpen(_Model):
+    """A day the market opens after its sessions' normal start."""
+
+    date: DateText = Field(description="Local calendar date, YYYY-MM-DD.")
+    open: ClockText = Field(description="Local time HH:MM from which the market may open.")
+
+    @property
+    def open_minute(self) -> int:
+        """Minutes after local midnight before which the market is closed that day."""
+        return parse_clock(self.open)
+
+
+def _once(dates: Iterable[str]) -> None:
+    seen: set[str] = set()
+    for date in dates:
+        if date in seen:
+            raise ValueError(f"{date} is listed twice; keep one entry per date")
+        seen.add(date)
+
+
+class CapitalMarketsScheduleSpec(_Model):
+    """An exchange calendar: active while the market is in session. A holiday closes the whole
+    local day; otherwise the market is open inside any session running that weekday, from the
+    day's late open (if any) until its early close (if any). Sessions that touch merge, so
+    00:00 after a 24:00 close is not a transition."""
+
+    timezone: TimezoneText = _timezone_field("sessions, holidays, early closes and late opens")
+    sessions: tuple[TradingSession, ...] = Field(
+        default=(),
+        description="When the market trades. Empty means it never does.",
+        max_length=MAX_SESSIONS,
+    )
+    holidays: tuple[DateText, ...] = Field(
+        default=(),
+        description="Local dates on which the market is closed all day, YYYY-MM-DD.",
+        max_length=MAX_CALENDAR_DATES,
+        json_schema_extra={"x-kubernetes-list-type": "set"},
+    )
+    early_closes: tuple[EarlyClose, ...] = Field(
+        default=(),
+        description="Dates on which the market closes early, one entry per date.",
+        max_length=MAX_CALENDAR_DATES,
+        json_schema_extra={
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["date"],
+        },
+    )
+    late_opens: tuple[LateOpen, ...] = Field(
+        default=(),
+        description="Dates on which the market opens late, one entry per date.",
+        max_length=MAX_CALENDAR_DATES,
+        json_schema_extra={
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["date"],
+        },
+    )
+
+    @field_validator("holidays")
+    @classmethod
+    def _holidays_once(cls, holidays: tuple[str, ...]) -> tuple[str, ...]:
+        _once(holidays)
+        return holidays
+
+    @field_validator("early_closes", "late_opens")
+    @classmethod
+    def _one_entry_per_date(
+        cls, entries: tuple[EarlyClose, ...] | tuple[LateOpen, ...]
+    ) -> tuple[EarlyClose, ...] | tuple[LateOpen, ...]:
+        _once(entry.date for entry in entries)
+        return entries
+
+    @property
+    def zone(self) -> ZoneInfo:
+        """`timezone` as a ZoneInfo."""
+        return load_timezone(self.timezone)
+
+
+def hour_ranges(hours: frozenset[int]) -> tuple[tuple[int, int], ...]:
+    """A set of whole hours as sorted, disjoint local [start, end) minute ranges."""
+    ranges: list[tuple[int, int]] = []
+    for hour in sorted(hours):
+        start, end = hour * 60, hour * 60 + 60
+        if ranges and ranges[-1][1] == start:
+            ranges[-1] = (ranges[-1][0], end)
+        else:
+            ranges.append((start, end))
+    return tuple(ranges)
+
+
+# --- status --------------------------------------------------------------------------------------
+
+
+class Condition(_Model):
+    """One observation, shaped like metav1.Condition."""
+
+    type: str = Field(
+        description="Condition type, for example Ready.",
+        max_length=316,
+        pattern=CONDITION_TYPE_PATTERN,
+    )
+    status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
+    reason: str = Field(
+        description="A CamelCase reason a person can look up and act on.",
+        max_length=1024,
+        pattern=CONDITION_REASON_PATTERN,
+    )
+    message: str = Field(description="What happened and what to do about it.", max_length=32768)
+    last_transition_time: str = Field(
+        description="When status last changed (not reason or message), RFC 3339.",
+        max_length=64,
+        json_schema_extra={"format": "date-time"},
+    )
+
+
+class ProviderStatus(_Model):
+    """The provider contract's status: consumers read `active`, the Ready condition,
+    `observedGeneration` and `lastTransitionTime`, and never the spec."""
+
+    active: bool = Field(description="Whether the schedule is active now. The contract field.")
+    observed_generation: int = Field(
+        description="The metadata.generation this status was computed from.", ge=0
+    )
+    last_transition_time: str = Field(
+        description="When active last flipped (first publish counts), RFC 3339.",
+        max_length=64,
+        json_schema_extra={"format": "date-time"},
+    )
+    next_transition_time: str | None = Field(
+        default=None,
+        description="When active will next flip, RFC 3339 UTC; absent if it never will within "
+        "the next year, or while the spec is invalid.",
+        max_length=64,
+        json_schema_extra={"format": "date-time"},
+    )
+    conditions: tuple[Condition, ...] = Field(
+        default=(),
+        description="Ready: True while active is computed from a valid spec; False with the "
+        "reason when it is not, in which case consumers hold their last known state.",
+        max_length=MAX_CONDITIONS,
+        json_schema_extra={
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["type"],
+        },
+    )
+
+    def condition(self, type_: str) -> Condition | None:
+        """The condition of that type, if present."""
+        return next((c for c in self.conditions if c.type == type_), None)
+
+
+ManualScheduleStatus = ProviderStatus
+TimeBasedSpotScheduleStatus = ProviderStatus
+CapitalMarketsScheduleStatus = ProviderStatus
+
+
+@dataclass(frozen=True)
+class ProviderKind:
+    """What the compiler needs to emit one built-in provider CRD."""
+
+    kind: str
+    plural: str
+    singular: str
+    short_names: tuple[str, ...]
+    spec_model: type[_Model]
+    status_model: type[ProviderStatus]
+
+    @property
+    def crd_name(self) -> str:
+        """`<plural>.<group>`, the CRD's metadata.name."""
+        return f"{self.plural}.{PROVIDER_GROUP}"
+
+
+MANUAL_SCHEDULE: Final = ProviderKind(
+    "ManualSchedule", "manualschedules", "manualschedule", ("ms",), ManualScheduleSpec,
+    ProviderStatus,
+)
+TIME_BASED_SPOT_SCHEDULE: Final = ProviderKind(
+    "TimeBasedSpotSchedule", "timebasedspotschedules", "timebasedspotschedule", ("tbss",),
+    TimeBasedSpotScheduleSpec, ProviderStatus,
+)
+CAPITAL_MARKETS_SCHEDULE: Final = ProviderKind(
+    "CapitalMarketsSchedule", "capitalmarketsschedules", "capitalmarketsschedule", ("cms",),
+    CapitalMarketsScheduleSpec, ProviderStatus,
+)
+BUILTIN_PROVIDERS: Final = (MANUAL_SCHEDULE, TIME_BASED_SPOT_SCHEDULE, CAPITAL_MARKETS_SCHEDULE)
