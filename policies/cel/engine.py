@@ -1,0 +1,316 @@
+"""fivespot's one CEL engine: cel-expr-python (cel-cpp) configured to behave like Kubernetes.
+
+The compiler checks every rule it emits with this module, the offline checker evaluates them to
+predict the API server's verdict, and the webhook evaluates them at admission, so all three must
+see the same language. This module owns the environment (extensions, declared variables, the
+Kubernetes function library), compilation with the Kubernetes deviations from stock cel-cpp
+(cross-type numeric comparisons, literal validators), conversion of Python values in and out,
+and the mapping of error texts to the wording cel-go, and therefore `kubectl`, uses.
+
+Programs are cached by (expression, variables) and are safe to evaluate from many threads.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Final
+
+from cel_expr_python import cel
+
+from policies.cel import checked, library
+from policies.cel.checked import CheckedAst
+from policies.cel.literals import Issue, literal_issues
+
+EXTENSIONS: Final = (
+    "strings",
+    "optional",
+    "math",
+    "encoders",
+    "bindings",
+    "lists",
+    "sets",
+    "two-var-comprehensions",
+)
+
+CRD_VARIABLES: Final = frozenset({"self", "oldSelf"})
+ADMISSION_VARIABLES: Final = frozenset(
+    {"object", "oldObject", "request", "params", "namespaceObject", "variables", "authorizer"}
+)
+
+_OLD_SELF: Final = "oldSelf"
+_HAS_OLD_SELF: Final = "fivespot_hasOldSelf_"
+_OLD_SELF_VALUE: Final = "fivespot_oldSelf_"
+_INT64_MIN: Final = -(2**63)
+_INT64_MAX: Final = 2**63 - 1
+
+_ORDERING: Final = r"_(?:<|<=|>|>=)_"
+_NUMERIC: Final = r"(?:int|uint|double)"
+_CROSS_TYPE_COMPARISON: Final = re.compile(
+    rf"found no matching overload for '{_ORDERING}' applied to '\(({_NUMERIC}), ({_NUMERIC})\)'"
+)
+_ISSUE_START: Final = re.compile(r"^ERROR: <input>:\d+:\d+: ", re.MULTILINE)
+_STATUS_PREFIX: Final = re.compile(r"^[A-Z_]+: ")
+_STATUS_SUFFIX: Final = re.compile(r"\s*\[[A-Z_]+\]$")
+_INT_OUT_OF_RANGE: Final = re.compile(r"Integer value '-?\d+' out of range")
+
+
+class CelCompileError(Exception):
+    """The expression is not valid CEL for Kubernetes; `message` is what cel-go would print."""
+
+    def __init__(self, message: str, expression: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.expression = expression
+
+
+class CelEvaluationError(Exception):
+    """Evaluating a compiled expression failed (no such key, no such overload, ...)."""
+
+    def __init__(self, message: str, expression: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.expression = expression
+
+
+@dataclass(frozen=True, eq=False)
+class Program:
+    """A compiled expression, ready to evaluate against an activation of its variables."""
+
+    expression: str
+    variables: frozenset[str]
+    tree: CheckedAst
+    result_type: str
+    optional_old_self: bool
+    _compiled: cel.Expression
+
+    def evaluate(self, activation: Mapping[str, object]) -> object:
+        """The plain-Python value of the expression; raises CelEvaluationError on CEL errors.
+
+        Keys are the declared variable names. With `optional_old_self`, leave `oldSelf` out when
+        there is no old value (CREATE, or the field is new) and CEL sees `optional.none()`.
+        """
+        data = self._data(activation)
+        result = self._run(data)
+        if result.type() == cel.Type.ERROR and _INT_OUT_OF_RANGE.search(str(result)):
+            # Kubernetes decodes integers beyond int64 as float64; cel-cpp refuses them. Only
+            # activations that hit this pay for the normalising copy.
+            result = self._run({key: normalise(value) for key, value in data.items()})
+        if result.type() == cel.Type.ERROR:
+            raise CelEvaluationError(cel_go_wording(str(result)), self.expression)
+        try:
+            plain = result.plain_value()
+        except RuntimeError as error:
+            raise CelEvaluationError(cel_go_wording(str(error)), self.expression) from error
+        return to_python(plain)
+
+    def _data(self, activation: Mapping[str, object]) -> dict[str, object]:
+        data = dict(activation)
+        if self.optional_old_self:
+            data[_HAS_OLD_SELF] = _OLD_SELF in data
+            data[_OLD_SELF_VALUE] = data.pop(_OLD_SELF, None)
+        return data
+
+    def _run(self, data: Mapping[str, object]) -> cel.Value:
+        try:
+            return self._compiled.eval(data=data)
+        except RuntimeError as error:
+            raise CelEvaluationError(cel_go_wording(str(error)), self.expression) from error
+
+
+def compile_expression(
+    expr: str, variables: Iterable[str], *, optional_old_self: bool = False
+) -> Program:
+    """Compile `expr` with `variables` declared as `dyn`; raises CelCompileError.
+
+    `optional_old_self` gives CRD rules the `optionalOldSelf: true` behaviour: `oldSelf` is an
+    `optional_type(dyn)` and the rule also runs when there is no old value.
+    """
+    return _compile_cached(expr, frozenset(variables), optional_old_self)
+
+
+@functools.lru_cache(maxsize=4096)
+def _compile_cached(expr: str, variables: frozenset[str], optional_old_self: bool) -> Program:
+    compiled, tree = _check(expr, variables, optional_old_self)
+    if optional_old_self and _OLD_SELF in variables:
+        compiled = _compile_with_optional_old_self(expr, variables)
+    return Program(
+        expression=expr,
+        variables=variables,
+        tree=tree,
+        result_type=tree.type_of(tree.root),
+        optional_old_self=optional_old_self and _OLD_SELF in variables,
+        _compiled=compiled,
+    )
+
+
+def _check(
+    expr: str, variables: frozenset[str], optional_old_self: bool
+) -> tuple[cel.Expression, CheckedAst]:
+    env = _environment(variables, optional_old_self and _OLD_SELF in variables)
+    compiled = _compile_or_raise(env, expr, expr)
+    tree = checked.decode(compiled.serialize())
+    issues = literal_issues(tree, _literal_is_valid)
+    if issues:
+        raise CelCompileError(_format_issues(expr, tree, issues), expr)
+    return compiled, tree
+
+
+def _compile_with_optional_old_self(expr: str, variables: frozenset[str]) -> cel.Expression:
+    # cel-expr-python cannot pass an optional value in, so the rule is wrapped to build it from
+    # two hidden variables. Positions in errors come from the unwrapped compile in `_check`.
+    wrapped = (
+        f"cel.bind({_OLD_SELF}, {_HAS_OLD_SELF} ? optional.of({_OLD_SELF_VALUE}) "
+        f": optional.none(), (\n{expr}\n))"
+    )
+    hidden = (variables - {_OLD_SELF}) | {_HAS_OLD_SELF, _OLD_SELF_VALUE}
+    return _compile_or_raise(_environment(frozenset(hidden), False), wrapped, expr)
+
+
+def _compile_or_raise(env: cel.Env, source: str, expr: str) -> cel.Expression:
+    with _COMPILE_LOCK:
+        try:
+            return env.compile(source)
+        except RuntimeError as error:
+            message = _strip_status(str(error))
+            if not _only_cross_type_comparisons(message):
+                raise CelCompileError(message, expr) from None
+        # Kubernetes enables cross-type numeric comparisons (`1 < 1.5`); cel-cpp's checker has no
+        # such overloads but its runtime compares mixed numbers correctly.
+        try:
+            return env.compile(source, disable_check=True)
+        except RuntimeError as error:
+            raise CelCompileError(_strip_status(str(error)), expr) from None
+
+
+def _only_cross_type_comparisons(message: str) -> bool:
+    issues = [issue for issue in _ISSUE_START.split(message) if issue.strip()]
+    if not issues:
+        return False
+    for issue in issues:
+        match = _CROSS_TYPE_COMPARISON.match(issue)
+        if match is None or match.group(1) == match.group(2):
+            return False
+    return True
+
+
+_COMPILE_LOCK: Final = threading.Lock()
+
+
+@functools.lru_cache(maxsize=64)
+def _environment(variables: frozenset[str], optional_old_self: bool) -> cel.Env:
+    lines = ["extensions:"]
+    lines += [f'  - name: "{name}"' for name in EXTENSIONS]
+    lines.append("variables:")
+    for name in sorted(variables):
+        lines.append(f'  - name: "{name}"')
+        if optional_old_self and name == _OLD_SELF:
+            lines += ['    type_name: "optional_type"', "    params:", '      - type_name: "dyn"']
+        else:
+            lines.append('    type_name: "dyn"')
+    config = cel.NewEnvConfigFromYaml("\n".join(lines) + "\n")
+    # The Kubernetes library is registered after the config's strings extension: registering
+    # list `indexOf` before it fails with ALREADY_EXISTS.
+    return cel.NewEnv(config=config, extensions=[library.extension()])
+
+
+# --- literal validation -------------------------------------------------------------------------
+
+
+def _literal_is_valid(kind: str, literal: str) -> bool:
+    result_type: cel.Type = _literal_probe(kind).eval(data={"v": literal}).type()
+    return not result_type == cel.Type.ERROR
+
+
+@functools.lru_cache(maxsize=3)
+def _literal_probe(kind: str) -> cel.Expression:
+    source = {"duration": "duration(v)", "timestamp": "timestamp(v)", "regex": "''.matches(v)"}
+    env = cel.NewEnv(variables={"v": cel.Type.STRING})
+    with _COMPILE_LOCK:
+        return env.compile(source[kind])
+
+
+def _format_issues(expr: str, tree: CheckedAst, issues: list[Issue]) -> str:
+    return "\n".join(format_issue(expr, tree.positions.get(i.expr_id, 0), i.message) for i in issues)
+
+
+def format_issue(expr: str, offset: int, message: str) -> str:
+    """One issue in cel-go's layout: location, message, source line and a caret."""
+    line_start = expr.rfind("\n", 0, offset) + 1
+    line_end = expr.find("\n", offset)
+    line_text = expr[line_start : line_end if line_end >= 0 else len(expr)]
+    line = expr.count("\n", 0, offset) + 1
+    column = offset - line_start
+    return (
+        f"ERROR: <input>:{line}:{column + 1}: {message}\n"
+        f" | {line_text}\n"
+        f" | {'.' * column}^"
+    )
+
+
+# --- values in and out --------------------------------------------------------------------------
+
+
+def normalise(value: object) -> object:
+    """A JSON-shaped value as Kubernetes' unstructured decoding would hand it to CEL."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and not _INT64_MIN <= value <= _INT64_MAX:
+        return float(value)
+    if isinstance(value, Mapping):
+        return {key: normalise(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [normalise(item) for item in value]
+    return value
+
+
+def to_python(value: object) -> object:
+    """cel-expr-python's plain value made plain: bytes for bytearray, library values as text."""
+    if isinstance(value, bytearray):
+        return bytes(value)
+    if isinstance(value, dict):
+        text = library.as_text(value)
+        if text is not None:
+            return text
+        return {to_python(key): to_python(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [to_python(item) for item in value]
+    if isinstance(value, (datetime, timedelta)) or value is None:
+        return value
+    if isinstance(value, cel.Type):
+        return value.name().lower()
+    return value
+
+
+# --- error wording ------------------------------------------------------------------------------
+
+_WORDING: Final = (
+    (re.compile(r'^Key not found in map : "(.*)"$', re.DOTALL), r"no such key: \1"),
+    (
+        re.compile(r"^Index error: index=(-?\d+) size=(\d+)$"),
+        r"index '\1' out of range in list size '\2'",
+    ),
+    (re.compile(r"^No matching overloads found : (.*)$"), r"no such overload: \1"),
+    (
+        re.compile(r'^No value with name "(.*)" found in Activation$'),
+        r"no such attribute(s): \1",
+    ),
+    (re.compile(r"^divide by zero$"), "division by zero"),
+)
+
+
+def cel_go_wording(message: str) -> str:
+    """cel-cpp's error text, reworded to cel-go's where Kubernetes users would see it."""
+    text = _strip_status(message)
+    for pattern, replacement in _WORDING:
+        if pattern.match(text):
+            return pattern.sub(replacement, text).replace("int64", "int").replace("uint64", "uint")
+    return text
+
+
+def _strip_status(message: str) -> str:
+    return _STATUS_SUFFIX.sub("", _STATUS_PREFIX.sub("", message.strip()))
