@@ -9,6 +9,7 @@ belong to the machine controller and are carried opaquely.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -115,10 +116,10 @@ def governed_node(status: object) -> str | None:
     Tolerant on purpose: host governance must not go blind because some other status field of a
     machine fails this module's stricter model.
     """
-    if not isinstance(status, dict):
+    if not isinstance(status, Mapping):
         return None
     node_ref = status.get("nodeRef")
-    if not isinstance(node_ref, dict):
+    if not isinstance(node_ref, Mapping):
         return None
     name = node_ref.get("name")
     return name if isinstance(name, str) and name else None

@@ -1,0 +1,260 @@
+"""What the capacity controller's I/O shell observed, as frozen values for `decide`.
+
+The shell does the API calls; this module fixes the vocabulary it reports them in, and holds the
+few pure translations from raw objects (the provider contract, a field at a dotted path, a
+ScheduledMachine's nodeRef) so that the shell stays a thin loop with no judgement of its own.
+Each observation distinguishes "looked and it is not there" from "could not look" (a transient
+API error), because the seed treats them differently: the first is reported and acted on, the
+second flips nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum, StrEnum
+from typing import Final
+
+from pydantic import ValidationError
+
+from compiler.kinds.scheduled_capacity import ScheduledCapacitySpec, ScheduledCapacityStatus
+from compiler.kinds.scheduled_machine import governed_node
+from policies.fieldpath import capacity_path_error, drained_path_error, split_path
+
+
+class Absent(Enum):
+    """A field that is not present on the object (distinct from JSON null)."""
+
+    ABSENT = "absent"
+
+
+ABSENT: Final = Absent.ABSENT
+
+
+@dataclass(frozen=True)
+class LookupFailed:
+    """A transient API error (timeout, 5xx, throttling): the shell could not look."""
+
+    message: str
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """The provider object exists and its status can be trusted."""
+
+    active: bool
+
+
+class UnresolvedReason(StrEnum):
+    """Why a provider reference does not resolve, per the provider contract."""
+
+    CRD_NOT_INSTALLED = "ProviderCRDNotInstalled"
+    NOT_FOUND = "ScheduleNotFound"
+    ACTIVE_MISSING = "ActiveMissing"
+    ACTIVE_NOT_BOOL = "ActiveNotBool"
+    NOT_READY = "ScheduleNotReady"
+
+
+@dataclass(frozen=True)
+class Unresolved:
+    """The shell looked and the reference does not resolve; `message` says what it saw."""
+
+    reason: UnresolvedReason
+    message: str
+
+
+ScheduleObservation = Resolved | Unresolved | LookupFailed
+
+
+@dataclass(frozen=True)
+class TargetFound:
+    """The target exists; the raw values at capacity.path and handback.drainedPath."""
+
+    value: object = ABSENT
+    drained: object = ABSENT
+
+
+@dataclass(frozen=True)
+class TargetNotFound:
+    """The shell looked and there is no such target (404)."""
+
+
+TargetObservation = TargetFound | TargetNotFound | LookupFailed
+
+
+@dataclass(frozen=True, order=True)
+class MachineNode:
+    """A ScheduledMachine in the namespace and the node its status.nodeRef names."""
+
+    machine: str
+    node: str
+
+
+MachinesObservation = tuple[MachineNode, ...] | LookupFailed
+
+
+@dataclass(frozen=True)
+class AllowlistEntry:
+    """The compiled bundle's entry for one CapacityConsumer: what the controller may write."""
+
+    group: str
+    kind: str
+    resource: str
+    capacity_paths: frozenset[str]
+    drained_path: str | None
+    max_active_value: int
+
+
+@dataclass(frozen=True)
+class InvalidSpec:
+    """A spec that failed the model (an older CRD admitted it); `errors` are human-readable."""
+
+    raw: Mapping[str, object] = field(hash=False, compare=True)
+    errors: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DecisionInput:
+    """Everything `decide` looks at. `now` is injected so the function stays pure."""
+
+    namespace: str
+    name: str
+    generation: int
+    spec: ScheduledCapacitySpec | InvalidSpec
+    schedule: ScheduleObservation
+    target: TargetObservation
+    machines: MachinesObservation
+    allowlist: AllowlistEntry | None
+    prior: ScheduledCapacityStatus | None
+    now: datetime
+
+
+def parse_spec(raw: object) -> ScheduledCapacitySpec | InvalidSpec:
+    """The object's `spec` as a model, or the reasons it is not one."""
+    if not isinstance(raw, Mapping):
+        return InvalidSpec(raw={}, errors=(f"spec is a {type(raw).__name__}, not an object",))
+    try:
+        return ScheduledCapacitySpec.model_validate(raw)
+    except ValidationError as error:
+        return InvalidSpec(
+            raw=dict(raw),
+            errors=tuple(
+                f"spec.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors()
+            ),
+        )
+
+
+def parse_status(raw: object) -> ScheduledCapacityStatus | None:
+    """The object's prior `status`, or None when absent or not in this controller's shape.
+
+    An unreadable status is treated as a first reconcile; the state it held is rebuilt from what
+    the controller observes, which is safe because every decision re-checks the target.
+    """
+    if not isinstance(raw, Mapping) or not raw:
+        return None
+    try:
+        return ScheduledCapacityStatus.model_validate(raw)
+    except ValidationError:
+        return None
+
+
+def read_field(obj: Mapping[str, object], path: str) -> object:
+    """The value at a dotted path that passed its field-path rule, or ABSENT."""
+    node: object = obj
+    for segment in split_path(path):
+        if not isinstance(node, Mapping) or segment not in node:
+            return ABSENT
+        node = node[segment]
+    return node
+
+
+def as_count(value: object) -> int | None:
+    """`value` as a whole number, or None when it is not one (bools and strings are not)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    return None
+
+
+def observe_schedule(provider: Mapping[str, object] | None, *, crd_installed: bool = True) -> (
+    Resolved | Unresolved
+):
+    """Apply the provider contract to a provider object the shell fetched (None on 404).
+
+    Only `status` is read: `status.active` must be a bool, and a `Ready` condition, if present,
+    must be True.
+    """
+    if not crd_installed:
+        return Unresolved(
+            UnresolvedReason.CRD_NOT_INSTALLED,
+            "the provider kind is not served by the API server; install its CRD",
+        )
+    if provider is None:
+        return Unresolved(
+            UnresolvedReason.NOT_FOUND,
+            "the provider object does not exist in this namespace; create it or fix spec.schedule",
+        )
+    status = provider.get("status")
+    status = status if isinstance(status, Mapping) else {}
+    if "active" not in status:
+        return Unresolved(
+            UnresolvedReason.ACTIVE_MISSING,
+            "the provider has not published status.active; is its controller running?",
+        )
+    active = status["active"]
+    if not isinstance(active, bool):
+        return Unresolved(
+            UnresolvedReason.ACTIVE_NOT_BOOL,
+            f"the provider's status.active is {active!r}, not a boolean",
+        )
+    ready = _ready_condition(status.get("conditions"))
+    if ready is not None and ready.get("status") != "True":
+        return Unresolved(
+            UnresolvedReason.NOT_READY,
+            f"the provider reports Ready={ready.get('status')!s} "
+            f"({ready.get('reason')!s}: {ready.get('message')!s})",
+        )
+    return Resolved(active)
+
+
+def _ready_condition(conditions: object) -> Mapping[str, object] | None:
+    if not isinstance(conditions, list):
+        return None
+    for condition in conditions:
+        if isinstance(condition, Mapping) and condition.get("type") == "Ready":
+            return condition
+    return None
+
+
+def observe_target(
+    target: Mapping[str, object] | None, spec: ScheduledCapacitySpec
+) -> TargetFound | TargetNotFound:
+    """The values a target object (None on 404) holds at the spec's paths.
+
+    A path that fails its rule is not read at all; `decide` refuses such a spec anyway.
+    """
+    if target is None:
+        return TargetNotFound()
+    path = spec.capacity.path
+    value = read_field(target, path) if capacity_path_error(path) is None else ABSENT
+    drained: object = ABSENT
+    if spec.handback is not None and drained_path_error(spec.handback.drained_path) is None:
+        drained = read_field(target, spec.handback.drained_path)
+    return TargetFound(value=value, drained=drained)
+
+
+def observe_machines(machines: Iterable[Mapping[str, object]]) -> tuple[MachineNode, ...]:
+    """The (machine, node) pairs of ScheduledMachines whose status names a node."""
+    pairs = []
+    for machine in machines:
+        metadata = machine.get("metadata")
+        name = metadata.get("name") if isinstance(metadata, Mapping) else None
+        node = governed_node(machine.get("status"))
+        if node is not None:
+            pairs.append(MachineNode(machine=str(name), node=node))
+    return tuple(sorted(pairs))
