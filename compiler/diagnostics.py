@@ -1,0 +1,50 @@
+"""Errors a person can act on: `FILE:LINE:COL: field.path: message`.
+
+Every problem in a config repo is reported in this one shape, all of them in one run, so a CI
+log reads like a compiler's and an editor can jump to each line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+
+@dataclass(frozen=True, order=True)
+class Location:
+    file: str
+    line: int
+    column: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.column}"
+
+
+@dataclass(frozen=True, order=True)
+class Diagnostic:
+    location: Location
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        field = f" {self.field}:" if self.field else ""
+        return f"{self.location}:{field} {self.message}"
+
+
+class CompileError(Exception):
+    """One or more diagnostics; the compiler raises it after collecting everything it found."""
+
+    def __init__(self, diagnostics: Sequence[Diagnostic]):
+        self.diagnostics = sorted(set(diagnostics))
+        super().__init__("\n".join(str(d) for d in self.diagnostics))
+
+
+def field_path(parts: Sequence[str | int]) -> str:
+    """('spec', 'paths', 0, 'x') -> 'spec.paths[0].x'."""
+    text = ""
+    for part in parts:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += f".{part}" if text else part
+    return text

@@ -1,0 +1,233 @@
+"""Read a config repo: every `*.yaml`/`*.yml` under a folder, multi-document, any layout.
+
+YAML is composed into nodes first so each field keeps its line and column; pydantic then
+validates, and each of its errors is placed back on the line that caused it. Nothing here
+raises on bad input: problems come back as diagnostics, all of them, sorted.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from compiler.diagnostics import Diagnostic, Location, field_path
+from compiler.spec import CONFIG_API_VERSION, DOCUMENT_KINDS
+
+Path_ = tuple[str | int, ...]
+
+
+@dataclass
+class SourceDocument:
+    """One YAML document: its data and where each field of it came from."""
+
+    file: str
+    index: int
+    data: Any
+    positions: dict[Path_, Location]
+    raw: dict[Path_, str] = field(default_factory=dict)
+
+    def locate(self, path: Iterable[str | int]) -> Location:
+        """The position of the deepest known prefix of `path`."""
+        parts = tuple(path)
+        while parts and parts not in self.positions:
+            parts = parts[:-1]
+        return self.positions[parts]
+
+
+@dataclass
+class LoadedDocument:
+    source: SourceDocument
+    model: Any
+
+    @property
+    def kind(self) -> str:
+        return str(self.model.kind)
+
+    @property
+    def name(self) -> str:
+        return str(self.model.metadata.name)
+
+
+@dataclass
+class LoadResult:
+    documents: list[LoadedDocument] = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+
+def config_files(config_dir: Path) -> list[Path]:
+    """Every YAML file under `config_dir`, in a fixed order (hidden folders skipped)."""
+    found = [
+        p for p in config_dir.rglob("*")
+        if p.suffix in (".yaml", ".yml") and p.is_file()
+        and not any(part.startswith(".") for part in p.relative_to(config_dir).parts)
+    ]
+    return sorted(found, key=lambda p: p.relative_to(config_dir).as_posix())
+
+
+def load_repo(config_dir: Path) -> LoadResult:
+    result = LoadResult()
+    if not config_dir.is_dir():
+        result.diagnostics.append(
+            Diagnostic(Location(str(config_dir), 0, 0), "", "config folder does not exist")
+        )
+        return result
+    files = config_files(config_dir)
+    if not files:
+        result.diagnostics.append(Diagnostic(
+            Location(str(config_dir), 0, 0), "", "no *.yaml or *.yml files in the config folder"))
+    for path in files:
+        shown = path.relative_to(config_dir).as_posix()
+        load_text(path.read_text(encoding="utf-8", errors="replace"), shown, result)
+    return result
+
+
+def load_text(text: str, file: str, result: LoadResult) -> None:
+    """Parse one file's documents into `result`."""
+    loader = yaml.SafeLoader(text)
+    try:
+        index = 0
+        while loader.check_node():
+            node = loader.get_node()
+            if node is None:
+                continue
+            document = SourceDocument(file, index, None, {})
+            _walk(node, (), file, document, result.diagnostics)
+            document.data = loader.construct_document(node)
+            index += 1
+            model = _validate(document, result.diagnostics)
+            if model is not None:
+                result.documents.append(LoadedDocument(document, model))
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        where = Location(file, mark.line + 1, mark.column + 1) if mark else Location(file, 0, 0)
+        result.diagnostics.append(Diagnostic(where, "", f"invalid YAML: {error.problem or error}"))
+    except yaml.YAMLError as error:
+        result.diagnostics.append(Diagnostic(Location(file, 0, 0), "", f"invalid YAML: {error}"))
+    finally:
+        loader.dispose()
+
+
+def _location(node: yaml.Node, file: str) -> Location:
+    return Location(file, node.start_mark.line + 1, node.start_mark.column + 1)
+
+
+def _walk(node: yaml.Node, path: Path_, file: str, document: SourceDocument,
+          diagnostics: list[Diagnostic]) -> None:
+    positions = document.positions
+    positions.setdefault(path, _location(node, file))
+    if isinstance(node, yaml.ScalarNode):
+        document.raw[path] = str(node.value)
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[str, Location] = {}
+        for key_node, value_node in node.value:
+            key = str(key_node.value)
+            here = _location(key_node, file)
+            if key in seen:
+                diagnostics.append(Diagnostic(
+                    here, field_path(path + (key,)),
+                    f"duplicate key (first set at line {seen[key].line}); YAML keeps only the last"))
+            seen[key] = here
+            positions[path + (key,)] = here
+            _walk(value_node, path + (key,), file, document, diagnostics)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            _walk(item, path + (index,), file, document, diagnostics)
+
+
+def _validate(document: SourceDocument, diagnostics: list[Diagnostic]) -> BaseModel | None:
+    data = document.data
+    here = document.locate(())
+    if not isinstance(data, dict):
+        diagnostics.append(Diagnostic(here, "", f"expected a mapping with apiVersion and kind, "
+                                                f"got {_describe(data)}"))
+        return None
+    api_version, kind = data.get("apiVersion"), data.get("kind")
+    if api_version != CONFIG_API_VERSION:
+        diagnostics.append(Diagnostic(
+            document.locate(("apiVersion",)), "apiVersion",
+            f"expected {CONFIG_API_VERSION}, got {api_version!r}; only config kinds "
+            f"({', '.join(DOCUMENT_KINDS)}) belong in the config folder"))
+        return None
+    model_type = DOCUMENT_KINDS.get(str(kind))
+    if model_type is None:
+        diagnostics.append(Diagnostic(
+            document.locate(("kind",)), "kind",
+            f"unknown kind {kind!r}; expected one of {', '.join(DOCUMENT_KINDS)}"
+            + _suggest(str(kind), DOCUMENT_KINDS)))
+        return None
+    try:
+        return model_type.model_validate(data)
+    except ValidationError as error:
+        for detail in error.errors(include_url=False):
+            loc = tuple(detail["loc"])
+            diagnostics.append(Diagnostic(
+                document.locate(loc), field_path(loc),
+                _explain(detail, model_type, loc, document.raw.get(loc))))
+        return None
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "nothing"
+    return f"a {type(value).__name__} ({value!r})" if not isinstance(value, (dict, list)) \
+        else f"a {type(value).__name__}"
+
+
+def _suggest(word: str, choices: Iterable[str]) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _explain(detail: Any, model_type: type[BaseModel], loc: Path_, raw: str | None) -> str:
+    kind = detail["type"]
+    message = str(detail["msg"]).removeprefix("Value error, ")
+    value = detail.get("input")
+    if kind == "extra_forbidden":
+        valid = _fields_at(model_type, loc[:-1])
+        return (f"unknown field; valid fields here: {', '.join(valid)}"
+                + _suggest(str(loc[-1]), valid))
+    if kind == "missing":
+        return "required field is missing"
+    if kind == "string_type" and isinstance(value, (int, float, bool)):
+        return f"expected a string, got {_describe(value)}; quote it: \"{raw if raw is not None else value}\""
+    if kind in ("int_type", "int_parsing", "bool_type", "bool_parsing", "float_type", "list_type",
+                "dict_type", "model_type", "string_type"):
+        return f"{message}, got {_describe(value)}"
+    if kind == "literal_error" and loc and loc[-1] == "kind":
+        return message
+    return message
+
+
+def _fields_at(model_type: type[BaseModel], loc: Path_) -> list[str]:
+    """The field names (as written in YAML) of the model reached by following `loc`."""
+    current: Any = model_type
+    for part in loc:
+        if isinstance(part, int) or not (isinstance(current, type) and issubclass(current, BaseModel)):
+            current = _inner_model(current)
+            if isinstance(part, int):
+                continue
+        fields = {f.alias or n: f for n, f in current.model_fields.items()}
+        info = fields.get(str(part))
+        if info is None:
+            return []
+        current = _inner_model(info.annotation)
+    current = _inner_model(current)
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return sorted(f.alias or n for n, f in current.model_fields.items())
+    return []
+
+
+def _inner_model(annotation: Any) -> Any:
+    """The BaseModel inside `X`, `X | None` or `list[X]`, if any."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        found = _inner_model(arg)
+        if found is not None:
+            return found
+    return None

@@ -1,0 +1,400 @@
+"""The config repo's kinds (`config.5spot.finos.org/v1alpha1`) as strict pydantic models.
+
+A platform team writes these; the compiler turns them into cluster artifacts. Unknown fields are
+errors (a typo must never be silently ignored), and every field says what it is for, because the
+loader quotes these descriptions back when a value is wrong.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any, Final, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+from compiler.kinds.scheduled_capacity import DNS_SUBDOMAIN_PATTERN, KIND_PATTERN
+from policies.fieldpath import capacity_path_error, drained_path_error
+
+CONFIG_GROUP: Final = "config.5spot.finos.org"
+CONFIG_API_VERSION: Final = f"{CONFIG_GROUP}/v1alpha1"
+
+DNS_LABEL_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+GROUP_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+VERSION_PATTERN: Final = r"^v[0-9]+((alpha|beta)[0-9]+)?$"
+PLURAL_PATTERN: Final = r"^[a-z][a-z0-9]*$"
+K8S_VERSION_PATTERN: Final = r"^1\.[0-9]+$"
+
+Name = Annotated[str, Field(pattern=DNS_LABEL_PATTERN, max_length=63)]
+NamespaceName = Annotated[str, Field(pattern=DNS_LABEL_PATTERN, max_length=63)]
+NodeName = Annotated[str, Field(pattern=DNS_SUBDOMAIN_PATTERN, max_length=253)]
+
+
+def _capacity_path(path: str) -> str:
+    if (error := capacity_path_error(path)) is not None:
+        raise ValueError(error)
+    return path
+
+
+def _drained_path(path: str) -> str:
+    if (error := drained_path_error(path)) is not None:
+        raise ValueError(error)
+    return path
+
+
+CapacityPath = Annotated[str, AfterValidator(_capacity_path)]
+DrainedPath = Annotated[str, AfterValidator(_drained_path)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", populate_by_name=False, alias_generator=to_camel, frozen=True
+    )
+
+
+class Metadata(_Strict):
+    name: Name = Field(description="Name of this spec, unique among specs of its kind.")
+    labels: dict[str, str] = Field(default_factory=dict, description="Copied to nothing; for your own tooling.")
+    annotations: dict[str, str] = Field(default_factory=dict, description="For your own tooling.")
+
+
+# --- Platform -------------------------------------------------------------------------------
+
+
+class Partition(_Strict):
+    name: Name = Field(description="Partition name; one Lease-elected leader per partition.")
+    namespaces: list[NamespaceName] = Field(
+        default_factory=list,
+        description="Namespaces in this partition. The partition named 'default' also takes "
+        "every namespace no other partition lists.",
+    )
+
+
+class FailurePolicy(StrEnum):
+    FAIL = "Fail"
+    IGNORE = "Ignore"
+
+
+class CertificateMode(StrEnum):
+    SELF_MANAGED = "self-managed"
+    CERT_MANAGER = "cert-manager"
+
+
+class IssuerRef(_Strict):
+    kind: Literal["Issuer", "ClusterIssuer"] = Field(description="cert-manager issuer kind.")
+    name: Name = Field(description="cert-manager issuer name.")
+
+
+class Certificate(_Strict):
+    mode: CertificateMode = Field(
+        default=CertificateMode.SELF_MANAGED,
+        description="self-managed: the webhook keeps its CA and serving certificate in a Secret and "
+        "injects the caBundle itself; cert-manager: a Certificate and the CA-injector annotation.",
+    )
+    issuer_ref: IssuerRef | None = Field(
+        default=None, description="The cert-manager issuer; required when mode is cert-manager."
+    )
+
+    @model_validator(mode="after")
+    def _issuer_for_cert_manager(self) -> "Certificate":
+        if self.mode is CertificateMode.CERT_MANAGER and self.issuer_ref is None:
+            raise ValueError("issuerRef is required when mode is cert-manager")
+        return self
+
+
+class HostGovernanceAction(StrEnum):
+    DENY = "Deny"
+    WARN = "Warn"
+
+
+class WebhookSettings(_Strict):
+    failure_policy: FailurePolicy = Field(
+        default=FailurePolicy.FAIL,
+        description="What the API server does when the webhook cannot be reached. Roll out with "
+        "Ignore, then switch to Fail.",
+    )
+    timeout_seconds: int = Field(default=5, ge=1, le=30, description="Per-request timeout, 1-30.")
+    certificate: Certificate = Field(default_factory=Certificate, description="Serving certificate.")
+    host_governance: HostGovernanceAction = Field(
+        default=HostGovernanceAction.DENY,
+        description="Deny or Warn when a ScheduledCapacity names a node a ScheduledMachine governs.",
+    )
+    replicas: int = Field(default=2, ge=1, le=10, description="Webhook replicas.")
+
+
+class Enforcement(StrEnum):
+    VAP = "vap"
+    WEBHOOK = "webhook"
+    BOTH = "both"
+
+
+class ArgoCD(_Strict):
+    repo_url: str = Field(alias="repoURL", max_length=2048, description="Git repository Argo CD syncs from.")
+    path: str = Field(max_length=1024, description="Path of the compiled output in that repository.")
+    target_revision: str = Field(default="HEAD", max_length=255, description="Branch, tag or commit.")
+    project: str = Field(default="default", max_length=253, description="Argo CD project.")
+    namespace: NamespaceName = Field(default="argocd", description="Namespace Argo CD runs in.")
+    destination_server: str = Field(
+        default="https://kubernetes.default.svc", max_length=2048, description="Target cluster."
+    )
+
+
+class FluxSourceRef(_Strict):
+    kind: Literal["GitRepository", "OCIRepository", "Bucket"] = Field(
+        default="GitRepository", description="Flux source kind."
+    )
+    name: Name = Field(description="Flux source name.")
+    namespace: NamespaceName = Field(default="flux-system", description="Flux source namespace.")
+
+
+class Flux(_Strict):
+    source_ref: FluxSourceRef = Field(description="The Flux source holding the compiled output.")
+    path: str = Field(max_length=1024, description="Path of the compiled output in that source.")
+    interval: str = Field(default="10m", pattern=r"^([0-9]+(h|m|s))+$", description="Reconcile interval.")
+    namespace: NamespaceName = Field(default="flux-system", description="Namespace of the Kustomizations.")
+
+
+class GitOps(_Strict):
+    argocd: ArgoCD | None = Field(default=None, description="Emit Argo CD Applications.")
+    flux: Flux | None = Field(default=None, description="Emit Flux Kustomizations.")
+
+
+class PlatformSpec(_Strict):
+    namespace: NamespaceName = Field(default="5spot-system", description="Install namespace.")
+    image: str = Field(max_length=512, min_length=1, description="The fivespot image all components run.")
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(
+        default="IfNotPresent", description="Pull policy of that image."
+    )
+    controller_replicas: int = Field(default=2, ge=1, le=10, description="Replicas per controller.")
+    partitions: list[Partition] = Field(
+        default_factory=lambda: [Partition(name="default")],
+        max_length=64,
+        description="Named sets of namespaces, each reconciled by one Lease-elected leader.",
+    )
+    webhook: WebhookSettings = Field(default_factory=WebhookSettings, description="Admission webhook.")
+    enforcement: Enforcement = Field(
+        default=Enforcement.VAP,
+        description="vap: ValidatingAdmissionPolicies; webhook: the webhook evaluates the same "
+        "policies (for clusters without VAP); both.",
+    )
+    gitops: GitOps = Field(default_factory=GitOps, description="GitOps targets.")
+    min_kubernetes_version: str = Field(
+        default="1.30", pattern=K8S_VERSION_PATTERN, description="Oldest Kubernetes minor supported."
+    )
+    install_scheduled_machine_crd: bool = Field(
+        default=True,
+        description="Install the ScheduledMachine CRD (turn off where 5-Spot itself installs it).",
+    )
+
+    @model_validator(mode="after")
+    def _partitions_are_disjoint(self) -> "PlatformSpec":
+        seen: dict[str, str] = {}
+        names: set[str] = set()
+        for partition in self.partitions:
+            if partition.name in names:
+                raise ValueError(f"partition {partition.name!r} is declared twice")
+            names.add(partition.name)
+            for namespace in partition.namespaces:
+                if namespace in seen:
+                    raise ValueError(
+                        f"namespace {namespace!r} is in partitions {seen[namespace]!r} and "
+                        f"{partition.name!r}; a namespace belongs to one partition"
+                    )
+                seen[namespace] = partition.name
+        if self.enforcement is not Enforcement.WEBHOOK and _minor(self.min_kubernetes_version) < 30:
+            raise ValueError(
+                "enforcement 'vap' needs ValidatingAdmissionPolicy v1 (Kubernetes 1.30); use "
+                "enforcement 'webhook' for older clusters"
+            )
+        return self
+
+
+def _minor(version: str) -> int:
+    return int(version.split(".")[1])
+
+
+# --- CapacityConsumer ------------------------------------------------------------------------
+
+
+class CapacityConsumerSpec(_Strict):
+    group: str = Field(pattern=GROUP_PATTERN, max_length=253, description="API group of the target kind.")
+    version: str = Field(pattern=VERSION_PATTERN, max_length=63, description="A served version of it.")
+    kind: str = Field(pattern=KIND_PATTERN, max_length=63, description="Kind of the target.")
+    resource: str = Field(pattern=PLURAL_PATTERN, max_length=63, description="Plural resource name.")
+    capacity_paths: list[CapacityPath] = Field(
+        min_length=1, max_length=8,
+        description="The fields a ScheduledCapacity may gate on this kind (e.g. spec.warmReplicas).",
+    )
+    drained_path: DrainedPath | None = Field(
+        default=None, description="The in-use counter read during handback (e.g. status.inUse)."
+    )
+    max_active_value: int = Field(ge=1, le=2**31 - 1, description="Largest value any tenant may write.")
+
+    @field_validator("capacity_paths")
+    @classmethod
+    def _paths_are_unique(cls, paths: list[str]) -> list[str]:
+        if len(set(paths)) != len(paths):
+            raise ValueError("capacity paths must be unique")
+        return paths
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+
+# --- ScheduleProvider ------------------------------------------------------------------------
+
+
+class BuiltinProvider(StrEnum):
+    MANUAL = "ManualSchedule"
+    TIME_BASED = "TimeBasedSpotSchedule"
+    CAPITAL_MARKETS = "CapitalMarketsSchedule"
+
+
+class CustomProvider(_Strict):
+    kind: str = Field(pattern=KIND_PATTERN, max_length=63, description="Kind of the provider CRD.")
+    plural: str | None = Field(default=None, pattern=PLURAL_PATTERN, max_length=63,
+                               description="Plural; defaults to the lower-cased kind + 's'.")
+    short_names: list[str] = Field(default_factory=list, max_length=4,
+                                   description="kubectl short names.")
+    version: str = Field(default="v1alpha1", pattern=VERSION_PATTERN, description="Served version.")
+    description: str = Field(default="", max_length=1024, description="What the schedule means.")
+    spec_schema: dict[str, Any] = Field(
+        description="OpenAPI v3 schema of the provider's spec (type: object, properties...)."
+    )
+
+    @field_validator("short_names")
+    @classmethod
+    def _short_names(cls, names: list[str]) -> list[str]:
+        for name in names:
+            if not name.isalnum() or not name.islower():
+                raise ValueError(f"short name {name!r} must be lower-case letters and digits")
+        return names
+
+    @field_validator("spec_schema")
+    @classmethod
+    def _object_schema(cls, schema: dict[str, Any]) -> dict[str, Any]:
+        if schema.get("type") != "object":
+            raise ValueError("specSchema must have type: object")
+        return schema
+
+    @property
+    def plural_name(self) -> str:
+        return self.plural or self.kind.lower() + "s"
+
+
+class ScheduleProviderSpec(_Strict):
+    builtin: list[BuiltinProvider] = Field(
+        default_factory=list, description="Built-in providers to install, by kind."
+    )
+    custom: list[CustomProvider] = Field(
+        default_factory=list, max_length=32, description="Your own provider kinds."
+    )
+
+
+# --- TenantPolicy ----------------------------------------------------------------------------
+
+
+class ValidationAction(StrEnum):
+    DENY = "Deny"
+    WARN = "Warn"
+    AUDIT = "Audit"
+
+
+class TenantPolicySpec(_Strict):
+    namespaces: list[NamespaceName] = Field(
+        min_length=1, max_length=256, description="Tenant namespaces this policy covers."
+    )
+    consumers: list[Name] = Field(
+        min_length=1, max_length=64, description="CapacityConsumer names these tenants may target."
+    )
+    max_active_value: int = Field(ge=0, le=2**31 - 1, description="Largest activeValue allowed.")
+    allowed_nodes: list[NodeName] = Field(
+        default_factory=list, max_length=256,
+        description="Nodes spec.nodeName may name; empty allows any.",
+    )
+    validation_actions: list[ValidationAction] = Field(
+        default_factory=lambda: [ValidationAction.DENY], min_length=1,
+        description="Deny, Warn and/or Audit (Deny and Warn together are not allowed).",
+    )
+
+    @field_validator("validation_actions")
+    @classmethod
+    def _actions(cls, actions: list[ValidationAction]) -> list[ValidationAction]:
+        if ValidationAction.DENY in actions and ValidationAction.WARN in actions:
+            raise ValueError("Deny and Warn cannot be combined (the API server rejects it)")
+        if len(set(actions)) != len(actions):
+            raise ValueError("validation actions must be unique")
+        return actions
+
+
+# --- Fixture ---------------------------------------------------------------------------------
+
+
+class ExpectedViolation(_Strict):
+    policy: str | None = Field(default=None, max_length=253, description="Policy or rule name.")
+    field: str | None = Field(default=None, max_length=512, description="Denied field path.")
+    message: str | None = Field(default=None, max_length=1024, description="Text the message contains.")
+
+
+class Expectation(_Strict):
+    allowed: bool = Field(description="Whether admission allows the object.")
+    violations: list[ExpectedViolation] = Field(default_factory=list, description="Expected denials.")
+    warnings: list[str] = Field(default_factory=list, description="Texts the warnings contain.")
+
+
+class FixtureSpec(_Strict):
+    operation: Literal["CREATE", "UPDATE"] = Field(default="CREATE", description="Admission operation.")
+    object: dict[str, Any] = Field(description="The object under admission.")
+    old_object: dict[str, Any] | None = Field(default=None, description="Previous object, for UPDATE.")
+    expect: Expectation = Field(description="The verdict the API server must give.")
+
+    @model_validator(mode="after")
+    def _update_has_old(self) -> "FixtureSpec":
+        if self.operation == "UPDATE" and self.old_object is None:
+            raise ValueError("an UPDATE fixture needs oldObject")
+        if self.operation == "CREATE" and self.old_object is not None:
+            raise ValueError("oldObject is only for operation UPDATE")
+        return self
+
+
+# --- Documents -------------------------------------------------------------------------------
+
+
+class _Document(_Strict):
+    api_version: Literal["config.5spot.finos.org/v1alpha1"] = Field(description="Config API version.")
+    metadata: Metadata = Field(description="Name and labels.")
+
+
+class Platform(_Document):
+    kind: Literal["Platform"]
+    spec: PlatformSpec
+
+
+class CapacityConsumer(_Document):
+    kind: Literal["CapacityConsumer"]
+    spec: CapacityConsumerSpec
+
+
+class ScheduleProvider(_Document):
+    kind: Literal["ScheduleProvider"]
+    spec: ScheduleProviderSpec
+
+
+class TenantPolicy(_Document):
+    kind: Literal["TenantPolicy"]
+    spec: TenantPolicySpec
+
+
+class Fixture(_Document):
+    kind: Literal["Fixture"]
+    spec: FixtureSpec
+
+
+DOCUMENT_KINDS: Final[dict[str, type[_Document]]] = {
+    "Platform": Platform,
+    "CapacityConsumer": CapacityConsumer,
+    "ScheduleProvider": ScheduleProvider,
+    "TenantPolicy": TenantPolicy,
+    "Fixture": Fixture,
+}
