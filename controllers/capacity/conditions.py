@@ -85,6 +85,8 @@ class Observation:
     status: ConditionStatus
     reason: str
     message: str
+    generation: int | None = None
+    """Set only for a condition carried over unrecomputed: the generation it was computed from."""
 
 
 def true(type_: str, reason: str, message: str) -> Observation:
@@ -103,7 +105,13 @@ def kept(prior: tuple[Condition, ...], fallback: Observation) -> Observation:
     """The prior condition of `fallback.type` unchanged, or `fallback` when there is none."""
     for condition in prior:
         if condition.type == fallback.type:
-            return Observation(condition.type, condition.status, condition.reason, condition.message)
+            return Observation(
+                condition.type,
+                condition.status,
+                condition.reason,
+                condition.message,
+                condition.observed_generation,
+            )
     return fallback
 
 
@@ -129,7 +137,7 @@ def merge(
                 reason=obs.reason,
                 message=obs.message,
                 last_transition_time=since,
-                observed_generation=generation,
+                observed_generation=generation if obs.generation is None else obs.generation,
             )
         )
     return tuple(merged)
