@@ -1,0 +1,40 @@
+"""fivespot's CEL: one engine with Kubernetes' behaviour, and the API server's cost estimate.
+
+Everything that compiles or evaluates CEL (compiler, offline checker, webhook, controllers) goes
+through this package so that all of them accept, reject and price the same expressions.
+"""
+
+from policies.cel.cost import (
+    PER_CRD_LIMIT,
+    PER_RULE_LIMIT,
+    CostEstimate,
+    budget_violation,
+    estimate_cost,
+)
+from policies.cel.engine import (
+    ADMISSION_VARIABLES,
+    CRD_VARIABLES,
+    CelCompileError,
+    CelEvaluationError,
+    Program,
+    compile_expression,
+)
+from policies.cel.kubernetes import ABSENT, CrdRule, compile_crd_rule, references_old_self
+
+__all__ = [
+    "ABSENT",
+    "ADMISSION_VARIABLES",
+    "CRD_VARIABLES",
+    "PER_CRD_LIMIT",
+    "PER_RULE_LIMIT",
+    "CelCompileError",
+    "CelEvaluationError",
+    "CostEstimate",
+    "CrdRule",
+    "Program",
+    "budget_violation",
+    "compile_crd_rule",
+    "compile_expression",
+    "estimate_cost",
+    "references_old_self",
+]
