@@ -81,7 +81,7 @@ DIVISION_BY_ZERO = "self.a / 0 == 1"
 NO_SUCH_OVERLOAD = "self.a + 'x' == 'y'"
 HAS_ON_A_STRING = "has(self.name.first)"
 
-RUNTIME_ERRORS = [
+RUNTIME_ERRORS: list[tuple[str, str, object, str]] = [
     ("missing key", MISSING_KEY, {"spec": {}}, "no such key: replicas"),
     ("all() with only errors and trues is an error", ALL_ERRORS_WITHOUT_FALSE, None,
      "division by zero"),
