@@ -265,7 +265,9 @@ DateText = Annotated[
     str,
     Field(
         max_length=10,
-        json_schema_extra={"format": "date", **_rule(DATE_RULE, DATE_MESSAGE)},
+        # The API server checks `format: date` itself and types such a field as a CEL
+        # timestamp, so a string rule like matches() would not even compile there.
+        json_schema_extra={"format": "date", "pattern": DATE_PATTERN},
     ),
     AfterValidator(_check_date),
 ]
