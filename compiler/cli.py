@@ -1,24 +1,103 @@
-"""The `fivespot` command line; each subcommand is a thin shell over a package's pure functions."""
+"""The `fivespot` command line; each subcommand is a thin shell over a package's pure functions.
+
+Exit codes: 0 success, 1 a verdict the user asked about is negative (stale output, a denied
+object, a failing fixture), 2 bad input (with `FILE:LINE:COL: field: message` on stderr).
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
+from typing import Callable, Sequence
+
+from compiler.diagnostics import CompileError
+
+EXIT_OK, EXIT_NEGATIVE, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def _compile(args: argparse.Namespace) -> int:
+    from compiler.output import diff_tree, write_tree
+    from compiler.pipeline import compile_repo
+
+    compiled = compile_repo(args.config_dir)
+    if args.check:
+        diff = diff_tree(compiled.files, args.out)
+        if diff:
+            sys.stdout.write(diff)
+            print(f"{args.out} is stale: run `fivespot compile {args.config_dir} --out {args.out}` "
+                  "and commit the result", file=sys.stderr)
+            return EXIT_NEGATIVE
+        print(f"{args.out} is up to date ({len(compiled.files)} files)")
+        return EXIT_OK
+    write_tree(compiled.files, args.out)
+    print(_summary(compiled, args.out))
+    return EXIT_OK
+
+
+def _summary(compiled: object, out: Path) -> str:
+    from compiler.pipeline import Compiled
+
+    assert isinstance(compiled, Compiled)
+    counts: dict[str, int] = {}
+    for artifact in compiled.artifacts:
+        counts[artifact.kind] = counts.get(artifact.kind, 0) + 1
+    kinds = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+    repo = compiled.repo
+    lines = [
+        f"compiled {len(compiled.files)} files into {out}: {kinds}",
+        f"  consumers: {', '.join(c.metadata.name for c in repo.consumers) or 'none (no capacity component)'}",
+        f"  providers: {', '.join(repo.provider_kinds) or 'none'}",
+        f"  tenant policies: {', '.join(t.metadata.name for t in repo.tenants) or 'none'}",
+    ]
+    return "\n".join(lines)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fivespot", description=__doc__)
-    parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    compile_ = sub.add_parser("compile", help="compile a config repo into cluster artifacts")
+    compile_.add_argument("config_dir", type=Path, metavar="CONFIG_DIR")
+    compile_.add_argument("--out", type=Path, required=True, metavar="OUT_DIR")
+    compile_.add_argument("--check", action="store_true",
+                          help="exit 1 with a unified diff when OUT_DIR is not what CONFIG_DIR compiles to")
+    compile_.set_defaults(handler=_compile)
+
+    example = sub.add_parser("run-example", help="compile an example repo and show its fixtures' verdicts")
+    example.add_argument("config_dir", type=Path, metavar="EXAMPLE_DIR")
+    example.add_argument("--out", type=Path, required=True, metavar="OUT_DIR")
+    example.set_defaults(handler=_run_example)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def _run_example(args: argparse.Namespace) -> int:
+    from compiler.output import write_tree
+    from compiler.pipeline import compile_repo
+
+    compiled = compile_repo(args.config_dir)
+    write_tree(compiled.files, args.out)
+    print(_summary(compiled, args.out))
+    fixtures = compiled.repo.fixtures
+    print(f"  fixtures: {len(fixtures)} (verdicts: `fivespot test {args.config_dir}`)")
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command is None:
+    handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
+    if handler is None:
         parser.print_help()
-        return 2
-    return 0
+        return EXIT_BAD_INPUT
+    try:
+        return handler(args)
+    except CompileError as error:
+        for diagnostic in error.diagnostics:
+            print(diagnostic, file=sys.stderr)
+        count = len(error.diagnostics)
+        print(f"{count} error{'s' if count != 1 else ''}; nothing was written", file=sys.stderr)
+        return EXIT_BAD_INPUT
 
 
 if __name__ == "__main__":

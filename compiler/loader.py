@@ -57,6 +57,8 @@ class LoadedDocument:
 class LoadResult:
     documents: list[LoadedDocument] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    invalid_kinds: set[str] = field(default_factory=set)
+    """Kinds of documents that were recognised but failed validation."""
 
 
 def config_files(config_dir: Path) -> list[Path]:
@@ -99,7 +101,7 @@ def load_text(text: str, file: str, result: LoadResult) -> None:
             _walk(node, (), file, document, result.diagnostics)
             document.data = loader.construct_document(node)
             index += 1
-            model = _validate(document, result.diagnostics)
+            model = _validate(document, result)
             if model is not None:
                 result.documents.append(LoadedDocument(document, model))
     except yaml.MarkedYAMLError as error:
@@ -139,7 +141,8 @@ def _walk(node: yaml.Node, path: Path_, file: str, document: SourceDocument,
             _walk(item, path + (index,), file, document, diagnostics)
 
 
-def _validate(document: SourceDocument, diagnostics: list[Diagnostic]) -> BaseModel | None:
+def _validate(document: SourceDocument, result: LoadResult) -> BaseModel | None:
+    diagnostics = result.diagnostics
     data = document.data
     here = document.locate(())
     if not isinstance(data, dict):
@@ -163,6 +166,7 @@ def _validate(document: SourceDocument, diagnostics: list[Diagnostic]) -> BaseMo
     try:
         return model_type.model_validate(data)
     except ValidationError as error:
+        result.invalid_kinds.add(str(kind))
         for detail in error.errors(include_url=False):
             loc = tuple(detail["loc"])
             diagnostics.append(Diagnostic(

@@ -30,7 +30,16 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Final, Literal
 from zoneinfo import ZoneInfo
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from compiler.kinds.scheduled_capacity import (
@@ -300,6 +309,8 @@ def _timezone_field(what: str) -> Any:
 
 
 class _Model(BaseModel):
+    # Booleans and integers are declared Strict: lax pydantic would take "true" or "13", which
+    # the API server's schema refuses, and the two must decide alike.
     model_config = ConfigDict(
         extra="forbid",
         populate_by_name=True,
@@ -314,7 +325,9 @@ class _Model(BaseModel):
 class ManualScheduleSpec(_Model):
     """A manual toggle: the schedule is active exactly while `enabled` is true."""
 
-    enabled: bool = Field(description="When true the schedule is active; when false, inactive.")
+    enabled: StrictBool = Field(
+        description="When true the schedule is active; when false, inactive."
+    )
 
 
 class TimeBasedSpotScheduleSpec(_Model):
@@ -341,7 +354,7 @@ class TimeBasedSpotScheduleSpec(_Model):
         max_length=MAX_HOUR_ITEMS,
     )
     timezone: TimezoneText = _timezone_field("the days and hours")
-    enabled: bool = Field(
+    enabled: StrictBool = Field(
         default=True,
         description="The provider's own switch: when false the window is ignored and the "
         "schedule is inactive.",
@@ -427,7 +440,7 @@ class EarlyClose(_Model):
         default=None,
         description="Local time HH:MM from which the market is closed that day, e.g. 13:00.",
     )
-    close_hour: int | None = Field(
+    close_hour: StrictInt | None = Field(
         default=None,
         description="5-Spot form: the last open hour that day (13 = open through 13:59).",
         ge=0,
@@ -571,8 +584,10 @@ class ProviderStatus(_Model):
     """The provider contract's status: consumers read `active`, the Ready condition,
     `observedGeneration` and `lastTransitionTime`, and never the spec."""
 
-    active: bool = Field(description="Whether the schedule is active now. The contract field.")
-    observed_generation: int = Field(
+    active: StrictBool = Field(
+        description="Whether the schedule is active now. The contract field."
+    )
+    observed_generation: StrictInt = Field(
         description="The metadata.generation this status was computed from.", ge=0
     )
     last_transition_time: str = Field(
@@ -616,7 +631,7 @@ class ProviderKind:
     plural: str
     singular: str
     short_names: tuple[str, ...]
-    spec_model: type[_Model]
+    spec_model: type[BaseModel]
     status_model: type[ProviderStatus]
 
     @property

@@ -1,0 +1,141 @@
+"""ValidatingAdmissionPolicies, their bindings, and the params objects of tenant policies.
+
+Three policies, each defined once in `policies.admission`: tenancy (only namespaces with a
+TenantPolicy), installed schedule kinds, and per-tenant limits bound once per TenantPolicy with
+a TenantCapacityLimit params object. Emitted only when enforcement includes `vap`; with
+`webhook` the webhook evaluates the very same objects from the bundle.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from compiler.emit.base import ADMISSION, Artifact, metadata
+from compiler.kinds import scheduled_capacity as scap
+from compiler.kinds import tenant_limit
+from compiler.repo import Repo
+from compiler.spec import TenantPolicy
+from policies import admission as rules
+
+COMPONENT: Final = "fivespot-admission"
+VAP_API: Final = "admissionregistration.k8s.io/v1"
+
+
+def _validation(v: rules.Validation) -> dict[str, Any]:
+    return {"expression": v.expression, "messageExpression": v.message_expression,
+            "reason": v.reason}
+
+
+def _match_scap() -> dict[str, Any]:
+    return {"resourceRules": [{
+        "apiGroups": [scap.GROUP], "apiVersions": [scap.VERSION],
+        "operations": ["CREATE", "UPDATE"], "resources": [scap.PLURAL],
+    }]}
+
+
+def _policy(name: str, validations: list[rules.Validation], variables: list[rules.Variable],
+            param_kind: dict[str, str] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"failurePolicy": "Fail", "matchConstraints": _match_scap()}
+    if param_kind:
+        spec["paramKind"] = param_kind
+    if variables:
+        spec["variables"] = [{"name": v.name, "expression": v.expression} for v in variables]
+    spec["validations"] = [_validation(v) for v in validations]
+    return {"apiVersion": VAP_API, "kind": "ValidatingAdmissionPolicy",
+            "metadata": metadata(name, COMPONENT), "spec": spec}
+
+
+def _binding(name: str, policy: str, actions: list[str], spec_extra: dict[str, Any] | None = None
+             ) -> dict[str, Any]:
+    spec: dict[str, Any] = {"policyName": policy, "validationActions": actions}
+    spec.update(spec_extra or {})
+    return {"apiVersion": VAP_API, "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": metadata(name, COMPONENT), "spec": spec}
+
+
+def _cel_list(items: list[str]) -> str:
+    return "[" + ", ".join(scap.cel_string(i) for i in items) + "]"
+
+
+def tenant_namespaces(repo: Repo) -> list[str]:
+    return sorted({ns for t in repo.tenants for ns in t.spec.namespaces})
+
+
+def policies(repo: Repo) -> list[dict[str, Any]]:
+    """The three policies and their bindings, as objects."""
+    namespaces = tenant_namespaces(repo)
+    kinds = list(repo.provider_kinds)
+    found = [
+        _policy(rules.TENANCY, [rules.tenancy_validation(namespaces)],
+                [rules.Variable(rules.TENANT_NAMESPACES_VARIABLE, _cel_list(namespaces))]),
+        _binding(rules.TENANCY, rules.TENANCY, ["Deny"]),
+        _policy(rules.SCHEDULE_KINDS, [rules.schedule_kind_validation(kinds)],
+                [rules.Variable(rules.SCHEDULE_KINDS_VARIABLE, _cel_list(kinds))]),
+        _binding(rules.SCHEDULE_KINDS, rules.SCHEDULE_KINDS, ["Deny"]),
+    ]
+    if repo.tenants:
+        found.append(_policy(
+            rules.TENANT_LIMITS, list(rules.TENANT_LIMIT_VALIDATIONS),
+            list(rules.TENANT_LIMIT_VARIABLES),
+            {"apiVersion": tenant_limit.API_VERSION, "kind": tenant_limit.KIND}))
+        found += [tenant_binding(t) for t in repo.tenants]
+    return found
+
+
+def tenant_binding_name(tenant: TenantPolicy) -> str:
+    return f"{rules.TENANT_LIMITS}-{tenant.metadata.name}"
+
+
+def tenant_binding(tenant: TenantPolicy) -> dict[str, Any]:
+    return _binding(
+        tenant_binding_name(tenant), rules.TENANT_LIMITS,
+        [a.value for a in tenant.spec.validation_actions],
+        {
+            "paramRef": {"name": tenant.metadata.name, "parameterNotFoundAction": "Deny"},
+            "matchResources": {"namespaceSelector": {"matchExpressions": [{
+                "key": "kubernetes.io/metadata.name", "operator": "In",
+                "values": sorted(tenant.spec.namespaces),
+            }]}},
+        },
+    )
+
+
+def tenant_params(repo: Repo, tenant: TenantPolicy) -> dict[str, Any]:
+    consumers = []
+    for name in sorted(tenant.spec.consumers):
+        consumer = repo.consumer(name).spec
+        entry: dict[str, Any] = {
+            "group": consumer.group, "kind": consumer.kind,
+            "capacityPaths": list(consumer.capacity_paths),
+            "maxActiveValue": consumer.max_active_value,
+        }
+        if consumer.drained_path:
+            entry["drainedPath"] = consumer.drained_path
+        consumers.append(entry)
+    return {
+        "apiVersion": tenant_limit.API_VERSION, "kind": tenant_limit.KIND,
+        "metadata": metadata(tenant.metadata.name, COMPONENT),
+        "spec": {
+            "tenantPolicy": tenant.metadata.name,
+            "namespaces": sorted(tenant.spec.namespaces),
+            "maxActiveValue": tenant.spec.max_active_value,
+            "allowedNodes": sorted(tenant.spec.allowed_nodes),
+            "consumers": consumers,
+        },
+    }
+
+
+def params(repo: Repo) -> list[dict[str, Any]]:
+    return [tenant_params(repo, t) for t in repo.tenants]
+
+
+def emit(repo: Repo) -> list[Artifact]:
+    if not repo.emits_vaps:
+        return []
+    artifacts = []
+    for obj in policies(repo):
+        suffix = "policy" if obj["kind"] == "ValidatingAdmissionPolicy" else "binding"
+        artifacts.append(Artifact(ADMISSION, f"{ADMISSION}/vap/{obj['metadata']['name']}.{suffix}.yaml", obj))
+    for obj in params(repo):
+        artifacts.append(Artifact(ADMISSION, f"{ADMISSION}/params/{obj['metadata']['name']}.yaml", obj))
+    return artifacts

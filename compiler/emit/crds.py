@@ -1,0 +1,187 @@
+"""CustomResourceDefinitions: ScheduledCapacity, ScheduledMachine, the provider kinds, and the
+tenant-policy params kind — each schema generated from the pydantic model that the controllers
+also read objects with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+from pydantic import BaseModel
+
+from compiler.emit.base import CRDS, Artifact, labels
+from compiler.kinds import providers as provider_kinds
+from compiler.kinds import scheduled_capacity as scap
+from compiler.kinds import scheduled_machine as sm
+from compiler.kinds import tenant_limit
+from compiler.repo import Repo
+from compiler.schema import structural_schema
+from compiler.spec import BuiltinProvider, CustomProvider
+
+CATEGORY: Final = "fivespot"
+
+_AGE: Final = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
+
+
+@dataclass(frozen=True)
+class KindInfo:
+    group: str
+    version: str
+    kind: str
+    plural: str
+    short_names: tuple[str, ...]
+    description: str
+    spec: dict[str, Any]
+    status: dict[str, Any] | None
+    columns: tuple[dict[str, Any], ...]
+    scope: str = "Namespaced"
+    spec_required: bool = True
+
+    @property
+    def name(self) -> str:
+        return f"{self.plural}.{self.group}"
+
+
+def _doc(model: type[BaseModel]) -> str:
+    return " ".join((model.__doc__ or "").split())
+
+
+SCHEDULED_CAPACITY: Final = KindInfo(
+    group=scap.GROUP, version=scap.VERSION, kind=scap.KIND, plural=scap.PLURAL,
+    short_names=scap.SHORT_NAMES,
+    description="Gates one numeric capacity field on an object fivespot does not own, by a spot "
+                "schedule. It never creates, deletes or owns the target.",
+    spec=structural_schema(scap.ScheduledCapacitySpec),
+    status=structural_schema(scap.ScheduledCapacityStatus),
+    columns=(
+        {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+        {"name": "Written", "type": "integer", "jsonPath": ".status.writtenValue"},
+        {"name": "Target", "type": "string", "jsonPath": ".spec.targetRef.kind"},
+        {"name": "Schedule", "type": "string", "jsonPath": ".spec.schedule.kind"},
+        {"name": "Enabled", "type": "boolean", "jsonPath": ".spec.enabled"},
+        {"name": "Node", "type": "string", "jsonPath": ".spec.nodeName"},
+        _AGE,
+    ),
+)
+
+SCHEDULED_MACHINE: Final = KindInfo(
+    group=sm.GROUP, version=sm.VERSION, kind=sm.KIND, plural=sm.PLURAL,
+    short_names=sm.SHORT_NAMES,
+    description="A machine 5-Spot adds to and removes from the cluster by a spot schedule. "
+                "fivespot installs this CRD because ScheduledCapacity reads status.nodeRef for "
+                "host governance; 5-Spot's own controller reconciles it.",
+    spec=structural_schema(sm.ScheduledMachineSpec),
+    status=structural_schema(sm.ScheduledMachineStatus),
+    columns=(
+        {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+        {"name": "Node", "type": "string", "jsonPath": ".status.nodeRef.name"},
+        {"name": "Schedule", "type": "string", "jsonPath": ".spec.schedule.kind"},
+        _AGE,
+    ),
+)
+
+_PROVIDER_STATUS: Final = structural_schema(provider_kinds.ProviderStatus)
+_PROVIDER_COLUMNS: Final = (
+    {"name": "Active", "type": "boolean", "jsonPath": ".status.active"},
+    {"name": "Next", "type": "date", "jsonPath": ".status.nextTransitionTime"},
+    {"name": "Ready", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Ready\")].status"},
+    _AGE,
+)
+
+_BUILTIN_SPECS: Final[dict[BuiltinProvider, tuple[str, tuple[str, ...], type[BaseModel]]]] = {
+    BuiltinProvider.MANUAL: ("manualschedules", ("ms",), provider_kinds.ManualScheduleSpec),
+    BuiltinProvider.TIME_BASED: ("timebasedspotschedules", ("tbss",),
+                                 provider_kinds.TimeBasedSpotScheduleSpec),
+    BuiltinProvider.CAPITAL_MARKETS: ("capitalmarketsschedules", ("cms",),
+                                      provider_kinds.CapitalMarketsScheduleSpec),
+}
+
+
+def builtin_provider(kind: BuiltinProvider) -> KindInfo:
+    plural, short, spec_model = _BUILTIN_SPECS[kind]
+    return KindInfo(
+        group=scap.PROVIDER_GROUP, version=provider_kinds.VERSION, kind=kind.value, plural=plural,
+        short_names=short, description=_doc(spec_model), spec=structural_schema(spec_model),
+        status=_PROVIDER_STATUS, columns=_PROVIDER_COLUMNS,
+    )
+
+
+def custom_provider(provider: CustomProvider) -> KindInfo:
+    return KindInfo(
+        group=scap.PROVIDER_GROUP, version=provider.version, kind=provider.kind,
+        plural=provider.plural_name, short_names=tuple(provider.short_names),
+        description=provider.description or f"{provider.kind}: a spot-schedule provider.",
+        spec=provider.spec_schema, status=_PROVIDER_STATUS, columns=_PROVIDER_COLUMNS,
+    )
+
+
+TENANT_LIMIT: Final = KindInfo(
+    group=tenant_limit.GROUP, version=tenant_limit.VERSION, kind=tenant_limit.KIND,
+    plural=tenant_limit.PLURAL, short_names=(), scope="Cluster",
+    description=_doc(tenant_limit.TenantCapacityLimitSpec),
+    spec=structural_schema(tenant_limit.TenantCapacityLimitSpec), status=None,
+    columns=({"name": "MaxActive", "type": "integer", "jsonPath": ".spec.maxActiveValue"}, _AGE),
+)
+
+
+def provider_infos(repo: Repo) -> list[KindInfo]:
+    return ([builtin_provider(k) for k in repo.builtin_providers]
+            + [custom_provider(c) for c in repo.custom_providers])
+
+
+def kinds(repo: Repo) -> list[KindInfo]:
+    """Every CRD this repo installs, in a fixed order."""
+    found: list[KindInfo] = []
+    if repo.has_capacity:
+        found.append(SCHEDULED_CAPACITY)
+        if repo.platform.spec.install_scheduled_machine_crd:
+            found.append(SCHEDULED_MACHINE)
+    found += provider_infos(repo)
+    if repo.emits_vaps and repo.tenants:
+        found.append(TENANT_LIMIT)
+    return sorted(found, key=lambda k: k.name)
+
+
+def crd(info: KindInfo) -> dict[str, Any]:
+    properties: dict[str, Any] = {
+        "apiVersion": {"type": "string", "description": "Versioned schema of this object."},
+        "kind": {"type": "string", "description": "The object's kind."},
+        "metadata": {"type": "object"},
+        "spec": info.spec,
+    }
+    if info.status is not None:
+        properties["status"] = info.status
+    version: dict[str, Any] = {
+        "name": info.version,
+        "served": True,
+        "storage": True,
+        "schema": {"openAPIV3Schema": {
+            "type": "object",
+            "description": info.description,
+            "properties": properties,
+            "required": ["spec"] if info.spec_required else [],
+        }},
+        "additionalPrinterColumns": list(info.columns),
+    }
+    if info.status is not None:
+        version["subresources"] = {"status": {}}
+    names: dict[str, Any] = {
+        "kind": info.kind,
+        "listKind": f"{info.kind}List",
+        "plural": info.plural,
+        "singular": info.kind.lower(),
+        "categories": [CATEGORY],
+    }
+    if info.short_names:
+        names["shortNames"] = list(info.short_names)
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": info.name, "labels": labels("fivespot-crds")},
+        "spec": {"group": info.group, "scope": info.scope, "names": names, "versions": [version]},
+    }
+
+
+def emit(repo: Repo) -> list[Artifact]:
+    return [Artifact(CRDS, f"{CRDS}/{info.name}.yaml", crd(info)) for info in kinds(repo)]

@@ -1,0 +1,249 @@
+"""Least-privilege RBAC: one identity per component, each holding exactly what its code does.
+
+Every verb below is there for a reason, and nothing else is (the integration test compares each
+identity's effective permissions with this list, against the real API server):
+
+Capacity controller (`fivespot-capacity-controller`, only when the repo has a consumer)
+  - scheduledcapacities: get, list, watch — it reconciles them (informer cache).
+  - scheduledcapacities/status: get, patch, update — all state lives in status (phase,
+    conditions, written value); update for optimistic-concurrency writes, patch for the rest.
+  - scheduledmachines: get, list, watch — host governance compares `spec.nodeName` with every
+    `status.nodeRef.name` (one host, one governor).
+  - every provider plural in spotschedules.5spot.finos.org: get, list, watch — it reads only the
+    provider's status, never writes it (provider contract).
+  - each consumer's group/resource: get, list, watch, patch — watch the target (drain counter,
+    `TargetResolved`) and merge-patch the single gated field. No create (an unresolved target is
+    a condition), no delete (drain belongs to the consumer), no Secrets, no CAPI: compromising
+    this identity can change only the allowlisted resources, and only by patching them.
+  - events (events.k8s.io): create, patch — report handback timeouts and conflicts loudly where
+    a person looks (`kubectl describe`); patch is how an event series is counted.
+  - Role in the install namespace, leases (coordination.k8s.io): create, which RBAC cannot
+    restrict by name (the name is not known before the object exists), and get, update on its
+    own lease names only (one per partition) — leader election per partition.
+
+Built-in provider (`fivespot-provider-<manual|time-based|capital-markets>`)
+  - its own plural: get, list, watch — it reconciles its kind.
+  - its own `<plural>/status`: get, update, patch — the only write of a provider is its status.
+    No other provider's kind, and never the spec: a provider cannot forge another's decision.
+  - events: create, patch; leases: as for the capacity controller.
+
+Custom provider kind (`fivespot-custom-provider-<plural>`, for the team's own Deployment)
+  - its plural: get, list, watch; `<plural>/status`: get, update, patch — the contract's
+    "read your kind, write only its status", nothing more (its controller is not ours, so it
+    gets no events or leases from us).
+
+Webhook (`fivespot-webhook`, only when the repo has a consumer)
+  - scheduledmachines: get, list, watch — the host-governance check at admission keeps a cache.
+  - with the VAP polyfill: namespaces get, list, watch (the policies' `namespaceObject`), and
+    the params kind, when it is installed, get, list, watch (the policies' `params`).
+  - self-managed certificates only: Role secrets get, update on `fivespot-webhook-tls` (keep and
+    rotate its CA and serving certificate) plus create (by-name restriction is impossible for
+    create); and validatingwebhookconfigurations get, update, patch on `fivespot-webhook` only
+    (inject the caBundle). With cert-manager, cert-manager holds all of that and the webhook
+    reads its mounted Secret: no Secret or webhook-configuration permission at all.
+
+Rules are normalized (verbs merged per resource, then resources merged per verb set) and sorted,
+so the output depends only on the permissions, not on the order consumers were declared in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+from compiler.emit import crds
+from compiler.emit.base import RBAC, Artifact, labels, metadata
+from compiler.emit.components import Component, components, custom_identities
+from compiler.emit.identities import WEBHOOK_CONFIGURATION, WEBHOOK_TLS_SECRET
+from compiler.kinds import scheduled_capacity as scap
+from compiler.kinds import scheduled_machine as sm
+from compiler.repo import Repo
+from compiler.spec import CertificateMode
+
+RBAC_API: Final = "rbac.authorization.k8s.io/v1"
+RBAC_GROUP: Final = "rbac.authorization.k8s.io"
+EVENTS_GROUP: Final = "events.k8s.io"
+COORDINATION_GROUP: Final = "coordination.k8s.io"
+ADMISSIONREGISTRATION_GROUP: Final = "admissionregistration.k8s.io"
+POD_SECURITY: Final = {
+    "pod-security.kubernetes.io/enforce": "restricted",
+    "pod-security.kubernetes.io/audit": "restricted",
+    "pod-security.kubernetes.io/warn": "restricted",
+}
+
+READ: Final = ("get", "list", "watch")
+WRITE_STATUS: Final = ("get", "patch", "update")
+REPORT: Final = ("create", "patch")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One RBAC policy rule over a single API group."""
+
+    group: str
+    resources: tuple[str, ...]
+    verbs: tuple[str, ...]
+    names: tuple[str, ...] = ()
+
+    def to_object(self) -> dict[str, Any]:
+        rule: dict[str, Any] = {"apiGroups": [self.group], "resources": list(self.resources)}
+        if self.names:
+            rule["resourceNames"] = list(self.names)
+        rule["verbs"] = list(self.verbs)
+        return rule
+
+
+def normalize(rules: list[Rule]) -> list[Rule]:
+    """The same permissions in a canonical form: merged, de-duplicated and sorted."""
+    verbs: dict[tuple[str, str, tuple[str, ...]], set[str]] = {}
+    for rule in rules:
+        for resource in rule.resources:
+            verbs.setdefault((rule.group, resource, rule.names), set()).update(rule.verbs)
+    resources: dict[tuple[str, tuple[str, ...], tuple[str, ...]], set[str]] = {}
+    for (group, resource, names), verb_set in verbs.items():
+        resources.setdefault((group, tuple(sorted(verb_set)), names), set()).add(resource)
+    merged = [Rule(group, tuple(sorted(found)), verb_tuple, names)
+              for (group, verb_tuple, names), found in resources.items()]
+    return sorted(merged, key=lambda r: (r.group, r.resources, r.names, r.verbs))
+
+
+# --- what each identity may do ----------------------------------------------------------------
+
+
+def _events() -> Rule:
+    return Rule(EVENTS_GROUP, ("events",), REPORT)
+
+
+def _provider_plurals(repo: Repo) -> tuple[str, ...]:
+    return tuple(sorted(info.plural for info in crds.provider_infos(repo)))
+
+
+def _consumer_rules(repo: Repo) -> list[Rule]:
+    by_group: dict[str, set[str]] = {}
+    for consumer in repo.consumers:
+        by_group.setdefault(consumer.spec.group, set()).add(consumer.spec.resource)
+    return [Rule(group, tuple(sorted(resources)), READ + ("patch",))
+            for group, resources in sorted(by_group.items())]
+
+
+def capacity_rules(repo: Repo) -> list[Rule]:
+    rules = [
+        Rule(scap.GROUP, (scap.PLURAL,), READ),
+        Rule(scap.GROUP, (f"{scap.PLURAL}/status",), WRITE_STATUS),
+        Rule(sm.GROUP, (sm.PLURAL,), READ),
+        _events(),
+    ]
+    if plurals := _provider_plurals(repo):
+        rules.append(Rule(scap.PROVIDER_GROUP, plurals, READ))
+    return normalize(rules + _consumer_rules(repo))
+
+
+def provider_rules(plural: str, *, reports: bool) -> list[Rule]:
+    rules = [Rule(scap.PROVIDER_GROUP, (plural,), READ),
+             Rule(scap.PROVIDER_GROUP, (f"{plural}/status",), WRITE_STATUS)]
+    return normalize(rules + [_events()] if reports else rules)
+
+
+def _self_managed_tls(repo: Repo) -> bool:
+    return repo.platform.spec.webhook.certificate.mode is CertificateMode.SELF_MANAGED
+
+
+def _params_installed(repo: Repo) -> bool:
+    return any(info.name == crds.TENANT_LIMIT.name for info in crds.kinds(repo))
+
+
+def webhook_rules(repo: Repo) -> list[Rule]:
+    rules = [Rule(sm.GROUP, (sm.PLURAL,), READ)]
+    if repo.polyfill:
+        rules.append(Rule("", ("namespaces",), READ))
+        if _params_installed(repo):
+            rules.append(Rule(crds.TENANT_LIMIT.group, (crds.TENANT_LIMIT.plural,), READ))
+    if _self_managed_tls(repo):
+        rules.append(Rule(ADMISSIONREGISTRATION_GROUP, ("validatingwebhookconfigurations",),
+                          ("get", "patch", "update"), (WEBHOOK_CONFIGURATION,)))
+    return normalize(rules)
+
+
+def lease_rules(component: Component) -> list[Rule]:
+    return normalize([Rule(COORDINATION_GROUP, ("leases",), ("create",)),
+                      Rule(COORDINATION_GROUP, ("leases",), ("get", "update"), component.leases)])
+
+
+def webhook_namespace_rules(repo: Repo) -> list[Rule]:
+    if not _self_managed_tls(repo):
+        return []
+    return normalize([Rule("", ("secrets",), ("create",)),
+                      Rule("", ("secrets",), ("get", "update"), (WEBHOOK_TLS_SECRET,))])
+
+
+def cluster_rules(repo: Repo, component: Component) -> list[Rule]:
+    if component.provider_kind is not None:
+        return provider_rules(crds.builtin_provider(component.provider_kind).plural, reports=True)
+    if component.serves_admission:
+        return webhook_rules(repo)
+    return capacity_rules(repo)
+
+
+def namespace_rules(repo: Repo, component: Component) -> list[Rule]:
+    if component.serves_admission:
+        return webhook_namespace_rules(repo)
+    return lease_rules(component)
+
+
+# --- objects ------------------------------------------------------------------------------------
+
+
+def namespace(repo: Repo) -> dict[str, Any]:
+    meta = metadata(repo.namespace, "fivespot")
+    meta["labels"] = {**labels("fivespot"), **POD_SECURITY}
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
+
+
+def _role(kind: str, name: str, component: str, rules: list[Rule],
+          ns: str | None = None) -> dict[str, Any]:
+    return {"apiVersion": RBAC_API, "kind": kind, "metadata": metadata(name, component, ns),
+            "rules": [r.to_object() for r in rules]}
+
+
+def _binding(kind: str, role_kind: str, name: str, component: str, subject: str, install_ns: str,
+             ns: str | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": RBAC_API, "kind": kind, "metadata": metadata(name, component, ns),
+        "roleRef": {"apiGroup": RBAC_GROUP, "kind": role_kind, "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": subject, "namespace": install_ns}],
+    }
+
+
+def _artifact(obj: dict[str, Any]) -> Artifact:
+    return Artifact(RBAC, f"{RBAC}/{obj['metadata']['name']}.{obj['kind'].lower()}.yaml", obj)
+
+
+def cluster_identity(name: str, rules: list[Rule], install_ns: str) -> list[Artifact]:
+    """A ClusterRole and its binding to the ServiceAccount of the same name."""
+    return [_artifact(_role("ClusterRole", name, name, rules)),
+            _artifact(_binding("ClusterRoleBinding", "ClusterRole", name, name, name, install_ns))]
+
+
+def namespace_role_name(component: Component) -> str:
+    return f"{component.name}-tls" if component.serves_admission else f"{component.name}-leases"
+
+
+def namespace_identity(repo: Repo, component: Component) -> list[Artifact]:
+    """A Role in the install namespace (leases, or the webhook's Secret) and its binding."""
+    rules = namespace_rules(repo, component)
+    if not rules:
+        return []
+    name, ns = namespace_role_name(component), repo.namespace
+    return [_artifact(_role("Role", name, component.name, rules, ns)),
+            _artifact(_binding("RoleBinding", "Role", name, component.name, component.name, ns, ns))]
+
+
+def emit(repo: Repo) -> list[Artifact]:
+    artifacts = [Artifact(RBAC, f"{RBAC}/namespace.yaml", namespace(repo))]
+    for component in components(repo):
+        artifacts += cluster_identity(component.name, cluster_rules(repo, component), repo.namespace)
+        artifacts += namespace_identity(repo, component)
+    for identity, provider in custom_identities(repo):
+        artifacts += cluster_identity(identity, provider_rules(provider.plural_name, reports=False),
+                                      repo.namespace)
+    return artifacts

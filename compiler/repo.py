@@ -1,0 +1,201 @@
+"""A whole config repo, checked as a whole: the facts no single document can check on its own.
+
+Exactly one Platform; names unique per kind; tenant policies naming consumers that exist and
+never covering the same namespace twice; provider kinds unique. The result is sorted by name,
+so everything emitted from it is independent of file names and file order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from compiler.diagnostics import CompileError, Diagnostic, Location
+from compiler.loader import LoadedDocument, LoadResult, SourceDocument
+from compiler.spec import (
+    BuiltinProvider,
+    CapacityConsumer,
+    CustomProvider,
+    Enforcement,
+    Fixture,
+    Platform,
+    ScheduleProvider,
+    TenantPolicy,
+)
+
+
+@dataclass(frozen=True)
+class Repo:
+    platform: Platform
+    consumers: tuple[CapacityConsumer, ...]
+    builtin_providers: tuple[BuiltinProvider, ...]
+    custom_providers: tuple[CustomProvider, ...]
+    tenants: tuple[TenantPolicy, ...]
+    fixtures: tuple[Fixture, ...]
+    sources: dict[tuple[str, str], Location] = field(default_factory=dict, compare=False)
+    custom_provider_sources: dict[str, tuple[SourceDocument, tuple[str | int, ...]]] = field(
+        default_factory=dict, compare=False)
+    """Custom provider kind -> the document and path of its declaration, to place errors."""
+
+    @property
+    def namespace(self) -> str:
+        return self.platform.spec.namespace
+
+    @property
+    def has_capacity(self) -> bool:
+        """No CapacityConsumer, no capacity component: no CRD, controller, RBAC or Deployment."""
+        return bool(self.consumers)
+
+    @property
+    def provider_kinds(self) -> tuple[str, ...]:
+        return tuple(sorted([p.value for p in self.builtin_providers] +
+                            [c.kind for c in self.custom_providers]))
+
+    @property
+    def emits_vaps(self) -> bool:
+        return self.has_capacity and self.platform.spec.enforcement in (Enforcement.VAP, Enforcement.BOTH)
+
+    @property
+    def polyfill(self) -> bool:
+        return self.has_capacity and self.platform.spec.enforcement in (Enforcement.WEBHOOK, Enforcement.BOTH)
+
+    @property
+    def has_webhook(self) -> bool:
+        """The webhook guards capacity objects and targets; without consumers it has nothing to do."""
+        return self.has_capacity
+
+    def consumer(self, name: str) -> CapacityConsumer:
+        return next(c for c in self.consumers if c.metadata.name == name)
+
+
+def assemble(loaded: LoadResult) -> Repo:
+    """Check the repo as a whole; raise CompileError with every problem found (loading's too)."""
+    diagnostics = list(loaded.diagnostics)
+    by_kind: dict[str, list[LoadedDocument]] = {}
+    for document in loaded.documents:
+        by_kind.setdefault(document.kind, []).append(document)
+    for documents in by_kind.values():
+        diagnostics += _duplicate_names(documents)
+
+    platforms = by_kind.get("Platform", [])
+    if not platforms and "Platform" not in loaded.invalid_kinds:
+        where = loaded.documents[0].source.locate(()) if loaded.documents else Location("<config>", 0, 0)
+        diagnostics.append(Diagnostic(where, "kind", "the repo needs exactly one Platform; none found"))
+    for extra in platforms[1:]:
+        diagnostics.append(Diagnostic(
+            extra.source.locate(("kind",)), "kind",
+            f"the repo needs exactly one Platform; another is at {platforms[0].source.locate(())}"))
+
+    consumers = {d.name: d for d in by_kind.get("CapacityConsumer", [])}
+    diagnostics += _consumer_kinds_unique(list(consumers.values()))
+    tenants = by_kind.get("TenantPolicy", [])
+    diagnostics += _tenant_references(tenants, consumers)
+    diagnostics += _tenant_namespaces_disjoint(tenants)
+    providers = by_kind.get("ScheduleProvider", [])
+    builtin, custom, custom_sources, provider_problems = _providers(providers)
+    diagnostics += provider_problems
+
+    if diagnostics or not platforms:
+        raise CompileError(diagnostics)
+    sources = {(d.kind, d.name): d.source.locate(()) for d in loaded.documents}
+    return Repo(
+        platform=platforms[0].model,
+        consumers=tuple(_sorted_models(consumers.values())),
+        builtin_providers=tuple(sorted(builtin)),
+        custom_providers=tuple(sorted(custom, key=lambda c: c.kind)),
+        tenants=tuple(_sorted_models(tenants)),
+        fixtures=tuple(_sorted_models(by_kind.get("Fixture", []))),
+        sources=sources,
+        custom_provider_sources=custom_sources,
+    )
+
+
+def _sorted_models(documents: Iterable[LoadedDocument]) -> list[object]:
+    return [d.model for d in sorted(documents, key=lambda d: d.name)]
+
+
+def _duplicate_names(documents: list[LoadedDocument]) -> list[Diagnostic]:
+    first: dict[str, LoadedDocument] = {}
+    problems = []
+    for document in sorted(documents, key=lambda d: (d.source.file, d.source.index)):
+        if document.name in first:
+            problems.append(Diagnostic(
+                document.source.locate(("metadata", "name")), "metadata.name",
+                f"duplicate {document.kind} name {document.name!r}; "
+                f"first defined at {first[document.name].source.locate(('metadata', 'name'))}"))
+        else:
+            first[document.name] = document
+    return problems
+
+
+def _consumer_kinds_unique(consumers: list[LoadedDocument]) -> list[Diagnostic]:
+    seen: dict[tuple[str, str], LoadedDocument] = {}
+    problems = []
+    for document in sorted(consumers, key=lambda d: (d.source.file, d.source.index)):
+        key = (document.model.spec.group, document.model.spec.resource)
+        if key in seen:
+            problems.append(Diagnostic(
+                document.source.locate(("spec", "resource")), "spec.resource",
+                f"{key[1]}.{key[0]} is already a consumer ({seen[key].name!r} at "
+                f"{seen[key].source.locate(())}); list all its capacity paths there"))
+        else:
+            seen[key] = document
+    return problems
+
+
+def _tenant_references(tenants: list[LoadedDocument],
+                       consumers: dict[str, LoadedDocument]) -> list[Diagnostic]:
+    problems = []
+    for tenant in tenants:
+        for index, name in enumerate(tenant.model.spec.consumers):
+            if name not in consumers:
+                known = ", ".join(sorted(consumers)) or "none are defined"
+                problems.append(Diagnostic(
+                    tenant.source.locate(("spec", "consumers", index)), f"spec.consumers[{index}]",
+                    f"no CapacityConsumer named {name!r} (known: {known})"))
+            elif tenant.model.spec.max_active_value > consumers[name].model.spec.max_active_value:
+                problems.append(Diagnostic(
+                    tenant.source.locate(("spec", "maxActiveValue")), "spec.maxActiveValue",
+                    f"{tenant.model.spec.max_active_value} exceeds consumer {name!r}'s "
+                    f"maxActiveValue {consumers[name].model.spec.max_active_value}"))
+    return problems
+
+
+def _tenant_namespaces_disjoint(tenants: list[LoadedDocument]) -> list[Diagnostic]:
+    owner: dict[str, LoadedDocument] = {}
+    problems = []
+    for tenant in sorted(tenants, key=lambda d: (d.source.file, d.source.index)):
+        for index, namespace in enumerate(tenant.model.spec.namespaces):
+            if namespace in owner and owner[namespace] is not tenant:
+                problems.append(Diagnostic(
+                    tenant.source.locate(("spec", "namespaces", index)), f"spec.namespaces[{index}]",
+                    f"namespace {namespace!r} is already covered by TenantPolicy "
+                    f"{owner[namespace].name!r} at {owner[namespace].source.locate(())}; "
+                    "a namespace has one tenant policy"))
+            owner.setdefault(namespace, tenant)
+    return problems
+
+
+def _providers(documents: list[LoadedDocument]) -> tuple[
+        set[BuiltinProvider], list[CustomProvider],
+        dict[str, tuple[SourceDocument, tuple[str | int, ...]]], list[Diagnostic]]:
+    builtin: set[BuiltinProvider] = set()
+    custom: dict[str, tuple[CustomProvider, LoadedDocument]] = {}
+    problems = []
+    builtin_kinds = {b.value for b in BuiltinProvider}
+    for document in sorted(documents, key=lambda d: (d.source.file, d.source.index)):
+        builtin.update(document.model.spec.builtin)
+        for index, provider in enumerate(document.model.spec.custom):
+            where = document.source.locate(("spec", "custom", index, "kind"))
+            if provider.kind in builtin_kinds:
+                problems.append(Diagnostic(where, f"spec.custom[{index}].kind",
+                                           f"{provider.kind} is built in; list it under builtin"))
+            elif provider.kind in custom:
+                problems.append(Diagnostic(where, f"spec.custom[{index}].kind",
+                                           f"provider kind {provider.kind} is declared twice; first at "
+                                           f"{custom[provider.kind][1].source.locate(())}"))
+            else:
+                custom[provider.kind] = (provider, document)
+    sources = {kind: (document.source, ("spec", "custom", document.model.spec.custom.index(c)))
+               for kind, (c, document) in custom.items()}
+    return builtin, [c for c, _ in custom.values()], sources, problems
