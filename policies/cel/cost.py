@@ -643,7 +643,7 @@ class _Coster:
         if estimate is not None:
             self.sizes[node.id] = estimate
             return estimate
-        if _is_scalar(self._type_for_size(node)):
+        if _is_scalar(self.tree.type_of(node)):
             return _ONE
         if isinstance(node, checked.Ident):
             local = self._peek(node.name)
@@ -661,13 +661,10 @@ class _Coster:
         decl = self._decl_at(path)
         if decl is None:
             return None
-        if decl.bound is not None:
+        if decl.bound is not None and path[0] in CRD_VARIABLES:
             rendered = _render(path)
             self.traversed[rendered] = Unbounded(rendered, decl.bound, decl.max_elements)
         return _Range(0, decl.max_elements)
-
-    def _type_for_size(self, node: Expr) -> str:
-        return self.tree.type_of(node)
 
     def _entry(self, node: Expr) -> _Entry | None:
         if node.id in self.entries:

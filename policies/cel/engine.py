@@ -57,6 +57,7 @@ _ISSUE_START: Final = re.compile(r"^ERROR: <input>:\d+:\d+: ", re.MULTILINE)
 _STATUS_PREFIX: Final = re.compile(r"^[A-Z_]+: ")
 _STATUS_SUFFIX: Final = re.compile(r"\s*\[[A-Z_]+\]$")
 _INT_OUT_OF_RANGE: Final = re.compile(r"Integer value '-?\d+' out of range")
+_COMPILE_LOCK: Final = threading.Lock()
 
 
 class CelCompileError(Exception):
@@ -198,9 +199,6 @@ def _only_cross_type_comparisons(message: str) -> bool:
     return True
 
 
-_COMPILE_LOCK: Final = threading.Lock()
-
-
 @functools.lru_cache(maxsize=64)
 def _environment(variables: frozenset[str], optional_old_self: bool) -> cel.Env:
     lines = ["extensions:"]
@@ -212,10 +210,11 @@ def _environment(variables: frozenset[str], optional_old_self: bool) -> cel.Env:
             lines += ['    type_name: "optional_type"', "    params:", '      - type_name: "dyn"']
         else:
             lines.append('    type_name: "dyn"')
-    config = cel.NewEnvConfigFromYaml("\n".join(lines) + "\n")
     # The Kubernetes library is registered after the config's strings extension: registering
     # list `indexOf` before it fails with ALREADY_EXISTS.
-    return cel.NewEnv(config=config, extensions=[library.extension()])
+    with _COMPILE_LOCK:
+        config = cel.NewEnvConfigFromYaml("\n".join(lines) + "\n")
+        return cel.NewEnv(config=config, extensions=[library.extension()])
 
 
 # --- literal validation -------------------------------------------------------------------------
