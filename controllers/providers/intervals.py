@@ -33,7 +33,7 @@ covers the pathological calendar whose next change is more than a year away."""
 
 LocalRanges = Sequence[tuple[int, int]]
 DayPlan = Callable[[dt.date], LocalRanges]
-"""For a local date, the sorted [start, end) minute ranges (0 <= start < end <= 1440) of activity."""
+"""For a local date, its sorted [start, end) minute ranges of activity, 0 <= start < end <= 1440."""
 
 _UTC: Final = dt.timezone.utc
 

@@ -161,7 +161,9 @@ def spec_error_message(error: ValidationError) -> str:
         "the spec is invalid, so status.active keeps its last value until it is fixed: "
         + "; ".join(problems)
     )
-    return message if len(message) <= MAX_MESSAGE_LENGTH else message[: MAX_MESSAGE_LENGTH - 3] + "..."
+    if len(message) > MAX_MESSAGE_LENGTH:
+        return message[: MAX_MESSAGE_LENGTH - 3] + "..."
+    return message
 
 
 def evaluate_spec(

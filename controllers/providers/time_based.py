@@ -55,7 +55,9 @@ def next_transition(spec: TimeBasedSpotScheduleSpec, now: dt.datetime) -> dt.dat
 def decide(spec: TimeBasedSpotScheduleSpec, now: dt.datetime) -> Decision:
     """The status-relevant outcome at `now`."""
     if not spec.enabled:
-        return Decision(False, None, REASON_DISABLED, "spec.enabled is false; the window is ignored")
+        return Decision(
+            False, None, REASON_DISABLED, "spec.enabled is false; the window is ignored"
+        )
     plan = day_plan(spec)
     active = intervals.is_active(plan, spec.zone, now)
     following = intervals.next_transition(plan, spec.zone, now)

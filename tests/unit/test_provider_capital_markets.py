@@ -48,7 +48,10 @@ NYSE = cms(
     timezone="America/New_York",
     sessions=[{"days": "mon-fri", "open": "09:30", "close": "16:00"}],
     holidays=["2026-01-01", "2026-01-19", "2026-04-03", "2026-11-26", "2026-12-25"],
-    earlyCloses=[{"date": "2026-11-27", "close": "13:00"}, {"date": "2026-12-24", "close": "13:00"}],
+    earlyCloses=[
+        {"date": "2026-11-27", "close": "13:00"},
+        {"date": "2026-12-24", "close": "13:00"},
+    ],
 )
 
 
@@ -188,7 +191,8 @@ def test_sessions_that_touch_at_midnight_are_one_stretch() -> None:
         ],
     )
     chicago = ZoneInfo("America/Chicago")
-    assert cm.next_transition(globex, at(chicago, 2026, 11, 29, 18)) == at(chicago, 2026, 11, 30, 16)
+    sunday_evening = at(chicago, 2026, 11, 29, 18)
+    assert cm.next_transition(globex, sunday_evening) == at(chicago, 2026, 11, 30, 16)
     assert cm.next_transition(globex, at(chicago, 2026, 12, 4, 16)) == at(chicago, 2026, 12, 6, 17)
     assert not cm.is_active(globex, at(chicago, 2026, 12, 5, 12))
 
@@ -216,7 +220,8 @@ def test_late_open_holds_the_session_until_its_time() -> None:
 def test_holiday_on_a_weekend_changes_nothing() -> None:
     with_saturday = cms(**{**NYSE.model_dump(by_alias=True, exclude_none=True),
                            "holidays": ["2026-11-28"]})
-    assert cm.next_transition(with_saturday, at(NY, 2026, 11, 27, 16)) == at(NY, 2026, 11, 30, 9, 30)
+    friday_close = at(NY, 2026, 11, 27, 16)
+    assert cm.next_transition(with_saturday, friday_close) == at(NY, 2026, 11, 30, 9, 30)
 
 
 def test_early_close_after_the_normal_close_changes_nothing() -> None:

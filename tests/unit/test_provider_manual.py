@@ -40,9 +40,10 @@ def test_enabled_is_required() -> None:
         ManualScheduleSpec.model_validate({})
 
 
-def test_enabled_must_be_a_boolean() -> None:
+@pytest.mark.parametrize("value", ["maybe", "true", 1, None])
+def test_enabled_must_be_a_json_boolean_as_the_api_server_requires(value: object) -> None:
     with pytest.raises(ValidationError, match="enabled"):
-        ManualScheduleSpec.model_validate({"enabled": "maybe"})
+        ManualScheduleSpec.model_validate({"enabled": value})
 
 
 def test_first_publish_matches_the_provider_contract_example() -> None:

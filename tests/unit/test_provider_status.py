@@ -170,7 +170,8 @@ def test_evaluate_requeues_at_the_next_boundary_and_is_quiet_until_then() -> Non
         later = T0 + dt.timedelta(minutes=minutes)
         assert time_based.evaluate(WINDOW, 1, stored, later) == (None, requeue)
     # At the boundary the flip is written and the next one scheduled.
-    patch, requeue = time_based.evaluate(WINDOW, 1, stored, dt.datetime(2026, 11, 30, 14, tzinfo=UTC))
+    boundary = dt.datetime(2026, 11, 30, 14, tzinfo=UTC)
+    patch, requeue = time_based.evaluate(WINDOW, 1, stored, boundary)
     assert patch is not None and requeue == dt.datetime(2026, 11, 30, 23, 0, tzinfo=UTC)
     opened = apply(stored, patch)
     assert opened is not None and opened["active"] is True
