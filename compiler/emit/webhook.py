@@ -1,0 +1,180 @@
+"""The admission webhook's configuration: its Service, the ValidatingWebhookConfiguration, and
+(cert-manager mode) its Certificate. Only when the repo has a consumer: otherwise there is
+nothing to guard.
+
+Three webhooks, each for what CEL cannot do (Kubernetes' webhook good practices throughout:
+AdmissionReview v1, `sideEffects: None`, a small timeout, the install namespace and kube-system
+excluded so the webhook can never block its own recovery, `matchPolicy: Equivalent` so a request
+through any served version is still seen):
+- host-governance: ScheduledCapacity CREATE/UPDATE, a cross-object check against the
+  ScheduledMachines' nodes.
+- target-guard: writes to every consumer resource, narrowed by a match condition to the capacity
+  controller's own identity. It is the diff guard on governed objects (that identity may change
+  only an allowlisted field), so nobody else's traffic should ever pay its latency or depend on
+  its availability. CREATE and DELETE are included although RBAC already forbids them: the guard
+  is the second lock, and it still holds if someone widens the ClusterRole by hand.
+- vap-polyfill (enforcement `webhook` or `both`): ScheduledCapacity CREATE/UPDATE, the same
+  policies as the ValidatingAdmissionPolicies, for clusters without them.
+
+Certificates: self-managed mode leaves `caBundle` out of the object — the webhook writes it at run
+time, and the GitOps layer tells Argo CD to ignore that field. cert-manager mode emits a
+Certificate for the Service's DNS names and lets cert-manager's CA injector fill `caBundle`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from compiler.emit.base import ADMISSION, WORKLOADS, Artifact, metadata
+from compiler.emit.identities import (
+    CAPACITY_CONTROLLER,
+    WEBHOOK,
+    WEBHOOK_CONFIGURATION,
+    WEBHOOK_PORT,
+    WEBHOOK_TLS_SECRET,
+    service_account_user,
+)
+from compiler.emit.workloads import WEBHOOK_PORT_NAME, cert_manager, selector
+from compiler.kinds import scheduled_capacity as scap
+from compiler.repo import Repo
+
+SERVICE_PORT: Final = 443
+HOST_GOVERNANCE: Final = "host-governance.5spot.finos.org"
+TARGET_GUARD: Final = "target-guard.5spot.finos.org"
+VAP_POLYFILL: Final = "vap-polyfill.5spot.finos.org"
+HOST_GOVERNANCE_PATH: Final = "/validate/host-governance"
+TARGET_GUARD_PATH: Final = "/validate/target-guard"
+VAP_POLYFILL_PATH: Final = "/validate/vap-polyfill"
+CAPACITY_IDENTITY_CONDITION: Final = "only-the-capacity-controller"
+INJECT_CA_ANNOTATION: Final = "cert-manager.io/inject-ca-from"
+CERT_MANAGER_API: Final = "cert-manager.io/v1"
+
+
+def excluded_namespaces(repo: Repo) -> list[str]:
+    return sorted({repo.namespace, "kube-system"})
+
+
+def dns_names(repo: Repo) -> list[str]:
+    service = f"{WEBHOOK}.{repo.namespace}.svc"
+    return [service, f"{service}.cluster.local"]
+
+
+def service(repo: Repo) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": metadata(WEBHOOK, WEBHOOK, repo.namespace),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": selector(WEBHOOK),
+            "ports": [{"name": WEBHOOK_PORT_NAME, "port": SERVICE_PORT,
+                       "targetPort": WEBHOOK_PORT, "protocol": "TCP"}],
+        },
+    }
+
+
+# --- the webhooks --------------------------------------------------------------------------------
+
+
+def _rule(group: str, resources: list[str], operations: list[str],
+          scope: str | None = None) -> dict[str, Any]:
+    rule: dict[str, Any] = {"apiGroups": [group], "apiVersions": ["*"],
+                            "operations": operations, "resources": resources}
+    if scope:
+        rule["scope"] = scope
+    return rule
+
+
+def _scap_rules() -> list[dict[str, Any]]:
+    return [_rule(scap.GROUP, [scap.PLURAL], ["CREATE", "UPDATE"], "Namespaced")]
+
+
+def consumer_rules(repo: Repo) -> list[dict[str, Any]]:
+    """One rule per consumer API group, its resources sorted."""
+    by_group: dict[str, set[str]] = {}
+    for consumer in repo.consumers:
+        by_group.setdefault(consumer.spec.group, set()).add(consumer.spec.resource)
+    return [_rule(group, sorted(resources), ["CREATE", "UPDATE", "DELETE"])
+            for group, resources in sorted(by_group.items())]
+
+
+def capacity_identity_condition(repo: Repo) -> dict[str, str]:
+    user = service_account_user(repo.namespace, CAPACITY_CONTROLLER)
+    return {"name": CAPACITY_IDENTITY_CONDITION,
+            "expression": f"request.userInfo.username == {scap.cel_string(user)}"}
+
+
+def _webhook(repo: Repo, name: str, path: str, rules: list[dict[str, Any]],
+             conditions: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    settings = repo.platform.spec.webhook
+    hook: dict[str, Any] = {
+        "name": name,
+        "admissionReviewVersions": ["v1"],
+        "clientConfig": {"service": {"namespace": repo.namespace, "name": WEBHOOK,
+                                     "path": path, "port": SERVICE_PORT}},
+        "failurePolicy": settings.failure_policy.value,
+        **({"matchConditions": conditions} if conditions else {}),
+        "matchPolicy": "Equivalent",
+        "namespaceSelector": {"matchExpressions": [{
+            "key": "kubernetes.io/metadata.name", "operator": "NotIn",
+            "values": excluded_namespaces(repo),
+        }]},
+        "rules": rules,
+        "sideEffects": "None",
+        "timeoutSeconds": settings.timeout_seconds,
+    }
+    return hook
+
+
+def webhooks(repo: Repo) -> list[dict[str, Any]]:
+    found = [
+        _webhook(repo, HOST_GOVERNANCE, HOST_GOVERNANCE_PATH, _scap_rules()),
+        _webhook(repo, TARGET_GUARD, TARGET_GUARD_PATH, consumer_rules(repo),
+                 [capacity_identity_condition(repo)]),
+    ]
+    if repo.polyfill:
+        found.append(_webhook(repo, VAP_POLYFILL, VAP_POLYFILL_PATH, _scap_rules()))
+    return found
+
+
+# --- certificates --------------------------------------------------------------------------------
+
+
+def configuration(repo: Repo) -> dict[str, Any]:
+    annotations = ({INJECT_CA_ANNOTATION: f"{repo.namespace}/{WEBHOOK}"}
+                   if cert_manager(repo) else None)
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+        "metadata": metadata(WEBHOOK_CONFIGURATION, WEBHOOK, annotations=annotations),
+        "webhooks": webhooks(repo),
+    }
+
+
+def certificate(repo: Repo) -> dict[str, Any]:
+    issuer = repo.platform.spec.webhook.certificate.issuer_ref
+    if issuer is None:  # the Platform model requires it in cert-manager mode
+        raise AssertionError("cert-manager mode without issuerRef")
+    return {
+        "apiVersion": CERT_MANAGER_API, "kind": "Certificate",
+        "metadata": metadata(WEBHOOK, WEBHOOK, repo.namespace),
+        "spec": {
+            "secretName": WEBHOOK_TLS_SECRET,
+            "dnsNames": dns_names(repo),
+            "issuerRef": {"group": "cert-manager.io", "kind": issuer.kind, "name": issuer.name},
+            "privateKey": {"algorithm": "ECDSA", "size": 256, "rotationPolicy": "Always"},
+            "usages": ["server auth", "digital signature"],
+        },
+    }
+
+
+def emit(repo: Repo) -> list[Artifact]:
+    if not repo.has_webhook:
+        return []
+    artifacts = [
+        Artifact(ADMISSION, f"{ADMISSION}/webhook/{WEBHOOK_CONFIGURATION}"
+                 ".validatingwebhookconfiguration.yaml", configuration(repo)),
+        Artifact(WORKLOADS, f"{WORKLOADS}/{WEBHOOK}.service.yaml", service(repo)),
+    ]
+    if cert_manager(repo):
+        artifacts.insert(1, Artifact(ADMISSION, f"{ADMISSION}/webhook/{WEBHOOK}.certificate.yaml",
+                                     certificate(repo)))
+    return artifacts
