@@ -1,0 +1,36 @@
+"""Bad config repos fail with exact `FILE:LINE:COL: field: message` errors, exit 2, and leave
+OUT_DIR untouched. Each case is a folder `testdata/invalid-*` with its expected stderr.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from compiler.cli import main
+
+CASES = sorted(p for p in (Path(__file__).parent / "testdata").glob("invalid-*") if p.is_dir())
+
+
+def test_every_required_kind_of_error_has_a_case() -> None:
+    names = {c.name for c in CASES}
+    assert {"invalid-unknown-field", "invalid-wrong-type", "invalid-bad-consumer-path",
+            "invalid-duplicate-names", "invalid-cel-does-not-compile",
+            "invalid-cel-over-budget"} <= names
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_invalid_repo_reports_every_error_with_its_location_and_writes_nothing(
+    case: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "previous.yaml").write_text("kept\n")
+    status = main(["compile", str(case), "--out", str(out)])
+    captured = capsys.readouterr()
+    assert status == 2
+    assert captured.err == (case / "expected.txt").read_text()
+    assert [p.name for p in out.iterdir()] == ["previous.yaml"]
+    assert (out / "previous.yaml").read_text() == "kept\n"
+    assert "Traceback" not in captured.err
