@@ -1,0 +1,185 @@
+"""The webhook emitter wires three narrow webhooks, following Kubernetes' good practices."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from compiler.emit import rbac, webhook, workloads
+from compiler.emit.base import ADMISSION, WORKLOADS
+from compiler.repo import Repo
+from compiler.spec import CapacityConsumer, Platform
+from policies.cel.engine import compile_expression
+
+API = "config.5spot.finos.org/v1alpha1"
+NS = "fivespot-test"
+CAPACITY_USER = f"system:serviceaccount:{NS}:fivespot-capacity-controller"
+CERT_MANAGER = {"certificate": {"mode": "cert-manager",
+                                "issuerRef": {"kind": "ClusterIssuer", "name": "internal-ca"}}}
+
+
+def platform(**spec: Any) -> Platform:
+    return Platform.model_validate({"apiVersion": API, "kind": "Platform",
+                                    "metadata": {"name": "platform"},
+                                    "spec": {"namespace": NS, "image": "example/fivespot:1", **spec}})
+
+
+def consumer(name: str, group: str, resource: str) -> CapacityConsumer:
+    return CapacityConsumer.model_validate({
+        "apiVersion": API, "kind": "CapacityConsumer", "metadata": {"name": name},
+        "spec": {"group": group, "version": "v1", "kind": "Pool", "resource": resource,
+                 "capacityPaths": ["spec.replicas"], "maxActiveValue": 10}})
+
+
+CONSUMERS = (consumer("pools", "pools.example.com", "pools"),
+             consumer("warm", "agents.example.com", "warmpools"),
+             consumer("sandboxes", "agents.example.com", "sandboxes"))
+
+
+def make_repo(consumers: tuple[CapacityConsumer, ...] = CONSUMERS, **spec: Any) -> Repo:
+    return Repo(platform=platform(**spec), consumers=consumers, builtin_providers=(),
+                custom_providers=(), tenants=(), fixtures=())
+
+
+def configuration(repo: Repo) -> dict[str, Any]:
+    [found] = [a.obj for a in webhook.emit(repo) if a.kind == "ValidatingWebhookConfiguration"]
+    return found
+
+
+def hooks(repo: Repo) -> dict[str, dict[str, Any]]:
+    return {h["name"]: h for h in configuration(repo)["webhooks"]}
+
+
+def test_a_repo_without_consumers_has_no_webhook() -> None:
+    assert webhook.emit(make_repo(consumers=())) == []
+
+
+def test_the_artifacts_land_in_the_admission_and_workloads_layers() -> None:
+    paths = {a.path: a.layer for a in webhook.emit(make_repo(webhook=CERT_MANAGER))}
+    assert paths == {
+        "admission/webhook/fivespot-webhook.validatingwebhookconfiguration.yaml": ADMISSION,
+        "admission/webhook/fivespot-webhook.certificate.yaml": ADMISSION,
+        "workloads/fivespot-webhook.service.yaml": WORKLOADS,
+    }
+
+
+@pytest.mark.parametrize("enforcement,expected", [
+    ("vap", ["host-governance.5spot.finos.org", "target-guard.5spot.finos.org"]),
+    ("webhook", ["host-governance.5spot.finos.org", "target-guard.5spot.finos.org",
+                 "vap-polyfill.5spot.finos.org"]),
+    ("both", ["host-governance.5spot.finos.org", "target-guard.5spot.finos.org",
+              "vap-polyfill.5spot.finos.org"]),
+])
+def test_the_polyfill_webhook_exists_only_when_enforcement_includes_the_webhook(
+        enforcement: str, expected: list[str]) -> None:
+    found = configuration(make_repo(enforcement=enforcement))["webhooks"]
+    assert [h["name"] for h in found] == expected
+
+
+def test_every_webhook_follows_the_good_practices() -> None:
+    for name, hook in hooks(make_repo(enforcement="both")).items():
+        assert hook["admissionReviewVersions"] == ["v1"], name
+        assert hook["sideEffects"] == "None"
+        assert hook["matchPolicy"] == "Equivalent"
+        assert hook["namespaceSelector"] == {"matchExpressions": [{
+            "key": "kubernetes.io/metadata.name", "operator": "NotIn",
+            "values": sorted([NS, "kube-system"])}]}
+        service = hook["clientConfig"]["service"]
+        assert service["namespace"] == NS and service["name"] == "fivespot-webhook"
+        assert service["port"] == 443
+        assert "caBundle" not in hook["clientConfig"]
+
+
+def test_each_webhook_has_its_own_path_and_rules() -> None:
+    found = hooks(make_repo(enforcement="both"))
+    scap_rule = [{"apiGroups": ["5spot.finos.org"], "apiVersions": ["*"],
+                  "operations": ["CREATE", "UPDATE"], "resources": ["scheduledcapacities"],
+                  "scope": "Namespaced"}]
+    assert found["host-governance.5spot.finos.org"]["rules"] == scap_rule
+    assert found["vap-polyfill.5spot.finos.org"]["rules"] == scap_rule
+    assert {n: h["clientConfig"]["service"]["path"] for n, h in found.items()} == {
+        "host-governance.5spot.finos.org": "/validate/host-governance",
+        "target-guard.5spot.finos.org": "/validate/target-guard",
+        "vap-polyfill.5spot.finos.org": "/validate/vap-polyfill",
+    }
+    assert all("matchConditions" not in h for n, h in found.items() if "target-guard" not in n)
+
+
+def test_the_target_guard_covers_every_consumer_resource_grouped_and_sorted() -> None:
+    guard = hooks(make_repo())["target-guard.5spot.finos.org"]
+    operations = ["CREATE", "UPDATE", "DELETE"]
+    assert guard["rules"] == [
+        {"apiGroups": ["agents.example.com"], "apiVersions": ["*"], "operations": operations,
+         "resources": ["sandboxes", "warmpools"]},
+        {"apiGroups": ["pools.example.com"], "apiVersions": ["*"], "operations": operations,
+         "resources": ["pools"]},
+    ]
+
+
+def test_the_target_guards_match_condition_names_the_capacity_identity() -> None:
+    guard = hooks(make_repo())["target-guard.5spot.finos.org"]
+    [condition] = guard["matchConditions"]
+    assert condition == {"name": "only-the-capacity-controller",
+                         "expression": f"request.userInfo.username == '{CAPACITY_USER}'"}
+    program = compile_expression(condition["expression"], ["request"])
+    assert program.evaluate({"request": {"userInfo": {"username": CAPACITY_USER}}}) is True
+    for other in ("system:admin", f"system:serviceaccount:{NS}:fivespot-webhook",
+                  "system:serviceaccount:other:fivespot-capacity-controller"):
+        assert program.evaluate({"request": {"userInfo": {"username": other}}}) is False
+
+
+@pytest.mark.parametrize("policy,timeout", [("Fail", 5), ("Ignore", 3), ("Fail", 30)])
+def test_failure_policy_and_timeout_follow_the_platform(policy: str, timeout: int) -> None:
+    repo = make_repo(enforcement="both", webhook={"failurePolicy": policy, "timeoutSeconds": timeout})
+    for hook in hooks(repo).values():
+        assert (hook["failurePolicy"], hook["timeoutSeconds"]) == (policy, timeout)
+
+
+def test_self_managed_mode_leaves_the_ca_bundle_to_the_webhook_and_emits_no_certificate() -> None:
+    repo = make_repo()
+    assert not [a for a in webhook.emit(repo) if a.kind == "Certificate"]
+    assert "annotations" not in configuration(repo)["metadata"]
+
+
+def test_cert_manager_mode_yields_a_certificate_the_injection_annotation_and_no_secret_rights(
+) -> None:
+    repo = make_repo(webhook=CERT_MANAGER)
+    [certificate] = [a.obj for a in webhook.emit(repo) if a.kind == "Certificate"]
+    assert certificate["apiVersion"] == "cert-manager.io/v1"
+    assert certificate["metadata"]["name"] == "fivespot-webhook"
+    assert certificate["metadata"]["namespace"] == NS
+    assert certificate["spec"]["secretName"] == "fivespot-webhook-tls"
+    assert certificate["spec"]["dnsNames"] == [f"fivespot-webhook.{NS}.svc",
+                                               f"fivespot-webhook.{NS}.svc.cluster.local"]
+    assert certificate["spec"]["issuerRef"] == {"group": "cert-manager.io",
+                                                "kind": "ClusterIssuer", "name": "internal-ca"}
+    assert configuration(repo)["metadata"]["annotations"] == {
+        "cert-manager.io/inject-ca-from": f"{NS}/fivespot-webhook"}
+    assert all("caBundle" not in h["clientConfig"] for h in configuration(repo)["webhooks"])
+    resources = {r for a in rbac.emit(repo) for rule in a.obj.get("rules", [])
+                 for r in rule["resources"]}
+    assert "secrets" not in resources and "validatingwebhookconfigurations" not in resources
+
+
+def test_the_service_sends_port_443_to_the_webhook_containers_serving_port() -> None:
+    repo = make_repo()
+    [service] = [a.obj for a in webhook.emit(repo) if a.kind == "Service"]
+    [port] = service["spec"]["ports"]
+    assert (port["port"], port["targetPort"]) == (443, 8443)
+    [deployment] = [a.obj for a in workloads.emit(repo)
+                    if a.kind == "Deployment" and a.name == "fivespot-webhook"]
+    template = deployment["spec"]["template"]
+    assert service["spec"]["selector"].items() <= template["metadata"]["labels"].items()
+    container_ports = {p["containerPort"] for p in template["spec"]["containers"][0]["ports"]}
+    assert port["targetPort"] in container_ports
+    assert service["metadata"]["name"] == hooks(repo)["target-guard.5spot.finos.org"][
+        "clientConfig"]["service"]["name"]
+
+
+def test_output_is_deterministic_whatever_order_consumers_are_listed_in() -> None:
+    forward = make_repo(webhook=CERT_MANAGER, enforcement="both")
+    backward = make_repo(consumers=tuple(reversed(CONSUMERS)), webhook=CERT_MANAGER,
+                         enforcement="both")
+    assert webhook.emit(forward) == webhook.emit(forward)
+    assert webhook.emit(forward) == webhook.emit(backward)
