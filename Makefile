@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 CLUSTER_DIR := .cluster
 EXAMPLE := examples/agent-sandbox
 
-.PHONY: install run test unit integration typecheck controlplane cluster cluster-down clean
+.PHONY: install run test unit integration typecheck controlplane cluster cluster-down clean golden
 
 install: $(STAMP)
 
@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 
 # The main job on the bundled example: compile it and show the verdicts for its fixtures.
 run: install
-	$(BIN)/fivespot run-example $(EXAMPLE) --out out
+	$(BIN)/fivespot run-example $(EXAMPLE)/config --out out
 
 # Builds (or reuses) the control plane, then the whole suite: unit tests, then integration tests.
 # pytest exits 5 when it collects no test; make treats that as a failure like any other.
@@ -46,3 +46,6 @@ cluster-down: install
 
 clean:
 	rm -rf $(VENV) out .pytest_cache .mypy_cache .hypothesis
+
+golden: install
+	$(BIN)/fivespot compile $(EXAMPLE)/config --out tests/unit/golden/agent-sandbox

@@ -17,7 +17,11 @@ from typing import Any, Mapping
 import yaml
 
 
-class _Dumper(yaml.SafeDumper):
+# libyaml's emitter is ~30x faster than PyYAML's pure-Python one and emits the same bytes.
+_BaseDumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class _Dumper(_BaseDumper):  # type: ignore[valid-type,misc]
     def ignore_aliases(self, data: Any) -> bool:
         return True
 
