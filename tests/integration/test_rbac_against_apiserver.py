@@ -1,0 +1,275 @@
+"""The compiled RBAC, applied to the real API server, grants each identity exactly its intended
+permissions: what `kubectl auth can-i --list` reports for the ServiceAccount, minus what a
+ServiceAccount with no bindings at all gets, equals a set written out by hand here.
+
+The intended sets are spelled out independently of the emitter on purpose: a test that derived
+them from the emitted rules would pass whatever the emitter granted.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from compiler.emit import rbac, workloads
+from compiler.output import to_yaml
+from compiler.repo import Repo
+from compiler.spec import (
+    BuiltinProvider,
+    CapacityConsumer,
+    CustomProvider,
+    Platform,
+    TenantPolicy,
+)
+from tests.integration.conftest import AsServiceAccount
+
+API = "config.5spot.finos.org/v1alpha1"
+CAPACITY = "fivespot-capacity-controller"
+MANUAL = "fivespot-provider-manual"
+CUSTOM = "fivespot-custom-provider-changefreezes"
+WEBHOOK = "fivespot-webhook"
+READ = ("get", "list", "watch")
+WRITE_STATUS = ("get", "patch", "update")
+
+Permission = tuple[str, tuple[str, ...], str]
+"""(resource as kubectl prints it, resource names, verb)."""
+
+
+# --- the repo under test -------------------------------------------------------------------------
+
+
+def make_repo(install: str, tenant: str, group: str, webhook: dict[str, Any] | None = None) -> Repo:
+    platform = Platform.model_validate({
+        "apiVersion": API, "kind": "Platform", "metadata": {"name": "platform"},
+        "spec": {"namespace": install, "image": "example/fivespot:1", "enforcement": "both",
+                 "webhook": webhook or {}}})
+    consumer = CapacityConsumer.model_validate({
+        "apiVersion": API, "kind": "CapacityConsumer", "metadata": {"name": "pools"},
+        "spec": {"group": group, "version": "v1", "kind": "Pool", "resource": "pools",
+                 "capacityPaths": ["spec.replicas"], "maxActiveValue": 10}})
+    policy = TenantPolicy.model_validate({
+        "apiVersion": API, "kind": "TenantPolicy", "metadata": {"name": "tenant"},
+        "spec": {"namespaces": [tenant], "consumers": ["pools"], "maxActiveValue": 5}})
+    custom = CustomProvider.model_validate({"kind": "ChangeFreeze", "specSchema": {"type": "object"}})
+    return Repo(platform=platform, consumers=(consumer,),
+                builtin_providers=(BuiltinProvider.MANUAL,), custom_providers=(custom,),
+                tenants=(policy,), fixtures=())
+
+
+def intended(identity: str, group: str, *, in_install_namespace: bool) -> set[Permission]:
+    """What each identity is meant to hold, written out by hand."""
+    def each(resource: str, verbs: tuple[str, ...], names: tuple[str, ...] = ()) -> set[Permission]:
+        return {(resource, names, verb) for verb in verbs}
+
+    events = each("events.events.k8s.io", ("create", "patch"))
+    leases = (each("leases.coordination.k8s.io", ("create",))
+              | each("leases.coordination.k8s.io", ("get", "update"), (f"{identity}-default",)))
+    found: set[Permission]
+    if identity == CAPACITY:
+        found = (each("scheduledcapacities.5spot.finos.org", READ)
+                 | each("scheduledcapacities.5spot.finos.org/status", WRITE_STATUS)
+                 | each("scheduledmachines.5spot.finos.org", READ)
+                 | each("manualschedules.spotschedules.5spot.finos.org", READ)
+                 | each("changefreezes.spotschedules.5spot.finos.org", READ)
+                 | each(f"pools.{group}", READ + ("patch",)) | events)
+        return found | leases if in_install_namespace else found
+    if identity == MANUAL:
+        found = (each("manualschedules.spotschedules.5spot.finos.org", READ)
+                 | each("manualschedules.spotschedules.5spot.finos.org/status", WRITE_STATUS)
+                 | events)
+        return found | leases if in_install_namespace else found
+    if identity == CUSTOM:
+        return (each("changefreezes.spotschedules.5spot.finos.org", READ)
+                | each("changefreezes.spotschedules.5spot.finos.org/status", WRITE_STATUS))
+    found = (each("scheduledmachines.5spot.finos.org", READ) | each("namespaces", READ)
+             | each("tenantcapacitylimits.policy.5spot.finos.org", READ)
+             | each("validatingwebhookconfigurations.admissionregistration.k8s.io",
+                    ("get", "patch", "update"), ("fivespot-webhook",)))
+    if in_install_namespace:
+        found |= each("secrets", ("create",)) | each("secrets", ("get", "update"),
+                                                     ("fivespot-webhook-tls",))
+    return found
+
+
+# --- applying and asking the API server --------------------------------------------------------
+
+
+def isolate(objects: list[dict[str, Any]], suffix: str) -> list[dict[str, Any]]:
+    """Cluster-wide RBAC names get a per-test suffix (test setup only), so tests never share one."""
+    isolated = []
+    for obj in objects:
+        obj = {**obj, "metadata": dict(obj["metadata"])}
+        if obj["kind"] in ("ClusterRole", "ClusterRoleBinding"):
+            obj["metadata"]["name"] = f"{obj['metadata']['name']}-{suffix}"
+        if obj["kind"] == "ClusterRoleBinding":
+            obj["roleRef"] = {**obj["roleRef"], "name": f"{obj['roleRef']['name']}-{suffix}"}
+        isolated.append(obj)
+    return isolated
+
+
+def kubectl(kubeconfig: Path, *args: str) -> str:
+    result = subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig), *args],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def apply_rbac(kubeconfig: Path, repo: Repo, folder: Path) -> None:
+    """Server-side apply the compiled RBAC and ServiceAccounts (idempotent on re-apply)."""
+    accounts = [a.obj for a in workloads.emit(repo) if a.kind == "ServiceAccount"]
+    objects = isolate([a.obj for a in rbac.emit(repo)], repo.namespace) + accounts
+    manifest = folder / "rbac.yaml"
+    manifest.write_text("---\n".join(to_yaml(obj) for obj in objects))
+    kubectl(kubeconfig, "apply", "--server-side", "--field-manager=fivespot-test", "-f", str(manifest))
+
+
+_ROW = re.compile(r"^(\S*)\s+\[(.*?)\]\s+\[(.*?)\]\s+\[(.*?)\]\s*$")
+
+
+def can_i_list(kubeconfig: Path, user: str, namespace: str) -> set[Permission]:
+    """`kubectl auth can-i --list` as `user` in `namespace`, one entry per verb."""
+    output = kubectl(kubeconfig, "auth", "can-i", "--list", f"--as={user}", "-n", namespace)
+    found: set[Permission] = set()
+    for line in output.splitlines()[1:]:
+        if not line.strip():
+            continue
+        match = _ROW.match(line)
+        assert match, f"unexpected can-i line: {line!r}"
+        resource, urls, names, verbs = match.groups()
+        for verb in verbs.split():
+            found.add((resource or f"url:{urls}", tuple(names.split()), verb))
+    return found
+
+
+def granted(kubeconfig: Path, install: str, identity: str, namespace: str) -> set[Permission]:
+    """What `identity` may do in `namespace` beyond what an unbound ServiceAccount may."""
+    def user(name: str) -> str:
+        return f"system:serviceaccount:{install}:{name}"
+    baseline = can_i_list(kubeconfig, user(f"unbound-{uuid.uuid4().hex[:6]}"), namespace)
+    return can_i_list(kubeconfig, user(identity), namespace) - baseline
+
+
+def wait_until(check: Callable[[], bool], timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not true within {timeout_s}s")
+        time.sleep(0.2)
+
+
+def create_consumer_crd(admin: client.ApiClient, group: str) -> None:
+    extensions = client.ApiextensionsV1Api(admin)
+    extensions.create_custom_resource_definition({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"pools.{group}"},
+        "spec": {"group": group, "scope": "Namespaced",
+                 "names": {"kind": "Pool", "plural": "pools", "singular": "pool"},
+                 "versions": [{"name": "v1", "served": True, "storage": True, "schema": {
+                     "openAPIV3Schema": {"type": "object", "properties": {"spec": {
+                         "type": "object", "properties": {"replicas": {"type": "integer"}}}}}}}]},
+    })
+
+    def established() -> bool:
+        crd = extensions.read_custom_resource_definition(f"pools.{group}")
+        return any(c.type == "Established" and c.status == "True"
+                   for c in (crd.status.conditions or []))
+    wait_until(established)
+
+
+# --- fixtures -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def tenant(admin: client.ApiClient) -> str:
+    name = f"tenant-{uuid.uuid4().hex[:8]}"
+    client.CoreV1Api(admin).create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    return name
+
+
+@pytest.fixture
+def group() -> str:
+    return f"g{uuid.uuid4().hex[:8]}.fivespot.test"
+
+
+@pytest.fixture
+def installed(kubeconfig: Path, namespace: str, tenant: str, group: str,
+              tmp_path: Path) -> Iterator[Repo]:
+    repo = make_repo(namespace, tenant, group)
+    apply_rbac(kubeconfig, repo, tmp_path)
+    yield repo
+
+
+# --- tests ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("identity", [CAPACITY, MANUAL, CUSTOM, WEBHOOK])
+def test_each_identity_holds_exactly_its_intended_permissions(
+        kubeconfig: Path, installed: Repo, tenant: str, group: str, identity: str) -> None:
+    install = installed.namespace
+    assert granted(kubeconfig, install, identity, tenant) == intended(
+        identity, group, in_install_namespace=False)
+    assert granted(kubeconfig, install, identity, install) == intended(
+        identity, group, in_install_namespace=True)
+
+
+def test_reapplying_the_same_rbac_changes_nothing(kubeconfig: Path, installed: Repo,
+                                                   tenant: str, group: str, tmp_path: Path) -> None:
+    before = granted(kubeconfig, installed.namespace, CAPACITY, tenant)
+    apply_rbac(kubeconfig, installed, tmp_path)
+    assert granted(kubeconfig, installed.namespace, CAPACITY, tenant) == before
+
+
+def test_in_cert_manager_mode_the_webhook_holds_no_secret_or_configuration_right(
+        kubeconfig: Path, namespace: str, tenant: str, group: str, tmp_path: Path) -> None:
+    repo = make_repo(namespace, tenant, group, webhook={"certificate": {
+        "mode": "cert-manager", "issuerRef": {"kind": "ClusterIssuer", "name": "ca"}}})
+    apply_rbac(kubeconfig, repo, tmp_path)
+    expected = {("scheduledmachines.5spot.finos.org", (), v) for v in READ} | {
+        ("namespaces", (), v) for v in READ} | {
+        ("tenantcapacitylimits.policy.5spot.finos.org", (), v) for v in READ}
+    assert granted(kubeconfig, namespace, WEBHOOK, namespace) == expected
+    assert granted(kubeconfig, namespace, WEBHOOK, tenant) == expected
+
+
+def _status(call: Callable[[], object]) -> int:
+    try:
+        call()
+    except ApiException as error:
+        return int(error.status)
+    return 200
+
+
+def test_the_capacity_identity_really_patches_a_consumer_but_cannot_create_delete_or_read_secrets(
+        admin: client.ApiClient, installed: Repo, tenant: str, group: str,
+        as_service_account: AsServiceAccount) -> None:
+    create_consumer_crd(admin, group)
+    pool = {"apiVersion": f"{group}/v1", "kind": "Pool", "metadata": {"name": "warm"},
+            "spec": {"replicas": 1}}
+    client.CustomObjectsApi(admin).create_namespaced_custom_object(group, "v1", tenant, "pools", pool)
+    client.CoreV1Api(admin).create_namespaced_secret(
+        tenant, client.V1Secret(metadata=client.V1ObjectMeta(name="tenant-secret")))
+    identity = as_service_account(installed.namespace, CAPACITY)
+    objects, core = client.CustomObjectsApi(identity), client.CoreV1Api(identity)
+
+    patched = objects.patch_namespaced_custom_object(group, "v1", tenant, "pools", "warm",
+                                                     {"spec": {"replicas": 7}})
+    assert patched["spec"]["replicas"] == 7
+
+    other = {**pool, "metadata": {"name": "forged"}}
+    assert _status(lambda: objects.create_namespaced_custom_object(
+        group, "v1", tenant, "pools", other)) == 403
+    assert _status(lambda: objects.delete_namespaced_custom_object(
+        group, "v1", tenant, "pools", "warm")) == 403
+    assert _status(lambda: core.read_namespaced_secret("tenant-secret", tenant)) == 403
+    assert _status(lambda: core.list_namespaced_secret(installed.namespace)) == 403
+    assert _status(lambda: core.patch_namespaced_config_map(
+        "kube-root-ca.crt", tenant, {"data": {"x": "y"}})) == 403
