@@ -20,7 +20,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from compiler.emit import rbac, workloads
+from compiler.emit import rbac, webhook, workloads
 from compiler.output import to_yaml
 from compiler.repo import Repo
 from compiler.spec import (
@@ -116,11 +116,15 @@ def isolate(objects: list[dict[str, Any]], suffix: str) -> list[dict[str, Any]]:
     return isolated
 
 
-def kubectl(kubeconfig: Path, *args: str) -> str:
+def kubectl_run(kubeconfig: Path, *args: str) -> subprocess.CompletedProcess[str]:
     result = subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig), *args],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
-    return result.stdout
+    return result
+
+
+def kubectl(kubeconfig: Path, *args: str) -> str:
+    return kubectl_run(kubeconfig, *args).stdout
 
 
 def apply_rbac(kubeconfig: Path, repo: Repo, folder: Path) -> None:
@@ -273,3 +277,30 @@ def test_the_capacity_identity_really_patches_a_consumer_but_cannot_create_delet
     assert _status(lambda: core.list_namespaced_secret(installed.namespace)) == 403
     assert _status(lambda: core.patch_namespaced_config_map(
         "kube-root-ca.crt", tenant, {"data": {"x": "y"}})) == 403
+
+
+def _server_dry_run(kubeconfig: Path, objects: list[dict[str, Any]], manifest: Path) -> str:
+    """Apply with `--dry-run=server` (validation and admission, nothing stored); return stderr."""
+    manifest.write_text("---\n".join(to_yaml(obj) for obj in objects))
+    return kubectl_run(kubeconfig, "apply", "--server-side", "--dry-run=server",
+                       "--field-manager=fivespot-test", "-f", str(manifest)).stderr
+
+
+def test_the_compiled_workloads_and_webhook_configuration_pass_validation_and_restricted_pod_security(
+        kubeconfig: Path, namespace: str, tenant: str, group: str, tmp_path: Path) -> None:
+    repo = make_repo(namespace, tenant, group)
+    apply_rbac(kubeconfig, repo, tmp_path)  # the install Namespace, labelled restricted
+    objects = [a.obj for a in workloads.emit(repo) + webhook.emit(repo)]
+    assert {o["kind"] for o in objects} >= {"Deployment", "PodDisruptionBudget", "Service",
+                                            "ValidatingWebhookConfiguration"}
+    assert "Warning" not in _server_dry_run(kubeconfig, objects, tmp_path / "workloads.yaml")
+
+    # The check is live: the same Deployment without its container hardening is warned about.
+    [deployment] = [o for o in objects if o["kind"] == "Deployment"
+                    and o["metadata"]["name"] == CAPACITY]
+    template = deployment["spec"]["template"]
+    weakened = {**deployment, "spec": {**deployment["spec"], "template": {**template, "spec": {
+        **template["spec"], "securityContext": {},
+        "containers": [{k: v for k, v in template["spec"]["containers"][0].items()
+                        if k != "securityContext"}]}}}}
+    assert "restricted" in _server_dry_run(kubeconfig, [weakened], tmp_path / "weak.yaml")
