@@ -98,7 +98,8 @@ def normalize(rules: list[Rule]) -> list[Rule]:
     verbs: dict[tuple[str, str, tuple[str, ...]], set[str]] = {}
     for rule in rules:
         for resource in rule.resources:
-            verbs.setdefault((rule.group, resource, rule.names), set()).update(rule.verbs)
+            key = (rule.group, resource, tuple(sorted(set(rule.names))))
+            verbs.setdefault(key, set()).update(rule.verbs)
     resources: dict[tuple[str, tuple[str, ...], tuple[str, ...]], set[str]] = {}
     for (group, resource, names), verb_set in verbs.items():
         resources.setdefault((group, tuple(sorted(verb_set)), names), set()).add(resource)
