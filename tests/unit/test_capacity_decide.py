@@ -859,7 +859,7 @@ def test_observe_target_reads_the_two_paths_and_reports_absence() -> None:
 
 
 def test_observe_machines_keeps_only_machines_that_name_a_node() -> None:
-    machines = [
+    machines: list[dict[str, Any]] = [
         {"metadata": {"name": "b"}, "status": {"nodeRef": {"name": "worker-3"}}},
         {"metadata": {"name": "a"}, "status": {"nodeRef": {"name": "worker-1"}}},
         {"metadata": {"name": "c"}, "status": {"phase": "Pending"}},
