@@ -7,6 +7,7 @@ so everything emitted from it is independent of file names and file order.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -24,8 +25,10 @@ from compiler.spec import (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Repo:
+    """A checked config repo. Compared and hashed by identity, so emitters can memoise on it."""
+
     platform: Platform
     consumers: tuple[CapacityConsumer, ...]
     builtin_providers: tuple[BuiltinProvider, ...]
@@ -65,7 +68,11 @@ class Repo:
         return self.has_capacity
 
     def consumer(self, name: str) -> CapacityConsumer:
-        return next(c for c in self.consumers if c.metadata.name == name)
+        return self._consumers_by_name[name]
+
+    @functools.cached_property
+    def _consumers_by_name(self) -> dict[str, CapacityConsumer]:
+        return {c.metadata.name: c for c in self.consumers}
 
 
 def assemble(loaded: LoadResult) -> Repo:

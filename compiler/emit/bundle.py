@@ -8,6 +8,7 @@ polyfill evaluates. Written as `bundle.json` at the top of OUT_DIR (for local pr
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any, Final
 
@@ -55,7 +56,9 @@ def bundle(repo: Repo) -> dict[str, Any]:
     }
 
 
+@functools.lru_cache(maxsize=4)
 def bundle_json(repo: Repo) -> str:
+    """The bundle as written; computed once per repo (the workloads checksum it too)."""
     return json.dumps(bundle(repo), indent=2, sort_keys=True) + "\n"
 
 
