@@ -15,7 +15,11 @@ time or later":
   never occurs;
 - a time the clock shows twice (fall back) is its first occurrence, so a boundary inside the
   repeated hour takes effect once and does not re-trigger when the hour repeats.
-For whole-hour ranges this is exactly "the local hour is in the set" at every instant.
+For whole-hour ranges this is exactly 5-Spot's "the local hour is in the set" at every instant
+wherever no hour boundary falls strictly inside a repeated stretch, which is every IANA zone
+except two (checked over every zone's 2024-2026 transitions): Antarctica/Troll, which repeats
+two hours, and Pacific/Chatham, which repeats 02:45-03:44. There, the second pass through the
+part of an hour that ends inside the stretch is not active again.
 """
 
 from __future__ import annotations

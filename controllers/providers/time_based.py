@@ -4,7 +4,8 @@ The window is two independent sets, as in 5-Spot: the local weekday must be in `
 the local hour in `hoursOfDay`. A wrapping hour range such as `22-6` is therefore not tied to
 the day it starts on: with `mon-fri` it opens 00:00-06:59 and 22:00-23:59 on each weekday, and
 Friday's 22:00 night ends at Saturday 00:00 unless `sat` is listed too. An existing 5-Spot
-object thus keeps its meaning; only the requeue is now exact instead of hour-granular.
+object thus keeps its meaning (but for the two zones `intervals` names, whose fall-back splits an
+hour); only the requeue is now exact instead of hour-granular.
 
 The decision is a pure function of the spec and an injected instant; `evaluate` wraps it into
 the status patch the controller runtime writes.
