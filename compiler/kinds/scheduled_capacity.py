@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
 from policies.fieldpath import (
@@ -103,6 +103,10 @@ def parse_duration(text: str) -> timedelta:
         for number, unit in _DURATION_PART.findall(text)
     )
     return timedelta(seconds=seconds)
+
+
+_MIN_TIMEOUT: Final = parse_duration(MIN_HANDBACK_TIMEOUT)
+_MAX_TIMEOUT: Final = parse_duration(MAX_HANDBACK_TIMEOUT)
 
 
 class _Model(BaseModel):
@@ -216,6 +220,14 @@ class Handback(_Model):
         pattern=HANDBACK_TIMEOUT_PATTERN,
         json_schema_extra=_rule(HANDBACK_TIMEOUT_CEL, HANDBACK_TIMEOUT_MESSAGE),
     )
+
+    @field_validator("timeout")
+    @classmethod
+    def _timeout_in_bounds(cls, value: str) -> str:
+        """The CEL rule's bounds, so the model accepts exactly what the API server admits."""
+        if not _MIN_TIMEOUT <= parse_duration(value) <= _MAX_TIMEOUT:
+            raise ValueError(HANDBACK_TIMEOUT_MESSAGE)
+        return value
 
     @property
     def timeout_delta(self) -> timedelta:
