@@ -1,4 +1,5 @@
-"""Build kube-apiserver and etcd from Go modules, once, into a cache outside the repo.
+"""Build kube-apiserver, kube-controller-manager and etcd from Go modules, once, into a cache
+outside the repo.
 
 The wrapper modules in `tools/controlplane/` pin the versions; they are the one place those
 versions live, and the cache folder is named after them, so bumping a pin builds afresh and an
@@ -23,7 +24,7 @@ from contextlib import contextmanager
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 WRAPPERS = REPO_ROOT / "tools" / "controlplane"
-APISERVER_MODULE = WRAPPERS / "kube-apiserver"
+KUBERNETES_MODULE = WRAPPERS / "kubernetes"
 ETCD_MODULE = WRAPPERS / "etcd"
 
 
@@ -32,7 +33,11 @@ class Binaries:
     """Where the built control-plane programs are."""
 
     kube_apiserver: Path
+    kube_controller_manager: Path
     etcd: Path
+
+    def all(self) -> tuple[Path, ...]:
+        return (self.kube_apiserver, self.kube_controller_manager, self.etcd)
 
 
 @dataclass(frozen=True)
@@ -48,7 +53,7 @@ class Versions:
 def pinned_versions() -> Versions:
     """The versions the wrapper modules require."""
     return Versions(
-        kubernetes=_required_version(APISERVER_MODULE / "go.mod", "k8s.io/kubernetes"),
+        kubernetes=_required_version(KUBERNETES_MODULE / "go.mod", "k8s.io/kubernetes"),
         etcd=_required_version(ETCD_MODULE / "go.mod", "go.etcd.io/etcd/server/v3"),
     )
 
@@ -73,11 +78,12 @@ def binaries_dir(versions: Versions | None = None) -> Path:
 
 def cached_binaries() -> Binaries | None:
     """The cached binaries if both are present, without building."""
-    folder = binaries_dir()
-    found = Binaries(folder / "kube-apiserver", folder / "etcd")
-    if found.kube_apiserver.is_file() and found.etcd.is_file():
-        return found
-    return None
+    found = _binaries(binaries_dir())
+    return found if all(p.is_file() for p in found.all()) else None
+
+
+def _binaries(folder: Path) -> Binaries:
+    return Binaries(folder / "kube-apiserver", folder / "kube-controller-manager", folder / "etcd")
 
 
 def ensure_binaries(out: IO[str] = sys.stderr) -> Binaries:
@@ -85,21 +91,17 @@ def ensure_binaries(out: IO[str] = sys.stderr) -> Binaries:
     versions = pinned_versions()
     folder = binaries_dir(versions)
     folder.mkdir(parents=True, exist_ok=True)
+    found = _binaries(folder)
     with _exclusive(folder / ".lock"):
-        apiserver = folder / "kube-apiserver"
-        etcd = folder / "etcd"
-        if not apiserver.is_file():
-            _go_build(
-                "kube-apiserver " + versions.kubernetes,
-                APISERVER_MODULE,
-                "k8s.io/kubernetes/cmd/kube-apiserver",
-                apiserver,
-                _apiserver_ldflags(versions.kubernetes),
-                out,
-            )
-        if not etcd.is_file():
-            _go_build("etcd " + versions.etcd, ETCD_MODULE, ".", etcd, "-s -w", out)
-    return Binaries(apiserver, etcd)
+        for program, target in (("kube-apiserver", found.kube_apiserver),
+                                ("kube-controller-manager", found.kube_controller_manager)):
+            if not target.is_file():
+                _go_build(f"{program} {versions.kubernetes}", KUBERNETES_MODULE,
+                          f"k8s.io/kubernetes/cmd/{program}", target,
+                          _kubernetes_ldflags(versions.kubernetes), out)
+        if not found.etcd.is_file():
+            _go_build("etcd " + versions.etcd, ETCD_MODULE, ".", found.etcd, "-s -w", out)
+    return found
 
 
 @contextmanager
@@ -112,7 +114,7 @@ def _exclusive(lock_path: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _apiserver_ldflags(version: str) -> str:
+def _kubernetes_ldflags(version: str) -> str:
     major, minor = version.lstrip("v").split(".")[:2]
     flags = ["-s", "-w"]
     for package in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):

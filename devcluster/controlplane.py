@@ -1,4 +1,5 @@
-"""Start and stop a real etcd + kube-apiserver pair on loopback, the way envtest does.
+"""Start and stop a real etcd + kube-apiserver (+ kube-controller-manager) on loopback, the way
+envtest does.
 
 Each process runs in its own process group. When the control plane belongs to a test run it is
 also tied to that process with PR_SET_PDEATHSIG, and every start records itself in a registry,
@@ -216,9 +217,19 @@ class ControlPlane:
             "--v=1",
         ])
         self._write_kubeconfig()
-        self._write_record()
+        self._record()
         self._wait_for(self._ready, "kube-apiserver /readyz", READY_TIMEOUT_S)
         self._wait_for(self._default_namespace_exists, "namespace default", 30)
+        # Only the controller that writes ValidatingAdmissionPolicy status.typeChecking: without
+        # it a policy's type warnings are never reported, as on a real cluster they are.
+        self._spawn("kube-controller-manager", [
+            str(self.binaries.kube_controller_manager),
+            f"--kubeconfig={self.kubeconfig}",
+            "--controllers=validatingadmissionpolicy-status-controller",
+            "--leader-elect=false", "--secure-port=0",
+            "--use-service-account-credentials=false", "--v=1",
+        ])
+        self._record()
 
     def _spawn(self, name: str, argv: list[str]) -> None:
         log = open(self.state_dir / f"{name}.log", "ab")
@@ -281,7 +292,7 @@ class ControlPlane:
         tmp.chmod(0o600)
         os.replace(tmp, self.kubeconfig)
 
-    def _write_record(self) -> None:
+    def _record(self) -> None:
         record = Record(
             owner_pid=os.getpid() if self.owned else None,
             state_dir=str(self.state_dir),
