@@ -1,0 +1,52 @@
+"""The offline admission evaluator: what the API server decides for a custom resource.
+
+It is pure (no I/O) and shared: `fivespot check` / `fivespot test` use `Checker` (CRD schema,
+CRD rules and ValidatingAdmissionPolicies), and the webhook's VAP polyfill uses `review` with
+the bundle's `admission.policies` and `admission.params` (policies only; the API server has
+already applied the CRD schema by the time a webhook is called).
+
+    from policies.admission_eval import PolicySet, review
+    policy_set = PolicySet.compile(bundle["admission"]["policies"], bundle["admission"]["params"])
+    verdict = review(policy_set, admission_review["request"], namespace_object)
+    verdict.allowed, verdict.violations, verdict.warnings
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from policies.admission_eval.checker import Checker, Request, UnknownKind, admission_request
+from policies.admission_eval.result import CRD_RULE, SCHEMA, VAP, Verdict, Violation
+from policies.admission_eval.schema import SchemaError
+from policies.admission_eval.vap import NamespaceRequired, PolicyConfigError, PolicySet
+
+
+def review(policies: PolicySet, request: Mapping[str, Any],
+           namespace_object: Mapping[str, Any] | None = None) -> Verdict:
+    """Decide an AdmissionReview `request` against compiled policies (the VAP polyfill).
+
+    `namespace_object` is the request namespace's Namespace object (needed only when a binding
+    selects namespaces by labels other than `kubernetes.io/metadata.name`; otherwise None is
+    fine). Raises NamespaceRequired when it is needed and missing.
+    """
+    outcome = policies.evaluate(request, namespace_object)
+    return Verdict(not outcome.violations, outcome.violations, outcome.warnings, outcome.audit)
+
+
+__all__ = [
+    "CRD_RULE",
+    "SCHEMA",
+    "VAP",
+    "Checker",
+    "NamespaceRequired",
+    "PolicyConfigError",
+    "PolicySet",
+    "Request",
+    "SchemaError",
+    "UnknownKind",
+    "Verdict",
+    "Violation",
+    "admission_request",
+    "review",
+]

@@ -1,0 +1,110 @@
+"""The whole admission path for custom resources, offline: CRD schema and rules, then policies.
+
+`Checker.compile(objects)` takes what `fivespot compile` wrote (CRDs, ValidatingAdmissionPolicies,
+bindings, params objects) and decides requests as the API server would: first decoding and the
+CRD's own validation (an error there is final, as a 422 is), then every bound policy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from policies.admission_eval import crd
+from policies.admission_eval.crd import CustomResourceKind
+from policies.admission_eval.result import Verdict
+from policies.admission_eval.vap import PolicySet
+
+DEFAULT_NAMESPACE: Final = "default"
+DEFAULT_USER: Final[Mapping[str, Any]] = {"username": "fivespot-check",
+                                          "groups": ["system:authenticated"]}
+
+
+class UnknownKind(LookupError):
+    """The object's apiVersion/kind is not a custom resource the policies define."""
+
+    def __init__(self, api_version: str, kind: str, known: list[str]) -> None:
+        super().__init__(f"{kind} ({api_version}) is not a kind the policies define")
+        self.api_version = api_version
+        self.kind = kind
+        self.known = known
+
+
+@dataclass(frozen=True)
+class Request:
+    """One admission request: CREATE of `object`, or UPDATE from `old_object` to `object`."""
+
+    operation: Literal["CREATE", "UPDATE"]
+    object: Mapping[str, Any]
+    old_object: Mapping[str, Any] | None = None
+    namespace_object: Mapping[str, Any] | None = None
+    user_info: Mapping[str, Any] = field(default_factory=lambda: dict(DEFAULT_USER))
+
+
+def admission_request(kind: CustomResourceKind, operation: str, obj: Mapping[str, Any],
+                      old: Mapping[str, Any] | None, user_info: Mapping[str, Any],
+                      namespace: str) -> dict[str, Any]:
+    """The AdmissionRequest the API server would build (the shape webhooks and CEL see)."""
+    meta = obj.get("metadata") or {}
+    gvk = {"group": kind.group, "version": kind.version, "kind": kind.kind}
+    gvr = {"group": kind.group, "version": kind.version, "resource": kind.plural}
+    return {
+        "uid": "", "kind": gvk, "resource": gvr, "subResource": "",
+        "requestKind": gvk, "requestResource": gvr, "requestSubResource": "",
+        "name": str(meta.get("name") or ""), "namespace": namespace,
+        "operation": operation, "userInfo": dict(user_info), "object": obj, "oldObject": old,
+        "dryRun": False,
+        "options": {"apiVersion": "meta.k8s.io/v1",
+                    "kind": "CreateOptions" if operation == "CREATE" else "UpdateOptions"},
+    }
+
+
+@dataclass(frozen=True, eq=False)
+class Checker:
+    """Compiled CRDs and policies."""
+
+    kinds: dict[tuple[str, str], CustomResourceKind]
+    policies: PolicySet
+
+    @classmethod
+    def compile(cls, objects: Iterable[Mapping[str, Any]]) -> Checker:
+        """From every object of a compiled output; CRDs, VAPs, bindings and the policies'
+        params objects are used, the rest ignored. Raises SchemaError / PolicyConfigError."""
+        objects = list(objects)
+        kinds = crd.compile_crds(o for o in objects if o.get("kind") == "CustomResourceDefinition"
+                                 and str(o.get("apiVersion", "")).startswith("apiextensions.k8s.io/"))
+        policies = PolicySet.compile(objects)
+        param_kinds = policies.param_kinds
+        params = [o for o in objects
+                  if (str(o.get("apiVersion", "")), str(o.get("kind", ""))) in param_kinds]
+        return cls(kinds, PolicySet.compile(objects, params))
+
+    def kind_of(self, obj: Mapping[str, Any]) -> CustomResourceKind:
+        """The compiled kind of `obj`; raises UnknownKind."""
+        key = (str(obj.get("apiVersion", "")), str(obj.get("kind", "")))
+        found = self.kinds.get(key)
+        if found is None:
+            known = sorted(f"{k.kind} ({k.api_version})" for k in self.kinds.values())
+            raise UnknownKind(key[0], key[1], known)
+        return found
+
+    def namespace_of(self, obj: Mapping[str, Any]) -> str:
+        """The namespace the request is for ('' for cluster-scoped kinds; `default` if unset)."""
+        if not self.kind_of(obj).namespaced:
+            return ""
+        return str((obj.get("metadata") or {}).get("namespace") or DEFAULT_NAMESPACE)
+
+    def check(self, request: Request) -> Verdict:
+        """The API server's decision. Raises UnknownKind, or vap.NamespaceRequired when a
+        binding's namespace selector needs labels of a namespace object not given."""
+        kind = self.kind_of(request.object)
+        namespace = self.namespace_of(request.object)
+        admitted = crd.admit(kind, request.operation, request.object, request.old_object)
+        if admitted.violations:
+            return Verdict(False, admitted.violations, admitted.warnings)
+        review = admission_request(kind, request.operation, admitted.object, admitted.old_object,
+                                   request.user_info, namespace)
+        outcome = self.policies.evaluate(review, request.namespace_object)
+        return Verdict(not outcome.violations, outcome.violations,
+                       admitted.warnings + outcome.warnings, outcome.audit)

@@ -1,0 +1,147 @@
+"""Custom resources as the API server admits them, before any admission policy sees them.
+
+For a CREATE or UPDATE of a custom resource the server decodes the body (pruning unknown
+fields, dropping nulls, defaulting), resets `status` when the CRD has a status subresource (a
+create cannot set it; an update keeps the stored one), checks the name, the structural schema
+and then the CEL rules. Any error there is a 422 and validating admission never runs; this
+module makes the same calls, with precompiled schemas, and reports the same fields.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+import re2
+
+from policies.admission_eval import schema as structural
+from policies.admission_eval.result import CRD_RULE, SCHEMA, Violation
+from policies.admission_eval.schema import BLOCKED_MESSAGE, BLOCKING, FieldError, Node
+from policies.cel import ABSENT
+
+_DNS_SUBDOMAIN: Final = re2.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS_SUBDOMAIN_MESSAGE: Final = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
+    "'.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used "
+    "for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+)
+
+
+@dataclass(frozen=True, eq=False)
+class CustomResourceKind:
+    """One served version of a CRD, compiled."""
+
+    crd_name: str
+    group: str
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool
+    status_subresource: bool
+    schema: Node
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """A custom resource after decoding and validation."""
+
+    object: dict[str, Any]
+    old_object: dict[str, Any] | None
+    violations: tuple[Violation, ...]
+    warnings: tuple[str, ...]
+
+
+def compile_crds(crds: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], CustomResourceKind]:
+    """(apiVersion, kind) -> compiled kind, for every served version of every CRD.
+
+    Raises schema.SchemaError when a rule or pattern does not compile.
+    """
+    kinds: dict[tuple[str, str], CustomResourceKind] = {}
+    for crd in crds:
+        spec = crd.get("spec") or {}
+        names = spec.get("names") or {}
+        for version in spec.get("versions") or ():
+            if not version.get("served", True):
+                continue
+            openapi = ((version.get("schema") or {}).get("openAPIV3Schema")) or {
+                "type": "object", "x-kubernetes-preserve-unknown-fields": True}
+            kind = CustomResourceKind(
+                crd_name=str((crd.get("metadata") or {}).get("name", "")),
+                group=str(spec.get("group", "")),
+                version=str(version.get("name", "")),
+                kind=str(names.get("kind", "")),
+                plural=str(names.get("plural", "")),
+                namespaced=spec.get("scope", "Namespaced") == "Namespaced",
+                status_subresource="status" in ((version.get("subresources") or {})),
+                schema=structural.compile_schema(_with_root_fields(openapi)),
+            )
+            kinds[(kind.api_version, kind.kind)] = kind
+    return kinds
+
+
+def _with_root_fields(openapi: Mapping[str, Any]) -> dict[str, Any]:
+    """apiVersion, kind and metadata are always known at the root, whatever the schema says."""
+    root = dict(openapi)
+    properties = dict(root.get("properties") or {})
+    properties.setdefault("apiVersion", {"type": "string"})
+    properties.setdefault("kind", {"type": "string"})
+    properties.setdefault("metadata", {"type": "object"})
+    root["properties"] = properties
+    return root
+
+
+def admit(kind: CustomResourceKind, operation: str, obj: Mapping[str, Any],
+          old: Mapping[str, Any] | None) -> Admitted:
+    """Decode and validate `obj` (and, for UPDATE, against `old`) as the API server would."""
+    warnings: list[str] = []
+    new = structural.prune_and_default(dict(obj), kind.schema, warnings)
+    stored = structural.prune_and_default(dict(old), kind.schema, []) if old is not None else None
+    if kind.status_subresource:
+        new.pop("status", None)
+        if stored is not None and "status" in stored:
+            new["status"] = stored["status"]
+    errors: list[FieldError] = []
+    errors += _metadata_errors(new, stored)
+    old_root: Any = stored if stored is not None and operation == "UPDATE" else ABSENT
+    structural.validate(new, old_root, kind.schema, "", errors)
+    schema_errors = list(errors)
+    rule_errors: list[FieldError] = []
+    if any(e.type in BLOCKING for e in schema_errors):
+        if kind.schema.rules_below:
+            warnings.append(BLOCKED_MESSAGE)
+    else:
+        structural.validate_rules(new, old_root, kind.schema, "", rule_errors, root=True)
+    violations = tuple(
+        [Violation(SCHEMA, kind.crd_name, e.path, e.message, reason=e.type) for e in schema_errors]
+        + [Violation(CRD_RULE, kind.crd_name, e.path, e.message, reason=e.type) for e in rule_errors]
+    )
+    return Admitted(new, stored, violations, tuple(warnings))
+
+
+def _metadata_errors(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[FieldError]:
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        return []
+    name = meta.get("name")
+    errors = []
+    if not name and not meta.get("generateName"):
+        errors.append(FieldError("metadata.name", structural.REQUIRED,
+                                 "Required value: name or generateName is required"))
+    elif isinstance(name, str) and name:
+        if len(name) > 253:
+            errors.append(FieldError("metadata.name", structural.INVALID,
+                                     f'Invalid value: "{name}": must be no more than 253 characters'))
+        elif not _DNS_SUBDOMAIN.search(name):
+            errors.append(FieldError("metadata.name", structural.INVALID,
+                                     f'Invalid value: "{name}": {_DNS_SUBDOMAIN_MESSAGE}'))
+    if old is not None:
+        old_name = (old.get("metadata") or {}).get("name")
+        if old_name != name:
+            errors.append(FieldError("metadata.name", structural.INVALID,
+                                     f'Invalid value: "{name}": field is immutable'))
+    return errors

@@ -1,0 +1,136 @@
+"""OpenAPI `format` values as the API server checks them, and as its CEL environment types them.
+
+The API server validates a handful of string formats in a CRD schema (a bad `format: date` is a
+422, not a string), and its CEL environment hands such fields to rules as typed values: `date` and
+`date-time` are timestamps, `duration` a duration, `byte` bytes. Both behaviours live here so the
+offline checker's verdicts and its rules' inputs match the cluster's.
+
+Formats the API server accepts without checking (and any we do not model) pass unchecked.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import ipaddress
+import uuid
+from collections.abc import Callable
+from datetime import date
+from typing import Final
+
+import re2
+
+# kube-openapi's strfmt layouts (RFC 3339 with optional fraction; `t`/`z` accepted in any case
+# by Go's parser only as written here: upper-case T and Z, or a numeric offset).
+_DATE_TIME: Final = re2.compile(
+    r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:?[0-9]{2})$"
+)
+_DATE: Final = re2.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
+_DURATION: Final = re2.compile(
+    r"^(?:[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:ns|us|µs|ms|s|m|h))+$|^0$"
+)
+_HOSTNAME_LABEL: Final = re2.compile(r"^[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?$")
+
+
+def _valid_date(text: str) -> bool:
+    if not _DATE.search(text):
+        return False
+    try:
+        date(int(text[0:4]), int(text[5:7]), int(text[8:10]))
+    except ValueError:
+        return False
+    return True
+
+
+def _valid_date_time(text: str) -> bool:
+    if not _DATE_TIME.search(text) or not _valid_date(text[:10]):
+        return False
+    hour, minute, second = int(text[11:13]), int(text[14:16]), int(text[17:19])
+    return hour < 24 and minute < 60 and second < 60
+
+
+def _valid_byte(text: str) -> bool:
+    try:
+        base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    return True
+
+
+def _valid_uuid(text: str) -> bool:
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return len(text) in (32, 36)
+
+
+def _valid_ipv4(text: str) -> bool:
+    try:
+        ipaddress.IPv4Address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _valid_ipv6(text: str) -> bool:
+    try:
+        ipaddress.IPv6Address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _valid_cidr(text: str) -> bool:
+    try:
+        ipaddress.ip_network(text, strict=False)
+    except ValueError:
+        return False
+    return "/" in text
+
+
+def _valid_hostname(text: str) -> bool:
+    if not text or len(text) > 255:
+        return False
+    return all(_HOSTNAME_LABEL.search(label) for label in text.rstrip(".").split("."))
+
+
+CHECKS: Final[dict[str, Callable[[str], bool]]] = {
+    "date": _valid_date,
+    "datetime": _valid_date_time,
+    "duration": lambda text: bool(_DURATION.search(text)),
+    "byte": _valid_byte,
+    "uuid": _valid_uuid,
+    "ipv4": _valid_ipv4,
+    "ipv6": _valid_ipv6,
+    "cidr": _valid_cidr,
+    "hostname": _valid_hostname,
+}
+"""Format name (normalised) -> whether a string is valid in it."""
+
+
+def normalise(name: str) -> str:
+    """strfmt's registry ignores case, dashes and underscores: `date-time` is `datetime`."""
+    return name.lower().replace("-", "").replace("_", "")
+
+
+def checker(name: str | None) -> Callable[[str], bool] | None:
+    """The validity check for a schema's `format`, or None when the API server checks nothing."""
+    if not name:
+        return None
+    return CHECKS.get(normalise(name))
+
+
+def cel_conversion(name: str | None) -> str | None:
+    """A CEL template (`{v}` is the value) that turns the JSON string into the typed CEL value
+    the API server's CRD environment binds for this format, or None when it stays a string."""
+    key = normalise(name) if name else ""
+    if key == "date":
+        return "timestamp({v} + 'T00:00:00Z')"
+    if key == "datetime":
+        return "timestamp({v})"
+    if key == "duration":
+        return "duration({v})"
+    if key == "byte":
+        return "base64.decode({v})"
+    return None

@@ -1,0 +1,50 @@
+"""What an admission decision looks like: allowed or not, every violation, every warning.
+
+`source` says which layer of the API server decided: `schema` (the CRD's structural schema),
+`crd-rule` (its `x-kubernetes-validations`) or `vap` (a ValidatingAdmissionPolicy).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+Source = Literal["schema", "crd-rule", "vap"]
+SCHEMA: Final = "schema"
+CRD_RULE: Final = "crd-rule"
+VAP: Final = "vap"
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One reason the request is denied."""
+
+    source: Source
+    policy: str
+    """The CRD name (schema, crd-rule) or the ValidatingAdmissionPolicy name (vap)."""
+    field: str | None
+    """The field at fault, `spec.capacity.path` style; None when no field is known."""
+    message: str
+    """The text the API server would return for it."""
+    binding: str | None = None
+    reason: str | None = None
+    """Status reason (VAP: Forbidden, Invalid...; schema: the field error type)."""
+
+    def as_json(self) -> dict[str, Any]:
+        return {"source": self.source, "policy": self.policy, "field": self.field,
+                "message": self.message}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The decision for one request."""
+
+    allowed: bool
+    violations: tuple[Violation, ...] = ()
+    warnings: tuple[str, ...] = ()
+    audit: tuple[str, ...] = field(default=(), compare=False)
+    """Messages of failed validations bound with the Audit action (not shown to the client)."""
+
+    def as_json(self) -> dict[str, Any]:
+        return {"allowed": self.allowed, "violations": [v.as_json() for v in self.violations],
+                "warnings": list(self.warnings)}

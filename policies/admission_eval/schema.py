@@ -1,0 +1,692 @@
+"""A CRD's structural schema, compiled once, applied the way the API server applies it.
+
+For a custom resource the API server (1) prunes fields the schema does not declare, warning
+`unknown field "spec.foo"`, (2) drops non-nullable nulls and fills in defaults, (3) validates
+types, required, enum, pattern (RE2), bounds, lengths (in characters), item counts, formats and
+list uniqueness, and (4) only when none of those errors is of a "blocking" kind (type, required,
+enum, too long, too many) runs the `x-kubernetes-validations` CEL rules of every node that has a
+value, transition rules only where an old value correlates. On UPDATE, errors at a node whose
+value did not change are ratcheted (dropped), except for transition rules.
+
+Everything costly (RE2 patterns, CEL programs, the typed-`self` conversion of each rule) is
+prepared in `compile_schema`, so checking an object is a walk over plain data.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import re2
+
+from policies.admission_eval import formats
+from policies.cel import (
+    ABSENT,
+    CRD_VARIABLES,
+    CelCompileError,
+    CelEvaluationError,
+    CrdRule,
+    Program,
+    compile_crd_rule,
+    compile_expression,
+    references_old_self,
+)
+
+# Field error types, as k8s.io/apimachinery/pkg/util/validation/field names them.
+INVALID: Final = "FieldValueInvalid"
+TYPE_INVALID: Final = "FieldValueTypeInvalid"
+REQUIRED: Final = "FieldValueRequired"
+NOT_SUPPORTED: Final = "FieldValueNotSupported"
+TOO_LONG: Final = "FieldValueTooLong"
+TOO_MANY: Final = "FieldValueTooMany"
+DUPLICATE: Final = "FieldValueDuplicate"
+FORBIDDEN: Final = "FieldValueForbidden"
+
+BLOCKING: Final = frozenset({TYPE_INVALID, REQUIRED, NOT_SUPPORTED, TOO_LONG, TOO_MANY})
+"""Schema errors after which the API server does not run the CEL rules at all."""
+
+BLOCKED_MESSAGE: Final = (
+    "some validation rules were not checked because the object was invalid; correct the "
+    "existing errors to complete validation"
+)
+
+_RULE_REASONS: Final = frozenset({INVALID, FORBIDDEN, REQUIRED, DUPLICATE})
+
+OBJECT_META_FIELDS: Final = frozenset({
+    "name", "generateName", "namespace", "selfLink", "uid", "resourceVersion", "generation",
+    "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels",
+    "annotations", "ownerReferences", "finalizers", "managedFields",
+})
+
+
+class SchemaError(ValueError):
+    """The schema itself cannot be used (a rule that does not compile, a bad pattern)."""
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One validation error, shaped like a Kubernetes `field.Error`."""
+
+    path: str
+    type: str
+    detail: str
+    rule: str | None = None
+    """The CEL rule that produced it (None for structural checks)."""
+
+    @property
+    def message(self) -> str:
+        """The text after `path: ` in the API server's message."""
+        return self.detail
+
+
+@dataclass(frozen=True, eq=False)
+class Rule:
+    """One `x-kubernetes-validations` entry, compiled (with `self` typed as the server types it)."""
+
+    rule: str
+    compiled: CrdRule
+    message: str | None
+    message_expression: Program | None
+    reason: str
+    field_path: str | None
+
+
+@dataclass(eq=False)
+class Node:
+    """One schema node with everything pre-compiled."""
+
+    type: str | None = None
+    nullable: bool = False
+    properties: dict[str, Node] | None = None
+    additional: Node | None = None
+    items: Node | None = None
+    required: tuple[str, ...] = ()
+    enum: tuple[Any, ...] | None = None
+    pattern: tuple[str, Any] | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+    exclusive_minimum: bool = False
+    exclusive_maximum: bool = False
+    multiple_of: float | None = None
+    min_length: int | None = None
+    max_length: int | None = None
+    min_items: int | None = None
+    max_items: int | None = None
+    min_properties: int | None = None
+    max_properties: int | None = None
+    format: str | None = None
+    format_check: Any = None
+    has_default: bool = False
+    default: Any = None
+    preserve_unknown: bool = False
+    int_or_string: bool = False
+    embedded: bool = False
+    list_type: str | None = None
+    list_map_keys: tuple[str, ...] = ()
+    rules: tuple[Rule, ...] = ()
+    rules_below: bool = False
+    """Whether this node or any below it has CEL rules (else the rule walk skips the subtree)."""
+    transition_below: bool = False
+    defaults_below: bool = False
+    conversion: str | None = None
+    """CEL template (`{v}`) turning this node's JSON value into its typed CEL value, if needed."""
+    checks: bool = True
+
+
+def compile_schema(schema: Mapping[str, Any], *, root: bool = True) -> Node:
+    """Compile an `openAPIV3Schema`; raises SchemaError naming the rule or pattern at fault."""
+    return _compile(schema, "", 0, root)
+
+
+def _compile(schema: Mapping[str, Any], path: str, depth: int, root: bool = False) -> Node:
+    node = Node()
+    node.type = schema.get("type")
+    node.nullable = bool(schema.get("nullable", False))
+    node.format = schema.get("format")
+    node.format_check = formats.checker(node.format) if node.type == "string" else None
+    node.preserve_unknown = bool(schema.get("x-kubernetes-preserve-unknown-fields", False))
+    node.int_or_string = bool(schema.get("x-kubernetes-int-or-string", False))
+    node.embedded = bool(schema.get("x-kubernetes-embedded-resource", False))
+    node.list_type = schema.get("x-kubernetes-list-type")
+    node.list_map_keys = tuple(schema.get("x-kubernetes-list-map-keys", ()))
+    if "default" in schema:
+        node.has_default, node.default = True, schema["default"]
+    if "properties" in schema:
+        node.properties = {
+            name: _compile(sub, _join(path, name), depth + 1)
+            for name, sub in schema["properties"].items()
+        }
+    additional = schema.get("additionalProperties")
+    if isinstance(additional, Mapping):
+        node.additional = _compile(additional, _join(path, "*"), depth + 1)
+    elif additional is True:
+        node.preserve_unknown = True
+    if "items" in schema and isinstance(schema["items"], Mapping):
+        node.items = _compile(schema["items"], path + "[*]", depth + 1)
+    node.required = tuple(schema.get("required", ()))
+    if "enum" in schema:
+        node.enum = tuple(schema["enum"])
+    if "pattern" in schema:
+        try:
+            node.pattern = (schema["pattern"], re2.compile(schema["pattern"]))
+        except re2.error as error:
+            raise SchemaError(f"{path or '<root>'}: pattern {schema['pattern']!r}: {error}") from None
+    for key, attr in (("minimum", "minimum"), ("maximum", "maximum"), ("multipleOf", "multiple_of")):
+        if key in schema:
+            setattr(node, attr, schema[key])
+    node.exclusive_minimum = bool(schema.get("exclusiveMinimum", False))
+    node.exclusive_maximum = bool(schema.get("exclusiveMaximum", False))
+    for key, attr in (
+        ("minLength", "min_length"), ("maxLength", "max_length"), ("minItems", "min_items"),
+        ("maxItems", "max_items"), ("minProperties", "min_properties"),
+        ("maxProperties", "max_properties"),
+    ):
+        if key in schema:
+            setattr(node, attr, int(schema[key]))
+    children = [c for c in (*(node.properties or {}).values(), node.additional, node.items) if c]
+    node.conversion = _conversion(node, depth)
+    node.rules = tuple(
+        _compile_rule(entry, node.conversion, path) for entry in schema.get("x-kubernetes-validations", ())
+    )
+    node.rules_below = bool(node.rules) or any(c.rules_below for c in children)
+    node.transition_below = any(r.compiled.transition for r in node.rules) or any(
+        c.transition_below for c in children)
+    node.defaults_below = any(c.has_default or c.defaults_below for c in children)
+    if root:
+        node.properties = dict(node.properties or {})
+    return node
+
+
+def _join(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
+
+
+# --- typed self -------------------------------------------------------------------------------
+
+
+def _conversion(node: Node, depth: int) -> str | None:
+    """How to turn the JSON value into the value the API server's typed CEL environment binds.
+
+    cel-expr-python cannot receive timestamps or durations inside a `dyn` value, so the
+    conversion is done in CEL itself: the rule is compiled as `cel.bind(self, T(self), rule)`.
+    Objects are rebuilt with optional entries (`?'k': self.?k`) so `has()` still sees absence.
+    Maps (`additionalProperties`) and objects that preserve unknown fields are left as they are:
+    their typed values stay strings (a known gap; no fivespot schema has one). The result is a
+    template in which `HOLE` stands for the value.
+    """
+    if node.type == "string":
+        text = formats.cel_conversion(node.format)
+        return text.replace("{v}", HOLE) if text else None
+    if node.type == "number":
+        return f"double({HOLE})"
+    var = f"fv{depth}"
+    if node.type == "array" and node.items is not None and node.items.conversion:
+        return f"{HOLE}.map({var}, {fill(node.items.conversion, var)})"
+    if node.type == "object" and node.properties and not node.preserve_unknown:
+        if not any(c.conversion for c in node.properties.values()):
+            return None
+        entries = []
+        for key, child in node.properties.items():
+            access = HOLE + (f".?{key}" if key.isidentifier() else f"[?{json.dumps(key)}]")
+            if child.conversion:
+                access += f".optMap({var}, dyn({fill(child.conversion, var)}))"
+            entries.append(f"?{json.dumps(key)}: {access}")
+        return "{" + ", ".join(entries) + "}"
+    return None
+
+
+HOLE: Final = "\x00"
+
+
+def fill(template: str, value: str) -> str:
+    """A conversion template applied to the CEL expression `value`."""
+    return template.replace(HOLE, value)
+
+
+def _typed(expression: str, conversion: str | None, old_self: bool, optional_old_self: bool) -> str:
+    if conversion is None:
+        return expression
+    wrapped = f"cel.bind(self, {fill(conversion, 'self')}, {expression})"
+    if old_self:
+        old = (f"oldSelf.optMap(fvo, {fill(conversion, 'fvo')})" if optional_old_self
+               else fill(conversion, "oldSelf"))
+        wrapped = f"cel.bind(oldSelf, {old}, {wrapped})"
+    return wrapped
+
+
+def _compile_rule(entry: Mapping[str, Any], conversion: str | None, path: str) -> Rule:
+    rule = str(entry.get("rule", ""))
+    optional = bool(entry.get("optionalOldSelf", False))
+    try:
+        old_self = references_old_self(rule)
+        compiled = compile_crd_rule(
+            _typed(rule, conversion, old_self, optional), optional_old_self=optional)
+        message_expression = None
+        if entry.get("messageExpression"):
+            text = str(entry["messageExpression"])
+            message_expression = compile_expression(
+                _typed(text, conversion, references_old_self(text), optional), CRD_VARIABLES,
+                optional_old_self=optional)
+    except CelCompileError as error:
+        raise SchemaError(f"{path or '<root>'}: x-kubernetes-validations rule {rule!r}: "
+                          f"{error.message}") from None
+    reason = str(entry.get("reason") or INVALID)
+    return Rule(
+        rule=rule,
+        compiled=CrdRule(rule, compiled.program, compiled.transition, compiled.optional_old_self),
+        message=entry.get("message") or None,
+        message_expression=message_expression,
+        reason=reason if reason in _RULE_REASONS else INVALID,
+        field_path=entry.get("fieldPath") or None,
+    )
+
+
+# --- pruning and defaulting -------------------------------------------------------------------
+
+
+def prune_and_default(value: Any, node: Node, warnings: list[str]) -> Any:
+    """A new value: unknown fields pruned (each warned about), nulls dropped, defaults applied.
+
+    `value` is the whole object; its `metadata` keeps only ObjectMeta's fields.
+    """
+    if not isinstance(value, dict):
+        return copy.deepcopy(value)
+    result = _normalise(value, node, "", warnings, root=True)
+    return result
+
+
+def _normalise(value: Any, node: Node, path: str, warnings: list[str], root: bool = False) -> Any:
+    if isinstance(value, dict):
+        if node.type not in (None, "object"):
+            return copy.deepcopy(value)
+        if node.embedded:
+            return copy.deepcopy(value)
+        properties = node.properties
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            child = properties.get(key) if properties is not None else None
+            if root and key == "metadata" and isinstance(item, dict):
+                out[key] = _metadata(item, warnings)
+                continue
+            if child is None:
+                child = node.additional
+            if child is None:
+                if node.preserve_unknown:
+                    out[key] = copy.deepcopy(item)
+                else:
+                    warnings.append(f'unknown field "{_join(path, key)}"')
+                continue
+            if item is None and not child.nullable:
+                if child.has_default:
+                    continue  # replaced by the default below
+                if properties is not None and key in properties:
+                    continue  # a non-nullable null without a default is dropped
+            out[key] = _normalise(item, child, _join(path, key) if properties and key in properties
+                                  else f"{path}[{key}]", warnings)
+        if properties is not None and (node.defaults_below or True):
+            for key, child in properties.items():
+                if child.has_default and key not in out:
+                    out[key] = _normalise(copy.deepcopy(child.default), child, _join(path, key), [])
+        return out
+    if isinstance(value, list):
+        if node.type not in (None, "array") or node.items is None:
+            return copy.deepcopy(value)
+        return [_normalise(item, node.items, f"{path}[{i}]", warnings) for i, item in enumerate(value)]
+    return value
+
+
+def _metadata(meta: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
+    out = {}
+    for key, item in meta.items():
+        if key in OBJECT_META_FIELDS:
+            out[key] = copy.deepcopy(item)
+        else:
+            warnings.append(f'unknown field "metadata.{key}"')
+    return out
+
+
+# --- structural validation --------------------------------------------------------------------
+
+
+def json_type(value: Any) -> str:
+    """The JSON type name of a decoded value."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+def go_value(value: Any) -> str:
+    """A value as Go's %#v-ish rendering in field errors: strings quoted, numbers bare."""
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value) if isinstance(value, float) and not value.is_integer() else str(
+            int(value) if isinstance(value, float) else value)
+    if value is None:
+        return "null"
+    return f'"{json_type(value)}"'
+
+
+def _type_ok(value: Any, node: Node) -> bool:
+    expected = node.type
+    if node.int_or_string:
+        return (isinstance(value, int) and not isinstance(value, bool)) or isinstance(value, str) or (
+            isinstance(value, float) and value.is_integer())
+    if expected is None:
+        return True
+    if expected == "object":
+        return isinstance(value, dict)
+    if expected == "array":
+        return isinstance(value, list)
+    if expected == "string":
+        return isinstance(value, str)
+    if expected == "boolean":
+        return isinstance(value, bool)
+    if expected == "integer":
+        if isinstance(value, bool):
+            return False
+        return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+    if expected == "number":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return True
+
+
+def strictly_equal(left: Any, right: Any) -> bool:
+    """Deep equality of decoded JSON as Go's reflect.DeepEqual sees it (no 1 == True)."""
+    if type(left) is not type(right):
+        if isinstance(left, (int, float)) and isinstance(right, (int, float)) and not (
+                isinstance(left, bool) or isinstance(right, bool)):
+            return False
+        return False
+    if isinstance(left, dict):
+        return left.keys() == right.keys() and all(strictly_equal(left[k], right[k]) for k in left)
+    if isinstance(left, list):
+        return len(left) == len(right) and all(strictly_equal(a, b) for a, b in zip(left, right))
+    return bool(left == right)
+
+
+def validate(value: Any, old: Any, node: Node, path: str, errors: list[FieldError]) -> None:
+    """Structural checks of `value` (and everything below it) against `node`.
+
+    `old` is the correlated old value (ABSENT on CREATE or where nothing correlates); a node
+    whose value did not change is ratcheted: its errors are not reported.
+    """
+    if old is not ABSENT and strictly_equal(value, old):
+        return
+    if value is None:
+        if node.nullable or (node.type is None and not node.int_or_string):
+            return
+        errors.append(FieldError(path, TYPE_INVALID,
+                                 f'Invalid value: "null": {path} in body must be of type '
+                                 f'{_type_name(node)}: "null"'))
+        return
+    if not _type_ok(value, node):
+        errors.append(FieldError(path, TYPE_INVALID,
+                                 f"Invalid value: {go_value(json_type(value))}: {path} in body must "
+                                 f'be of type {_type_name(node)}: "{json_type(value)}"'))
+        return
+    if node.enum is not None and not any(strictly_equal(value, e) or (
+            _is_number(value) and _is_number(e) and value == e) for e in node.enum):
+        supported = ", ".join(go_value(e) for e in node.enum)
+        errors.append(FieldError(path, NOT_SUPPORTED,
+                                 f"Unsupported value: {go_value(value)}: supported values: {supported}"))
+    if isinstance(value, str):
+        _validate_string(value, node, path, errors)
+    elif _is_number(value):
+        _validate_number(value, node, path, errors)
+    elif isinstance(value, dict):
+        _validate_object(value, old, node, path, errors)
+    elif isinstance(value, list):
+        _validate_array(value, old, node, path, errors)
+
+
+def _type_name(node: Node) -> str:
+    return "integer,string" if node.int_or_string else str(node.type)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _validate_string(value: str, node: Node, path: str, errors: list[FieldError]) -> None:
+    if node.max_length is not None and len(value) > node.max_length:
+        errors.append(FieldError(path, TOO_LONG,
+                                 f"Too long: may not be more than {node.max_length} bytes"))
+    if node.min_length is not None and len(value) < node.min_length:
+        errors.append(FieldError(path, INVALID,
+                                 f"Invalid value: {go_value(value)}: {path} in body should be at "
+                                 f"least {node.min_length} chars long"))
+    if node.pattern is not None and not node.pattern[1].search(value):
+        errors.append(FieldError(path, INVALID,
+                                 f"Invalid value: {go_value(value)}: {path} in body should match "
+                                 f"'{node.pattern[0]}'"))
+    if node.format_check is not None and not node.format_check(value):
+        errors.append(FieldError(path, TYPE_INVALID,
+                                 f"Invalid value: {go_value(value)}: {path} in body must be of type "
+                                 f"{node.format}: {go_value(value)}"))
+
+
+def _validate_number(value: float, node: Node, path: str, errors: list[FieldError]) -> None:
+    if node.maximum is not None:
+        if value > node.maximum or (node.exclusive_maximum and value == node.maximum):
+            relation = "less than" if node.exclusive_maximum else "less than or equal to"
+            errors.append(FieldError(path, INVALID,
+                                     f"Invalid value: {go_value(value)}: {path} in body should be "
+                                     f"{relation} {go_value(node.maximum)}"))
+    if node.minimum is not None:
+        if value < node.minimum or (node.exclusive_minimum and value == node.minimum):
+            relation = "greater than" if node.exclusive_minimum else "greater than or equal to"
+            errors.append(FieldError(path, INVALID,
+                                     f"Invalid value: {go_value(value)}: {path} in body should be "
+                                     f"{relation} {go_value(node.minimum)}"))
+    if node.multiple_of:
+        quotient = value / node.multiple_of
+        if not math.isclose(quotient, round(quotient), rel_tol=0, abs_tol=1e-9):
+            errors.append(FieldError(path, INVALID,
+                                     f"Invalid value: {go_value(value)}: {path} in body should be "
+                                     f"a multiple of {go_value(node.multiple_of)}"))
+
+
+def _validate_object(value: dict[str, Any], old: Any, node: Node, path: str,
+                     errors: list[FieldError]) -> None:
+    if node.embedded:
+        for key in ("apiVersion", "kind"):
+            if not isinstance(value.get(key), str) or not value.get(key):
+                errors.append(FieldError(_join(path, key), REQUIRED, "Required value: must not be empty"))
+    for key in node.required:
+        if key not in value:
+            errors.append(FieldError(_join(path, key), REQUIRED, "Required value"))
+    if node.max_properties is not None and len(value) > node.max_properties:
+        errors.append(FieldError(path, TOO_MANY,
+                                 f"Too many: {len(value)}: must have at most {node.max_properties} items"))
+    if node.min_properties is not None and len(value) < node.min_properties:
+        errors.append(FieldError(path, INVALID,
+                                 f"Invalid value: {len(value)}: {path} in body should have at least "
+                                 f"{node.min_properties} properties"))
+    old_map = old if isinstance(old, dict) else None
+    properties = node.properties
+    for key, item in value.items():
+        child = properties.get(key) if properties is not None else None
+        child_path = _join(path, key)
+        if child is None:
+            child = node.additional
+            child_path = f"{path}[{key}]"
+        if child is None:
+            continue
+        if not path and key == "metadata":
+            _validate_metadata(item, errors)
+            continue
+        child_old = old_map.get(key, ABSENT) if old_map is not None else ABSENT
+        validate(item, child_old, child, child_path, errors)
+
+
+def _validate_metadata(meta: Any, errors: list[FieldError]) -> None:
+    if not isinstance(meta, dict):
+        errors.append(FieldError("metadata", TYPE_INVALID,
+                                 f'Invalid value: "{json_type(meta)}": metadata in body must be of '
+                                 f'type object: "{json_type(meta)}"'))
+
+
+def _validate_array(value: list[Any], old: Any, node: Node, path: str,
+                    errors: list[FieldError]) -> None:
+    if node.max_items is not None and len(value) > node.max_items:
+        errors.append(FieldError(path, TOO_MANY,
+                                 f"Too many: {len(value)}: must have at most {node.max_items} items"))
+    if node.min_items is not None and len(value) < node.min_items:
+        errors.append(FieldError(path, INVALID,
+                                 f"Invalid value: {len(value)}: {path} in body should have at least "
+                                 f"{node.min_items} items"))
+    olds = correlate_items(value, old, node)
+    if node.items is not None:
+        for index, item in enumerate(value):
+            validate(item, olds[index], node.items, f"{path}[{index}]", errors)
+    if node.list_type == "set":
+        seen: list[Any] = []
+        for index, item in enumerate(value):
+            if any(strictly_equal(item, s) for s in seen):
+                errors.append(FieldError(f"{path}[{index}]", DUPLICATE,
+                                         f"Duplicate value: {go_value(item)}"))
+            seen.append(item)
+    elif node.list_type == "map" and node.list_map_keys:
+        keys_seen: set[str] = set()
+        for index, item in enumerate(value):
+            if not isinstance(item, dict):
+                continue
+            key = json.dumps([item.get(k) for k in node.list_map_keys], sort_keys=True)
+            if key in keys_seen:
+                shown = ", ".join(f"{go_value(k)}:{go_value(item.get(k))}" for k in node.list_map_keys)
+                errors.append(FieldError(f"{path}[{index}]", DUPLICATE,
+                                         f"Duplicate value: map[string]interface {{}}{{{shown}}}"))
+            keys_seen.add(key)
+
+
+def correlate_items(value: list[Any], old: Any, node: Node) -> list[Any]:
+    """The old item each new item correlates with: by key for `x-kubernetes-list-type: map`
+    lists, nothing for other lists (the API server correlates no other list items)."""
+    if node.list_type != "map" or not node.list_map_keys or not isinstance(old, list):
+        return [ABSENT] * len(value)
+    by_key: dict[str, Any] = {}
+    for item in old:
+        if isinstance(item, dict):
+            by_key.setdefault(json.dumps([item.get(k) for k in node.list_map_keys]), item)
+    return [by_key.get(json.dumps([item.get(k) for k in node.list_map_keys]), ABSENT)
+            if isinstance(item, dict) else ABSENT for item in value]
+
+
+# --- CEL rules --------------------------------------------------------------------------------
+
+
+@dataclass
+class RuleContext:
+    errors: list[FieldError] = field(default_factory=list)
+
+
+def validate_rules(value: Any, old: Any, node: Node, path: str, errors: list[FieldError],
+                   *, root: bool = False) -> None:
+    """Run every `x-kubernetes-validations` rule on `value` and below (values that exist).
+
+    Where `old` equals `value` (UPDATE of an unchanged node) only transition rules run: the
+    API server ratchets the others.
+    """
+    if not node.rules_below or value is None:
+        return
+    unchanged = old is not ABSENT and strictly_equal(value, old)
+    if unchanged and not node.transition_below:
+        return
+    if node.rules and _type_ok(value, node):
+        self_value = _root_view(value) if root else value
+        old_value = _root_view(old) if root and isinstance(old, dict) else old
+        for rule in node.rules:
+            if unchanged and not rule.compiled.transition:
+                continue
+            error = _run_rule(rule, self_value, old_value, node, path)
+            if error is not None:
+                errors.append(error)
+    if isinstance(value, dict) and node.type in (None, "object"):
+        old_map = old if isinstance(old, dict) else None
+        properties = node.properties
+        for key, item in value.items():
+            child = properties.get(key) if properties is not None else None
+            child_path = _join(path, key)
+            if child is None:
+                child, child_path = node.additional, f"{path}[{key}]"
+            if child is None or not child.rules_below:
+                continue
+            child_old = old_map.get(key, ABSENT) if old_map is not None else ABSENT
+            validate_rules(item, child_old, child, child_path, errors)
+    elif isinstance(value, list) and node.items is not None and node.items.rules_below:
+        olds = correlate_items(value, old, node)
+        for index, item in enumerate(value):
+            validate_rules(item, olds[index], node.items, f"{path}[{index}]", errors)
+
+
+def _root_view(obj: dict[str, Any]) -> dict[str, Any]:
+    """At the root, CEL sees only `metadata.name` and `metadata.generateName`."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        return obj
+    view = dict(obj)
+    view["metadata"] = {k: meta[k] for k in ("name", "generateName") if k in meta}
+    return view
+
+
+def _run_rule(rule: Rule, value: Any, old: Any, node: Node, path: str) -> FieldError | None:
+    try:
+        verdict = rule.compiled.evaluate(value, old)
+    except CelEvaluationError as error:
+        return FieldError(path, INVALID, f'Invalid value: "{_cel_type(node)}": '
+                                         f"{error.message} evaluating rule: {rule.rule}", rule.rule)
+    if verdict is None or verdict:
+        return None
+    message = _rule_message(rule, value, old)
+    target = path
+    if rule.field_path:
+        target = path + rule.field_path if rule.field_path.startswith("[") else path + (
+            rule.field_path if rule.field_path.startswith(".") else "." + rule.field_path)
+        target = target.lstrip(".")
+    if rule.reason == FORBIDDEN:
+        return FieldError(target, FORBIDDEN, f"Forbidden: {message}", rule.rule)
+    if rule.reason == REQUIRED:
+        return FieldError(target, REQUIRED, f"Required value: {message}", rule.rule)
+    if rule.reason == DUPLICATE:
+        return FieldError(target, DUPLICATE, f'Duplicate value: "{_cel_type(node)}": {message}',
+                          rule.rule)
+    return FieldError(target, INVALID, f'Invalid value: "{_cel_type(node)}": {message}', rule.rule)
+
+
+def _cel_type(node: Node) -> str:
+    return str(node.type or "object")
+
+
+def _rule_message(rule: Rule, value: Any, old: Any) -> str:
+    if rule.message_expression is not None:
+        activation: dict[str, Any] = {"self": value}
+        if old is not ABSENT:
+            activation["oldSelf"] = old
+        try:
+            text = rule.message_expression.evaluate(activation)
+        except CelEvaluationError:
+            text = None
+        if isinstance(text, str) and text.strip() and "\n" not in text:
+            return text.strip()
+    if rule.message:
+        return rule.message
+    return f"failed rule: {rule.rule}"

@@ -1,0 +1,557 @@
+"""ValidatingAdmissionPolicies and their bindings, evaluated as the API server evaluates them.
+
+For each binding whose policy exists: the request must match the policy's `matchConstraints`
+and the binding's `matchResources` (resource rules, namespace selector against the namespace's
+labels, object selector against the object's or old object's labels); the params are looked up
+from `paramRef` (a missing one is a configuration error when `parameterNotFoundAction: Deny`);
+`matchConditions` must all be true; `variables` are evaluated lazily, in order, when a validation
+first reads them; each failing validation's message comes from `messageExpression`, else
+`message`, else `failed expression: ...`. Evaluation and configuration errors follow the
+policy's `failurePolicy`. Each failure is then acted on per the binding's `validationActions`:
+Deny (a violation, worded as the API server words it), Warn (a warning), Audit (recorded).
+
+All CEL is compiled once in `PolicySet.compile`; a request only evaluates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from policies.admission_eval import selectors
+from policies.admission_eval.fields import field_of
+from policies.admission_eval.result import VAP, Violation
+from policies.cel import (
+    ADMISSION_VARIABLES,
+    CelCompileError,
+    CelEvaluationError,
+    Program,
+    compile_expression,
+)
+from policies.cel import checked
+
+POLICY_KIND: Final = "ValidatingAdmissionPolicy"
+BINDING_KIND: Final = "ValidatingAdmissionPolicyBinding"
+_ALL: Final = "*"
+
+
+class PolicyConfigError(ValueError):
+    """A policy or binding that cannot be compiled (bad CEL, bad selector)."""
+
+
+class NamespaceRequired(LookupError):
+    """Deciding needs the namespace object (its labels), and it was not given."""
+
+    def __init__(self, namespace: str, needed_by: str) -> None:
+        super().__init__(f"namespace {namespace!r} is needed by {needed_by}")
+        self.namespace = namespace
+        self.needed_by = needed_by
+
+
+@dataclass(frozen=True, eq=False)
+class _Named:
+    name: str
+    program: Program
+    needs: frozenset[str]
+    """Variables the expression reads (directly)."""
+
+
+@dataclass(frozen=True, eq=False)
+class Validation:
+    expression: str
+    program: Program
+    needs: frozenset[str]
+    message: str | None
+    message_expression: Program | None
+    message_needs: frozenset[str]
+    reason: str
+    field: str | None
+
+
+@dataclass(frozen=True, eq=False)
+class Match:
+    """`matchConstraints` / `matchResources`."""
+
+    namespace_selector: Mapping[str, Any] | None
+    object_selector: Mapping[str, Any] | None
+    rules: tuple[Mapping[str, Any], ...]
+    exclude_rules: tuple[Mapping[str, Any], ...]
+    has_rules: bool
+
+    @classmethod
+    def parse(cls, spec: Mapping[str, Any] | None) -> Match | None:
+        if spec is None:
+            return None
+        return cls(
+            namespace_selector=spec.get("namespaceSelector"),
+            object_selector=spec.get("objectSelector"),
+            rules=tuple(spec.get("resourceRules") or ()),
+            exclude_rules=tuple(spec.get("excludeResourceRules") or ()),
+            has_rules="resourceRules" in spec,
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class Policy:
+    name: str
+    failure_policy: str
+    match: Match | None
+    match_conditions: tuple[_Named, ...]
+    variables: tuple[_Named, ...]
+    validations: tuple[Validation, ...]
+    param_kind: tuple[str, str] | None
+    reads_namespace_object: bool
+
+
+@dataclass(frozen=True, eq=False)
+class Binding:
+    name: str
+    policy_name: str
+    actions: tuple[str, ...]
+    param_ref: Mapping[str, Any] | None
+    match: Match | None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the bound policies decided for one request."""
+
+    violations: tuple[Violation, ...] = ()
+    warnings: tuple[str, ...] = ()
+    audit: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Attributes:
+    """The request as matching sees it (the AdmissionRequest, plus the namespace object)."""
+
+    request: Mapping[str, Any]
+    object: Mapping[str, Any] | None
+    old_object: Mapping[str, Any] | None
+    namespace_object: Mapping[str, Any] | None
+
+    @property
+    def namespace(self) -> str:
+        return str(self.request.get("namespace") or "")
+
+
+def _reads(program: Program) -> tuple[frozenset[str], bool, bool]:
+    """(variables read by name, whether `variables` is read some other way, reads namespaceObject)."""
+    names: set[str] = set()
+    other = False
+    namespace = False
+    selected: set[int] = set()
+    for node in checked.walk(program.tree.root):
+        if isinstance(node, checked.Select) and isinstance(node.operand, checked.Ident) and (
+                node.operand.name == "variables"):
+            names.add(node.field)
+            selected.add(node.operand.id)
+    for node in checked.walk(program.tree.root):
+        if isinstance(node, checked.Ident):
+            if node.name == "variables" and node.id not in selected:
+                other = True
+            if node.name == "namespaceObject":
+                namespace = True
+    return frozenset(names), other, namespace
+
+
+def _compile(expression: str, where: str) -> Program:
+    try:
+        return compile_expression(expression, ADMISSION_VARIABLES)
+    except CelCompileError as error:
+        raise PolicyConfigError(f"{where}: {error.message}") from None
+
+
+def compile_policy(obj: Mapping[str, Any]) -> Policy:
+    """Compile a ValidatingAdmissionPolicy object; raises PolicyConfigError."""
+    name = str((obj.get("metadata") or {}).get("name", ""))
+    spec = obj.get("spec") or {}
+    where = f"ValidatingAdmissionPolicy {name}"
+    reads_namespace = False
+    all_variable_names = [str(v.get("name", "")) for v in spec.get("variables") or ()]
+
+    def named(entries: Iterable[Mapping[str, Any]], what: str) -> tuple[_Named, ...]:
+        nonlocal reads_namespace
+        out = []
+        for entry in entries:
+            program = _compile(str(entry.get("expression", "")), f"{where} {what} {entry.get('name')}")
+            needs, other, namespace = _reads(program)
+            reads_namespace |= namespace
+            out.append(_Named(str(entry.get("name", "")), program,
+                              frozenset(all_variable_names) if other else needs))
+        return tuple(out)
+
+    variables = named(spec.get("variables") or (), "variable")
+    conditions = named(spec.get("matchConditions") or (), "matchCondition")
+    validations = []
+    for index, entry in enumerate(spec.get("validations") or ()):
+        expression = str(entry.get("expression", ""))
+        program = _compile(expression, f"{where} validations[{index}]")
+        needs, other, namespace = _reads(program)
+        message_expression = None
+        message_needs: frozenset[str] = frozenset()
+        if entry.get("messageExpression"):
+            message_expression = _compile(str(entry["messageExpression"]),
+                                          f"{where} validations[{index}].messageExpression")
+            message_needs, message_other, message_ns = _reads(message_expression)
+            if message_other:
+                message_needs = frozenset(all_variable_names)
+            namespace |= message_ns
+        reads_namespace |= namespace
+        validations.append(Validation(
+            expression=expression, program=program,
+            needs=frozenset(all_variable_names) if other else needs,
+            message=entry.get("message") or None, message_expression=message_expression,
+            message_needs=message_needs, reason=str(entry.get("reason") or "Invalid"),
+            field=field_of(name, expression),
+        ))
+    param_kind = spec.get("paramKind")
+    return Policy(
+        name=name,
+        failure_policy=str(spec.get("failurePolicy") or "Fail"),
+        match=Match.parse(spec.get("matchConstraints")),
+        match_conditions=conditions,
+        variables=variables,
+        validations=tuple(validations),
+        param_kind=(str(param_kind.get("apiVersion", "")), str(param_kind.get("kind", "")))
+        if param_kind else None,
+        reads_namespace_object=reads_namespace,
+    )
+
+
+def compile_binding(obj: Mapping[str, Any]) -> Binding:
+    name = str((obj.get("metadata") or {}).get("name", ""))
+    spec = obj.get("spec") or {}
+    return Binding(
+        name=name,
+        policy_name=str(spec.get("policyName", "")),
+        actions=tuple(spec.get("validationActions") or ()),
+        param_ref=spec.get("paramRef"),
+        match=Match.parse(spec.get("matchResources")),
+    )
+
+
+# --- matching ---------------------------------------------------------------------------------
+
+
+def _rule_matches(rule: Mapping[str, Any], request: Mapping[str, Any]) -> bool:
+    resource = request.get("resource") or {}
+    operation = str(request.get("operation", ""))
+    operations = rule.get("operations") or ()
+    if _ALL not in operations and operation not in operations:
+        return False
+    groups = rule.get("apiGroups") or ()
+    if _ALL not in groups and resource.get("group", "") not in groups:
+        return False
+    versions = rule.get("apiVersions") or ()
+    if _ALL not in versions and resource.get("version", "") not in versions:
+        return False
+    plural = str(resource.get("resource", ""))
+    sub = str(request.get("subResource") or "")
+    full = f"{plural}/{sub}" if sub else plural
+    resources = rule.get("resources") or ()
+    if not any(r == _ALL and not sub or r == "*/*" or r == full or (
+            r == f"{plural}/*" and sub) or (r.startswith("*/") and sub and r[2:] == sub)
+            for r in resources):
+        return False
+    scope = rule.get("scope") or _ALL
+    namespaced = bool(request.get("namespace"))
+    if scope == "Namespaced" and not namespaced or scope == "Cluster" and namespaced:
+        return False
+    names = rule.get("resourceNames") or ()
+    if names and str(request.get("name", "")) not in names:
+        return False
+    return True
+
+
+def _matches(match: Match | None, attributes: Attributes, owner: str, *, constraints: bool) -> bool:
+    if match is None:
+        return True
+    request = attributes.request
+    if constraints or match.has_rules:
+        if not any(_rule_matches(rule, request) for rule in match.rules):
+            return False
+    if any(_rule_matches(rule, request) for rule in match.exclude_rules):
+        return False
+    if not _namespace_matches(match.namespace_selector, attributes, owner):
+        return False
+    selector = match.object_selector
+    if not selectors.is_empty(selector):
+        new_labels = _labels(attributes.object)
+        old_labels = _labels(attributes.old_object)
+        if not (attributes.object is not None and selectors.matches(selector, new_labels)) and not (
+                attributes.old_object is not None and selectors.matches(selector, old_labels)):
+            return False
+    return True
+
+
+def _labels(obj: Mapping[str, Any] | None) -> dict[str, str]:
+    if obj is None:
+        return {}
+    return dict((obj.get("metadata") or {}).get("labels") or {})
+
+
+def _namespace_matches(selector: Mapping[str, Any] | None, attributes: Attributes, owner: str) -> bool:
+    if selectors.is_empty(selector):
+        return True
+    namespace = attributes.namespace
+    request = attributes.request
+    if not namespace:
+        resource = request.get("resource") or {}
+        if resource.get("group", "") == "" and resource.get("resource") == "namespaces":
+            target = attributes.object or attributes.old_object or {}
+            name = str((target.get("metadata") or {}).get("name", ""))
+            return selectors.matches(selector, selectors.namespace_labels(name, target))
+        return True  # cluster-scoped objects are not filtered by namespace
+    needs_object = bool(selectors.keys(selector) - {selectors.NAME_LABEL})
+    if needs_object and attributes.namespace_object is None:
+        raise NamespaceRequired(namespace, owner)
+    return selectors.matches(selector, selectors.namespace_labels(namespace, attributes.namespace_object))
+
+
+# --- the policy set -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class PolicySet:
+    """Compiled policies, bindings and params objects, ready to decide requests."""
+
+    policies: dict[str, Policy]
+    bindings: tuple[Binding, ...]
+    params: dict[tuple[str, str], tuple[Mapping[str, Any], ...]] = field(default_factory=dict)
+
+    @classmethod
+    def compile(cls, objects: Iterable[Mapping[str, Any]],
+                params: Iterable[Mapping[str, Any]] = ()) -> PolicySet:
+        """From ValidatingAdmissionPolicy and -Binding objects (others are ignored) and the
+        params objects; raises PolicyConfigError."""
+        policies: dict[str, Policy] = {}
+        bindings: list[Binding] = []
+        for obj in objects:
+            if obj.get("kind") == POLICY_KIND:
+                policy = compile_policy(obj)
+                policies[policy.name] = policy
+            elif obj.get("kind") == BINDING_KIND:
+                bindings.append(compile_binding(obj))
+        by_kind: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+        for obj in params:
+            key = (str(obj.get("apiVersion", "")), str(obj.get("kind", "")))
+            by_kind.setdefault(key, []).append(obj)
+        return cls(policies, tuple(sorted(bindings, key=lambda b: b.name)),
+                   {k: tuple(v) for k, v in by_kind.items()})
+
+    @property
+    def param_kinds(self) -> frozenset[tuple[str, str]]:
+        return frozenset(p.param_kind for p in self.policies.values() if p.param_kind)
+
+    def evaluate(self, request: Mapping[str, Any],
+                 namespace_object: Mapping[str, Any] | None = None) -> Outcome:
+        """Decide an AdmissionRequest-shaped mapping (`operation`, `namespace`, `name`, `kind`,
+        `resource`, `subResource`, `userInfo`, `object`, `oldObject`, `dryRun`, `options`).
+
+        Raises NamespaceRequired when a selector or a policy needs the namespace object and
+        `namespace_object` is None.
+        """
+        attributes = Attributes(request, request.get("object"), request.get("oldObject"),
+                                namespace_object)
+        violations: list[Violation] = []
+        warnings: list[str] = []
+        audit: list[str] = []
+        for binding in self.bindings:
+            policy = self.policies.get(binding.policy_name)
+            if policy is None:
+                continue
+            owner = f"ValidatingAdmissionPolicyBinding {binding.name!r}"
+            if not _matches(policy.match, attributes, f"ValidatingAdmissionPolicy {policy.name!r}",
+                            constraints=True):
+                continue
+            if not _matches(binding.match, attributes, owner, constraints=False):
+                continue
+            if policy.reads_namespace_object and attributes.namespace and namespace_object is None:
+                raise NamespaceRequired(attributes.namespace,
+                                        f"ValidatingAdmissionPolicy {policy.name!r} (namespaceObject)")
+            for failure in self._failures(policy, binding, attributes):
+                self._act(policy, binding, failure, violations, warnings, audit)
+        return Outcome(tuple(violations), tuple(warnings), tuple(audit))
+
+    def _act(self, policy: Policy, binding: Binding, failure: _Failure, violations: list[Violation],
+             warnings: list[str], audit: list[str]) -> None:
+        for action in binding.actions:
+            if action == "Deny":
+                violations.append(Violation(
+                    VAP, policy.name, failure.field,
+                    f"ValidatingAdmissionPolicy '{policy.name}' with binding '{binding.name}' "
+                    f"denied request: {failure.message}",
+                    binding=binding.name, reason=failure.reason))
+            elif action == "Warn":
+                warnings.append(f"Validation failed for ValidatingAdmissionPolicy '{policy.name}' "
+                                f"with binding '{binding.name}': {failure.message}")
+            elif action == "Audit":
+                audit.append(f"{policy.name}/{binding.name}: {failure.message}")
+
+    def _params(self, policy: Policy, binding: Binding, namespace: str
+                ) -> tuple[list[Mapping[str, Any] | None], str | None]:
+        """The params objects to evaluate with (None: no paramKind), or a configuration error."""
+        if policy.param_kind is None:
+            return [None], None
+        ref = binding.param_ref
+        if not ref:
+            return [], "failed to configure binding: paramRef is required when paramKind is set"
+        candidates = self.params.get(policy.param_kind, ())
+        wanted_namespace = ref.get("namespace")
+        found = []
+        for obj in candidates:
+            meta = obj.get("metadata") or {}
+            obj_namespace = meta.get("namespace")
+            if wanted_namespace is not None and obj_namespace != wanted_namespace:
+                continue
+            if wanted_namespace is None and obj_namespace and obj_namespace != namespace:
+                continue
+            if ref.get("name"):
+                if meta.get("name") == ref["name"]:
+                    found.append(obj)
+            elif selectors.matches(ref.get("selector"), meta.get("labels") or {}):
+                found.append(obj)
+        if not found:
+            if ref.get("parameterNotFoundAction", "Deny") == "Deny":
+                return [], ("failed to configure binding: no params found for policy binding "
+                            "with `Deny` parameterNotFoundAction")
+            return [], None
+        return list(found), None
+
+    def _failures(self, policy: Policy, binding: Binding, attributes: Attributes) -> list[_Failure]:
+        params, config_error = self._params(policy, binding, attributes.namespace)
+        if config_error is not None:
+            if policy.failure_policy == "Ignore":
+                return []
+            return [_Failure(config_error, "Invalid", None)]
+        failures: list[_Failure] = []
+        for param in params:
+            failures += _evaluate(policy, attributes, param)
+        return failures
+
+
+@dataclass(frozen=True)
+class _Failure:
+    message: str
+    reason: str
+    field: str | None
+
+
+class _Variables:
+    """Lazily evaluated `variables`, in declaration order, errors kept per variable."""
+
+    def __init__(self, policy: Policy, activation: dict[str, Any]) -> None:
+        self.policy = policy
+        self.activation = activation
+        self.values: dict[str, Any] = {}
+        self.errors: dict[str, str] = {}
+        activation["variables"] = self.values
+
+    def ensure(self, names: frozenset[str]) -> None:
+        if not names:
+            return
+        for variable in self.policy.variables:
+            if variable.name in names and variable.name not in self.values and (
+                    variable.name not in self.errors):
+                self.ensure(variable.needs)
+                try:
+                    self.values[variable.name] = variable.program.evaluate(self.activation)
+                except CelEvaluationError as error:
+                    self.errors[variable.name] = error.message
+
+    def explain(self, message: str, names: frozenset[str]) -> str:
+        """A 'no such key' on an errored variable reads as that variable's own error."""
+        for name in names:
+            if name in self.errors and name in message:
+                return self.errors[name]
+        return message
+
+
+def _evaluate(policy: Policy, attributes: Attributes, param: Mapping[str, Any] | None
+              ) -> list[_Failure]:
+    request = attributes.request
+    activation: dict[str, Any] = {
+        "object": attributes.object,
+        "oldObject": attributes.old_object,
+        "request": _cel_request(request),
+        "params": param,
+        "namespaceObject": attributes.namespace_object,
+        "authorizer": None,
+    }
+    variables = _Variables(policy, activation)
+    for condition in policy.match_conditions:
+        variables.ensure(condition.needs)
+        try:
+            matched = condition.program.evaluate(activation)
+        except CelEvaluationError as error:
+            if policy.failure_policy == "Ignore":
+                return []
+            return [_Failure(f"failed to evaluate match condition {condition.name!r}: "
+                             f"{variables.explain(error.message, condition.needs)}", "Invalid", None)]
+        if matched is not True:
+            return []
+    failures = []
+    for validation in policy.validations:
+        variables.ensure(validation.needs)
+        try:
+            result = validation.program.evaluate(activation)
+        except CelEvaluationError as error:
+            if policy.failure_policy != "Ignore":
+                failures.append(_Failure(
+                    f"expression '{validation.expression}' resulted in error: "
+                    f"{variables.explain(error.message, validation.needs)}",
+                    "Invalid", validation.field))
+            continue
+        if not isinstance(result, bool):
+            if policy.failure_policy != "Ignore":
+                failures.append(_Failure(
+                    f"expression '{validation.expression}' resulted in error: "
+                    f"validation failed: expression evaluated to {type(result).__name__}, not bool",
+                    "Invalid", validation.field))
+            continue
+        if result:
+            continue
+        failures.append(_Failure(_message(validation, variables, activation), validation.reason,
+                                 validation.field))
+    return failures
+
+
+def _message(validation: Validation, variables: _Variables, activation: dict[str, Any]) -> str:
+    if validation.message_expression is not None:
+        variables.ensure(validation.message_needs)
+        try:
+            text = validation.message_expression.evaluate(activation)
+        except CelEvaluationError:
+            text = None
+        if isinstance(text, str) and text.strip() and "\n" not in text:
+            return text.strip()
+    if validation.message:
+        return validation.message
+    return f"failed expression: {validation.expression}"
+
+
+_REQUEST_DEFAULTS: Final[Mapping[str, Any]] = {
+    "uid": "", "kind": {"group": "", "version": "", "kind": ""},
+    "resource": {"group": "", "version": "", "resource": ""}, "subResource": "",
+    "name": "", "namespace": "", "operation": "", "dryRun": False, "options": None,
+    "userInfo": {"username": "", "groups": []},
+}
+
+
+def _cel_request(request: Mapping[str, Any]) -> dict[str, Any]:
+    """`request` as CEL sees it: the AdmissionRequest without its objects."""
+    out = {key: request.get(key, default) for key, default in _REQUEST_DEFAULTS.items()}
+    out["requestKind"] = request.get("requestKind", out["kind"])
+    out["requestResource"] = request.get("requestResource", out["resource"])
+    out["requestSubResource"] = request.get("requestSubResource", out["subResource"])
+    return out
+
+
+def reasons_to_code(reason: str) -> int:
+    """The HTTP status the API server uses for a VAP denial with this reason."""
+    return {"Forbidden": 403, "Unauthorized": 401, "RequestEntityTooLarge": 413}.get(reason, 422)
+
+
+__all__: Sequence[str] = ("PolicySet", "Outcome", "NamespaceRequired", "PolicyConfigError")
