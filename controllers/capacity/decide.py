@@ -48,6 +48,7 @@ an object that is not there.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from enum import Enum
@@ -155,11 +156,12 @@ class _Capacity:
 def decide(inp: DecisionInput) -> Decision:
     """The write, status, requeue and events for one reconcile of one ScheduledCapacity."""
     now = _to_second(inp.now)
-    problem = refusal(inp.spec, inp.allowlist)
+    spec = inp.spec
+    if isinstance(spec, InvalidSpec):
+        return _refuse(inp, _invalid_spec(spec), now)
+    problem = refusal(spec, inp.allowlist)
     if problem is not None:
         return _refuse(inp, problem, now)
-    assert isinstance(inp.spec, ScheduledCapacitySpec)  # refusal() covers InvalidSpec
-    spec = inp.spec
     if isinstance(inp.target, LookupFailed):
         return _hold(inp, Reason.TARGET_LOOKUP_FAILED, f"reading the target: {inp.target.message}", now)
 
@@ -272,12 +274,12 @@ def refusal(spec: ScheduledCapacitySpec | InvalidSpec, entry: AllowlistEntry | N
 
 def _invalid_spec(spec: InvalidSpec) -> Refusal:
     capacity = spec.raw.get("capacity")
-    if isinstance(capacity, dict) and "path" in capacity:
+    if isinstance(capacity, Mapping) and "path" in capacity:
         path_error = capacity_path_error(capacity["path"])
         if path_error is not None:
             return Refusal(Reason.CAPACITY_PATH_REJECTED, f"spec.capacity.path {path_error}")
     handback = spec.raw.get("handback")
-    if isinstance(handback, dict) and "drainedPath" in handback:
+    if isinstance(handback, Mapping) and "drainedPath" in handback:
         drained_error = drained_path_error(handback["drainedPath"])
         if drained_error is not None:
             return Refusal(Reason.DRAINED_PATH_REJECTED, f"spec.handback.drainedPath {drained_error}")
