@@ -96,7 +96,6 @@ CLOSE_CLOCK_MESSAGE: Final = (
 
 DAYS_RULE: Final = f"self.matches({cel_string(DAYS_PATTERN)})"
 HOURS_RULE: Final = f"self.matches({cel_string(HOURS_PATTERN)})"
-DATE_RULE: Final = f"self.matches({cel_string(DATE_PATTERN)})"
 CLOCK_RULE: Final = f"self.matches({cel_string(CLOCK_PATTERN)})"
 CLOSE_CLOCK_RULE: Final = f"self.matches({cel_string(CLOSE_CLOCK_PATTERN)})"
 
@@ -134,7 +133,6 @@ EARLY_CLOSE_FORM_MESSAGE: Final = (
 CEL_RULES: Final = {
     "DAYS_RULE": DAYS_RULE,
     "HOURS_RULE": HOURS_RULE,
-    "DATE_RULE": DATE_RULE,
     "CLOCK_RULE": CLOCK_RULE,
     "CLOSE_CLOCK_RULE": CLOSE_CLOCK_RULE,
     "TIMEZONE_RULE": TIMEZONE_RULE,
