@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Any, Iterable
 
 from compiler.diagnostics import CompileError, Diagnostic, Location
 from compiler.loader import LoadedDocument, LoadResult, SourceDocument
@@ -117,7 +117,7 @@ def assemble(loaded: LoadResult) -> Repo:
     )
 
 
-def _sorted_models(documents: Iterable[LoadedDocument]) -> list[object]:
+def _sorted_models(documents: Iterable[LoadedDocument]) -> list[Any]:
     return [d.model for d in sorted(documents, key=lambda d: d.name)]
 
 
@@ -203,6 +203,7 @@ def _providers(documents: list[LoadedDocument]) -> tuple[
                                            f"{custom[provider.kind][1].source.locate(())}"))
             else:
                 custom[provider.kind] = (provider, document)
-    sources = {kind: (document.source, ("spec", "custom", document.model.spec.custom.index(c)))
-               for kind, (c, document) in custom.items()}
+    sources: dict[str, tuple[SourceDocument, tuple[str | int, ...]]] = {
+        kind: (document.source, ("spec", "custom", document.model.spec.custom.index(c)))
+        for kind, (c, document) in custom.items()}
     return builtin, [c for c, _ in custom.values()], sources, problems
