@@ -107,6 +107,40 @@ class AllowlistEntry:
     max_active_value: int
 
 
+def allowlist_entry(
+    consumers: Iterable[Mapping[str, object]], group: str, kind: str
+) -> AllowlistEntry | None:
+    """The compiled bundle's `consumers` entry for a target's group and kind, or None.
+
+    The compiler refuses two consumers for one group and kind, so the first match is the only one.
+    An entry that does not have the bundle's shape is treated as absent, which refuses the write.
+    """
+    for consumer in consumers:
+        if consumer.get("group") != group or consumer.get("kind") != kind:
+            continue
+        paths = consumer.get("capacityPaths")
+        drained = consumer.get("drainedPath")
+        ceiling = as_count(consumer.get("maxActiveValue"))
+        resource = consumer.get("resource")
+        if (
+            not isinstance(paths, list)
+            or not all(isinstance(p, str) for p in paths)
+            or not (drained is None or isinstance(drained, str))
+            or ceiling is None
+            or not isinstance(resource, str)
+        ):
+            return None
+        return AllowlistEntry(
+            group=group,
+            kind=kind,
+            resource=resource,
+            capacity_paths=frozenset(paths),
+            drained_path=drained,
+            max_active_value=ceiling,
+        )
+    return None
+
+
 @dataclass(frozen=True)
 class InvalidSpec:
     """A spec that failed the model (an older CRD admitted it); `errors` are human-readable."""

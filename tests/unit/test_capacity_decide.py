@@ -44,6 +44,7 @@ from controllers.capacity.observations import (
     TargetObservation,
     Unresolved,
     UnresolvedReason,
+    allowlist_entry,
     observe_machines,
     observe_schedule,
     observe_target,
@@ -881,3 +882,31 @@ def test_a_decision_names_the_path_it_writes() -> None:
     decision: Decision = decide(given(target=TargetFound(0, 0)))
     assert decision.write_path == "spec.warmReplicas"
     assert decide(given(target=TargetFound(ACTIVE_VALUE, 0), prior=active())).write_path is None
+
+
+BUNDLE_CONSUMERS: list[dict[str, Any]] = [
+    {"name": "other", "group": "apps", "version": "v1", "kind": "Deployment", "resource": "deployments",
+     "capacityPaths": ["spec.replicas"], "drainedPath": None, "maxActiveValue": 3},
+    {"name": "agents", "group": "pools.example.com", "version": "v1", "kind": "Pool", "resource": "pools",
+     "capacityPaths": ["spec.warmReplicas", "spec.pool.size"], "drainedPath": "status.inUse",
+     "maxActiveValue": 16},
+]
+
+
+def test_allowlist_entry_finds_the_bundle_consumer_by_group_and_kind() -> None:
+    assert allowlist_entry(BUNDLE_CONSUMERS, "pools.example.com", "Pool") == ENTRY
+    assert allowlist_entry(BUNDLE_CONSUMERS, "apps", "Deployment") == AllowlistEntry(
+        "apps", "Deployment", "deployments", frozenset({"spec.replicas"}), None, 3
+    )
+    assert allowlist_entry(BUNDLE_CONSUMERS, "pools.example.com", "Deployment") is None
+    assert allowlist_entry(BUNDLE_CONSUMERS, "", "Pool") is None
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [{"capacityPaths": "spec.warmReplicas"}, {"maxActiveValue": "16"}, {"drainedPath": 3}, {"resource": None}],
+    ids=["paths-not-a-list", "ceiling-not-a-number", "drained-not-a-string", "resource-missing"],
+)
+def test_a_malformed_bundle_entry_allows_nothing(broken: dict[str, Any]) -> None:
+    consumers = [{**BUNDLE_CONSUMERS[1], **broken}]
+    assert allowlist_entry(consumers, "pools.example.com", "Pool") is None
