@@ -44,6 +44,12 @@ at any point writes the active value again (Active).
 A target that does not exist is reported (TargetResolved=False) and never created; the phase is
 Pending unless the kill switch or `enabled: false` names it, and the handback is not tracked for
 an object that is not there.
+
+The shell's side of the contract: apply `write` first (`target_patch(write_path, write)`), and
+only if that succeeded send `status_patch(raw prior status, decision.status)`, because the status
+records the write as made (lastWriteTime, the handback start). If the write fails, send nothing
+and retry; the next decision is recomputed from what is observed then. Requeue at `requeue_at`
+(a handback deadline); on `transient`, retry with backoff.
 """
 
 from __future__ import annotations

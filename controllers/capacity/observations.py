@@ -215,9 +215,9 @@ def as_count(value: object) -> int | None:
     return None
 
 
-def observe_schedule(provider: Mapping[str, object] | None, *, crd_installed: bool = True) -> (
-    Resolved | Unresolved
-):
+def observe_schedule(
+    provider: Mapping[str, object] | None, *, crd_installed: bool = True
+) -> Resolved | Unresolved:
     """Apply the provider contract to a provider object the shell fetched (None on 404).
 
     Only `status` is read: `status.active` must be a bool, and a `Ready` condition, if present,
