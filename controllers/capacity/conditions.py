@@ -37,6 +37,7 @@ class Reason:
     # Ready=True and CapacityWritten=True
     CAPACITY_ACTIVE: Final = "CapacityActive"
     VALUE_HELD: Final = "ValueHeld"
+    WRITE_FAILED: Final = "WriteFailed"
     # Ready=False: why capacity is not conceded (also HostGovernanceConflict, TargetNotFound and
     # the Error reasons below)
     SCHEDULE_INACTIVE: Final = "ScheduleInactive"

@@ -48,7 +48,9 @@ an object that is not there.
 The shell's side of the contract: apply `write` first (`target_patch(write_path, write)`), and
 only if that succeeded send `status_patch(raw prior status, decision.status)`, because the status
 records the write as made (lastWriteTime, the handback start). If the write fails, send nothing
-and retry; the next decision is recomputed from what is observed then. Requeue at `requeue_at`
+and retry; the next decision is recomputed from what is observed then. To make a failure that
+persists visible (the target's schema refuses the value, RBAC is missing), the shell may patch
+`write_failed(...)` instead, which changes nothing but CapacityWritten. Requeue at `requeue_at`
 (a handback deadline); on `transient`, retry with backoff.
 """
 
@@ -97,6 +99,7 @@ __all__ = [
     "decide",
     "refusal",
     "status_patch",
+    "write_failed",
     "target_patch",
 ]
 
@@ -225,6 +228,27 @@ def decide(inp: DecisionInput) -> Decision:
         requeue_at=capacity.requeue_at,
         events=_events(prior, status, capacity.write, spec, inp),
     )
+
+
+def write_failed(inp: DecisionInput, decision: Decision, error: str) -> ScheduledCapacityStatus:
+    """The status to report when the shell could not apply `decision.write`.
+
+    Only CapacityWritten changes (False, WriteFailed); the phase and every other field stay as
+    they were, because nothing the decision assumed has happened.
+    """
+    prior = inp.prior or ScheduledCapacityStatus()
+    failed = cond.false(
+        cond.CAPACITY_WRITTEN,
+        Reason.WRITE_FAILED,
+        _bounded(f"writing {decision.write} to {decision.write_path} failed: {error}", 1024),
+    )
+    others = tuple(
+        Observation(c.type, c.status, c.reason, c.message, c.observed_generation)
+        for c in prior.conditions
+        if c.type != cond.CAPACITY_WRITTEN
+    )
+    conditions = cond.merge(prior.conditions, (*others, failed), _to_second(inp.now), inp.generation)
+    return prior.model_copy(update={"conditions": conditions})
 
 
 # --- refusal -----------------------------------------------------------------------------------

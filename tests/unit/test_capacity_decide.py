@@ -29,7 +29,7 @@ from controllers.capacity.conditions import (
     SPOT_SCHEDULE_RESOLVED,
     TARGET_RESOLVED,
 )
-from controllers.capacity.decide import Decision, decide, status_patch, target_patch
+from controllers.capacity.decide import Decision, decide, status_patch, target_patch, write_failed
 from controllers.capacity.observations import (
     ABSENT,
     AllowlistEntry,
@@ -910,3 +910,24 @@ def test_allowlist_entry_finds_the_bundle_consumer_by_group_and_kind() -> None:
 def test_a_malformed_bundle_entry_allows_nothing(broken: dict[str, Any]) -> None:
     consumers = [{**BUNDLE_CONSUMERS[1], **broken}]
     assert allowlist_entry(consumers, "pools.example.com", "Pool") is None
+
+
+def test_a_failed_write_changes_only_capacity_written_and_repeats_without_a_patch() -> None:
+    prior = active()
+    denied = "admission webhook denied the request"
+    closing = given(schedule=Resolved(False), target=TargetFound(ACTIVE_VALUE, 4), prior=prior,
+                    now=NOW + timedelta(minutes=1))
+    failed = write_failed(closing, decide(closing), denied)
+    assert failed.phase is Phase.ACTIVE
+    assert failed.condition(READY) == prior.condition(READY)
+    written = failed.condition(CAPACITY_WRITTEN)
+    assert written is not None and (written.status, written.reason) == (ConditionStatus.FALSE, "WriteFailed")
+    assert f"writing 0 to spec.warmReplicas failed: {denied}" in written.message
+
+    retry = replace(closing, prior=failed, now=NOW + timedelta(minutes=2))
+    again = write_failed(retry, decide(retry), denied)
+    assert status_patch(failed.model_dump(mode="json", by_alias=True, exclude_none=True), again) is None
+
+    recovered = decide(retry).status.condition(CAPACITY_WRITTEN)
+    assert recovered is not None and recovered.status is ConditionStatus.TRUE
+    assert recovered.last_transition_time == NOW + timedelta(minutes=2)
