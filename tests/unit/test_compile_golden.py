@@ -61,3 +61,30 @@ def test_a_repo_without_consumers_has_no_capacity_component() -> None:
     assert crds == {"manualschedules.spotschedules.5spot.finos.org",
                     "timebasedspotschedules.spotschedules.5spot.finos.org"}
     assert '"consumers": []' in compiled.files["bundle.json"].decode()
+
+
+def test_check_mode_passes_when_output_is_current(capsys: pytest.CaptureFixture[str]) -> None:
+    from compiler.cli import main
+
+    assert main(["compile", str(EXAMPLE), "--out", str(GOLDEN), "--check"]) == 0
+    assert "up to date" in capsys.readouterr().out
+
+
+def test_check_mode_fails_with_a_unified_diff_when_output_is_stale(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shutil
+
+    from compiler.cli import main
+
+    stale = tmp_path / "out"
+    shutil.copytree(GOLDEN, stale)
+    policy = stale / "admission" / "params" / "agents.yaml"
+    policy.write_text(policy.read_text().replace("maxActiveValue: 10", "maxActiveValue: 99"))
+    (stale / "leftover.yaml").write_text("kind: Leftover\n")
+    assert main(["compile", str(EXAMPLE), "--out", str(stale), "--check"]) == 1
+    out = capsys.readouterr().out
+    assert "--- a/admission/params/agents.yaml" in out
+    assert "-  maxActiveValue: 99" in out and "+  maxActiveValue: 10" in out
+    assert "--- a/leftover.yaml\n+++ /dev/null" in out
+    assert policy.read_text().count("maxActiveValue: 99") == 1  # --check never writes
