@@ -13,14 +13,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-import re2
-
 from policies.admission_eval import schema as structural
 from policies.admission_eval.result import CRD_RULE, SCHEMA, Violation
-from policies.admission_eval.schema import BLOCKED_MESSAGE, BLOCKING, FieldError, Node
+from policies.admission_eval.schema import BLOCKED_MESSAGE, BLOCKING, FieldError, Node, Pattern
 from policies.cel import ABSENT
 
-_DNS_SUBDOMAIN: Final = re2.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS_SUBDOMAIN: Final = Pattern(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _DNS_SUBDOMAIN_MESSAGE: Final = (
     "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
     "'.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used "

@@ -15,6 +15,7 @@ All CEL is compiled once in `PolicySet.compile`; a request only evaluates.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -24,9 +25,11 @@ from policies.admission_eval.fields import field_of
 from policies.admission_eval.result import VAP, Violation
 from policies.cel import (
     ADMISSION_VARIABLES,
+    Bound,
     CelCompileError,
     CelEvaluationError,
     Program,
+    bind,
     compile_expression,
 )
 from policies.cel import checked
@@ -102,6 +105,9 @@ class Policy:
     validations: tuple[Validation, ...]
     param_kind: tuple[str, str] | None
     reads_namespace_object: bool
+    all_pass: Program | None = None
+    """Every validation and variable in one program (`cel.bind` for the variables): when it is
+    true, every validation is true, in one evaluation. Otherwise the lazy path decides."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -130,6 +136,25 @@ class Attributes:
     object: Mapping[str, Any] | None
     old_object: Mapping[str, Any] | None
     namespace_object: Mapping[str, Any] | None
+    _bound: dict[int, Bound] = field(default_factory=dict, compare=False)
+    _cel_request: list[dict[str, Any]] = field(default_factory=list, compare=False)
+
+    @property
+    def cel_request(self) -> dict[str, Any]:
+        if not self._cel_request:
+            self._cel_request.append(_cel_request(self.request))
+        return self._cel_request[0]
+
+    def shared(self, param: Mapping[str, Any] | None) -> Bound:
+        """The activation (no variables) for these params, converted once per request."""
+        key = id(param)
+        if key not in self._bound:
+            self._bound[key] = bind(ADMISSION_VARIABLES, {
+                "object": self.object, "oldObject": self.old_object, "request": self.cel_request,
+                "params": param, "namespaceObject": self.namespace_object, "authorizer": None,
+                "variables": {},
+            })
+        return self._bound[key]
 
     @property
     def namespace(self) -> str:
@@ -207,6 +232,7 @@ def compile_policy(obj: Mapping[str, Any]) -> Policy:
             field=field_of(name, expression),
         ))
     param_kind = spec.get("paramKind")
+    all_pass = _all_pass(spec) if validations else None
     return Policy(
         name=name,
         failure_policy=str(spec.get("failurePolicy") or "Fail"),
@@ -217,7 +243,33 @@ def compile_policy(obj: Mapping[str, Any]) -> Policy:
         param_kind=(str(param_kind.get("apiVersion", "")), str(param_kind.get("kind", "")))
         if param_kind else None,
         reads_namespace_object=reads_namespace,
+        all_pass=all_pass,
     )
+
+
+def _all_pass(spec: Mapping[str, Any]) -> Program | None:
+    """`cel.bind(variables, {...}, v1 && v2 && ...)`, variables bound eagerly in order.
+
+    Exact as a shortcut: `&&` is true only when every operand is true (an error or a false
+    anywhere makes it not true), and an eagerly evaluated variable that errors only makes it
+    not true. None when it does not compile (the lazy path is then the only path).
+    """
+    body = " && ".join(f"({entry.get('expression', '')})" for entry in spec.get("validations") or ())
+    names: list[str] = []
+    levels = []
+    for variable in spec.get("variables") or ():
+        name = str(variable.get("name", ""))
+        entries = [f"{json.dumps(n)}: dyn(variables.{n})" for n in names if n != name]
+        entries.append(f"{json.dumps(name)}: dyn({variable.get('expression', '')})")
+        levels.append("{" + ", ".join(entries) + "}")
+        names = [n for n in names if n != name] + [name]
+    expression = body
+    for level in reversed(levels):
+        expression = f"cel.bind(variables, {level}, {expression})"
+    try:
+        return compile_expression(expression, ADMISSION_VARIABLES)
+    except CelCompileError:
+        return None
 
 
 def compile_binding(obj: Mapping[str, Any]) -> Binding:
@@ -428,7 +480,10 @@ class PolicySet:
             return [_Failure(config_error, "Invalid", None)]
         failures: list[_Failure] = []
         for param in params:
-            failures += _evaluate(policy, attributes, param)
+            shared = None
+            if policy.all_pass is not None and not policy.match_conditions:
+                shared = attributes.shared(param)
+            failures += _evaluate(policy, attributes, param, shared)
         return failures
 
 
@@ -439,27 +494,43 @@ class _Failure:
     field: str | None
 
 
-class _Variables:
-    """Lazily evaluated `variables`, in declaration order, errors kept per variable."""
+class _Activation:
+    """The CEL activation of one (policy, binding, params) evaluation.
 
-    def __init__(self, policy: Policy, activation: dict[str, Any]) -> None:
+    `variables` are evaluated lazily, in declaration order, the first time an expression reads
+    them; an errored variable is left out (so an expression reading it errors, as in the API
+    server) and its own error is reported instead of "no such key". The activation is converted
+    into CEL once and rebuilt only when a new variable value has been added.
+    """
+
+    def __init__(self, policy: Policy, data: dict[str, Any]) -> None:
         self.policy = policy
-        self.activation = activation
+        self.data = data
         self.values: dict[str, Any] = {}
         self.errors: dict[str, str] = {}
-        activation["variables"] = self.values
+        data["variables"] = self.values
+        self.bound: Bound | None = None
 
-    def ensure(self, names: frozenset[str]) -> None:
+    def evaluate(self, program: Program, needs: frozenset[str]) -> object:
+        """Evaluate `program` after the variables it reads; raises CelEvaluationError."""
+        self._ensure(needs)
+        if self.bound is None:
+            self.bound = bind(ADMISSION_VARIABLES, {**self.data, "variables": dict(self.values)})
+        return program.evaluate_bound(self.bound)
+
+    def _ensure(self, names: frozenset[str]) -> None:
         if not names:
             return
         for variable in self.policy.variables:
             if variable.name in names and variable.name not in self.values and (
                     variable.name not in self.errors):
-                self.ensure(variable.needs)
                 try:
-                    self.values[variable.name] = variable.program.evaluate(self.activation)
+                    value = self.evaluate(variable.program, variable.needs)
                 except CelEvaluationError as error:
                     self.errors[variable.name] = error.message
+                else:
+                    self.values[variable.name] = value
+                    self.bound = None
 
     def explain(self, message: str, names: frozenset[str]) -> str:
         """A 'no such key' on an errored variable reads as that variable's own error."""
@@ -469,39 +540,43 @@ class _Variables:
         return message
 
 
-def _evaluate(policy: Policy, attributes: Attributes, param: Mapping[str, Any] | None
-              ) -> list[_Failure]:
-    request = attributes.request
-    activation: dict[str, Any] = {
+def _evaluate(policy: Policy, attributes: Attributes, param: Mapping[str, Any] | None,
+              shared: Bound | None) -> list[_Failure]:
+    """`shared`: the request's activation with these params and no variables, or None."""
+    if shared is not None:
+        try:
+            if policy.all_pass.evaluate_bound(shared) is True:  # type: ignore[union-attr]
+                return []
+        except CelEvaluationError:
+            pass
+    activation = _Activation(policy, {
         "object": attributes.object,
         "oldObject": attributes.old_object,
-        "request": _cel_request(request),
+        "request": attributes.cel_request,
         "params": param,
         "namespaceObject": attributes.namespace_object,
         "authorizer": None,
-    }
-    variables = _Variables(policy, activation)
+    })
     for condition in policy.match_conditions:
-        variables.ensure(condition.needs)
         try:
-            matched = condition.program.evaluate(activation)
+            matched = activation.evaluate(condition.program, condition.needs)
         except CelEvaluationError as error:
             if policy.failure_policy == "Ignore":
                 return []
             return [_Failure(f"failed to evaluate match condition {condition.name!r}: "
-                             f"{variables.explain(error.message, condition.needs)}", "Invalid", None)]
+                             f"{activation.explain(error.message, condition.needs)}", "Invalid",
+                             None)]
         if matched is not True:
             return []
     failures = []
     for validation in policy.validations:
-        variables.ensure(validation.needs)
         try:
-            result = validation.program.evaluate(activation)
+            result = activation.evaluate(validation.program, validation.needs)
         except CelEvaluationError as error:
             if policy.failure_policy != "Ignore":
                 failures.append(_Failure(
                     f"expression '{validation.expression}' resulted in error: "
-                    f"{variables.explain(error.message, validation.needs)}",
+                    f"{activation.explain(error.message, validation.needs)}",
                     "Invalid", validation.field))
             continue
         if not isinstance(result, bool):
@@ -513,16 +588,15 @@ def _evaluate(policy: Policy, attributes: Attributes, param: Mapping[str, Any] |
             continue
         if result:
             continue
-        failures.append(_Failure(_message(validation, variables, activation), validation.reason,
+        failures.append(_Failure(_message(validation, activation), validation.reason,
                                  validation.field))
     return failures
 
 
-def _message(validation: Validation, variables: _Variables, activation: dict[str, Any]) -> str:
+def _message(validation: Validation, activation: _Activation) -> str:
     if validation.message_expression is not None:
-        variables.ensure(validation.message_needs)
         try:
-            text = validation.message_expression.evaluate(activation)
+            text = activation.evaluate(validation.message_expression, validation.message_needs)
         except CelEvaluationError:
             text = None
         if isinstance(text, str) and text.strip() and "\n" not in text:

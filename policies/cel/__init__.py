@@ -14,9 +14,11 @@ from policies.cel.cost import (
 from policies.cel.engine import (
     ADMISSION_VARIABLES,
     CRD_VARIABLES,
+    Bound,
     CelCompileError,
     CelEvaluationError,
     Program,
+    bind,
     compile_expression,
 )
 from policies.cel.kubernetes import ABSENT, CrdRule, compile_crd_rule, references_old_self
@@ -24,6 +26,7 @@ from policies.cel.kubernetes import ABSENT, CrdRule, compile_crd_rule, reference
 __all__ = [
     "ABSENT",
     "ADMISSION_VARIABLES",
+    "Bound",
     "CRD_VARIABLES",
     "PER_CRD_LIMIT",
     "PER_RULE_LIMIT",
@@ -32,6 +35,7 @@ __all__ = [
     "CostEstimate",
     "CrdRule",
     "Program",
+    "bind",
     "budget_violation",
     "compile_crd_rule",
     "compile_expression",
