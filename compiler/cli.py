@@ -68,19 +68,59 @@ def build_parser() -> argparse.ArgumentParser:
     example.add_argument("config_dir", type=Path, metavar="EXAMPLE_DIR")
     example.add_argument("--out", type=Path, required=True, metavar="OUT_DIR")
     example.set_defaults(handler=_run_example)
+
+    check = sub.add_parser(
+        "check", help="decide objects as the API server's admission would, without a cluster",
+        description="Evaluate each object against the compiled CRD schemas and rules and every "
+                    "bound ValidatingAdmissionPolicy. Exit 0 when all are allowed, 1 when any is "
+                    "denied, 2 on bad input.")
+    check.add_argument("objects", type=Path, nargs="+", metavar="OBJECTS.yaml")
+    check.add_argument("--policies", type=Path, required=True, action="append", metavar="OUT_DIR",
+                       help="output of `fivespot compile` (repeat to add more CRDs/policies)")
+    check.add_argument("--namespaces", type=Path, metavar="NS.yaml",
+                       help="Namespace objects, for bindings that select namespaces by label")
+    check.add_argument("--old", type=Path, metavar="OLD.yaml",
+                       help="previous versions: an object found here is checked as an UPDATE")
+    check.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    check.set_defaults(handler=_check)
+
+    test = sub.add_parser("test", help="compile a config repo in memory and run its fixtures",
+                          description="Exit 0 when every fixture gets its expected verdict, 1 "
+                                      "when any does not, 2 on bad input.")
+    test.add_argument("config_dir", type=Path, metavar="CONFIG_DIR")
+    test.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    test.set_defaults(handler=_test)
     return parser
 
 
 def _run_example(args: argparse.Namespace) -> int:
+    from compiler.checking import render_test_table, run_fixtures
     from compiler.output import write_tree
     from compiler.pipeline import compile_repo
 
     compiled = compile_repo(args.config_dir)
     write_tree(compiled.files, args.out)
     print(_summary(compiled, args.out))
-    fixtures = compiled.repo.fixtures
-    print(f"  fixtures: {len(fixtures)} (verdicts: `fivespot test {args.config_dir}`)")
-    return EXIT_OK
+    results = run_fixtures(args.config_dir)
+    print(f"  fixtures: {len(results)}")
+    print(render_test_table(results))
+    return EXIT_OK if all(r.passed for r in results) else EXIT_NEGATIVE
+
+
+def _check(args: argparse.Namespace) -> int:
+    from compiler.checking import check, render_check_json, render_check_table
+
+    results = check(args.policies, args.objects, old=args.old, namespaces=args.namespaces)
+    print(render_check_json(results) if args.output == "json" else render_check_table(results))
+    return EXIT_OK if all(r.verdict.allowed for r in results) else EXIT_NEGATIVE
+
+
+def _test(args: argparse.Namespace) -> int:
+    from compiler.checking import render_test_json, render_test_table, run_fixtures
+
+    results = run_fixtures(args.config_dir)
+    print(render_test_json(results) if args.output == "json" else render_test_table(results))
+    return EXIT_OK if all(r.passed for r in results) else EXIT_NEGATIVE
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -90,8 +130,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.print_help()
         return EXIT_BAD_INPUT
+    from compiler.checking import InputError
+
     try:
         return handler(args)
+    except InputError as error:
+        for diagnostic in error.diagnostics:
+            print(diagnostic, file=sys.stderr)
+        count = len(error.diagnostics)
+        print(f"{count} error{'s' if count != 1 else ''}; nothing was checked", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except CompileError as error:
         for diagnostic in error.diagnostics:
             print(diagnostic, file=sys.stderr)

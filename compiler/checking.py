@@ -1,0 +1,467 @@
+"""`fivespot check` and `fivespot test`: the API server's admission verdict, without a cluster.
+
+`check` reads compiled output (CRDs, ValidatingAdmissionPolicies, bindings, params objects) and
+objects to admit; `test` compiles a config repo in memory and runs its Fixtures, comparing each
+verdict with the one the fixture expects, like `gator verify` or `kyverno test`. The decisions
+themselves are `policies.admission_eval`'s; this module reads files, pairs old and new objects,
+and renders tables and JSON. Bad input is never a traceback: it is an InputError carrying
+`FILE:LINE:COL: field: message` diagnostics (exit 2).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+
+from compiler.diagnostics import Diagnostic, Location
+from policies.admission_eval import (
+    Checker,
+    NamespaceRequired,
+    PolicyConfigError,
+    Request,
+    SchemaError,
+    UnknownKind,
+    Verdict,
+    Violation,
+)
+
+_POLICY_SUFFIXES: Final = (".yaml", ".yml")
+
+
+class InputError(Exception):
+    """Bad input: the diagnostics say where and why."""
+
+    def __init__(self, diagnostics: Sequence[Diagnostic]) -> None:
+        self.diagnostics = list(diagnostics)
+        super().__init__("\n".join(str(d) for d in self.diagnostics))
+
+
+# --- reading YAML with positions -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Document:
+    """One YAML document and where its fields are."""
+
+    file: str
+    data: Any
+    positions: Mapping[tuple[str, ...], Location]
+
+    def locate(self, *path: str) -> Location:
+        parts = tuple(path)
+        while parts and parts not in self.positions:
+            parts = parts[:-1]
+        return self.positions[parts]
+
+
+def read_documents(path: Path, shown: str | None = None) -> list[Document]:
+    """Every non-empty document of a YAML (or JSON) file; raises InputError."""
+    name = shown or str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError([Diagnostic(Location(name, 0, 0), "", "cannot read: no such file")]) from None
+    except (OSError, UnicodeDecodeError) as error:
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+        raise InputError([Diagnostic(Location(name, 0, 0), "", f"cannot read: {reason}")]) from None
+    loader = yaml.SafeLoader(text)
+    documents = []
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            if node is None:
+                continue
+            positions: dict[tuple[str, ...], Location] = {}
+            _positions(node, (), name, positions)
+            data = loader.construct_document(node)
+            if data is not None:
+                documents.append(Document(name, data, positions))
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        where = Location(name, mark.line + 1, mark.column + 1) if mark else Location(name, 0, 0)
+        raise InputError([Diagnostic(where, "", f"invalid YAML: {error.problem or error}")]) from None
+    except yaml.YAMLError as error:
+        raise InputError([Diagnostic(Location(name, 0, 0), "", f"invalid YAML: {error}")]) from None
+    finally:
+        loader.dispose()
+    return documents
+
+
+def _positions(node: yaml.Node, path: tuple[str, ...], file: str,
+               positions: dict[tuple[str, ...], Location]) -> None:
+    positions.setdefault(path, Location(file, node.start_mark.line + 1, node.start_mark.column + 1))
+    if isinstance(node, yaml.MappingNode) and len(path) < 3:
+        for key, value in node.value:
+            key_path = path + (str(key.value),)
+            positions[key_path] = Location(file, key.start_mark.line + 1, key.start_mark.column + 1)
+            _positions(value, key_path, file, positions)
+
+
+def _objects(documents: Iterable[Document]) -> list[Document]:
+    """The documents that are Kubernetes objects; raises InputError for any that is not."""
+    problems = []
+    found = []
+    for document in documents:
+        data = document.data
+        if isinstance(data, dict) and data.get("kind") == "List" and isinstance(data.get("items"), list):
+            found += [Document(document.file, item, {(): document.locate()}) for item in data["items"]]
+            continue
+        if not isinstance(data, dict) or not data.get("apiVersion") or not data.get("kind"):
+            problems.append(Diagnostic(document.locate(), "",
+                                       "not a Kubernetes object (a mapping with apiVersion and kind)"))
+            continue
+        found.append(document)
+    if problems:
+        raise InputError(problems)
+    return found
+
+
+# --- loading policies ------------------------------------------------------------------------------
+
+
+def policy_files(root: Path) -> list[Path]:
+    """Every YAML file under a folder (hidden folders skipped), or the file itself."""
+    if root.is_file():
+        return [root]
+    found = [p for p in root.rglob("*") if p.is_file() and p.suffix in _POLICY_SUFFIXES
+             and not any(part.startswith(".") for part in p.relative_to(root).parts)]
+    return sorted(found)
+
+
+def load_checker(roots: Sequence[Path]) -> Checker:
+    """A Checker from compiled output folders or files; raises InputError."""
+    objects: list[Mapping[str, Any]] = []
+    problems: list[Diagnostic] = []
+    for root in roots:
+        if not root.exists():
+            problems.append(Diagnostic(Location(str(root), 0, 0), "",
+                                       "policies folder does not exist; pass the OUT_DIR of "
+                                       "`fivespot compile`"))
+            continue
+        for path in policy_files(root):
+            try:
+                objects += [d.data for d in read_documents(path) if isinstance(d.data, dict)]
+            except InputError as error:
+                problems += error.diagnostics
+    if problems:
+        raise InputError(problems)
+    return checker_from_objects(objects, ", ".join(str(r) for r in roots))
+
+
+def checker_from_objects(objects: Sequence[Mapping[str, Any]], where: str) -> Checker:
+    """Compile; raises InputError when a schema or policy cannot be compiled, or has no kinds."""
+    try:
+        checker = Checker.compile(objects)
+    except (SchemaError, PolicyConfigError) as error:
+        raise InputError([Diagnostic(Location(where, 0, 0), "", str(error))]) from None
+    if not checker.kinds:
+        raise InputError([Diagnostic(Location(where, 0, 0), "",
+                                     "no CustomResourceDefinition found; pass the OUT_DIR of "
+                                     "`fivespot compile`")])
+    return checker
+
+
+# --- fivespot check --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Result:
+    """The verdict for one object."""
+
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+    operation: str
+    verdict: Verdict
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "object": {"apiVersion": self.api_version, "kind": self.kind,
+                       "namespace": self.namespace, "name": self.name},
+            "operation": self.operation, **self.verdict.as_json(),
+        }
+
+    @property
+    def label(self) -> str:
+        where = f"{self.namespace}/{self.name}" if self.namespace else self.name
+        return f"{self.kind}/{where}"
+
+
+def _key(checker: Checker, obj: Mapping[str, Any]) -> tuple[str, str, str, str]:
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    assert isinstance(meta, dict)
+    return (str(obj.get("apiVersion")), str(obj.get("kind")), checker.namespace_of(obj),
+            str(meta.get("name") or ""))
+
+
+def _unknown_kind(document: Document, error: UnknownKind) -> Diagnostic:
+    return Diagnostic(document.locate("kind"), "kind",
+                      f"{error.kind} ({error.api_version}) is not a kind the policies know "
+                      f"(known: {', '.join(error.known)})")
+
+
+def check(policies: Sequence[Path], objects: Sequence[Path], old: Path | None = None,
+          namespaces: Path | None = None) -> list[Result]:
+    """Decide every object in `objects` (UPDATE where `old` holds its previous version)."""
+    checker = load_checker(policies)
+    documents = _objects(d for path in objects for d in read_documents(path))
+    old_documents = _objects(read_documents(old)) if old is not None else []
+    namespace_objects = _namespaces(namespaces)
+    problems = []
+    for document in documents + old_documents:
+        try:
+            checker.kind_of(document.data)
+        except UnknownKind as error:
+            problems.append(_unknown_kind(document, error))
+    if problems:
+        raise InputError(problems)
+    previous = {_key(checker, d.data): d for d in old_documents}
+    keys = {_key(checker, d.data) for d in documents}
+    for key, document in previous.items():
+        if key not in keys:
+            problems.append(Diagnostic(
+                document.locate("metadata", "name"), "metadata.name",
+                f"old object {key[1]} {key[2] + '/' if key[2] else ''}{key[3]} has no new version "
+                "among the objects to check"))
+    if problems:
+        raise InputError(problems)
+    results = []
+    for document in documents:
+        key = _key(checker, document.data)
+        before = previous.get(key)
+        request = Request(
+            "UPDATE" if before is not None else "CREATE", document.data,
+            before.data if before is not None else None,
+            namespace_objects.get(key[2]) if key[2] else None)
+        try:
+            verdict = checker.check(request)
+        except NamespaceRequired as error:
+            problems.append(_namespace_needed(document, error, namespaces))
+            continue
+        results.append(Result(key[0], key[1], key[2], key[3], request.operation, verdict))
+    if problems:
+        raise InputError(problems)
+    return results
+
+
+def _namespaces(path: Path | None) -> dict[str, Mapping[str, Any]]:
+    if path is None:
+        return {}
+    found: dict[str, Mapping[str, Any]] = {}
+    problems = []
+    for document in _objects(read_documents(path)):
+        data = document.data
+        if data.get("kind") != "Namespace" or data.get("apiVersion") != "v1":
+            problems.append(Diagnostic(document.locate("kind"), "kind",
+                                       f"expected Namespace objects (apiVersion v1), got "
+                                       f"{data.get('kind')} ({data.get('apiVersion')})"))
+            continue
+        name = str((data.get("metadata") or {}).get("name") or "")
+        found[name] = data
+    if problems:
+        raise InputError(problems)
+    return found
+
+
+def _namespace_needed(document: Document, error: NamespaceRequired, namespaces: Path | None
+                      ) -> Diagnostic:
+    source = f"in {namespaces}" if namespaces is not None else "(pass --namespaces NS.yaml)"
+    return Diagnostic(document.locate("metadata", "namespace"), "metadata.namespace",
+                      f"namespace {error.namespace!r} has no Namespace object {source}, and "
+                      f"{error.needed_by} needs its labels to decide")
+
+
+# --- fivespot test ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FixtureResult:
+    name: str
+    operation: str
+    expect: Mapping[str, Any]
+    verdict: Verdict
+    problems: tuple[str, ...]
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems
+
+    def as_json(self) -> dict[str, Any]:
+        return {"name": self.name, "operation": self.operation, "passed": self.passed,
+                "expected": dict(self.expect), "result": self.verdict.as_json(),
+                "problems": list(self.problems)}
+
+
+def run_fixtures(config_dir: Path) -> list[FixtureResult]:
+    """Compile `config_dir` in memory and run its Fixtures; raises CompileError / InputError."""
+    from compiler.pipeline import compile_repo
+
+    compiled = compile_repo(config_dir)
+    checker = checker_from_objects([a.obj for a in compiled.artifacts], str(config_dir))
+    results = []
+    problems = []
+    for fixture in compiled.repo.fixtures:
+        name = fixture.metadata.name
+        where = compiled.repo.sources.get(("Fixture", name), Location(str(config_dir), 0, 0))
+        spec = fixture.spec
+        request = Request(spec.operation, spec.object, spec.old_object)
+        try:
+            verdict = checker.check(request)
+        except UnknownKind as error:
+            problems.append(Diagnostic(where, "spec.object.kind",
+                                       f"{error.kind} ({error.api_version}) is not a kind the "
+                                       f"compiled policies know (known: {', '.join(error.known)})"))
+            continue
+        except NamespaceRequired as error:
+            problems.append(Diagnostic(where, "spec.object.metadata.namespace",
+                                       f"namespace {error.namespace!r}: {error.needed_by} selects "
+                                       "namespaces by labels a fixture cannot give"))
+            continue
+        expect = spec.expect.model_dump(by_alias=True, exclude_none=True)
+        results.append(FixtureResult(name, spec.operation, expect, verdict,
+                                     tuple(compare(expect, verdict))))
+    if problems:
+        raise InputError(problems)
+    return results
+
+
+def compare(expect: Mapping[str, Any], verdict: Verdict) -> list[str]:
+    """Why `verdict` is not what `expect` says (empty when it is).
+
+    `allowed` must be equal. A `violations` list, when given, must match the actual violations
+    one to one (each entry's policy and field equal, its message contained); likewise a
+    `warnings` list (each text contained in a distinct warning). An omitted list is not checked.
+    """
+    problems = []
+    if bool(expect.get("allowed")) != verdict.allowed:
+        got = "allowed" if verdict.allowed else "denied"
+        want = "allowed" if expect.get("allowed") else "denied"
+        problems.append(f"expected {want}, got {got}")
+    wanted = list(expect.get("violations") or [])
+    if wanted:
+        pairs = _pair(wanted, list(verdict.violations), _violation_matches)
+        for index, entry in enumerate(wanted):
+            if index not in pairs:
+                problems.append(f"expected violation {_describe(entry)} not found")
+        matched = set(pairs.values())
+        for index, actual in enumerate(verdict.violations):
+            if index not in matched:
+                problems.append(f"unexpected violation {_describe(actual.as_json())}")
+    wanted_warnings = list(expect.get("warnings") or [])
+    if wanted_warnings:
+        pairs = _pair(wanted_warnings, list(verdict.warnings), lambda w, a: w in a)
+        for index, text in enumerate(wanted_warnings):
+            if index not in pairs:
+                problems.append(f"expected warning containing {text!r} not found")
+        matched = set(pairs.values())
+        for index, text in enumerate(verdict.warnings):
+            if index not in matched:
+                problems.append(f"unexpected warning {text!r}")
+    return problems
+
+
+def _violation_matches(entry: Mapping[str, Any], actual: Violation) -> bool:
+    if "policy" in entry and entry["policy"] != actual.policy:
+        return False
+    if "field" in entry and entry["field"] != actual.field:
+        return False
+    return "message" not in entry or str(entry["message"]) in actual.message
+
+
+def _pair(wanted: list[Any], actual: list[Any], fits: Any) -> dict[int, int]:
+    """A maximum one-to-one matching wanted index -> actual index (augmenting paths)."""
+    owner: dict[int, int] = {}
+
+    def place(i: int, seen: set[int]) -> bool:
+        for j, candidate in enumerate(actual):
+            if j in seen or not fits(wanted[i], candidate):
+                continue
+            seen.add(j)
+            if j not in owner or place(owner[j], seen):
+                owner[j] = i
+                return True
+        return False
+
+    for i in range(len(wanted)):
+        place(i, set())
+    return {i: j for j, i in owner.items()}
+
+
+def _describe(entry: Mapping[str, Any]) -> str:
+    shown = {k: entry[k] for k in ("source", "policy", "field", "message") if entry.get(k) is not None}
+    return json.dumps(shown, ensure_ascii=False)
+
+
+# --- rendering -------------------------------------------------------------------------------------
+
+
+def _table(rows: list[list[str]]) -> str:
+    if not rows:
+        return ""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    lines = []
+    for row in rows:
+        head = "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:-1]))
+        lines.append((head + "  " + row[-1]).rstrip())
+    return "\n".join(lines)
+
+
+def render_check_table(results: Sequence[Result]) -> str:
+    rows = [["OBJECT", "OPERATION", "VERDICT", "SOURCE", "POLICY", "FIELD", "MESSAGE"]]
+    for result in results:
+        verdict = result.verdict
+        if verdict.allowed:
+            rows.append([result.label, result.operation, "allowed", "", "", "", ""])
+        for violation in verdict.violations:
+            rows.append([result.label, result.operation, "denied", violation.source,
+                         violation.policy, violation.field or "-", violation.message])
+        for warning in verdict.warnings:
+            rows.append([result.label, result.operation, "warning", "", "", "", warning])
+    denied = sum(1 for r in results if not r.verdict.allowed)
+    summary = f"{len(results)} object{'s' if len(results) != 1 else ''}: " \
+              f"{len(results) - denied} allowed, {denied} denied"
+    return _table(rows) + "\n" + summary
+
+
+def render_check_json(results: Sequence[Result]) -> str:
+    return json.dumps({"results": [r.as_json() for r in results]}, indent=2, ensure_ascii=False)
+
+
+def render_test_table(results: Sequence[FixtureResult]) -> str:
+    rows = [["RESULT", "FIXTURE", "OPERATION", "EXPECTED", "GOT", "BY"]]
+    for result in results:
+        expected = "allowed" if result.expect.get("allowed") else "denied"
+        got = "allowed" if result.verdict.allowed else "denied"
+        by = ", ".join(sorted({f"{v.policy}:{v.field or '-'}" for v in result.verdict.violations}))
+        rows.append(["PASS" if result.passed else "FAIL", result.name, result.operation,
+                     expected, got, by])
+    lines = [_table(rows)]
+    for result in results:
+        if result.problems:
+            lines.append(f"FAIL {result.name}:")
+            lines += [f"  - {problem}" for problem in result.problems]
+            for violation in result.verdict.violations:
+                lines.append(f"    got [{violation.source}] {violation.policy} "
+                             f"{violation.field or '-'}: {violation.message}")
+    failed = sum(1 for r in results if not r.passed)
+    lines.append(f"{len(results)} fixtures: {len(results) - failed} passed, {failed} failed")
+    return "\n".join(lines)
+
+
+def render_test_json(results: Sequence[FixtureResult]) -> str:
+    failed = sum(1 for r in results if not r.passed)
+    return json.dumps({"fixtures": [r.as_json() for r in results],
+                       "passed": len(results) - failed, "failed": failed},
+                      indent=2, ensure_ascii=False)
+
+
+__all__ = [
+    "FixtureResult", "InputError", "Result", "check", "compare", "render_check_json",
+    "render_check_table", "render_test_json", "render_test_table", "run_fixtures",
+]
