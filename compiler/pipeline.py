@@ -9,13 +9,24 @@ from pathlib import Path
 
 from compiler import celcheck
 from compiler.diagnostics import CompileError
-from compiler.emit import admission, bundle, crds, gitops, rbac, readme, webhook, workloads
+from compiler.emit import (
+    admission,
+    bundle,
+    crds,
+    gitops,
+    rbac,
+    readme,
+    schedules,
+    webhook,
+    workloads,
+)
 from compiler.emit.base import Artifact
 from compiler.loader import load_repo
 from compiler.output import to_yaml
 from compiler.repo import Repo, assemble
 
-OBJECT_EMITTERS = (crds.emit, rbac.emit, admission.emit, webhook.emit, workloads.emit, bundle.emit)
+OBJECT_EMITTERS = (crds.emit, rbac.emit, admission.emit, webhook.emit, workloads.emit, bundle.emit,
+                   schedules.emit)
 
 
 @dataclass(frozen=True)

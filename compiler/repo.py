@@ -11,18 +11,36 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from compiler.diagnostics import CompileError, Diagnostic, Location
+from compiler.diagnostics import CompileError, Diagnostic, Location, field_path
 from compiler.loader import LoadedDocument, LoadResult, SourceDocument
 from compiler.spec import (
     BuiltinProvider,
     CapacityConsumer,
     CustomProvider,
     Enforcement,
+    ExchangeCalendarSpec,
     Fixture,
     Platform,
     ScheduleProvider,
     TenantPolicy,
 )
+
+
+@dataclass(frozen=True, eq=False)
+class CalendarDeclaration:
+    """One `spec.calendars[i]` of a ScheduleProvider and where it was written, so a problem
+    found while expanding it (at emit time) is reported on the line that declared it."""
+
+    calendar: ExchangeCalendarSpec
+    source: SourceDocument
+    path: tuple[str | int, ...]
+    """('spec', 'calendars', i) inside `source`."""
+
+    def locate(self, *fields: str | int) -> Location:
+        return self.source.locate(self.path + fields)
+
+    def field(self, *fields: str | int) -> str:
+        return field_path(self.path + fields)
 
 
 @dataclass(frozen=True, eq=False)
@@ -39,6 +57,8 @@ class Repo:
     custom_provider_sources: dict[str, tuple[SourceDocument, tuple[str | int, ...]]] = field(
         default_factory=dict, compare=False)
     """Custom provider kind -> the document and path of its declaration, to place errors."""
+    calendars: tuple[CalendarDeclaration, ...] = ()
+    """Every declared exchange calendar, in file order (the emitter sorts what it writes)."""
 
     @property
     def namespace(self) -> str:
@@ -114,6 +134,7 @@ def assemble(loaded: LoadResult) -> Repo:
         fixtures=tuple(_sorted_models(by_kind.get("Fixture", []))),
         sources=sources,
         custom_provider_sources=custom_sources,
+        calendars=_calendars(providers),
     )
 
 
@@ -207,3 +228,10 @@ def _providers(documents: list[LoadedDocument]) -> tuple[
         kind: (document.source, ("spec", "custom", document.model.spec.custom.index(c)))
         for kind, (c, document) in custom.items()}
     return builtin, [c for c, _ in custom.values()], sources, problems
+
+
+def _calendars(documents: list[LoadedDocument]) -> tuple[CalendarDeclaration, ...]:
+    return tuple(
+        CalendarDeclaration(calendar, document.source, ("spec", "calendars", index))
+        for document in sorted(documents, key=lambda d: (d.source.file, d.source.index))
+        for index, calendar in enumerate(document.model.spec.calendars))

@@ -13,7 +13,16 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from compiler.kinds.providers import (
+    MAX_CALENDAR_DATES,
+    MAX_SESSIONS,
+    DateText,
+    EarlyClose,
+    LateOpen,
+    TradingSession,
+)
 from compiler.kinds.scheduled_capacity import DNS_SUBDOMAIN_PATTERN, KIND_PATTERN
+from controllers.providers.exchange import MAX_YEARS as MAX_CALENDAR_YEARS
 from policies.fieldpath import capacity_path_error, drained_path_error
 
 CONFIG_GROUP: Final = "config.5spot.finos.org"
@@ -24,6 +33,9 @@ GROUP_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-
 VERSION_PATTERN: Final = r"^v[0-9]+((alpha|beta)[0-9]+)?$"
 PLURAL_PATTERN: Final = r"^[a-z][a-z0-9]*$"
 K8S_VERSION_PATTERN: Final = r"^1\.[0-9]+$"
+MIN_CALENDAR_YEAR: Final = 1970
+MAX_CALENDAR_YEAR: Final = 2200
+"""exchange_calendars extrapolates any year, but pandas' nanosecond timestamps end in 2262."""
 
 Name = Annotated[str, Field(pattern=DNS_LABEL_PATTERN, max_length=63)]
 NamespaceName = Annotated[str, Field(pattern=DNS_LABEL_PATTERN, max_length=63)]
@@ -283,12 +295,89 @@ class CustomProvider(_Strict):
         return self.plural or self.kind.lower() + "s"
 
 
+class CalendarYears(_Strict):
+    first: int = Field(ge=MIN_CALENDAR_YEAR, le=MAX_CALENDAR_YEAR,
+                       description="First calendar year expanded (from 1 January, local).")
+    last: int = Field(ge=MIN_CALENDAR_YEAR, le=MAX_CALENDAR_YEAR,
+                      description="Last calendar year expanded (through 31 December, local).")
+
+    @model_validator(mode="after")
+    def _span(self) -> "CalendarYears":
+        if self.last < self.first:
+            raise ValueError(f"last ({self.last}) is before first ({self.first})")
+        if self.last - self.first >= MAX_CALENDAR_YEARS:
+            raise ValueError(f"{self.first}..{self.last} spans more than {MAX_CALENDAR_YEARS} "
+                             "years; cover fewer years and extend the range as they pass")
+        return self
+
+
+class ExchangeCalendarSpec(_Strict):
+    """An exchange's trading calendar, expanded by the compiler into one CapitalMarketsSchedule
+    per namespace, so the holidays and early closes the controller follows are the ones
+    reviewed in the pull request (not whatever a library says at run time)."""
+
+    name: Name = Field(description="Name of the CapitalMarketsSchedule object in each namespace.")
+    namespaces: list[NamespaceName] = Field(
+        min_length=1, max_length=256,
+        description="Namespaces that get the schedule (ScheduledCapacity references it there).",
+    )
+    exchange: str = Field(
+        min_length=1, max_length=32,
+        description="exchange_calendars code of the exchange, an ISO 10383 MIC such as XNYS.",
+    )
+    years: CalendarYears = Field(description="The calendar years to expand, inclusive.")
+    sessions: list[TradingSession] | None = Field(
+        default=None, max_length=MAX_SESSIONS,
+        description="Replace the exchange's regular sessions (say, only 09:30-10:30); its "
+        "holidays and early closes still apply.",
+    )
+    holidays: list[DateText] = Field(
+        default_factory=list, max_length=MAX_CALENDAR_DATES,
+        description="Extra closed dates, added to the exchange's holidays.",
+    )
+    early_closes: list[EarlyClose] = Field(
+        default_factory=list, max_length=MAX_CALENDAR_DATES,
+        description="Extra or replacement early closes (a hand-written date wins).",
+    )
+    late_opens: list[LateOpen] = Field(
+        default_factory=list, max_length=MAX_CALENDAR_DATES,
+        description="Extra or replacement late opens (a hand-written date wins).",
+    )
+
+    @field_validator("namespaces")
+    @classmethod
+    def _namespaces_once(cls, namespaces: list[str]) -> list[str]:
+        if len(set(namespaces)) != len(namespaces):
+            raise ValueError("namespaces must be unique")
+        return namespaces
+
+    def overrides(self) -> dict[str, Any]:
+        """The hand-written CapitalMarketsSchedule fields (camelCase) layered on the exchange."""
+        fields: dict[str, Any] = {}
+        if self.sessions is not None:
+            fields["sessions"] = [s.model_dump(mode="json", by_alias=True, exclude_none=True)
+                                  for s in self.sessions]
+        if self.holidays:
+            fields["holidays"] = list(self.holidays)
+        if self.early_closes:
+            fields["earlyCloses"] = [e.model_dump(mode="json", by_alias=True, exclude_none=True)
+                                     for e in self.early_closes]
+        if self.late_opens:
+            fields["lateOpens"] = [e.model_dump(mode="json", by_alias=True) for e in self.late_opens]
+        return fields
+
+
 class ScheduleProviderSpec(_Strict):
     builtin: list[BuiltinProvider] = Field(
         default_factory=list, description="Built-in providers to install, by kind."
     )
     custom: list[CustomProvider] = Field(
         default_factory=list, max_length=32, description="Your own provider kinds."
+    )
+    calendars: list[ExchangeCalendarSpec] = Field(
+        default_factory=list, max_length=64,
+        description="Exchange calendars compiled into CapitalMarketsSchedule objects "
+        "(needs CapitalMarketsSchedule in builtin and the calendars extra).",
     )
 
 

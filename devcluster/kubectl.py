@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Sequence
 
 FIELD_MANAGER = "fivespot-devcluster"
-LAYERS = ("crds", "rbac", "admission", "workloads")
+LAYERS = ("crds", "rbac", "admission", "workloads", "schedules")
 
 
 def kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> str:

@@ -10,8 +10,11 @@ CRDS: Final = "crds"
 RBAC: Final = "rbac"
 ADMISSION: Final = "admission"
 WORKLOADS: Final = "workloads"
-LAYERS: Final = (CRDS, RBAC, ADMISSION, WORKLOADS)
-SYNC_WAVES: Final = {CRDS: "0", RBAC: "1", ADMISSION: "2", WORKLOADS: "3"}
+SCHEDULES: Final = "schedules"
+"""Schedule objects in tenant namespaces (compiled exchange calendars): last, so a tenant
+namespace that does not exist yet fails this layer alone."""
+LAYERS: Final = (CRDS, RBAC, ADMISSION, WORKLOADS, SCHEDULES)
+SYNC_WAVES: Final = {CRDS: "0", RBAC: "1", ADMISSION: "2", WORKLOADS: "3", SCHEDULES: "4"}
 
 PART_OF: Final = "fivespot"
 MANAGED_BY: Final = "fivespot-compiler"

@@ -9,12 +9,24 @@ from pathlib import Path
 import yaml
 from kubernetes import client
 
+from compiler.emit.base import SCHEDULES
 from compiler.output import write_tree
-from compiler.pipeline import compile_repo
+from compiler.pipeline import Compiled, compile_repo
 from devcluster.kubectl import install, kubectl
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "agent-sandbox"
+
+
+def _create_tenant_namespaces(kubeconfig: Path, compiled: Compiled) -> None:
+    """The schedules layer writes into tenant namespaces, which the platform does not own; on a
+    real cluster they exist before it syncs, so create them as tenant onboarding would."""
+    namespaces = sorted({a.obj["metadata"]["namespace"] for a in compiled.artifacts
+                         if a.layer == SCHEDULES})
+    documents = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}}
+                 for n in namespaces]
+    if documents:
+        kubectl(kubeconfig, "apply", "-f", "-", stdin=yaml.safe_dump_all(documents))
 
 
 def test_whole_example_applies_server_side_and_every_crd_is_established(
@@ -23,6 +35,7 @@ def test_whole_example_applies_server_side_and_every_crd_is_established(
     compiled = compile_repo(EXAMPLE / "config")
     out = tmp_path / "out"
     write_tree(compiled.files, out)
+    _create_tenant_namespaces(kubeconfig, compiled)
     install(kubeconfig, out, [EXAMPLE / "consumer" / "virtualmachinepools.yaml"])
 
     extensions = client.ApiextensionsV1Api(admin)
@@ -36,11 +49,13 @@ def test_whole_example_applies_server_side_and_every_crd_is_established(
     applied = json.loads(kubectl(kubeconfig, "get", "-A", "-o", "json",
                                  "-l", "app.kubernetes.io/part-of=fivespot",
                                  "deployments,serviceaccounts,configmaps,validatingadmissionpolicies,"
-                                 "validatingadmissionpolicybindings,clusterroles,roles"))
+                                 "validatingadmissionpolicybindings,clusterroles,roles,"
+                                 "capitalmarketsschedules"))
     names = {(i["kind"], i["metadata"]["name"]) for i in applied["items"]}
     expected = {(a.kind, a.name) for a in compiled.artifacts
                 if a.kind in {"Deployment", "ServiceAccount", "ConfigMap", "ValidatingAdmissionPolicy",
-                              "ValidatingAdmissionPolicyBinding", "ClusterRole", "Role"}}
+                              "ValidatingAdmissionPolicyBinding", "ClusterRole", "Role",
+                              "CapitalMarketsSchedule"}}
     assert expected <= names
 
 
@@ -50,6 +65,7 @@ def test_every_compiled_policy_type_checks_without_warnings(
     compiled = compile_repo(EXAMPLE / "config")
     out = tmp_path / "out"
     write_tree(compiled.files, out)
+    _create_tenant_namespaces(kubeconfig, compiled)
     install(kubeconfig, out, [EXAMPLE / "consumer" / "virtualmachinepools.yaml"])
     registration = client.AdmissionregistrationV1Api(admin)
     policies = [a.name for a in compiled.artifacts if a.kind == "ValidatingAdmissionPolicy"]
