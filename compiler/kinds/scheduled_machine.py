@@ -42,7 +42,20 @@ class _Model(BaseModel):
     )
 
 
-class ScheduledMachineSpec(_Model):
+class _Foreign(BaseModel):
+    """5-Spot's own controller owns ScheduledMachine; fields fivespot does not model are kept
+    (the CRD preserves them rather than pruning a newer 5-Spot's data), and never read."""
+
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+        alias_generator=to_camel,
+        frozen=True,
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+    )
+
+
+class ScheduledMachineSpec(_Foreign):
     """Which provider decides whether the machine is in the cluster, and how to build it."""
 
     schedule: ScheduleRef = Field(
@@ -85,7 +98,7 @@ class NodeRef(_Model):
     )
 
 
-class ScheduledMachineStatus(_Model):
+class ScheduledMachineStatus(_Foreign):
     """The machine controller's report; fivespot reads nodeRef and nothing else."""
 
     phase: str | None = Field(
