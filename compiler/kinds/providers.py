@@ -40,8 +40,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic.alias_generators import to_camel
 
+from compiler.kinds.base import KindModel
 from compiler.kinds.scheduled_capacity import (
     CONDITION_REASON_PATTERN,
     CONDITION_TYPE_PATTERN,
@@ -306,15 +306,9 @@ def _timezone_field(what: str) -> Any:
     )
 
 
-class _Model(BaseModel):
-    # Booleans and integers are declared Strict: lax pydantic would take "true" or "13", which
-    # the API server's schema refuses, and the two must decide alike.
-    model_config = ConfigDict(
-        extra="forbid",
-        populate_by_name=True,
-        alias_generator=to_camel,
-        frozen=True,
-    )
+class _Model(KindModel):
+    """Booleans and integers are declared Strict: lax pydantic would take "true" or "13", which
+    the API server's schema refuses, and the two must decide alike."""
 
 
 # --- specs ---------------------------------------------------------------------------------------

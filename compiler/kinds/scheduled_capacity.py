@@ -19,9 +19,9 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
-from pydantic.alias_generators import to_camel
+from pydantic import Field, field_validator
 
+from compiler.kinds.base import KindModel
 from policies.fieldpath import (
     CAPACITY_PATH_MESSAGE,
     CAPACITY_PATH_PATTERN,
@@ -109,16 +109,7 @@ _MIN_TIMEOUT: Final = parse_duration(MIN_HANDBACK_TIMEOUT)
 _MAX_TIMEOUT: Final = parse_duration(MAX_HANDBACK_TIMEOUT)
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid",
-        populate_by_name=True,
-        alias_generator=to_camel,
-        frozen=True,
-    )
-
-
-class ScheduleRef(_Model):
+class ScheduleRef(KindModel):
     """A spot-schedule provider object in the ScheduledCapacity's own namespace."""
 
     api_version: str = Field(
@@ -142,7 +133,7 @@ class ScheduleRef(_Model):
     )
 
 
-class TargetRef(_Model):
+class TargetRef(KindModel):
     """The object whose capacity field is gated. It is never created, deleted or owned."""
 
     api_version: str = Field(
@@ -173,7 +164,7 @@ def api_group(api_version: str) -> str:
     return group if slash else ""
 
 
-class Capacity(_Model):
+class Capacity(KindModel):
     """Which numeric field of the target is gated, and the value it holds while active."""
 
     path: str = Field(
@@ -197,7 +188,7 @@ class Capacity(_Model):
     )
 
 
-class Handback(_Model):
+class Handback(KindModel):
     """How to tell that the consumer has drained after the zero write, and how long to wait."""
 
     drained_path: str = Field(
@@ -235,7 +226,7 @@ class Handback(_Model):
         return parse_duration(self.timeout)
 
 
-class ScheduledCapacitySpec(_Model):
+class ScheduledCapacitySpec(KindModel):
     """Gate one numeric field on a foreign object by a spot schedule."""
 
     schedule: ScheduleRef = Field(description="The spot-schedule provider to follow.")
@@ -299,7 +290,7 @@ CONDITION_TYPE_PATTERN: Final = r"^[A-Z][A-Za-z0-9]*$"
 CONDITION_REASON_PATTERN: Final = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
 
 
-class Condition(_Model):
+class Condition(KindModel):
     """One observation, shaped like metav1.Condition."""
 
     type: str = Field(description="Condition type.", max_length=316, pattern=CONDITION_TYPE_PATTERN)
@@ -318,7 +309,7 @@ class Condition(_Model):
     )
 
 
-class ScheduleState(_Model):
+class ScheduleState(KindModel):
     """The last known answer of the schedule provider, held while it cannot be resolved."""
 
     active: bool | None = Field(
@@ -333,7 +324,7 @@ class ScheduleState(_Model):
     )
 
 
-class ScheduledCapacityStatus(_Model):
+class ScheduledCapacityStatus(KindModel):
     """What the capacity controller observed and did. All controller state lives here."""
 
     phase: Phase = Field(default=Phase.PENDING, description="Lifecycle phase.")

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.config import JsonDict
 from pydantic.alias_generators import to_camel
 
+from compiler.kinds.base import KindModel
 from compiler.kinds.scheduled_capacity import (
     DNS_SUBDOMAIN_PATTERN,
     HANDBACK_TIMEOUT_PATTERN,
@@ -31,15 +32,6 @@ PLURAL: Final = "scheduledmachines"
 SHORT_NAMES: Final = ("sm",)
 
 _OPAQUE: Final[JsonDict] = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid",
-        populate_by_name=True,
-        alias_generator=to_camel,
-        frozen=True,
-    )
 
 
 class _Foreign(BaseModel):
@@ -89,7 +81,7 @@ class ScheduledMachineSpec(_Foreign):
     )
 
 
-class NodeRef(_Model):
+class NodeRef(KindModel):
     """The Kubernetes node the machine became."""
 
     name: str = Field(

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Final
 
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
+from pydantic import Field
 
+from compiler.kinds.base import KindModel
 from policies.fieldpath import CAPACITY_PATH_PATTERN, MAX_PATH_LENGTH
 
 GROUP: Final = "policy.5spot.finos.org"
@@ -21,12 +21,7 @@ PLURAL: Final = "tenantcapacitylimits"
 API_VERSION: Final = f"{GROUP}/{VERSION}"
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, alias_generator=to_camel,
-                              frozen=True)
-
-
-class AllowedConsumer(_Model):
+class AllowedConsumer(KindModel):
     """A kind this tenant may gate, and how."""
 
     group: str = Field(max_length=253, description="API group of the target kind.")
@@ -41,7 +36,7 @@ class AllowedConsumer(_Model):
                                      description="The consumer's in-use counter, if it has one.")
 
 
-class TenantCapacityLimitSpec(_Model):
+class TenantCapacityLimitSpec(KindModel):
     """Which consumers the namespaces of one TenantPolicy may gate, and how far."""
 
     tenant_policy: str = Field(max_length=63, description="The TenantPolicy this was compiled from.")
