@@ -2,105 +2,23 @@
 
 A serving CA and the apiserver's serving certificate, a client CA and an admin client
 certificate in `system:masters`, and the service-account signing key pair that makes
-TokenRequest work. EC P-256 keys keep generation instant.
+TokenRequest work. EC P-256 keys keep generation instant. The CA and leaf issuing lives in
+`webhook.tls` (the webhook mints its own certificates the same way); it is re-exported here.
 """
 
 from __future__ import annotations
 
 import datetime
-import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-_VALIDITY = datetime.timedelta(days=30)
+from webhook.tls import KeyPair, issue, key_pem, new_ca
 
-
-@dataclass(frozen=True)
-class KeyPair:
-    cert_pem: bytes
-    key_pem: bytes
-
-
-def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-
-
-def _name(common_name: str, organization: str | None = None) -> x509.Name:
-    attributes = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
-    if organization:
-        attributes.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization))
-    return x509.Name(attributes)
-
-
-def new_ca(common_name: str, now: datetime.datetime) -> tuple[KeyPair, ec.EllipticCurvePrivateKey]:
-    """A self-signed CA certificate and its key."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(_name(common_name))
-        .issuer_name(_name(common_name))
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + _VALIDITY)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True, key_cert_sign=True, crl_sign=True,
-                content_commitment=False, key_encipherment=False, data_encipherment=False,
-                key_agreement=False, encipher_only=False, decipher_only=False,
-            ),
-            critical=True,
-        )
-        .sign(key, hashes.SHA256())
-    )
-    return KeyPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key)), key
-
-
-def issue(
-    ca: KeyPair,
-    ca_key: ec.EllipticCurvePrivateKey,
-    common_name: str,
-    now: datetime.datetime,
-    *,
-    organization: str | None = None,
-    dns_names: tuple[str, ...] = (),
-    ip_addresses: tuple[str, ...] = (),
-    server: bool = False,
-    client: bool = False,
-) -> KeyPair:
-    """A leaf certificate signed by `ca` for a server, a client, or both."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    ca_cert = x509.load_pem_x509_certificate(ca.cert_pem)
-    usages = ([ExtendedKeyUsageOID.SERVER_AUTH] if server else []) + (
-        [ExtendedKeyUsageOID.CLIENT_AUTH] if client else []
-    )
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(_name(common_name, organization))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + _VALIDITY)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
-    )
-    sans: list[x509.GeneralName] = [x509.DNSName(n) for n in dns_names]
-    sans += [x509.IPAddress(ipaddress.ip_address(a)) for a in ip_addresses]
-    if sans:
-        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-    cert = builder.sign(ca_key, hashes.SHA256())
-    return KeyPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
+__all__ = ["ControlPlaneCerts", "KeyPair", "issue", "new_ca", "service_account_keys",
+           "write_control_plane_certs"]
 
 
 def service_account_keys() -> tuple[bytes, bytes]:
@@ -109,7 +27,7 @@ def service_account_keys() -> tuple[bytes, bytes]:
     public = key.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
-    return _key_pem(key), public
+    return key_pem(key), public
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,407 @@
+"""The webhook's decisions, as pure functions of an AdmissionRequest and what they look up.
+
+Everything here is I/O-free and deterministic, so each rule is tested directly and the Flask
+views stay a thin shell (read the body, call `review`, write the response). Three checks, each
+for something CEL cannot do (DESIGN §5):
+
+- `review_host_governance`: a ScheduledCapacity naming a node that a ScheduledMachine in its
+  namespace already governs is denied, or warned, per the Platform. Only a create, or an update
+  that *changes* `spec.nodeName`, is judged: an update keeping a node that became conflicted later
+  (a finalizer removal, `enabled: false`) must go through, since the controller already holds the
+  value at 0 and blocking those edits would block the remedy.
+- `review_target_guard`: the capacity controller may change only an allowlisted capacity field
+  of a governed object, to an integer within the consumer's ceiling. Any other change, and any
+  create, delete or subresource write, is denied. Fields the API server maintains itself
+  (`resourceVersion`, `generation`, `managedFields`, ...) are not changes the caller made.
+- `review_polyfill`: the compiled ValidatingAdmissionPolicies, decided by the evaluator
+  `fivespot check` uses (`policies.admission_eval`), never a second implementation.
+
+The webhook never decides a request in its own namespace or kube-system (`review` allows them
+first): it must never stand between the cluster and its own recovery. Every denial starts with
+the check's name and says what to do.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from compiler.kinds import scheduled_capacity as scap
+from policies.admission_eval import NamespaceRequired, PolicySet
+from policies.admission_eval import review as evaluate_policies
+from policies.admission_eval.vap import reasons_to_code
+from webhook.bundle import Bundle, Consumer, HostGovernanceAction
+
+HOST_GOVERNANCE: Final = "host-governance"
+TARGET_GUARD: Final = "target-guard"
+VAP_POLYFILL: Final = "vap-polyfill"
+CHECKS: Final = (HOST_GOVERNANCE, TARGET_GUARD, VAP_POLYFILL)
+REVIEW_API_VERSION: Final = "admission.k8s.io/v1"
+REVIEW_KIND: Final = "AdmissionReview"
+
+API_SERVER_METADATA: Final = frozenset({
+    "resourceVersion", "generation", "managedFields", "uid", "creationTimestamp", "selfLink",
+})
+"""Metadata the API server sets on every write; a difference there is not the caller's change."""
+
+Verdict = Literal["allowed", "denied", "warned"]
+MachinesByNamespace = Mapping[str, Iterable[Mapping[str, Any]]]
+NamespaceLookup = Callable[[str], Mapping[str, Any] | None]
+
+
+@dataclass(frozen=True)
+class Response:
+    """An AdmissionResponse."""
+
+    uid: str
+    allowed: bool
+    message: str | None = None
+    code: int | None = None
+    reason: str | None = None
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def verdict(self) -> Verdict:
+        if not self.allowed:
+            return "denied"
+        return "warned" if self.warnings else "allowed"
+
+    def review(self) -> dict[str, Any]:
+        """The AdmissionReview (v1) carrying this response."""
+        response: dict[str, Any] = {"uid": self.uid, "allowed": self.allowed}
+        if not self.allowed:
+            status: dict[str, Any] = {"code": self.code or 403, "message": self.message or ""}
+            if self.reason:
+                status["reason"] = self.reason
+            response["status"] = status
+        if self.warnings:
+            response["warnings"] = list(self.warnings)
+        return {"apiVersion": REVIEW_API_VERSION, "kind": REVIEW_KIND, "response": response}
+
+
+def allow(uid: str, warnings: tuple[str, ...] = ()) -> Response:
+    return Response(uid, True, warnings=warnings)
+
+
+def deny(uid: str, code: int, reason: str, message: str) -> Response:
+    return Response(uid, False, message, code, reason)
+
+
+# --- reading the review ------------------------------------------------------------------------
+
+
+class Rejected(ValueError):
+    """The body is not an AdmissionReview v1 with a request uid: answered with an HTTP 4xx,
+    since without a uid there is no response the API server could match."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class Malformed(ValueError):
+    """An AdmissionRequest field the check needs is missing or has the wrong type."""
+
+
+def parse_review(body: bytes) -> Mapping[str, Any]:
+    """The AdmissionRequest inside an AdmissionReview v1 body; raises Rejected."""
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError):
+        raise Rejected(400, "the body is not JSON; send an AdmissionReview "
+                            f"({REVIEW_API_VERSION})") from None
+    if not isinstance(data, dict):
+        raise Rejected(400, f"the body is JSON but not an object; send an AdmissionReview "
+                            f"({REVIEW_API_VERSION})")
+    api_version, kind = data.get("apiVersion"), data.get("kind")
+    if api_version != REVIEW_API_VERSION or kind != REVIEW_KIND:
+        raise Rejected(400, f"expected apiVersion {REVIEW_API_VERSION} kind {REVIEW_KIND}, got "
+                            f"{_short(api_version)} {_short(kind)}; list admissionReviewVersions: "
+                            "[v1] in the webhook configuration")
+    request = data.get("request")
+    if not isinstance(request, dict):
+        raise Rejected(400, "the AdmissionReview has no request object")
+    uid = request.get("uid")
+    if not isinstance(uid, str) or not uid:
+        raise Rejected(400, "the AdmissionReview request has no uid")
+    return request
+
+
+def _short(value: object) -> str:
+    text = json.dumps(value) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _get(data: Mapping[str, Any], key: str, kind: type | tuple[type, ...], what: str) -> Any:
+    value = data.get(key)
+    if not isinstance(value, kind):
+        raise Malformed(f"{what} is missing or not a{'n' if what[0] in 'aeiou' else ''} "
+                        f"{getattr(kind, '__name__', 'valid value')}")
+    return value
+
+
+def _optional(data: Mapping[str, Any], key: str, kind: type, what: str) -> Any:
+    value = data.get(key)
+    if value is not None and not isinstance(value, kind):
+        raise Malformed(f"{what} has the wrong type")
+    return value
+
+
+def malformed(uid: str, check: str, error: Exception) -> Response:
+    return deny(uid, 400, "BadRequest",
+                f"{check}: malformed AdmissionRequest: {error}; the API server always sends it "
+                "well-formed, so check what is calling the webhook")
+
+
+def _namespace(request: Mapping[str, Any]) -> str:
+    return str(_optional(request, "namespace", str, "request.namespace") or "")
+
+
+def _resource(request: Mapping[str, Any]) -> tuple[str, str]:
+    resource = _get(request, "resource", Mapping, "request.resource")
+    group = _optional(resource, "group", str, "request.resource.group") or ""
+    return group, _get(resource, "resource", str, "request.resource.resource")
+
+
+def _operation(request: Mapping[str, Any]) -> str:
+    return str(_get(request, "operation", str, "request.operation"))
+
+
+# --- host governance ---------------------------------------------------------------------------
+
+
+def _node_name(obj: Mapping[str, Any] | None) -> str | None:
+    if not isinstance(obj, Mapping):
+        return None
+    spec = obj.get("spec")
+    node = spec.get("nodeName") if isinstance(spec, Mapping) else None
+    return node if isinstance(node, str) and node else None
+
+
+def _governed_node(machine: Mapping[str, Any]) -> str | None:
+    status = machine.get("status")
+    ref = status.get("nodeRef") if isinstance(status, Mapping) else None
+    name = ref.get("name") if isinstance(ref, Mapping) else None
+    return name if isinstance(name, str) and name else None
+
+
+def _name_of(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    return str(name) if name else "?"
+
+
+def review_host_governance(request: Mapping[str, Any], machines_by_namespace: MachinesByNamespace,
+                           action: HostGovernanceAction) -> Response:
+    """One host, one governor, at admission (the controller remains the backstop)."""
+    uid = str(request["uid"])
+    try:
+        operation = _operation(request)
+        group, resource = _resource(request)
+        if operation not in ("CREATE", "UPDATE") or (group, resource) != (scap.GROUP, scap.PLURAL):
+            return allow(uid)
+        obj = _get(request, "object", Mapping, "request.object")
+        node = _node_name(obj)
+        if node is None:
+            return allow(uid)
+        if operation == "UPDATE" and _node_name(request.get("oldObject")) == node:
+            return allow(uid)
+        namespace = _namespace(request)
+        governors = sorted(_name_of(m) for m in machines_by_namespace.get(namespace, ())
+                           if _governed_node(m) == node)
+    except Malformed as error:
+        return malformed(uid, HOST_GOVERNANCE, error)
+    if not governors:
+        return allow(uid)
+    which = ", ".join(governors)
+    if action == "Warn":
+        return allow(uid, (f"{HOST_GOVERNANCE}: node {node} is governed by ScheduledMachine "
+                           f"{which}; name another node or unset spec.nodeName",))
+    return deny(uid, 403, "Forbidden", (
+        f"{HOST_GOVERNANCE}: spec.nodeName {node} is already governed by ScheduledMachine "
+        f"{which} in namespace {namespace} (its status.nodeRef.name), and a host is governed by a "
+        "ScheduledMachine or a ScheduledCapacity, never both; name another node, or leave "
+        "spec.nodeName unset if you cannot name the node confidently"))
+
+
+# --- the governed-target diff guard ------------------------------------------------------------
+
+_MISSING: Final = object()
+Path = tuple[str, ...]
+
+
+def _same(a: object, b: object) -> bool:
+    return type(a) is type(b) and a == b
+
+
+def changed_paths(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Path]:
+    """Every leaf path whose value differs between `old` and `new`, API-server metadata aside.
+
+    Iterative (an object nested thousands deep cannot exhaust the stack), and strict about
+    types (`1`, `1.0` and `true` are different values)."""
+    found: list[Path] = []
+    stack: list[tuple[Path, object, object]] = [((), old, new)]
+    while stack:
+        path, a, b = stack.pop()
+        if a is _MISSING and isinstance(b, Mapping) and b:
+            a = {}
+        if b is _MISSING and isinstance(a, Mapping) and a:
+            b = {}
+        if isinstance(a, Mapping) and isinstance(b, Mapping):
+            for key in set(a) | set(b):
+                if path == ("metadata",) and key in API_SERVER_METADATA:
+                    continue
+                stack.append((path + (str(key),), a.get(key, _MISSING), b.get(key, _MISSING)))
+        elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+            for index, (x, y) in enumerate(zip(a, b)):
+                stack.append((path + (f"[{index}]",), x, y))
+        elif not _same(a, b):
+            found.append(path)
+    return sorted(found)
+
+
+def _value_at(obj: Mapping[str, Any], path: Path) -> object:
+    value: object = obj
+    for segment in path:
+        if not isinstance(value, Mapping) or segment not in value:
+            return _MISSING
+        value = value[segment]
+    return value
+
+
+def _show(paths: list[Path], limit: int = 5) -> str:
+    shown = ", ".join(".".join(p) or "(the whole object)" for p in paths[:limit])
+    return shown + (f" and {len(paths) - limit} more" if len(paths) > limit else "")
+
+
+def _guard_update(uid: str, request: Mapping[str, Any], consumer: Consumer, target: str) -> Response:
+    old = _get(request, "oldObject", Mapping, "request.oldObject")
+    new = _get(request, "object", Mapping, "request.object")
+    allowed_paths = consumer.path_segments
+    fields = " or ".join(consumer.capacity_paths)
+    changes = changed_paths(old, new)
+    other = [p for p in changes if not any(p[:len(a)] == a for a in allowed_paths)]
+    if other:
+        return deny(uid, 403, "Forbidden", (
+            f"{TARGET_GUARD}: the capacity controller may change only {fields} of {target}, but "
+            f"this request also changes {_show(other)}; it must send a JSON merge patch of that "
+            "one field (check the controller's version and the ScheduledCapacity's "
+            "spec.capacity.path)"))
+    for path in allowed_paths:
+        if not any(p[:len(path)] == path for p in changes):
+            continue
+        value = _value_at(new, path)
+        if isinstance(value, bool) or not isinstance(value, int) or \
+                not 0 <= value <= consumer.max_active_value:
+            shown = "nothing (removed)" if value is _MISSING else _short(value)
+            return deny(uid, 403, "Forbidden", (
+                f"{TARGET_GUARD}: {'.'.join(path)} of {target} must be an integer from 0 to "
+                f"{consumer.max_active_value} (the consumer's maxActiveValue), not {shown}; "
+                "fix spec.capacity.activeValue of the ScheduledCapacity that targets it"))
+    return allow(uid)
+
+
+def review_target_guard(request: Mapping[str, Any], bundle: Bundle) -> Response:
+    """The capacity controller's identity may merge-patch one allowlisted field, nothing else."""
+    uid = str(request["uid"])
+    try:
+        user = _get(request, "userInfo", Mapping, "request.userInfo").get("username")
+        if user != bundle.capacity_identity:
+            return allow(uid)  # not the governed identity (the match condition's job, again)
+        group, resource = _resource(request)
+        consumer = bundle.consumer_for(group, resource)
+        if consumer is None:
+            return allow(uid)
+        operation = _operation(request)
+        namespace = _namespace(request)
+        name = str(_optional(request, "name", str, "request.name") or "")
+        target = f"{consumer.kind} {namespace + '/' if namespace else ''}{name}".rstrip()
+        fields = " or ".join(consumer.capacity_paths)
+        sub = _optional(request, "subResource", str, "request.subResource")
+        if sub:
+            return deny(uid, 403, "Forbidden", (
+                f"{TARGET_GUARD}: the capacity controller may not write the {sub} subresource of "
+                f"{target}; it may only merge-patch {fields} on the object itself"))
+        if operation == "CREATE":
+            return deny(uid, 403, "Forbidden", (
+                f"{TARGET_GUARD}: the capacity controller may not create {consumer.kind} objects; "
+                f"it only changes {fields} of existing ones. Create {target} yourself: its "
+                "ScheduledCapacity reports TargetResolved=False until it exists"))
+        if operation == "DELETE":
+            return deny(uid, 403, "Forbidden", (
+                f"{TARGET_GUARD}: the capacity controller may not delete {target}; draining and "
+                "deleting belong to the consumer. Remove any RBAC grant that lets it delete"))
+        if operation != "UPDATE":
+            return deny(uid, 403, "Forbidden", (
+                f"{TARGET_GUARD}: the capacity controller may not {operation} {target}; it may "
+                f"only merge-patch {fields}"))
+        return _guard_update(uid, request, consumer, target)
+    except Malformed as error:
+        return malformed(uid, TARGET_GUARD, error)
+    except RecursionError:
+        return malformed(uid, TARGET_GUARD, Malformed("the object is nested too deeply"))
+
+
+# --- the VAP polyfill --------------------------------------------------------------------------
+
+
+def review_polyfill(request: Mapping[str, Any], policies: PolicySet,
+                    namespaces: NamespaceLookup) -> Response:
+    """The compiled policies' verdict, worded as the API server words a VAP denial."""
+    uid = str(request["uid"])
+    try:
+        _operation(request)
+        _resource(request)
+        _optional(request, "object", Mapping, "request.object")
+        _optional(request, "oldObject", Mapping, "request.oldObject")
+        _optional(request, "userInfo", Mapping, "request.userInfo")
+        namespace = _namespace(request)
+    except Malformed as error:
+        return malformed(uid, VAP_POLYFILL, error)
+    try:
+        verdict = evaluate_policies(policies, request)
+    except NamespaceRequired as needed:
+        namespace_object = namespaces(needed.namespace)
+        if namespace_object is None:
+            return deny(uid, 503, "ServiceUnavailable", (
+                f"{VAP_POLYFILL}: namespace {namespace} is not in the webhook's cache yet "
+                f"({needed.needed_by} needs its labels); retry in a moment"))
+        verdict = evaluate_policies(policies, request, namespace_object)
+    if verdict.allowed:
+        return allow(uid, tuple(verdict.warnings))
+    first = verdict.violations[0]
+    message = "; ".join(v.message for v in verdict.violations)
+    return Response(uid, False, f"{VAP_POLYFILL}: {message}", reasons_to_code(first.reason or "Invalid"),
+                    first.reason or "Invalid", tuple(verdict.warnings))
+
+
+# --- dispatch ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Lookups:
+    """What the checks read besides the request (watch-fed caches in the server)."""
+
+    machines_by_namespace: MachinesByNamespace
+    namespaces: NamespaceLookup
+
+
+def review(check: str, request: Mapping[str, Any], bundle: Bundle, lookups: Lookups) -> Response:
+    """Decide `request` with `check`; requests in the excluded namespaces are always allowed."""
+    uid = str(request["uid"])
+    namespace = request.get("namespace")
+    if isinstance(namespace, str) and namespace in bundle.excluded_namespaces:
+        return allow(uid)
+    if check == HOST_GOVERNANCE:
+        return review_host_governance(request, lookups.machines_by_namespace,
+                                      bundle.host_governance)
+    if check == TARGET_GUARD:
+        return review_target_guard(request, bundle)
+    if check == VAP_POLYFILL:
+        if bundle.policies is None:
+            return allow(uid)  # enforcement is `vap`: the API server's own policies decide
+        return review_polyfill(request, bundle.policies, lookups.namespaces)
+    raise ValueError(f"unknown check {check!r}")
