@@ -111,11 +111,13 @@ def admit(kind: CustomResourceKind, operation: str, obj: Mapping[str, Any],
     rule_errors: list[FieldError] = []
     if any(e.type in BLOCKING for e in schema_errors):
         if kind.schema.rules_below:
-            warnings.append(BLOCKED_MESSAGE)
+            # The API server reports this as one more field error, with no field (`<nil>`).
+            schema_errors.append(FieldError("", structural.INVALID, f"Invalid value: null: {BLOCKED_MESSAGE}"))
     else:
         structural.validate_rules(new, old_root, kind.schema, "", rule_errors, root=True)
     violations = tuple(
-        [Violation(SCHEMA, kind.crd_name, e.path, e.message, reason=e.type) for e in schema_errors]
+        [Violation(SCHEMA, kind.crd_name, e.path or None, e.message, reason=e.type)
+         for e in schema_errors]
         + [Violation(CRD_RULE, kind.crd_name, e.path, e.message, reason=e.type) for e in rule_errors]
     )
     return Admitted(new, stored, violations, tuple(warnings))

@@ -1,0 +1,391 @@
+"""The offline checker decides exactly as the real API server does, on a corpus of 200+ cases.
+
+The compiled agent-sandbox example (its CRDs, the consumer's CRD, the policies, bindings and
+params) is applied to a real kube-apiserver; then every case (the example's fixtures, generated
+field paths, values at every boundary, and UPDATE pairs) goes through both `fivespot check`'s
+evaluator and a server-side dry-run create or update. Allowed/denied must agree in every case,
+and so must what denied it: the set of fields of a schema/CRD-rule denial, or the policy of a
+ValidatingAdmissionPolicy denial. The corpus is generated deterministically (fixed seeds), so a
+failure names a case that can be replayed.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+import re
+import string
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+from kubernetes import client, dynamic
+from kubernetes.client.rest import ApiException
+
+from compiler.pipeline import compile_repo
+from policies.admission_eval import Checker, Request, Verdict
+from tests.integration.test_control_plane_is_real import eventually
+
+ROOT: Final = Path(__file__).resolve().parents[2]
+EXAMPLE: Final = ROOT / "examples" / "agent-sandbox"
+GROUP: Final = "5spot.finos.org"
+VERSION: Final = "v1alpha1"
+PLURAL: Final = "scheduledcapacities"
+TENANT: Final = "agents"
+OUTSIDER: Final = "team-b"
+SEED: Final = 5_000_000_005
+MANAGER: Final = "fivespot-fidelity"
+
+BASE: Final[dict[str, Any]] = {
+    "apiVersion": f"{GROUP}/{VERSION}", "kind": "ScheduledCapacity",
+    "metadata": {"name": "warm-pool", "namespace": TENANT},
+    "spec": {
+        "schedule": {"apiVersion": "spotschedules.5spot.finos.org/v1alpha1",
+                     "kind": "TimeBasedSpotSchedule", "name": "business-hours"},
+        "targetRef": {"apiVersion": "pools.agents.example.com/v1alpha1",
+                      "kind": "VirtualMachinePool", "name": "sandboxes"},
+        "capacity": {"path": "spec.warmReplicas", "activeValue": 8},
+        "handback": {"drainedPath": "status.inUse", "timeout": "15m"},
+    },
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    object: dict[str, Any]
+    old: dict[str, Any] | None = None
+
+    @property
+    def operation(self) -> str:
+        return "UPDATE" if self.old is not None else "CREATE"
+
+
+# --- the corpus ---------------------------------------------------------------------------------
+
+
+def _with(path: str, value: Any, base: dict[str, Any] | None = None) -> dict[str, Any]:
+    """BASE (or `base`) with the dotted `path` set to `value` (`...` deletes it)."""
+    obj = copy.deepcopy(base or BASE)
+    parts = path.split(".")
+    cursor = obj
+    for part in parts[:-1]:
+        cursor = cursor.setdefault(part, {})
+    if value is ...:
+        cursor.pop(parts[-1], None)
+    else:
+        cursor[parts[-1]] = value
+    return obj
+
+
+def _draw(strategy: st.SearchStrategy[Any], count: int) -> list[Any]:
+    """`count` distinct examples of `strategy`, the same ones on every run (derandomized)."""
+    drawn: list[Any] = []
+
+    @settings(max_examples=count * 3, derandomize=True, database=None, deadline=None,
+              phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+    @given(strategy)
+    def collect(value: Any) -> None:
+        if value not in drawn and len(drawn) < count:
+            drawn.append(value)
+
+    collect()
+    return drawn
+
+
+_SEGMENT_CHARS: Final = string.ascii_letters + string.digits + "[]*'/\"-_ "
+
+
+def _paths(prefixes: tuple[str, ...]) -> st.SearchStrategy[str]:
+    segment = st.one_of(
+        st.from_regex(r"\A[a-z][a-zA-Z0-9]{0,8}\Z"),
+        st.text(alphabet=_SEGMENT_CHARS, min_size=0, max_size=6),
+        st.sampled_from(["0", "[0]", "*", "..", "x\n", "É", "a/b"]),
+    )
+    return st.builds(
+        lambda head, tail: ".".join([head, *tail]),
+        st.sampled_from(prefixes), st.lists(segment, min_size=0, max_size=9))
+
+
+def fixture_cases() -> list[Case]:
+    compiled = compile_repo(EXAMPLE / "config")
+    return [Case(f"fixture:{f.metadata.name}", copy.deepcopy(f.spec.object),
+                 copy.deepcopy(f.spec.old_object) if f.spec.operation == "UPDATE" else None)
+            for f in compiled.repo.fixtures]
+
+
+def generated_cases() -> list[Case]:
+    rng = random.Random(SEED)
+    cases: list[Case] = []
+
+    def add(name: str, obj: dict[str, Any], old: dict[str, Any] | None = None) -> None:
+        cases.append(Case(name, obj, old))
+
+    for i, path in enumerate(_draw(_paths(("spec", "status", "metadata", "Spec", "")), 70)):
+        add(f"capacity-path-{i}:{path!r}", _with("spec.capacity.path", path))
+    for i, path in enumerate(_draw(_paths(("status", "spec", "")), 25)):
+        add(f"drained-path-{i}:{path!r}", _with("spec.handback.drainedPath", path))
+    segments = ["spec"] + [f"s{k}" for k in range(1, 10)]
+    for count in range(1, 10):  # segment-count boundary: spec + 7 allowed, + 8 not
+        add(f"capacity-path-segments-{count}", _with("spec.capacity.path", ".".join(segments[:count + 1])))
+    for value in (-1, 0, 1, 9, 10, 11, 31, 32, 33, 2147483647, 2147483648, "8", 1.5, True, None):
+        add(f"active-value:{value!r}", _with("spec.capacity.activeValue", value))
+    for timeout in ("1s", "999ms", "1000ms", "0.5s", "1.0s", "168h", "168h0m1s", "10080m",
+                    "604800s", "604801s", "1h30m", "7d", "", "0s", "-1s", "15m ", "1.5h", "2h45m30s"):
+        add(f"timeout:{timeout!r}", _with("spec.handback.timeout", timeout))
+    for api_version in ("spotschedules.5spot.finos.org/v1", "spotschedules.5spot.finos.org/v2beta3",
+                        "spotschedules.5spot.finos.org/v1alpha", "spotschedules.5spot.finos.org",
+                        "spotschedules.5spot.finos.org/v1\n", "5spot.finos.org/v1alpha1",
+                        "other.spotschedules.5spot.finos.org/v1", "v1", ""):
+        add(f"schedule-api-version:{api_version!r}", _with("spec.schedule.apiVersion", api_version))
+    for kind in ("ManualSchedule", "CapitalMarketsSchedule", "CronSchedule", "manualSchedule",
+                 "Manual Schedule", "M"):
+        add(f"schedule-kind:{kind!r}", _with("spec.schedule.kind", kind))
+    for api_version, kind in (("pools.agents.example.com/v1", "VirtualMachinePool"),
+                              ("pools.agents.example.com/v1alpha1", "VirtualMachine"),
+                              ("apps/v1", "Deployment"), ("v1", "VirtualMachinePool"),
+                              ("Pools.example.com/v1", "VirtualMachinePool"),
+                              ("pools.agents.example.com/", "VirtualMachinePool")):
+        add(f"target:{api_version}:{kind}", _with("spec.targetRef",
+                                                  {"apiVersion": api_version, "kind": kind, "name": "t"}))
+    for node in ("node-a", "node-a.example.com", "Node-A", "-node", "a" * 253, "a" * 254, ""):
+        add(f"node-name:{node[:20]!r}:{len(node)}", _with("spec.nodeName", node))
+    for namespace in (TENANT, OUTSIDER, "default"):
+        add(f"namespace:{namespace}", _with("metadata.namespace", namespace))
+        add(f"namespace-bad-kind:{namespace}",
+            _with("spec.schedule.kind", "CronSchedule", _with("metadata.namespace", namespace)))
+    for name in ("pool", "pool.example", "Pool", "pool_1", "a" * 253, "a" * 254):
+        add(f"metadata-name:{name[:20]}:{len(name)}", _with("metadata.name", name))
+    for field, value in (("spec.extra", 1), ("spec.capacity.unit", "x"), ("spec.enabled", "true"),
+                         ("spec.killSwitch", 0), ("spec.handback", {"drainedPath": "status.inUse"}),
+                         ("spec.handback", ...), ("spec.schedule", "ManualSchedule"),
+                         ("spec.targetRef.name", ...), ("spec", ...), ("spec.enabled", None),
+                         ("spec.nodeName", None), ("status", {"phase": "Bogus"})):
+        add(f"shape:{field}={value!r}", _with(field, value))
+    for i in range(20):  # random combinations of two boundary mutations
+        first = rng.choice(cases[-60:])
+        second = rng.choice(cases[:-60])
+        merged = copy.deepcopy(first.object)
+        merged["spec"] = {**second.object.get("spec", {}), **merged.get("spec", {})}
+        add(f"combined-{i}:{first.name}+{second.name}", merged)
+    updates = [c for c in cases if not c.name.startswith("combined")
+               and _namespace(c.object) == TENANT and not c.name.startswith("metadata-name")]
+    for i, case in enumerate(rng.sample(updates, 45)):
+        add(f"update-{i}:{case.name}", copy.deepcopy(case.object), copy.deepcopy(BASE))
+    for field, value in (("spec.capacity.activeValue", 10), ("spec.enabled", False),
+                         ("spec.capacity.activeValue", 11), ("spec.killSwitch", True)):
+        add(f"update-base:{field}={value!r}", _with(field, value), copy.deepcopy(BASE))
+    return cases
+
+
+def corpus() -> list[Case]:
+    return fixture_cases() + generated_cases()
+
+
+# --- the cluster side ---------------------------------------------------------------------------
+
+
+def _documents(path: Path) -> Iterator[dict[str, Any]]:
+    for document in yaml.safe_load_all(path.read_text()):
+        if isinstance(document, dict):
+            yield document
+
+
+@dataclass
+class Cluster:
+    objects: client.CustomObjectsApi
+    checker: Checker
+    namespaces: dict[str, dict[str, Any]]
+
+
+def _apply(dyn: dynamic.DynamicClient, obj: dict[str, Any]) -> None:
+    resource = dyn.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+    namespace = obj["metadata"].get("namespace") if resource.namespaced else None
+    resource.server_side_apply(body=obj, name=obj["metadata"]["name"], namespace=namespace,
+                               field_manager=MANAGER, force_conflicts=True)
+
+
+def _established(extensions: client.ApiextensionsV1Api, name: str) -> Callable[[], bool | None]:
+    def check() -> bool | None:
+        status = extensions.read_custom_resource_definition(name).status
+        ok = any(c.type == "Established" and c.status == "True" for c in status.conditions or [])
+        return True if ok else None
+    return check
+
+
+@pytest.fixture(scope="module")
+def cluster(admin: client.ApiClient) -> Cluster:
+    compiled = compile_repo(EXAMPLE / "config")
+    artifacts = [a.obj for a in compiled.artifacts]
+    consumer_crd = list(_documents(EXAMPLE / "consumer" / "virtualmachinepools.yaml"))
+    crds = [o for o in artifacts if o["kind"] == "CustomResourceDefinition"] + consumer_crd
+    admission = [o for o in artifacts if o["kind"] in (
+        "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "TenantCapacityLimit")]
+    dyn = dynamic.DynamicClient(admin)
+    extensions = client.ApiextensionsV1Api(admin)
+    for crd in crds:
+        _apply(dyn, crd)
+    for crd in crds:
+        eventually(_established(extensions, crd["metadata"]["name"]))
+    dyn = dynamic.DynamicClient(admin)  # rediscover the new kinds
+    for obj in sorted(admission, key=lambda o: o["kind"] != "TenantCapacityLimit"):
+        eventually(lambda obj=obj: _apply_when_served(dyn, obj))
+    core = client.CoreV1Api(admin)
+    namespaces = {}
+    for name, labels in ((TENANT, {"fivespot.example/tenant": "true"}), (OUTSIDER, {})):
+        body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+        try:
+            core.create_namespace(body)
+        except ApiException as error:
+            if error.status != 409:
+                raise
+        namespaces[name] = body
+    namespaces["default"] = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}
+    objects = client.CustomObjectsApi(admin)
+    _wait_for_policies(objects)
+    checker = Checker.compile(artifacts + consumer_crd)
+    return Cluster(objects, checker, namespaces)
+
+
+def _apply_when_served(dyn: dynamic.DynamicClient, obj: dict[str, Any]) -> bool | None:
+    try:
+        _apply(dyn, obj)
+    except (ApiException, dynamic.exceptions.ResourceNotFoundError):
+        return None
+    return True
+
+
+def _wait_for_policies(objects: client.CustomObjectsApi) -> None:
+    """Sentinels: each policy denies its own bad object, and a good object is allowed."""
+    sentinels = [
+        (_with("metadata.namespace", OUTSIDER), "fivespot-scap-tenancy"),
+        (_with("spec.schedule.kind", "CronSchedule"), "fivespot-scap-schedule-kinds"),
+        (_with("spec.capacity.activeValue", 11), "fivespot-tenant-limits"),
+    ]
+    for obj, policy in sentinels:
+        def denied_by(obj: dict[str, Any] = obj, policy: str = policy) -> bool | None:
+            outcome = server_verdict(objects, Case("sentinel", obj))
+            return True if outcome.policies == {policy} else None
+        eventually(denied_by, timeout_s=60)
+    eventually(lambda: True if server_verdict(objects, Case("sentinel", BASE)).allowed else None,
+               timeout_s=60)
+
+
+# --- asking the server --------------------------------------------------------------------------
+
+_VAP_DENIAL: Final = re.compile(
+    r"ValidatingAdmissionPolicy '([^']+)' with binding '([^']+)' denied request: ")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    allowed: bool
+    fields: frozenset[str] = frozenset()
+    """Fields of a schema / CRD-rule (422) denial."""
+    policies: frozenset[str] = frozenset()
+    """The policy of a ValidatingAdmissionPolicy denial (the server reports the first)."""
+    detail: str = ""
+
+
+def _namespace(obj: dict[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("namespace") or "default")
+
+
+def server_verdict(objects: client.CustomObjectsApi, case: Case, suffix: str = "") -> Outcome:
+    obj = copy.deepcopy(case.object)
+    namespace = _namespace(obj)
+    try:
+        if case.old is None:
+            objects.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, obj,
+                                                    dry_run="All")
+        else:
+            old = copy.deepcopy(case.old)
+            url_name = f"fidelity-{suffix}"
+            new_name = (obj.get("metadata") or {}).get("name")
+            old.setdefault("metadata", {})["name"] = url_name
+            created = objects.create_namespaced_custom_object(GROUP, VERSION, _namespace(old),
+                                                              PLURAL, old)
+            obj.setdefault("metadata", {})["resourceVersion"] = created["metadata"]["resourceVersion"]
+            if new_name == case.old["metadata"]["name"]:
+                obj["metadata"]["name"] = url_name
+            try:
+                objects.replace_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL,
+                                                         url_name, obj, dry_run="All")
+            finally:
+                objects.delete_namespaced_custom_object(GROUP, VERSION, _namespace(old), PLURAL,
+                                                        url_name)
+    except ApiException as error:
+        return _denial(error)
+    return Outcome(True)
+
+
+def _denial(error: ApiException) -> Outcome:
+    try:
+        status = json.loads(error.body)
+    except (TypeError, ValueError):
+        return Outcome(False, detail=f"{error.status} {error.body}")
+    message = str(status.get("message", ""))
+    vap = _VAP_DENIAL.search(message)
+    if vap:
+        return Outcome(False, policies=frozenset({vap.group(1)}), detail=message)
+    if status.get("reason") == "BadRequest" and "does not match the name on the URL" in message:
+        return Outcome(False, fields=frozenset({"metadata.name"}), detail=message)
+    causes = (status.get("details") or {}).get("causes") or []
+    # A field error without a path (the "rules were not checked" one) has field "<nil>".
+    fields = frozenset("" if c.get("field") in (None, "<nil>") else str(c["field"]) for c in causes)
+    return Outcome(False, fields=fields, detail=message)
+
+
+# --- the comparison -----------------------------------------------------------------------------
+
+
+def disagreement(ours: Verdict, theirs: Outcome) -> str | None:
+    """Why the two verdicts differ, or None when they agree."""
+    if ours.allowed != theirs.allowed:
+        return f"allowed: ours {ours.allowed}, server {theirs.allowed} ({theirs.detail})"
+    if ours.allowed:
+        return None
+    vap = {v.policy for v in ours.violations if v.source == "vap"}
+    fields = {v.field or "" for v in ours.violations if v.source != "vap"}
+    if theirs.policies:
+        if fields or not theirs.policies <= vap:
+            return f"denied by: ours {sorted(vap)} {sorted(fields)}, server {sorted(theirs.policies)}"
+        return None
+    if vap or fields != set(theirs.fields):
+        return (f"denying fields: ours {sorted(fields)} (policies {sorted(vap)}), "
+                f"server {sorted(theirs.fields)} ({theirs.detail})")
+    return None
+
+
+def test_corpus_is_deterministic_and_large_enough() -> None:
+    first, second = corpus(), corpus()
+    assert [(c.name, c.object, c.old) for c in first] == [(c.name, c.object, c.old) for c in second]
+    assert len(first) >= 200
+    assert sum(1 for c in first if c.old is not None) >= 40
+
+
+def test_offline_checker_agrees_with_the_api_server_on_every_case(cluster: Cluster) -> None:
+    cases = corpus()
+    disagreements = []
+    denied = 0
+    for index, case in enumerate(cases):
+        namespace = _namespace(case.object)
+        ours = cluster.checker.check(Request(case.operation, case.object, case.old,  # type: ignore[arg-type]
+                                             cluster.namespaces.get(namespace)))
+        theirs = server_verdict(cluster.objects, case, suffix=str(index))
+        denied += not theirs.allowed
+        problem = disagreement(ours, theirs)
+        if problem is not None:
+            disagreements.append(f"{case.operation} {case.name}: {problem}")
+    agreed = len(cases) - len(disagreements)
+    summary = (f"fidelity corpus: {len(cases)} cases ({sum(c.old is not None for c in cases)} "
+               f"UPDATE, {denied} denied by the server); agreement {agreed}/{len(cases)} "
+               f"({100 * agreed / len(cases):.1f}%)")
+    print(summary)
+    assert not disagreements, summary + "\n" + "\n".join(disagreements)
