@@ -1,0 +1,239 @@
+"""Raw, JSON-in JSON-out access to the API server over the `kubernetes` client's connection.
+
+Controllers work on plain dicts (what the API server sends), not on the client's generated
+models: the kinds here are custom resources anyway, deserializing thousands of objects into
+models costs memory and time, and a merge patch must go out with exactly the content type the
+caller chose. This module is the only place that builds URLs and interprets HTTP statuses.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+from urllib.parse import quote
+
+from kubernetes import client, config
+from kubernetes.client.rest import RESTResponse
+
+MERGE_PATCH: Final = "application/merge-patch+json"
+JSON: Final = "application/json"
+DEFAULT_TIMEOUT: Final = (5.0, 30.0)
+"""(connect, read) seconds for ordinary requests."""
+
+
+class ApiError(Exception):
+    """A non-2xx answer (or no answer) from the API server."""
+
+    def __init__(self, status: int, reason: str, message: str, body: Mapping[str, Any] | None = None):
+        super().__init__(f"{status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.body = body or {}
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def conflict(self) -> bool:
+        return self.status == 409
+
+    @property
+    def gone(self) -> bool:
+        return self.status == 410
+
+    @property
+    def transient(self) -> bool:
+        """Worth retrying unchanged: throttling, timeouts, server errors, no connection."""
+        return self.status in (0, 408, 429) or self.status >= 500
+
+
+def load_client(kubeconfig: Path | None = None) -> client.ApiClient:
+    """A client from `kubeconfig`, else $KUBECONFIG, else the in-cluster ServiceAccount."""
+    path = kubeconfig or (Path(os.environ["KUBECONFIG"]) if os.environ.get("KUBECONFIG") else None)
+    if path is not None:
+        api: client.ApiClient = config.new_client_from_config(config_file=str(path))
+        return api
+    configuration = client.Configuration()
+    config.load_incluster_config(client_configuration=configuration)
+    return client.ApiClient(configuration)
+
+
+def resource_path(
+    group: str,
+    version: str,
+    plural: str,
+    namespace: str | None = None,
+    name: str | None = None,
+    subresource: str | None = None,
+) -> str:
+    """`/api/v1/...` for the core group, `/apis/GROUP/VERSION/...` otherwise."""
+    parts = ["/api", version] if group == "" else ["/apis", group, version]
+    if namespace is not None:
+        parts += ["namespaces", quote(namespace, safe="")]
+    parts.append(plural)
+    if name is not None:
+        parts.append(quote(name, safe=""))
+        if subresource is not None:
+            parts.append(subresource)
+    return "/".join(parts)
+
+
+def _raw(
+    api: client.ApiClient,
+    method: str,
+    path: str,
+    query: Mapping[str, Any] | None,
+    body: Any,
+    content_type: str | None,
+    timeout: float | tuple[float, float] | None,
+) -> RESTResponse:
+    headers = {"Accept": JSON}
+    if content_type is not None:
+        headers["Content-Type"] = content_type
+    params = [(k, v) for k, v in (query or {}).items() if v is not None]
+    method, url, header_params, body, post_params = api.param_serialize(
+        method, path, query_params=params or None, header_params=headers, body=body,
+        auth_settings=["BearerToken"],
+    )
+    try:
+        response: RESTResponse = api.call_api(
+            method, url, header_params=header_params, body=body, post_params=post_params,
+            _request_timeout=timeout,
+        )
+    except Exception as error:  # connection refused, reset, timeout: no HTTP answer at all
+        raise ApiError(0, type(error).__name__, str(error)) from error
+    return response
+
+
+def _error(response: RESTResponse) -> ApiError:
+    data = response.read() or b""
+    try:
+        status = json.loads(data)
+    except ValueError:
+        status = {}
+    if not isinstance(status, dict):
+        status = {}
+    return ApiError(
+        int(response.status),
+        str(status.get("reason") or response.reason or ""),
+        str(status.get("message") or data[:300].decode(errors="replace")),
+        status,
+    )
+
+
+def request(
+    api: client.ApiClient,
+    method: str,
+    path: str,
+    *,
+    query: Mapping[str, Any] | None = None,
+    body: Any = None,
+    content_type: str | None = None,
+    timeout: float | tuple[float, float] | None = DEFAULT_TIMEOUT,
+) -> dict[str, Any]:
+    """One request; the decoded JSON answer, or ApiError."""
+    if body is not None and content_type is None:
+        content_type = JSON
+    response = _raw(api, method, path, query, body, content_type, timeout)
+    if not 200 <= response.status <= 299:
+        raise _error(response)
+    data = response.read()
+    decoded = json.loads(data) if data else {}
+    return decoded if isinstance(decoded, dict) else {"value": decoded}
+
+
+def stream(
+    api: client.ApiClient,
+    path: str,
+    *,
+    query: Mapping[str, Any],
+    timeout: tuple[float, float],
+) -> RESTResponse:
+    """A streaming GET (a watch); the caller reads `.response` and must close it."""
+    response = _raw(api, "GET", path, query, None, None, timeout)
+    if not 200 <= response.status <= 299:
+        error = _error(response)
+        response.response.release_conn()
+        raise error
+    return response
+
+
+def merge_patch(
+    api: client.ApiClient,
+    path: str,
+    body: Mapping[str, Any],
+    *,
+    timeout: float | tuple[float, float] | None = DEFAULT_TIMEOUT,
+    field_manager: str | None = None,
+) -> dict[str, Any]:
+    """A JSON merge patch (RFC 7386): only the fields in `body` change."""
+    query = {"fieldManager": field_manager} if field_manager else None
+    return request(api, "PATCH", path, query=query, body=dict(body), content_type=MERGE_PATCH,
+                   timeout=timeout)
+
+
+# --- discovery ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ResolvedKind:
+    """A kind the API server serves: the version to use, its plural, whether it is namespaced."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool
+
+
+def resolve_kind(api: client.ApiClient, group: str, kind: str) -> ResolvedKind | None:
+    """The served resource for group + kind (preferred version first, then any), or None.
+
+    Consumers of a kind resolve by group and kind, never by a pinned version (provider
+    contract), so a CRD that adds or moves versions keeps working. 404 means not installed;
+    other errors propagate (the caller retries).
+    """
+    try:
+        if group == "":
+            versions = ["v1"]
+        else:
+            info = request(api, "GET", f"/apis/{group}")
+            preferred = (info.get("preferredVersion") or {}).get("version")
+            listed = [v.get("version") for v in info.get("versions") or [] if v.get("version")]
+            versions = ([preferred] if preferred else []) + [v for v in listed if v != preferred]
+    except ApiError as error:
+        if error.not_found:
+            return None
+        raise
+    for version in versions:
+        base = "/api/v1" if group == "" else f"/apis/{group}/{version}"
+        try:
+            resources = request(api, "GET", base).get("resources") or []
+        except ApiError as error:
+            if error.not_found:
+                continue
+            raise
+        for resource in resources:
+            if resource.get("kind") == kind and "/" not in str(resource.get("name", "")):
+                return ResolvedKind(group, str(version), kind, str(resource["name"]),
+                                    bool(resource.get("namespaced")))
+    return None
+
+
+def object_key(obj: Mapping[str, Any]) -> str:
+    """`namespace/name` (or `name` for cluster-scoped objects), client-go's cache key."""
+    meta = obj.get("metadata") or {}
+    namespace = meta.get("namespace")
+    name = str(meta.get("name", ""))
+    return f"{namespace}/{name}" if namespace else name
+
+
+def split_key(key: str) -> tuple[str | None, str]:
+    namespace, slash, name = key.partition("/")
+    return (namespace, name) if slash else (None, key)
