@@ -1,6 +1,6 @@
 """Every CEL expression the compiler emits is compiled and priced before anything is written.
 
-CRD rules are compiled as the API server compiles them and their cost is estimated the way it
+CRD rules are compiled as the API server compiles them (with `self` typed from the schema) and their cost is estimated the way it
 estimates them (per rule 10,000,000, per CRD 100,000,000), so a rule the API server would refuse
 at apply time fails the build instead, naming the rule and the bound to add. VAP validations,
 message expressions, variables and match conditions are compiled with the admission variables.
@@ -25,6 +25,7 @@ from policies.cel import (
     estimate_cost,
 )
 from policies.cel.cost import MAX_REQUEST_SIZE_BYTES
+from policies.cel.typed import check_rule_types
 
 SchemaPath = tuple[str | int, ...]
 
@@ -70,7 +71,9 @@ def _check_crd(repo: Repo, artifact: Artifact) -> list[Diagnostic]:
             where, shown = _locate(repo, kind, crd_name, path, index)
             expression = rule["rule"]
             try:
-                compile_crd_rule(expression, optional_old_self=bool(rule.get("optionalOldSelf")))
+                optional = bool(rule.get("optionalOldSelf"))
+                compile_crd_rule(expression, optional_old_self=optional)
+                check_rule_types(expression, node, optional_old_self=optional)
                 if "messageExpression" in rule:
                     compile_expression(rule["messageExpression"], ("self", "oldSelf"))
                 estimate = estimate_cost(expression, node, root_is_object=node is root)
