@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 CLUSTER_DIR := .cluster
 EXAMPLE := examples/agent-sandbox
 
-.PHONY: install run test unit integration typecheck controlplane cluster cluster-down clean golden
+.PHONY: install run test unit integration typecheck controlplane cluster cluster-down clean golden bench-compile
 
 install: $(STAMP)
 
@@ -49,3 +49,7 @@ clean:
 
 golden: install
 	$(BIN)/fivespot compile $(EXAMPLE)/config --out tests/unit/golden/agent-sandbox
+
+# Benchmarks (not tests): each prints its numbers; record them in bench/RESULTS.md.
+bench-compile: install
+	$(BIN)/python bench/compile/run.py
