@@ -76,13 +76,13 @@ def compile_crds(crds: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], Cus
                 plural=str(names.get("plural", "")),
                 namespaced=spec.get("scope", "Namespaced") == "Namespaced",
                 status_subresource="status" in ((version.get("subresources") or {})),
-                schema=structural.compile_schema(_with_root_fields(openapi)),
+                schema=structural.compile_schema(with_root_fields(openapi)),
             )
             kinds[(kind.api_version, kind.kind)] = kind
     return kinds
 
 
-def _with_root_fields(openapi: Mapping[str, Any]) -> dict[str, Any]:
+def with_root_fields(openapi: Mapping[str, Any]) -> dict[str, Any]:
     """apiVersion, kind and metadata are always known at the root, whatever the schema says."""
     root = dict(openapi)
     properties = dict(root.get("properties") or {})

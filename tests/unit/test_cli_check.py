@@ -1,0 +1,175 @@
+"""`fivespot check` and `fivespot test`: verdict exit codes, the JSON shape, and every bad-input
+case (exit 2) with its exact message."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from compiler.cli import main
+from compiler.output import write_tree
+from compiler.pipeline import compile_repo
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "agent-sandbox" / "config"
+
+GOOD: dict[str, Any] = {
+    "apiVersion": "5spot.finos.org/v1alpha1", "kind": "ScheduledCapacity",
+    "metadata": {"name": "warm-pool", "namespace": "agents"},
+    "spec": {
+        "schedule": {"apiVersion": "spotschedules.5spot.finos.org/v1alpha1",
+                     "kind": "ManualSchedule", "name": "m"},
+        "targetRef": {"apiVersion": "pools.agents.example.com/v1alpha1",
+                      "kind": "VirtualMachinePool", "name": "p"},
+        "capacity": {"path": "spec.warmReplicas", "activeValue": 5},
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def out_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("out")
+    write_tree(compile_repo(EXAMPLE).files, out)
+    return out
+
+
+def write(path: Path, *documents: Any) -> Path:
+    path.write_text(yaml.safe_dump_all(documents, sort_keys=False))
+    return path
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_an_allowed_object_exits_zero_with_a_table(out_dir: Path, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    objects = write(tmp_path / "objects.yaml", GOOD)
+    code, out, _ = run(capsys, "check", "--policies", str(out_dir), str(objects))
+    assert code == 0
+    assert "ScheduledCapacity/agents/warm-pool  CREATE     allowed" in out
+    assert out.rstrip().endswith("1 object: 1 allowed, 0 denied")
+
+
+def test_a_denied_object_exits_one_and_json_has_the_issue_shape(
+        out_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = json.loads(json.dumps(GOOD))
+    bad["spec"]["capacity"]["activeValue"] = 11
+    objects = write(tmp_path / "objects.yaml", bad)
+    old = write(tmp_path / "old.yaml", GOOD)
+    code, out, _ = run(capsys, "check", "--policies", str(out_dir), "--old", str(old), "-o", "json",
+                       str(objects))
+    assert code == 1
+    assert json.loads(out) == {"results": [{
+        "object": {"apiVersion": "5spot.finos.org/v1alpha1", "kind": "ScheduledCapacity",
+                   "namespace": "agents", "name": "warm-pool"},
+        "operation": "UPDATE", "allowed": False,
+        "violations": [{
+            "source": "vap", "policy": "fivespot-tenant-limits", "field": "spec.capacity.activeValue",
+            "message": "ValidatingAdmissionPolicy 'fivespot-tenant-limits' with binding "
+                       "'fivespot-tenant-limits-agents' denied request: fivespot-tenant-limits: "
+                       "spec.capacity.activeValue 11 exceeds the limit 10 of TenantPolicy agents; "
+                       "set it to at most 10"}],
+        "warnings": []}]}
+
+
+def test_unreadable_yaml_exits_two_with_its_position(out_dir: Path, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    objects = tmp_path / "broken.yaml"
+    objects.write_text("kind: ScheduledCapacity\nmetadata: [unclosed\n")
+    code, out, err = run(capsys, "check", "--policies", str(out_dir), str(objects))
+    assert code == 2 and out == ""
+    assert err == (f"{objects}:3:1: invalid YAML: expected ',' or ']', but got '<stream end>'\n"
+                   "1 error; nothing was checked\n")
+
+
+def test_a_missing_objects_file_exits_two(out_dir: Path, tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "check", "--policies", str(out_dir), str(tmp_path / "nope.yaml"))
+    assert code == 2
+    assert err == f"{tmp_path / 'nope.yaml'}:0:0: cannot read: no such file\n1 error; nothing was checked\n"
+
+
+def test_a_kind_the_policies_do_not_know_exits_two(out_dir: Path, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    objects = write(tmp_path / "objects.yaml",
+                    {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}})
+    code, _, err = run(capsys, "check", "--policies", str(out_dir), str(objects))
+    assert code == 2
+    assert err == (
+        f"{objects}:2:1: kind: ConfigMap (v1) is not a kind the policies know (known: "
+        "CapitalMarketsSchedule (spotschedules.5spot.finos.org/v1alpha1), ManualSchedule "
+        "(spotschedules.5spot.finos.org/v1alpha1), ScheduledCapacity (5spot.finos.org/v1alpha1), "
+        "ScheduledMachine (5spot.finos.org/v1beta1), TenantCapacityLimit "
+        "(policy.5spot.finos.org/v1alpha1), TimeBasedSpotSchedule "
+        "(spotschedules.5spot.finos.org/v1alpha1))\n1 error; nothing was checked\n")
+
+
+def test_a_missing_namespace_object_a_selector_needs_exits_two(
+        out_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    write(policies / "gold.yaml", {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": "gold-only"},
+        "spec": {"policyName": "fivespot-scap-tenancy", "validationActions": ["Deny"],
+                 "matchResources": {"namespaceSelector": {"matchLabels": {"tier": "gold"}}}}})
+    objects = write(tmp_path / "objects.yaml", GOOD)
+    namespaces = write(tmp_path / "ns.yaml", {"apiVersion": "v1", "kind": "Namespace",
+                                              "metadata": {"name": "other"}})
+    code, _, err = run(capsys, "check", "--policies", str(out_dir), "--policies", str(policies),
+                       "--namespaces", str(namespaces), str(objects))
+    assert code == 2
+    assert err == (
+        f"{objects}:5:3: metadata.namespace: namespace 'agents' has no Namespace object in "
+        f"{namespaces}, and ValidatingAdmissionPolicyBinding 'gold-only' needs its labels to "
+        "decide\n1 error; nothing was checked\n")
+    write(namespaces, {"apiVersion": "v1", "kind": "Namespace",
+                       "metadata": {"name": "agents", "labels": {"tier": "gold"}}})
+    code, _, _ = run(capsys, "check", "--policies", str(out_dir), "--policies", str(policies),
+                     "--namespaces", str(namespaces), str(objects))
+    assert code == 0
+
+
+def test_an_old_object_without_a_new_version_exits_two(out_dir: Path, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    objects = write(tmp_path / "objects.yaml", GOOD)
+    other = json.loads(json.dumps(GOOD))
+    other["metadata"]["name"] = "gone"
+    old = write(tmp_path / "old.yaml", other)
+    code, _, err = run(capsys, "check", "--policies", str(out_dir), "--old", str(old), str(objects))
+    assert code == 2
+    assert err == (f"{old}:4:3: metadata.name: old object ScheduledCapacity agents/gone has no new "
+                   "version among the objects to check\n1 error; nothing was checked\n")
+
+
+def test_fivespot_test_passes_on_the_bundled_example(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "test", str(EXAMPLE))
+    assert code == 0
+    assert out.rstrip().endswith("65 fixtures: 65 passed, 0 failed")
+
+
+def test_fivespot_test_fails_a_fixture_with_the_wrong_expectation(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "config"
+    config.mkdir()
+    for source in EXAMPLE.glob("*.yaml"):
+        (config / source.name).write_text(source.read_text())
+    write(config / "fixture.yaml", {
+        "apiVersion": "config.5spot.finos.org/v1alpha1", "kind": "Fixture",
+        "metadata": {"name": "wrong"},
+        "spec": {"object": GOOD, "expect": {"allowed": False, "violations": [
+            {"policy": "fivespot-tenant-limits", "field": "spec.capacity.activeValue"}]}}})
+    code, out, _ = run(capsys, "test", str(config), "-o", "json")
+    assert code == 1
+    report = json.loads(out)
+    assert report["failed"] == 1
+    assert report["fixtures"][0]["problems"] == [
+        "expected denied, got allowed",
+        'expected violation {"policy": "fivespot-tenant-limits", "field": '
+        '"spec.capacity.activeValue"} not found']
