@@ -1,0 +1,123 @@
+"""The Flask app: thin views over `webhook.review`, plus health, readiness and metrics.
+
+A view reads the body (bounded in size, and in time by the socket deadline in
+`webhook.serving`), parses the AdmissionReview, calls the pure `review`, and writes the
+AdmissionReview back. What a caller can get wrong is answered, never crashed on:
+- not JSON, not an AdmissionReview v1, no request uid: HTTP 400 with a JSON explanation (there is
+  no uid to answer to);
+- a review with fields missing or of the wrong type: a well-formed denial (code 400) naming the
+  field;
+- a body over `MAX_BODY_BYTES`: 413; a client too slow to send it: 408;
+- an unexpected exception in a check: logged, counted, and answered as a denial with code 500
+  inside an HTTP 200, so the API server applies the webhook's failurePolicy to a clear message
+  instead of to a transport error.
+
+`MAX_BODY_BYTES`: the API server accepts request bodies up to 3 MiB, and a review of an UPDATE
+carries both the new and the old object, so a legitimate review can approach twice that. 7 MiB
+admits every review the API server can send and nothing much larger.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+from flask import Flask, Response, request
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from werkzeug.exceptions import HTTPException
+
+from webhook.bundle import Bundle
+from webhook.metrics import Metrics
+from webhook.review import CHECKS, Lookups, Rejected, deny, parse_review, review
+
+log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES: Final = 7 * 1024 * 1024
+JSON: Final = "application/json"
+
+Readiness = Callable[[], list[str]]
+"""What keeps the pod from being ready (an empty list: ready)."""
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """Everything a view needs besides the request."""
+
+    bundle: Bundle
+    lookups: Lookups
+    metrics: Metrics
+    readiness: Readiness
+
+
+def _error(status: int, message: str, check: str, metrics: Metrics) -> Response:
+    metrics.rejected.labels(check, str(status)).inc()
+    response = Response(json.dumps({"error": message}), status=status, mimetype=JSON)
+    if status in (408, 413):
+        response.headers["Connection"] = "close"  # the rest of the body is not worth reading
+    return response
+
+
+def create_app(runtime: Runtime) -> Flask:
+    app = Flask("fivespot-webhook")
+    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
+    metrics = runtime.metrics
+
+    @app.post("/validate/<check>")
+    def validate(check: str) -> Response:
+        if check not in CHECKS:
+            return _error(404, f"no check {check!r}; the checks are {', '.join(CHECKS)}", "unknown",
+                          metrics)
+        started = time.perf_counter()
+        try:
+            body = request.get_data(cache=False)
+        except HTTPException as error:  # 413 over the limit, 400 on a truncated body
+            status = error.code or 400
+            return _error(status, error.description or "bad body", check, metrics)
+        except OSError:
+            return _error(408, "the request body did not arrive in time", check, metrics)
+        try:
+            admission_request = parse_review(body)
+        except Rejected as rejected:
+            return _error(rejected.status, rejected.message, check, metrics)
+        try:
+            decided = review(check, admission_request, runtime.bundle, runtime.lookups)
+        except Exception:
+            log.exception("%s: the review of %s raised", check, admission_request.get("uid"))
+            metrics.errors.labels(check).inc()
+            decided = deny(str(admission_request["uid"]), 500, "InternalError",
+                           f"{check}: the webhook failed to decide this request (its logs have the "
+                           "details); retry, and report it if it persists")
+        payload = json.dumps(decided.review(), separators=(",", ":"))
+        metrics.latency.labels(check, decided.verdict).observe(time.perf_counter() - started)
+        return Response(payload, status=200, mimetype=JSON)
+
+    @app.get("/healthz")
+    def healthz() -> Response:
+        return Response("ok\n", mimetype="text/plain")
+
+    @app.get("/readyz")
+    def readyz() -> Response:
+        problems = runtime.readiness()
+        if problems:
+            return Response("not ready:\n" + "".join(f"- {p}\n" for p in problems), status=503,
+                            mimetype="text/plain")
+        return Response("ok\n", mimetype="text/plain")
+
+    @app.get("/metrics")
+    def prometheus() -> Response:
+        return Response(generate_latest(metrics.registry), mimetype=CONTENT_TYPE_LATEST)
+
+    @app.errorhandler(HTTPException)
+    def http_error(error: HTTPException) -> Response:
+        return _error(error.code or 400, error.description or error.name, "none", metrics)
+
+    return app
+
+
+def utcnow() -> datetime.datetime:
+    return datetime.datetime.now(datetime.timezone.utc)

@@ -1,0 +1,60 @@
+"""The watch-fed look-ups the checks read: ScheduledMachines by namespace, Namespaces by name.
+
+Both come from the controller runtime's `Informer` (list + watch into a local cache), so deciding
+a request never makes an API call: admission latency does not depend on the API server's, and a
+burst of ScheduledCapacity writes does not turn into a burst of ScheduledMachine lists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any, Final
+
+from kubernetes import client
+
+from compiler.kinds import scheduled_machine as sm
+from controllers.runtime.informer import Informer
+
+BY_NAMESPACE: Final = "namespace"
+
+
+def _namespace_of(obj: Mapping[str, Any]) -> list[str]:
+    meta = obj.get("metadata")
+    namespace = meta.get("namespace") if isinstance(meta, Mapping) else None
+    return [namespace] if isinstance(namespace, str) else []
+
+
+class MachinesByNamespace(Mapping[str, list[dict[str, Any]]]):
+    """The cached ScheduledMachines of each namespace (a read-only view, no copy)."""
+
+    def __init__(self, informer: Informer) -> None:
+        self.informer = informer
+
+    def __getitem__(self, namespace: str) -> list[dict[str, Any]]:
+        return self.informer.by_index(BY_NAMESPACE, namespace)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted({n for o in self.informer.list() for n in _namespace_of(o)}))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+def machine_informer(api: client.ApiClient) -> Informer:
+    informer = Informer(api, sm.GROUP, sm.VERSION, sm.PLURAL)
+    informer.add_index(BY_NAMESPACE, _namespace_of)
+    return informer
+
+
+def namespace_informer(api: client.ApiClient) -> Informer:
+    return Informer(api, "", "v1", "namespaces")
+
+
+class NamespaceObjects:
+    """`lookup(name)`: the cached Namespace object, or None."""
+
+    def __init__(self, informer: Informer | None) -> None:
+        self.informer = informer
+
+    def __call__(self, name: str) -> Mapping[str, Any] | None:
+        return self.informer.get(None, name) if self.informer is not None else None

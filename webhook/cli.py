@@ -1,0 +1,110 @@
+"""`fivespot webhook serve ...`: the command line of the admission webhook.
+
+`register(subparsers)` adds the `webhook` command to the `fivespot` parser (compiler/cli.py);
+`python -m webhook serve ...` runs the same parser on its own. The flags the compiled Deployment
+passes are `--bundle`, `--port` and, in cert-manager mode, `--cert-dir`; the rest have production
+defaults and exist for local runs and tests (short certificate lifetimes force rotations).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+EXIT_BAD_INPUT = 2
+
+
+def _duration(text: str) -> Any:
+    from webhook.server import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def register(subparsers: Any) -> None:
+    """Add `webhook serve` to a parser's subcommands."""
+    webhook = subparsers.add_parser("webhook", help="the admission webhook")
+    commands = webhook.add_subparsers(dest="webhook_command", metavar="COMMAND", required=True)
+    serve = commands.add_parser(
+        "serve", help="serve the admission webhook over TLS (gunicorn, gthread workers)",
+        description="Serve host governance, the governed-target guard and the VAP polyfill.")
+    serve.add_argument("--bundle", type=Path, required=True, metavar="PATH",
+                       help="the compiled bundle.json")
+    serve.add_argument("--port", type=int, required=True, metavar="N", help="TLS port (8443)")
+    serve.add_argument("--bind", default="0.0.0.0", metavar="ADDR", help="listen address")
+    serve.add_argument("--kubeconfig", type=Path, metavar="PATH",
+                       help="default: $KUBECONFIG, else the in-cluster ServiceAccount")
+    serve.add_argument("--certificate-mode", choices=("self-managed", "files"),
+                       default="self-managed",
+                       help="self-managed: keep a CA and serving certificate in the Secret "
+                            "fivespot-webhook-tls and inject the caBundle; files: serve "
+                            "--tls-cert/--tls-key (cert-manager) and reload them when they change")
+    serve.add_argument("--tls-cert", type=Path, metavar="FILE")
+    serve.add_argument("--tls-key", type=Path, metavar="FILE")
+    serve.add_argument("--cert-dir", type=Path, metavar="DIR",
+                       help="files mode with DIR/tls.crt and DIR/tls.key (the mounted Secret)")
+    serve.add_argument("--namespace", metavar="NS",
+                       help="namespace of the TLS Secret (default: $POD_NAMESPACE, else the "
+                            "bundle's install namespace)")
+    serve.add_argument("--tls-san", action="append", default=[], metavar="NAME",
+                       help="extra DNS name or IP for the serving certificate (repeatable), e.g. "
+                            "127.0.0.1 for a local API server calling by URL")
+    serve.add_argument("--ca-validity", type=_duration, default="365d", metavar="DURATION")
+    serve.add_argument("--cert-validity", type=_duration, default="90d", metavar="DURATION")
+    serve.add_argument("--renew-fraction", type=float, default=2 / 3, metavar="F",
+                       help="renew each certificate at this fraction of its lifetime")
+    serve.add_argument("--ca-overlap", type=_duration, default="10m", metavar="DURATION",
+                       help="how long a new CA sits in the caBundle before it signs")
+    serve.add_argument("--certificate-check-interval", type=float, default=60.0, metavar="SECONDS")
+    serve.add_argument("--workers", type=int, default=1, metavar="N")
+    serve.add_argument("--threads", type=int, default=8, metavar="N")
+    serve.add_argument("--keepalive", type=int, default=75, metavar="SECONDS")
+    serve.add_argument("--io-timeout", type=float, default=10.0, metavar="SECONDS",
+                       help="drop a client that sends nothing for this long")
+    serve.add_argument("--metrics-port", type=int, default=8080, metavar="N",
+                       help="plain-HTTP /metrics port (0: none)")
+    serve.set_defaults(handler=_serve)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from webhook.bundle import BundleError
+    from webhook.certificates import CertificateError, Lifetimes
+    from webhook.server import ServeOptions, serve
+
+    mode = args.certificate_mode
+    cert, key = args.tls_cert, args.tls_key
+    if args.cert_dir is not None:
+        mode, cert, key = "files", args.cert_dir / "tls.crt", args.cert_dir / "tls.key"
+    if mode == "files" and (cert is None or key is None):
+        print("webhook serve: files mode needs --tls-cert and --tls-key (or --cert-dir)",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        lifetimes = Lifetimes(ca=args.ca_validity, serving=args.cert_validity,
+                              renew_fraction=args.renew_fraction, overlap=args.ca_overlap)
+    except ValueError as error:
+        print(f"webhook serve: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    options = ServeOptions(
+        bundle_path=args.bundle, port=args.port, bind=args.bind, kubeconfig=args.kubeconfig,
+        certificate_mode=mode, tls_cert=cert, tls_key=key, namespace=args.namespace,
+        tls_sans=tuple(args.tls_san), lifetimes=lifetimes,
+        certificate_check_s=args.certificate_check_interval, workers=args.workers,
+        threads=args.threads, keepalive_s=args.keepalive, io_timeout_s=args.io_timeout,
+        metrics_port=args.metrics_port)
+    try:
+        return serve(options)
+    except (BundleError, CertificateError) as error:
+        print(f"webhook serve: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m webhook")
+    register(parser.add_subparsers(dest="command", metavar="COMMAND", required=True))
+    args = parser.parse_args(["webhook", *(sys.argv[1:] if argv is None else argv)])
+    return int(args.handler(args))

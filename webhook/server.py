@@ -1,0 +1,284 @@
+"""`fivespot webhook serve`: the app under gunicorn (gthread workers, keep-alive) over TLS.
+
+Process layout, and why:
+- The **master** (this process) checks the bundle, and in self-managed mode makes sure the TLS
+  Secret exists (create-or-adopt) before anything listens, so a pod that cannot get a certificate
+  fails to start, visibly, instead of serving errors. It writes the pair to a private scratch dir
+  only because gunicorn validates its TLS settings from files at start. It starts no threads:
+  gunicorn forks workers from it, and a fork copies only the forking thread, so locks held by
+  any other thread would be copied held.
+- Each **worker** (after the fork) opens its own API client, loads the pair, and runs its own
+  certificate loop and informers. Several workers behave exactly like several replicas: the
+  Secret's resourceVersion makes one writer win, the rest adopt. The compiled Deployment runs
+  one worker (its CPU limit is one core); scale with replicas.
+- Connections get their TLS context from the worker's `ServingCertificate` (gunicorn's
+  `ssl_context` hook), which is how a rotated certificate is served without a restart.
+- Metrics: `/metrics` on the TLS port, and plain HTTP on `--metrics-port` (the compiled metrics
+  Service's port) when there is one worker; with more, each worker's registry is its own and
+  only `/metrics` on the TLS port (one worker's view per scrape) is served.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import os
+import shutil
+import ssl
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from gunicorn.app.base import BaseApplication
+from kubernetes import client
+
+from compiler.emit.identities import WEBHOOK, WEBHOOK_CONFIGURATION, WEBHOOK_TLS_SECRET
+from controllers.runtime.informer import Informer
+from controllers.runtime.kube import load_client
+from webhook.app import Runtime, create_app, utcnow
+from webhook.bundle import Bundle, load_bundle
+from webhook.caches import MachinesByNamespace, NamespaceObjects, machine_informer, namespace_informer
+from webhook.certificates import (
+    CertificateError,
+    CertificateLoop,
+    Lifetimes,
+    SecretKeeper,
+    ServingNames,
+    TLSState,
+    next_due,
+)
+from webhook.metrics import Metrics
+from webhook.review import Lookups
+from webhook.serving import CertificateFiles, ServingCertificate
+
+log = logging.getLogger("fivespot.webhook")
+
+CertificateMode = Literal["self-managed", "files"]
+STARTUP_DEADLINE_S: Final = 60.0
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    bundle_path: Path
+    port: int
+    bind: str = "0.0.0.0"
+    kubeconfig: Path | None = None
+    certificate_mode: CertificateMode = "self-managed"
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    namespace: str | None = None
+    """Where the TLS Secret lives: --namespace, else $POD_NAMESPACE, else the bundle's."""
+    tls_sans: tuple[str, ...] = ()
+    lifetimes: Lifetimes = field(default_factory=Lifetimes)
+    certificate_check_s: float = 60.0
+    workers: int = 1
+    threads: int = 8
+    keepalive_s: int = 75
+    io_timeout_s: float = 10.0
+    metrics_port: int = 0
+
+
+def _secret_namespace(options: ServeOptions, bundle: Bundle) -> str:
+    return options.namespace or os.environ.get("POD_NAMESPACE") or bundle.namespace
+
+
+def _keeper(api: client.ApiClient, options: ServeOptions, bundle: Bundle) -> SecretKeeper:
+    namespace = _secret_namespace(options, bundle)
+    return SecretKeeper(api, namespace, WEBHOOK_TLS_SECRET, WEBHOOK_CONFIGURATION,
+                        options.lifetimes,
+                        ServingNames.for_service(WEBHOOK, namespace, options.tls_sans))
+
+
+def initial_certificate(options: ServeOptions, bundle: Bundle, scratch: Path) -> tuple[Path, Path]:
+    """The files gunicorn starts with: the mounted pair, or the Secret's (created if need be)."""
+    if options.certificate_mode == "files":
+        assert options.tls_cert is not None and options.tls_key is not None
+        return options.tls_cert, options.tls_key
+    api = load_client(options.kubeconfig)
+    keeper = _keeper(api, options, bundle)
+    deadline = time.monotonic() + STARTUP_DEADLINE_S
+    try:
+        while True:
+            try:
+                state = keeper.reconcile()
+                break
+            except (CertificateError, client.ApiException, OSError) as error:
+                if time.monotonic() > deadline:
+                    raise CertificateError(f"no serving certificate after {STARTUP_DEADLINE_S:.0f}s: "
+                                           f"{error}") from None
+                log.warning("certificate not ready (%s); retrying", error)
+                time.sleep(2)
+    finally:
+        api.close()
+    cert, key = scratch / "tls.crt", scratch / "tls.key"
+    key.touch(mode=0o600)
+    key.write_bytes(state.serving_key_pem)
+    cert.write_bytes(state.serving_cert_pem)
+    return cert, key
+
+
+# --- per worker --------------------------------------------------------------------------------
+
+_SERVING: ServingCertificate | None = None
+"""This worker's serving certificate (None in the master)."""
+
+
+def _ssl_context(conf: Any, default_factory: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
+    context = _SERVING.context() if _SERVING is not None else None
+    return context if context is not None else default_factory()
+
+
+class _SelfManagedTick:
+    """One certificate check: reconcile the Secret and caBundle, serve what it holds."""
+
+    def __init__(self, keeper: SecretKeeper, serving: ServingCertificate, metrics: Metrics,
+                 interval_s: float) -> None:
+        self.keeper, self.serving, self.metrics, self.interval_s = keeper, serving, metrics, interval_s
+
+    def __call__(self) -> float:
+        state: TLSState = self.keeper.reconcile()
+        if self.serving.load(state.serving_cert_pem, state.serving_key_pem):
+            self.metrics.certificate_reloads.inc()
+            log.info("serving certificate loaded; valid until %s", self.serving.not_after)
+        self.metrics.set_expiry("serving", self.serving.not_after)
+        self.metrics.set_expiry("ca", state.authorities[-1].cert.not_valid_after_utc)
+        until = (next_due(state, self.keeper.lifetimes) - utcnow()).total_seconds()
+        return min(self.interval_s, max(until, 0.0) + 0.05)
+
+
+class _FilesTick:
+    def __init__(self, files: CertificateFiles, metrics: Metrics) -> None:
+        self.files, self.metrics = files, metrics
+
+    def __call__(self) -> float:
+        before = self.files.serving.reloads
+        delay = self.files.tick()
+        if self.files.serving.reloads != before:
+            self.metrics.certificate_reloads.inc()
+            log.info("serving certificate reloaded from %s; valid until %s", self.files.cert,
+                     self.files.serving.not_after)
+        self.metrics.set_expiry("serving", self.files.serving.not_after)
+        return delay
+
+
+@dataclass
+class Worker:
+    """What one worker runs besides the app (kept for readiness and shutdown)."""
+
+    serving: ServingCertificate
+    machines: Informer
+    namespaces: Informer | None
+    loop: CertificateLoop
+
+    def readiness(self) -> list[str]:
+        problems = []
+        if problem := self.serving.problem(utcnow()):
+            problems.append(problem)
+        for informer in (self.machines, self.namespaces):
+            if informer is not None and not informer.healthy():
+                problems.append(f"the {informer.name} cache is not synced or its watch is stalled")
+        return problems
+
+
+def start_worker(options: ServeOptions, bundle: Bundle, cert: Path, key: Path,
+                 scratch: Path) -> tuple[Runtime, Worker]:
+    api = load_client(options.kubeconfig)
+    metrics = Metrics()
+    serving = ServingCertificate(options.io_timeout_s, scratch)
+    serving.load(cert.read_bytes(), key.read_bytes())
+    metrics.certificate_reloads.inc()
+    metrics.set_expiry("serving", serving.not_after)
+    tick: Callable[[], float]
+    if options.certificate_mode == "files":
+        files = CertificateFiles(cert, key, serving, interval=min(options.certificate_check_s, 10.0))
+        files.tick()
+        tick = _FilesTick(files, metrics)
+    else:
+        tick = _SelfManagedTick(_keeper(api, options, bundle), serving, metrics,
+                                options.certificate_check_s)
+    machines = machine_informer(api)
+    namespaces = namespace_informer(api) if bundle.polyfill else None
+    loop = CertificateLoop(tick, "certificates")
+    worker = Worker(serving, machines, namespaces, loop)
+    for informer in (machines, namespaces):
+        if informer is not None:
+            informer.start()
+    loop.start()
+    runtime = Runtime(bundle, Lookups(MachinesByNamespace(machines), NamespaceObjects(namespaces)),
+                      metrics, worker.readiness)
+    return runtime, worker
+
+
+class WebhookApplication(BaseApplication):  # type: ignore[misc]
+    """gunicorn, configured in code rather than from a command line or a file."""
+
+    def __init__(self, options: ServeOptions, bundle: Bundle, cert: Path, key: Path,
+                 scratch: Path) -> None:
+        self.options, self.bundle, self.cert, self.key, self.scratch = (
+            options, bundle, cert, key, scratch)
+        super().__init__()
+
+    def load_config(self) -> None:
+        options = self.options
+        host = f"[{options.bind}]" if ":" in options.bind else options.bind
+        settings: dict[str, Any] = {
+            "bind": [f"{host}:{options.port}"],
+            "workers": options.workers,
+            "worker_class": "gthread",
+            "threads": options.threads,
+            "keepalive": options.keepalive_s,
+            "timeout": 30,
+            "graceful_timeout": 10,
+            "certfile": str(self.cert),
+            "keyfile": str(self.key),
+            "ssl_context": _ssl_context,
+            "accesslog": None,
+            "errorlog": "-",
+            "loglevel": "info",
+            "proc_name": "fivespot-webhook",
+            "preload_app": False,
+        }
+        for key, value in settings.items():
+            self.cfg.set(key, value)
+
+    def load(self) -> Any:
+        global _SERVING
+        runtime, worker = start_worker(self.options, self.bundle, self.cert, self.key, self.scratch)
+        _SERVING = worker.serving
+        if self.options.metrics_port and self.options.workers == 1:
+            from prometheus_client import start_http_server
+
+            start_http_server(self.options.metrics_port, addr=self.options.bind,
+                              registry=runtime.metrics.registry)
+        return create_app(runtime)
+
+
+def serve(options: ServeOptions) -> int:
+    """Run the webhook until a signal stops it; the exit code of the master."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    bundle = load_bundle(options.bundle_path)
+    scratch = Path(tempfile.mkdtemp(prefix="fivespot-webhook-"))
+    try:
+        cert, key = initial_certificate(options, bundle, scratch)
+        log.info("serving %s on %s:%d (%s certificates, host governance %s, polyfill %s)",
+                 options.bundle_path, options.bind, options.port, options.certificate_mode,
+                 bundle.host_governance, "on" if bundle.polyfill else "off")
+        WebhookApplication(options, bundle, cert, key, scratch).run()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return 0
+
+
+def parse_duration(text: str) -> datetime.timedelta:
+    """`90d`, `12h`, `10m`, `30s` (or a sum of them, `1h30m`)."""
+    import re
+
+    units = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+    parts = re.fullmatch(r"(?:\d+(?:\.\d+)?[dhms])+", text.strip())
+    if not parts:
+        raise ValueError(f"{text!r} is not a duration like 90d, 12h, 10m or 30s")
+    seconds = sum(float(n) * units[u] for n, u in re.findall(r"(\d+(?:\.\d+)?)([dhms])", text))
+    return datetime.timedelta(seconds=seconds)
