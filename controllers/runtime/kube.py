@@ -53,14 +53,20 @@ class ApiError(Exception):
         return self.status in (0, 408, 429) or self.status >= 500
 
 
+POOL_SIZE: Final = 32
+"""Connections kept per host: every informer holds one open for its watch, and workers and lease
+threads need their own; urllib3's default (5 per CPU) would open and drop TLS connections."""
+
+
 def load_client(kubeconfig: Path | None = None) -> client.ApiClient:
     """A client from `kubeconfig`, else $KUBECONFIG, else the in-cluster ServiceAccount."""
     path = kubeconfig or (Path(os.environ["KUBECONFIG"]) if os.environ.get("KUBECONFIG") else None)
-    if path is not None:
-        api: client.ApiClient = config.new_client_from_config(config_file=str(path))
-        return api
     configuration = client.Configuration()
-    config.load_incluster_config(client_configuration=configuration)
+    if path is not None:
+        config.load_kube_config(config_file=str(path), client_configuration=configuration)
+    else:
+        config.load_incluster_config(client_configuration=configuration)
+    configuration.connection_pool_maxsize = POOL_SIZE
     return client.ApiClient(configuration)
 
 

@@ -1,0 +1,26 @@
+"""`python -m controllers capacity --bundle PATH ...`: run a controller without the `fivespot`
+entry point (tests, the demo and the benchmark start controllers this way)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from controllers.cli import EXIT_BAD_INPUT, add_capacity
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m controllers", description=__doc__)
+    sub = parser.add_subparsers(dest="command", metavar="CONTROLLER")
+    add_capacity(sub)
+    args = parser.parse_args(argv)
+    handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help()
+        return EXIT_BAD_INPUT
+    return handler(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

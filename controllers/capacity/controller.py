@@ -1,0 +1,545 @@
+"""The capacity controller's I/O shell around `decide`: watch, observe, decide, write, requeue.
+
+One reconcile of one ScheduledCapacity:
+
+1. only if this replica leads the object's partition (checked again right before each write);
+2. observe: the object and its prior status, the provider's status, the target's field and
+   drain counter, the namespace's ScheduledMachines — from informer caches, turning "cache not
+   synced" and API errors into LookupFailed, never into "absent";
+3. `decide` (pure); a transient answer retries with backoff and writes nothing;
+4. when the decision writes, the target is read once more from the API server (the cache may
+   lag our own last write) and the decision is re-made, so a write always rests on fresh data;
+   the write is re-checked against the compiled allowlist (`refusal`) and sent as exactly one
+   JSON merge patch of the single field;
+5. only after the write landed, the status patch (only if the status changed, conditional on
+   the resourceVersion the decision read), then Kubernetes Events, then a requeue at the
+   decision's deadline (a handback timeout).
+
+Event-driven reactions map provider, target and ScheduledMachine events back to the
+ScheduledCapacities that reference them through cache indexes, and the informers' slow resync
+re-queues everything as a backstop. All state lives in status, so a restart loses nothing and
+replays nothing: an unchanged world produces no write and no status patch.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Final
+
+from kubernetes import client
+
+from compiler.emit.identities import CAPACITY_CONTROLLER
+from compiler.kinds import scheduled_capacity as scap
+from compiler.kinds import scheduled_machine as sm
+from compiler.kinds.scheduled_capacity import (
+    INACTIVE_VALUE,
+    ConditionStatus,
+    Phase,
+    ScheduledCapacitySpec,
+    ScheduledCapacityStatus,
+    api_group,
+)
+from controllers.capacity import conditions as cond
+from controllers.capacity.decide import Decision, Event, decide, refusal, write_failed
+from controllers.capacity.observations import (
+    AllowlistEntry,
+    DecisionInput,
+    InvalidSpec,
+    LookupFailed,
+    MachinesObservation,
+    ScheduleObservation,
+    TargetFound,
+    TargetNotFound,
+    TargetObservation,
+    allowlist_entry,
+    observe_machines,
+    observe_schedule,
+    observe_target,
+    parse_spec,
+    parse_status,
+)
+from controllers.capacity.patches import status_patch, target_patch
+from controllers.capacity.watches import KindWatches
+from controllers.runtime import kube, metrics
+from controllers.runtime.cache import DELETED, MODIFIED, Obj
+from controllers.runtime.clock import SYSTEM_CLOCK, Clock
+from controllers.runtime.controller import Controller, Result
+from controllers.runtime.informer import DEFAULT_STALL_AFTER_S, DEFAULT_WATCH_TIMEOUT_S, Informer
+from controllers.runtime.kube import ResolvedKind
+from controllers.runtime.leaderelection import LeaderElector, Timing, leases_for
+from controllers.runtime.partitions import Partitions
+from controllers.runtime.workqueue import WorkQueue
+
+log = logging.getLogger("fivespot.capacity")
+
+FIELD_MANAGER: Final = CAPACITY_CONTROLLER
+REPORTING_CONTROLLER: Final = "5spot.finos.org/capacity-controller"
+REQUEUE_SLACK_S: Final = 0.05
+"""Deadlines are whole seconds; look again just after one, not just before."""
+
+BY_SCHEDULE: Final = "schedule"
+BY_TARGET: Final = "target"
+BY_NODE: Final = "node"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the controller is configured with (the CLI fills it from flags and bundle)."""
+
+    bundle: Mapping[str, Any]
+    identity: str
+    namespace: str
+    """Install namespace: where the partition Leases live."""
+    partitions: Partitions
+    timing: Timing = field(default_factory=Timing)
+    workers: int = 4
+    resync_s: float = 300.0
+    stall_after_s: float = DEFAULT_STALL_AFTER_S
+    watch_timeout_s: float = DEFAULT_WATCH_TIMEOUT_S
+    resolve_retry_s: float = 5.0
+
+
+def ref_key(namespace: str, api_version: object, kind: object, name: object) -> str:
+    """How a reference is indexed: namespace/group/kind/name."""
+    return f"{namespace}/{api_group(str(api_version))}/{kind}/{name}"
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def scap_references(obj: Obj) -> dict[str, list[str]]:
+    """The index keys of one ScheduledCapacity, from its raw spec (which may be invalid)."""
+    meta = _mapping(obj.get("metadata"))
+    namespace = str(meta.get("namespace", ""))
+    spec = _mapping(obj.get("spec"))
+    found: dict[str, list[str]] = {BY_SCHEDULE: [], BY_TARGET: [], BY_NODE: []}
+    schedule, target = _mapping(spec.get("schedule")), _mapping(spec.get("targetRef"))
+    if schedule:
+        found[BY_SCHEDULE].append(ref_key(namespace, schedule.get("apiVersion", ""),
+                                          schedule.get("kind"), schedule.get("name")))
+    if target:
+        found[BY_TARGET].append(ref_key(namespace, target.get("apiVersion", ""),
+                                        target.get("kind"), target.get("name")))
+    if isinstance(spec.get("nodeName"), str):
+        found[BY_NODE].append(f"{namespace}/{spec['nodeName']}")
+    return found
+
+
+def object_ref_key(obj: Obj) -> str:
+    meta = _mapping(obj.get("metadata"))
+    return ref_key(str(meta.get("namespace", "")), obj.get("apiVersion", ""), obj.get("kind"),
+                   meta.get("name"))
+
+
+def machine_node(obj: Obj | None) -> str | None:
+    if obj is None:
+        return None
+    node = _mapping(_mapping(obj.get("status")).get("nodeRef")).get("name")
+    return node if isinstance(node, str) else None
+
+
+def newer(a: Obj | None, b: Obj | None) -> Obj | None:
+    """The more recent of two versions of one object, by resourceVersion (etcd revisions)."""
+    if a is None or b is None:
+        return a or b
+    try:
+        ra = int(_mapping(a.get("metadata")).get("resourceVersion", 0))
+        rb = int(_mapping(b.get("metadata")).get("resourceVersion", 0))
+    except (TypeError, ValueError):
+        return a
+    return b if rb > ra else a
+
+
+def guard_write(
+    spec: ScheduledCapacitySpec | InvalidSpec, entry: AllowlistEntry | None, decision: Decision
+) -> str | None:
+    """Why the shell must not send `decision.write`, or None. Defence in depth: `decide` already
+    refused, but the write is the security-relevant act, so the bundle check is repeated here."""
+    if decision.write is None:
+        return None
+    if isinstance(spec, InvalidSpec):
+        return "the spec is invalid"
+    problem = refusal(spec, entry)
+    if problem is not None:
+        return problem.message
+    if decision.write_path != spec.capacity.path:
+        return f"the decision names {decision.write_path}, not spec.capacity.path"
+    if decision.write not in (INACTIVE_VALUE, spec.capacity.active_value):
+        return f"{decision.write} is neither 0 nor spec.capacity.activeValue"
+    return None
+
+
+class CapacityController:
+    """Wires informers, the queue, the workers, the elector and the reconcile."""
+
+    def __init__(self, api_client: client.ApiClient, settings: Settings, *, clock: Clock = SYSTEM_CLOCK):
+        self.api = api_client
+        self.settings = settings
+        self.clock = clock
+        self.partitions = settings.partitions
+        self.consumers: list[Mapping[str, object]] = [
+            c for c in settings.bundle.get("consumers") or [] if isinstance(c, Mapping)
+        ]
+        self.queue = WorkQueue("capacity")
+        self.scaps = self._informer(scap.GROUP, scap.VERSION, scap.PLURAL)
+        self.machines = self._informer(sm.GROUP, sm.VERSION, sm.PLURAL)
+        for index in (BY_SCHEDULE, BY_TARGET, BY_NODE):
+            self.scaps.add_index(index, _indexer(index))
+        self.scaps.add_handler(self._on_scap)
+        self.machines.add_handler(self._on_machine)
+        self.providers = KindWatches(api_client, self._informer_for, self._on_provider,
+                                     retry_s=settings.resolve_retry_s, on_resolved=self._on_kind_resolved)
+        self.targets = KindWatches(api_client, self._informer_for, self._on_target,
+                                   retry_s=settings.resolve_retry_s, on_resolved=self._on_kind_resolved)
+        for provider in settings.bundle.get("providers") or []:
+            self.providers.want(str(provider["group"]), str(provider["kind"]))
+        for consumer in self.consumers:
+            self.targets.want(str(consumer.get("group", "")), str(consumer.get("kind", "")))
+        self.elector = LeaderElector(
+            api_client, settings.namespace,
+            leases_for(CAPACITY_CONTROLLER, self.partitions.campaign), settings.identity,
+            timing=settings.timing, clock=clock, controller=CAPACITY_CONTROLLER,
+            on_started_leading=self._on_started_leading,
+        )
+        self.workers = Controller(CAPACITY_CONTROLLER, self.queue, self.reconcile,
+                                  workers=settings.workers)
+        self._own_writes: dict[str, Obj] = {}
+        self._own_lock = threading.Lock()
+        self._events: queue.Queue[tuple[Obj, Event]] = queue.Queue(maxsize=1000)
+        self._stop = threading.Event()
+        self._event_thread = threading.Thread(target=self._emit_events, name="events", daemon=True)
+        self._label = CAPACITY_CONTROLLER
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    def start(self, sync_timeout_s: float = 30.0) -> None:
+        """Start watching, wait for the own caches, then campaign and work."""
+        self.scaps.start()
+        self.machines.start()
+        self.providers.resolve_now()
+        self.targets.resolve_now()
+        self.providers.start()
+        self.targets.start()
+        for informer in (self.scaps, self.machines, *self.providers.informers(), *self.targets.informers()):
+            if not informer.wait_synced(sync_timeout_s):
+                log.warning("cache not synced yet; starting anyway", extra={"resource": informer.name})
+        self._event_thread.start()
+        self.workers.start()
+        self.elector.start()
+
+    def stop(self) -> None:
+        """Stop acting first (workers drain), then release the leases, then stop watching."""
+        self._stop.set()
+        self.workers.stop()
+        self.elector.stop(release=True)
+        self.providers.stop()
+        self.targets.stop()
+        self.scaps.stop()
+        self.machines.stop()
+
+    def ready(self) -> bool:
+        informers = [self.scaps, self.machines, *self.providers.informers(), *self.targets.informers()]
+        return all(i.healthy() for i in informers)
+
+    def alive(self) -> bool:
+        return self.workers.alive()
+
+    # --- event handlers: map every change to the ScheduledCapacities it concerns ----------------
+
+    def _enqueue(self, key: str) -> None:
+        namespace, _ = kube.split_key(key)
+        partition = self.partitions.of(namespace)
+        if partition is not None and self.elector.is_leading(partition):
+            self.queue.add(key)
+
+    def _enqueue_objects(self, objs: Iterable[Obj]) -> None:
+        for obj in objs:
+            self._enqueue(kube.object_key(obj))
+
+    def _on_scap(self, event: str, obj: Obj, old: Obj | None) -> None:
+        key = kube.object_key(obj)
+        if event == DELETED:
+            with self._own_lock:
+                self._own_writes.pop(key, None)
+            return
+        if event == MODIFIED and old is not None:
+            generation = _mapping(obj.get("metadata")).get("generation")
+            if generation == _mapping(old.get("metadata")).get("generation"):
+                return  # a status-only change (usually our own write): nothing new to decide
+        self._enqueue(key)
+
+    def _on_provider(self, event: str, obj: Obj, old: Obj | None) -> None:
+        self._enqueue_objects(self.scaps.by_index(BY_SCHEDULE, object_ref_key(obj)))
+
+    def _on_target(self, event: str, obj: Obj, old: Obj | None) -> None:
+        self._enqueue_objects(self.scaps.by_index(BY_TARGET, object_ref_key(obj)))
+
+    def _on_machine(self, event: str, obj: Obj, old: Obj | None) -> None:
+        namespace = str(_mapping(obj.get("metadata")).get("namespace", ""))
+        for node in {machine_node(obj), machine_node(old)} - {None}:
+            self._enqueue_objects(self.scaps.by_index(BY_NODE, f"{namespace}/{node}"))
+
+    def _on_kind_resolved(self, group_kind: tuple[str, str]) -> None:
+        group, kind = group_kind
+        for obj in self.scaps.list():
+            refs = scap_references(obj)
+            if any(f"/{group}/{kind}/" in k for k in refs[BY_SCHEDULE] + refs[BY_TARGET]):
+                self._enqueue(kube.object_key(obj))
+
+    def _on_started_leading(self, partition: str) -> None:
+        for obj in self.scaps.list():
+            if self.partitions.of(_mapping(obj.get("metadata")).get("namespace")) == partition:
+                self.queue.add(kube.object_key(obj))
+
+    # --- observing ------------------------------------------------------------------------------
+
+    def _informer_for(self, resolved: ResolvedKind) -> Informer:
+        return self._informer(resolved.group, resolved.version, resolved.plural)
+
+    def _informer(self, group: str, version: str, plural: str) -> Informer:
+        s = self.settings
+        return Informer(self.api, group, version, plural, resync_s=s.resync_s,
+                        stall_after_s=s.stall_after_s, watch_timeout_s=s.watch_timeout_s)
+
+    def _current(self, key: str) -> Obj | None:
+        namespace, name = kube.split_key(key)
+        cached = self.scaps.get(namespace, name)
+        if cached is None:
+            return None
+        with self._own_lock:
+            own = self._own_writes.get(key)
+        return newer(cached, own)
+
+    def _observe_schedule(self, spec: ScheduledCapacitySpec, namespace: str) -> ScheduleObservation:
+        group = api_group(spec.schedule.api_version)
+        self.providers.want(group, spec.schedule.kind)
+        watched = self.providers.get(group, spec.schedule.kind)
+        if watched is None or watched.informer is None:
+            if watched is not None and watched.last_error == "not served by the API server":
+                return observe_schedule(None, crd_installed=False)
+            return LookupFailed(f"resolving {spec.schedule.kind}.{group}: "
+                                f"{(watched.last_error if watched else None) or 'pending'}")
+        if not watched.informer.has_synced():
+            return LookupFailed(f"the {spec.schedule.kind} cache has not synced yet")
+        return observe_schedule(watched.informer.get(namespace, spec.schedule.name))
+
+    def _target_kind(self, spec: ScheduledCapacitySpec) -> tuple[ResolvedKind | None, str | None]:
+        watched = self.targets.get(spec.target_ref.group, spec.target_ref.kind)
+        if watched is None:
+            return None, None
+        return watched.resolved, watched.last_error
+
+    def _observe_target(self, spec: ScheduledCapacitySpec, namespace: str, *, fresh: bool) -> TargetObservation:
+        resolved, error = self._target_kind(spec)
+        if resolved is None:
+            if error == "not served by the API server":
+                return TargetNotFound()
+            return LookupFailed(f"resolving {spec.target_ref.kind}: {error or 'pending'}")
+        watched = self.targets.get(spec.target_ref.group, spec.target_ref.kind)
+        informer = watched.informer if watched is not None else None
+        if not fresh and informer is not None and informer.has_synced():
+            return observe_target(informer.get(namespace, spec.target_ref.name), spec)
+        path = kube.resource_path(resolved.group, resolved.version, resolved.plural, namespace,
+                                  spec.target_ref.name)
+        try:
+            return observe_target(kube.request(self.api, "GET", path), spec)
+        except kube.ApiError as failure:
+            if failure.not_found:
+                return TargetNotFound()
+            return LookupFailed(f"reading the target: {failure}")
+
+    def _observe_machines(self, namespace: str) -> MachinesObservation:
+        if not self.machines.has_synced():
+            return LookupFailed("the ScheduledMachine cache has not synced yet")
+        return observe_machines(self.machines.list(namespace))
+
+    # --- the reconcile --------------------------------------------------------------------------
+
+    def reconcile(self, key: str) -> Result:
+        namespace, name = kube.split_key(key)
+        if namespace is None:
+            return Result()
+        partition = self.partitions.of(namespace)
+        if partition is None or not self.elector.is_leading(partition):
+            return Result()
+        obj = self._current(key)
+        if obj is None:
+            return Result()
+        meta = _mapping(obj.get("metadata"))
+        spec = parse_spec(obj.get("spec"))
+        raw_status = obj.get("status") if isinstance(obj.get("status"), Mapping) else None
+        prior = parse_status(raw_status)
+        entry = None
+        schedule: ScheduleObservation = LookupFailed("not read: the spec is refused")
+        target: TargetObservation = TargetNotFound()
+        machines: MachinesObservation = ()
+        if isinstance(spec, ScheduledCapacitySpec):
+            entry = allowlist_entry(self.consumers, spec.target_ref.group, spec.target_ref.kind)
+            if refusal(spec, entry) is None:
+                schedule = self._observe_schedule(spec, namespace)
+                target = self._observe_target(spec, namespace, fresh=False)
+                machines = self._observe_machines(namespace)
+        inp = DecisionInput(
+            namespace=namespace, name=name, generation=int(meta.get("generation") or 0),
+            spec=spec, schedule=schedule, target=target, machines=machines, allowlist=entry,
+            prior=prior, now=self.clock.now(),
+        )
+        decision = decide(inp)
+        if decision.write is not None and isinstance(spec, ScheduledCapacitySpec):
+            # The cache may lag our own last write: decide again on the target as it is now.
+            inp = _with_target(inp, self._observe_target(spec, namespace, fresh=True))
+            decision = decide(inp)
+        if decision.transient is not None:
+            log.info("transient lookup failure; nothing changed, retrying",
+                     extra={"key": key, "why": decision.transient})
+            return Result(retry=True)
+        if decision.write is not None:
+            outcome = self._write_target(key, partition, spec, entry, decision, inp)
+            if outcome is not None:
+                return outcome
+        if not self._write_status(key, partition, obj, raw_status, decision.status, prior):
+            return Result(retry=True)
+        for event in decision.events:
+            self._queue_event(obj, event)
+        return self._requeue(decision.requeue_at)
+
+    def _requeue(self, at: datetime | None) -> Result:
+        if at is None:
+            return Result()
+        return Result(requeue_after_s=max((at - self.clock.now()).total_seconds(), 0.0) + REQUEUE_SLACK_S)
+
+    def _write_target(
+        self, key: str, partition: str, spec: ScheduledCapacitySpec | InvalidSpec,
+        entry: AllowlistEntry | None, decision: Decision, inp: DecisionInput,
+    ) -> Result | None:
+        """Send the one merge patch; None when it landed, else what the reconcile returns."""
+        assert isinstance(spec, ScheduledCapacitySpec) and decision.write is not None
+        problem = guard_write(spec, entry, decision)
+        if problem is not None:
+            log.error("refusing a write the bundle does not allow", extra={"key": key, "why": problem})
+            return Result()
+        resolved, _ = self._target_kind(spec)
+        if resolved is None:
+            return Result(retry=True)
+        if not self.elector.is_leading(partition):
+            return Result()
+        path = kube.resource_path(resolved.group, resolved.version, resolved.plural, inp.namespace,
+                                  spec.target_ref.name)
+        body = target_patch(spec.capacity.path, decision.write)
+        try:
+            kube.merge_patch(self.api, path, body, field_manager=FIELD_MANAGER,
+                             timeout=self._write_timeout())
+        except kube.ApiError as error:
+            if error.not_found or error.transient:
+                log.info("target write failed; retrying", extra={"key": key, "error": str(error)[:300]})
+                return Result(retry=True)
+            log.warning("target write refused", extra={"key": key, "error": str(error)[:300]})
+            obj = self._current(key)
+            if obj is not None:
+                raw = obj.get("status") if isinstance(obj.get("status"), Mapping) else None
+                failed = write_failed(inp, decision, str(error)[:500])
+                self._write_status(key, partition, obj, raw, failed, inp.prior)
+            return Result(retry=True)
+        metrics.WRITES.labels(controller=self._label, what="target").inc()
+        log.info("target written", extra={
+            "key": key, "partition": partition, "identity": self.settings.identity,
+            "target": f"{spec.target_ref.kind}/{inp.namespace}/{spec.target_ref.name}",
+            "path": spec.capacity.path, "value": decision.write,
+        })
+        return None
+
+    def _write_status(
+        self, key: str, partition: str, obj: Obj, raw: Mapping[str, Any] | None,
+        desired: ScheduledCapacityStatus, prior: ScheduledCapacityStatus | None,
+    ) -> bool:
+        patch = status_patch(raw, desired)
+        if patch is None:
+            return True
+        if not self.elector.is_leading(partition):
+            return True
+        meta = _mapping(obj.get("metadata"))
+        namespace, name = kube.split_key(key)
+        body = {"metadata": {"resourceVersion": meta.get("resourceVersion")}, **patch}
+        path = kube.resource_path(scap.GROUP, scap.VERSION, scap.PLURAL, namespace, name, "status")
+        try:
+            answer = kube.merge_patch(self.api, path, body, field_manager=FIELD_MANAGER,
+                                      timeout=self._write_timeout())
+        except kube.ApiError as error:
+            level = logging.INFO if error.conflict else logging.WARNING
+            log.log(level, "status write failed; retrying", extra={"key": key, "error": str(error)[:300]})
+            return False
+        metrics.WRITES.labels(controller=self._label, what="status").inc()
+        with self._own_lock:
+            self._own_writes[key] = answer
+        self._count_transitions(prior, desired)
+        return True
+
+    def _count_transitions(self, prior: ScheduledCapacityStatus | None, status: ScheduledCapacityStatus) -> None:
+        if status.phase is Phase.HANDBACK_TIMED_OUT and (prior is None or prior.phase is not status.phase):
+            metrics.HANDBACK_TIMEOUTS.labels(controller=self._label).inc()
+        before = prior.condition(cond.HOST_GOVERNANCE_CONFLICT) if prior is not None else None
+        after = status.condition(cond.HOST_GOVERNANCE_CONFLICT)
+        was = before is not None and before.status is ConditionStatus.TRUE
+        if after is not None and after.status is ConditionStatus.TRUE and not was:
+            metrics.HOST_GOVERNANCE_CONFLICTS.labels(controller=self._label).inc()
+
+    def _write_timeout(self) -> tuple[float, float]:
+        """Shorter than the lease margin, so a write cannot land after a successor took over."""
+        t = self.settings.timing
+        margin = t.lease_duration_s - t.renew_deadline_s
+        return (min(2.0, margin / 2), max(margin / 2, 0.5))
+
+    # --- events ---------------------------------------------------------------------------------
+
+    def _queue_event(self, obj: Obj, event: Event) -> None:
+        try:
+            self._events.put_nowait((obj, event))
+        except queue.Full:
+            log.warning("event queue full; dropping an event", extra={"reason": event.reason})
+
+    def _emit_events(self) -> None:
+        while not self._stop.is_set():
+            try:
+                obj, event = self._events.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            meta = _mapping(obj.get("metadata"))
+            body = {
+                "apiVersion": "events.k8s.io/v1", "kind": "Event",
+                "metadata": {"generateName": f"{meta.get('name')}-", "namespace": meta.get("namespace")},
+                "eventTime": self.clock.now().strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+                "reportingController": REPORTING_CONTROLLER,
+                "reportingInstance": self.settings.identity[:128],
+                "action": "Reconcile", "reason": event.reason[:128], "note": event.message[:1024],
+                "type": event.type,
+                "regarding": {"apiVersion": f"{scap.GROUP}/{scap.VERSION}", "kind": scap.KIND,
+                              "name": meta.get("name"), "namespace": meta.get("namespace"),
+                              "uid": meta.get("uid"), "resourceVersion": meta.get("resourceVersion")},
+            }
+            path = kube.resource_path("events.k8s.io", "v1", "events", str(meta.get("namespace")))
+            try:
+                kube.request(self.api, "POST", path, body=body, timeout=(2.0, 5.0))
+            except kube.ApiError as error:
+                log.info("could not record an event", extra={"reason": event.reason, "error": str(error)[:200]})
+
+
+def _indexer(index: str) -> Callable[[Obj], list[str]]:
+    def keys(obj: Obj) -> list[str]:
+        return scap_references(obj)[index]
+
+    return keys
+
+
+def _with_target(inp: DecisionInput, target: TargetObservation) -> DecisionInput:
+    from dataclasses import replace
+
+    return replace(inp, target=target)
+
+
+__all__ = ["CapacityController", "Settings", "TargetFound", "guard_write", "scap_references"]

@@ -1,0 +1,122 @@
+"""Watches on kinds the capacity controller does not own: providers and consumer targets.
+
+Both are resolved by group + kind through discovery, in whatever version the API server serves
+(provider contract: never a pinned version). A kind whose CRD is not installed is *unresolved*:
+ScheduledCapacities that use it report it (ProviderCRDNotInstalled) and the resolver retries in
+the background, so installing the CRD later starts its informer and re-queues exactly the
+objects that were waiting for it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kubernetes import client
+
+from controllers.runtime import kube
+from controllers.runtime.informer import EventHandler, Informer
+from controllers.runtime.kube import ResolvedKind
+
+log = logging.getLogger("fivespot.capacity.watches")
+
+GroupKind = tuple[str, str]
+
+
+@dataclass
+class Watched:
+    """One kind: its resolution (None while unresolved) and its informer once resolved."""
+
+    group: str
+    kind: str
+    resolved: ResolvedKind | None = None
+    informer: Informer | None = None
+    last_error: str | None = None
+
+
+InformerFactory = Callable[[ResolvedKind], Informer]
+Resolved = Callable[[GroupKind], None]
+
+
+class KindWatches:
+    """Informers for a set of (group, kind), started as each kind becomes resolvable."""
+
+    def __init__(
+        self,
+        api_client: client.ApiClient,
+        make_informer: InformerFactory,
+        handler: EventHandler,
+        *,
+        retry_s: float = 5.0,
+        on_resolved: Resolved | None = None,
+    ):
+        self.api_client = api_client
+        self._make = make_informer
+        self._handler = handler
+        self._retry_s = retry_s
+        self._on_resolved = on_resolved
+        self._lock = threading.Lock()
+        self._kinds: dict[GroupKind, Watched] = {}
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def want(self, group: str, kind: str) -> None:
+        """Watch this kind (idempotent); resolution happens on the resolver thread."""
+        with self._lock:
+            if (group, kind) in self._kinds:
+                return
+            self._kinds[(group, kind)] = Watched(group, kind)
+        self._wake.set()
+
+    def get(self, group: str, kind: str) -> Watched | None:
+        with self._lock:
+            return self._kinds.get((group, kind))
+
+    def informers(self) -> list[Informer]:
+        with self._lock:
+            return [w.informer for w in self._kinds.values() if w.informer is not None]
+
+    def resolve_now(self) -> None:
+        """One resolution pass over every unresolved kind (the resolver thread's body)."""
+        with self._lock:
+            pending = [w for w in self._kinds.values() if w.resolved is None]
+        for watched in pending:
+            try:
+                resolved = kube.resolve_kind(self.api_client, watched.group, watched.kind)
+            except kube.ApiError as error:
+                watched.last_error = error.message
+                log.warning("discovery failed", extra={"group": watched.group, "kind": watched.kind,
+                                                       "error": error.message[:300]})
+                continue
+            if resolved is None:
+                watched.last_error = "not served by the API server"
+                continue
+            informer = self._make(resolved)
+            informer.add_handler(self._handler)
+            with self._lock:
+                watched.resolved, watched.informer, watched.last_error = resolved, informer, None
+            informer.start()
+            log.info("watching kind", extra={"group": resolved.group, "kind": resolved.kind,
+                                              "version": resolved.version, "plural": resolved.plural})
+            if self._on_resolved is not None:
+                informer.wait_synced(10)
+                self._on_resolved((watched.group, watched.kind))
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="kind-resolver", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        for informer in self.informers():
+            informer.stop()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.resolve_now()
+            self._wake.wait(self._retry_s)
+            self._wake.clear()

@@ -1,0 +1,114 @@
+"""`fivespot controller capacity ...`: the command-line entry of the controllers.
+
+`register(subparsers)` adds the `controller` command to any argparse parser (the `fivespot` CLI
+wires it in with one line); `add_runtime_flags` is the set of flags every controller shares
+(identity, kubeconfig, partitions, lease timings, probes), so the providers take the same ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from controllers.runtime import logs
+from controllers.runtime.bundle import BundleError, load_bundle
+from controllers.runtime.leaderelection import Timing, default_identity
+from controllers.runtime.partitions import Partitions
+
+log = logging.getLogger("fivespot.cli")
+
+EXIT_OK = 0
+EXIT_BAD_INPUT = 2
+
+
+def add_runtime_flags(parser: argparse.ArgumentParser) -> None:
+    """Flags shared by every controller binary."""
+    parser.add_argument("--bundle", type=Path, required=True, metavar="PATH",
+                        help="the compiled bundle.json (mounted from the fivespot-bundle ConfigMap)")
+    parser.add_argument("--kubeconfig", type=Path, metavar="PATH",
+                        help="kubeconfig to use (default: $KUBECONFIG, else in-cluster)")
+    parser.add_argument("--identity", metavar="NAME",
+                        help="lease holder identity (default: $POD_NAME, else host-pid-random)")
+    parser.add_argument("--metrics-port", type=int, default=8080, metavar="N",
+                        help="port for /healthz, /readyz and /metrics (0: any free port)")
+    parser.add_argument("--partitions", metavar="a,b",
+                        help="campaign only for these partitions (default: all in the bundle)")
+    parser.add_argument("--lease-namespace", metavar="NS",
+                        help="namespace of the partition Leases (default: $POD_NAMESPACE, else "
+                             "the bundle's install namespace)")
+    parser.add_argument("--workers", type=int, default=4, metavar="N")
+    parser.add_argument("--lease-duration", type=float, default=15.0, metavar="S")
+    parser.add_argument("--renew-deadline", type=float, default=10.0, metavar="S")
+    parser.add_argument("--retry-period", type=float, default=2.0, metavar="S")
+    parser.add_argument("--resync", type=float, default=300.0, metavar="S",
+                        help="slow periodic resync of every cached object (the backstop clock)")
+    parser.add_argument("--stall-after", type=float, default=150.0, metavar="S",
+                        help="a watch with no event and no bookmark for this long is restarted")
+    parser.add_argument("--watch-timeout", type=float, default=240.0, metavar="S")
+    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+
+
+def add_capacity(subparsers: Any) -> argparse.ArgumentParser:
+    """The `capacity` subcommand (under `controller`, or top level for `python -m controllers`)."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "capacity", help="run the ScheduledCapacity controller")
+    add_runtime_flags(parser)
+    parser.set_defaults(handler=run_capacity)
+    return parser
+
+
+def register(subparsers: Any) -> None:
+    """Add `controller capacity` to a parser's subcommands."""
+    controller = subparsers.add_parser("controller", help="run a fivespot controller")
+    sub = controller.add_subparsers(dest="controller", metavar="CONTROLLER", required=True)
+    add_capacity(sub)
+
+
+def partitions_from(args: argparse.Namespace, bundle: dict[str, Any]) -> Partitions:
+    partitions = Partitions.from_bundle(bundle)
+    if args.partitions:
+        partitions = partitions.only(p.strip() for p in args.partitions.split(",") if p.strip())
+    return partitions
+
+
+def run_capacity(args: argparse.Namespace) -> int:
+    from controllers.capacity.controller import CapacityController, Settings
+    from controllers.runtime.health import HealthServer
+    from controllers.runtime.kube import load_client
+    from controllers.runtime.signals import stop_event_on_signals
+
+    logs.configure(args.log_level)
+    try:
+        bundle = load_bundle(args.bundle)
+        partitions = partitions_from(args, bundle)
+        timing = Timing(lease_duration_s=args.lease_duration, renew_deadline_s=args.renew_deadline,
+                        retry_period_s=args.retry_period)
+    except (BundleError, ValueError) as error:
+        log.error("cannot start", extra={"error": str(error)})
+        return EXIT_BAD_INPUT
+    settings = Settings(
+        bundle=bundle,
+        identity=args.identity or default_identity(),
+        namespace=args.lease_namespace or os.environ.get("POD_NAMESPACE") or str(bundle["namespace"]),
+        partitions=partitions, timing=timing, workers=args.workers, resync_s=args.resync,
+        stall_after_s=args.stall_after, watch_timeout_s=args.watch_timeout,
+    )
+    stop = stop_event_on_signals(threading.Event())
+    controller = CapacityController(load_client(args.kubeconfig), settings)
+    health = HealthServer(args.metrics_port)
+    health.add_liveness("workers", controller.alive)
+    health.add_readiness("caches", controller.ready)
+    health.start()
+    log.info("capacity controller starting", extra={
+        "identity": settings.identity, "partitions": list(partitions.campaign),
+        "metrics_port": health.port, "lease_namespace": settings.namespace, "pid": os.getpid()})
+    controller.start()
+    stop.wait()
+    log.info("stopping: releasing leases", extra={"identity": settings.identity})
+    controller.stop()
+    health.stop()
+    return EXIT_OK
