@@ -1,0 +1,205 @@
+"""Helpers for the capacity controller's integration tests: the objects a tenant and a consumer
+would create (as the admin), the provider status a provider would publish, and polling."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from kubernetes import client
+
+from controllers.capacity import localrun
+from controllers.runtime import kube
+
+T = TypeVar("T")
+NS = "agents"
+POOLS = ("pools.agents.example.com", "v1alpha1", "virtualmachinepools")
+MANUAL = ("spotschedules.5spot.finos.org", "v1alpha1", "manualschedules")
+SCAP = ("5spot.finos.org", "v1alpha1", "scheduledcapacities")
+MACHINES = ("5spot.finos.org", "v1beta1", "scheduledmachines")
+FAST_LEASES = ("--lease-duration", "4", "--renew-deadline", "3", "--retry-period", "1")
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def path(kind: tuple[str, str, str], name: str | None = None, sub: str | None = None,
+         ns: str = NS) -> str:
+    return kube.resource_path(*kind, namespace=ns, name=name, subresource=sub)
+
+
+def eventually(probe: Callable[[], T | None], timeout: float = 10.0, what: str = "condition") -> T:
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
+
+
+class World:
+    """One tenant's objects in namespace `agents`, created and changed as the admin."""
+
+    def __init__(self, admin: client.ApiClient, ns: str = NS):
+        self.api = admin
+        self.ns = ns
+
+    def pool(self, name: str, warm: int = 0, in_use: int | None = None) -> None:
+        kube.request(self.api, "POST", path(POOLS, ns=self.ns), body={
+            "apiVersion": "pools.agents.example.com/v1alpha1", "kind": "VirtualMachinePool",
+            "metadata": {"name": name}, "spec": {"warmReplicas": warm}})
+        if in_use is not None:
+            self.set_in_use(name, in_use)
+
+    def set_in_use(self, name: str, in_use: int) -> None:
+        kube.merge_patch(self.api, path(POOLS, name, "status", ns=self.ns), {"status": {"inUse": in_use}})
+
+    def warm(self, name: str) -> Any:
+        return self.get_pool(name)["spec"].get("warmReplicas")
+
+    def get_pool(self, name: str) -> dict[str, Any]:
+        return kube.request(self.api, "GET", path(POOLS, name, ns=self.ns))
+
+    def schedule(self, name: str, active: bool | None) -> None:
+        kube.request(self.api, "POST", path(MANUAL, ns=self.ns), body={
+            "apiVersion": "spotschedules.5spot.finos.org/v1alpha1", "kind": "ManualSchedule",
+            "metadata": {"name": name}, "spec": {"enabled": bool(active)}})
+        if active is not None:
+            self.set_active(name, active)
+
+    def set_active(self, name: str, active: bool) -> None:
+        """What the ManualSchedule provider would publish (written directly, as the admin)."""
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        kube.merge_patch(self.api, path(MANUAL, name, "status", ns=self.ns), {"status": {
+            "active": active, "observedGeneration": 1, "lastTransitionTime": stamp,
+            "conditions": [{"type": "Ready", "status": "True", "reason": "Reconciled",
+                            "message": "test", "lastTransitionTime": stamp}]}})
+
+    def scap(self, name: str, schedule: str, pool: str, active_value: int = 7, *,
+             handback: dict[str, str] | None = None, node: str | None = None,
+             capacity_path: str = "spec.warmReplicas") -> None:
+        spec: dict[str, Any] = {
+            "schedule": {"apiVersion": "spotschedules.5spot.finos.org/v1alpha1",
+                         "kind": "ManualSchedule", "name": schedule},
+            "targetRef": {"apiVersion": "pools.agents.example.com/v1alpha1",
+                          "kind": "VirtualMachinePool", "name": pool},
+            "capacity": {"path": capacity_path, "activeValue": active_value},
+        }
+        if handback is not None:
+            spec["handback"] = handback
+        if node is not None:
+            spec["nodeName"] = node
+        kube.request(self.api, "POST", path(SCAP, ns=self.ns), body={
+            "apiVersion": "5spot.finos.org/v1alpha1", "kind": "ScheduledCapacity",
+            "metadata": {"name": name}, "spec": spec})
+
+    def get_scap(self, name: str) -> dict[str, Any]:
+        return kube.request(self.api, "GET", path(SCAP, name, ns=self.ns))
+
+    def status(self, name: str) -> dict[str, Any]:
+        status: dict[str, Any] = self.get_scap(name).get("status") or {}
+        return status
+
+    def phase(self, name: str) -> Any:
+        return self.status(name).get("phase")
+
+    def condition(self, name: str, type_: str) -> dict[str, Any]:
+        for c in self.status(name).get("conditions") or []:
+            if c["type"] == type_:
+                return dict(c)
+        return {}
+
+    def wait_phase(self, name: str, phase: str, timeout: float = 10.0) -> dict[str, Any]:
+        return eventually(lambda: (s := self.status(name)).get("phase") == phase and s,
+                          timeout, f"{name} phase {phase}")
+
+    def machine(self, name: str, node: str, schedule: str) -> None:
+        kube.request(self.api, "POST", path(MACHINES, ns=self.ns), body={
+            "apiVersion": "5spot.finos.org/v1beta1", "kind": "ScheduledMachine",
+            "metadata": {"name": name},
+            "spec": {"schedule": {"apiVersion": "spotschedules.5spot.finos.org/v1alpha1",
+                                  "kind": "ManualSchedule", "name": schedule}}})
+        kube.merge_patch(self.api, path(MACHINES, name, "status", ns=self.ns),
+                         {"status": {"nodeRef": {"name": node}}})
+
+    def delete_machine(self, name: str) -> None:
+        kube.request(self.api, "DELETE", path(MACHINES, name, ns=self.ns))
+
+
+class ControllerProcess:
+    """One `python -m controllers capacity` child process, restartable, logging JSON to a file."""
+
+    def __init__(self, kubeconfig: Path, bundle: Path, identity: str, log_file: Path,
+                 partitions: tuple[str, ...] = (), extra: tuple[str, ...] = FAST_LEASES):
+        self.kubeconfig, self.bundle, self.identity = kubeconfig, bundle, identity
+        self.log_file, self.partitions, self.extra = log_file, partitions, extra
+        self.process: subprocess.Popen[bytes] | None = None
+        self.port = 0
+
+    def start(self) -> "ControllerProcess":
+        mark = self.log_file.stat().st_size if self.log_file.exists() else 0
+        self.process = localrun.start_controller(self.kubeconfig, self.bundle, self.identity,
+                                                 self.log_file, partitions=self.partitions,
+                                                 extra=self.extra)
+        self.port = eventually(lambda: self._start_port(mark), 30, "controller start line")
+        return self
+
+    def _start_port(self, mark: int) -> int | None:
+        for entry in self.entries(since=mark):
+            if entry.get("msg") == "capacity controller starting" and entry.get("pid") == self.pid:
+                return int(entry["metrics_port"])
+        return None
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def wait_leading(self, *partitions: str, timeout: float = 15.0) -> None:
+        def leading() -> bool:
+            status, body = localrun.http_get(self.port, "/metrics")
+            return status == 200 and all(
+                f'fivespot_is_leader{{controller="fivespot-capacity-controller",partition="{p}"}} 1.0'
+                in body for p in partitions)
+        eventually(leading, timeout, f"{self.identity} leading {partitions}")
+
+    def kill(self) -> None:
+        """SIGKILL: no lease release, no goodbye."""
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(10)
+
+    def terminate(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def entries(self, since: int = 0) -> list[dict[str, Any]]:
+        if not self.log_file.exists():
+            return []
+        with open(self.log_file, "rb") as handle:
+            handle.seek(since)
+            data = handle.read().decode(errors="replace")
+        found = []
+        for line in data.splitlines():
+            try:
+                found.append(json.loads(line))
+            except ValueError:
+                continue
+        return found
+
+    def writes(self) -> list[dict[str, Any]]:
+        return [e for e in self.entries() if e.get("msg") == "target written"]
