@@ -1,0 +1,30 @@
+"""Every compiled Deployment runs a command the `fivespot` CLI actually has."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from compiler.cli import build_parser
+from compiler.pipeline import compile_repo
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "agent-sandbox" / "config"
+
+
+def test_every_compiled_deployment_runs_a_command_the_cli_parses() -> None:
+    deployments = [a.obj for a in compile_repo(EXAMPLE).artifacts if a.kind == "Deployment"]
+    assert len(deployments) >= 4
+    for deployment in deployments:
+        container = deployment["spec"]["template"]["spec"]["containers"][0]
+        args = container["args"]
+        parsed = build_parser(args).parse_args(args)
+        assert callable(parsed.handler), args
+
+
+def test_compile_does_not_load_the_kubernetes_client() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys; from compiler.cli import build_parser; build_parser(['compile']); " \
+           "print('kubernetes' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
