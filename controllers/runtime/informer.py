@@ -12,8 +12,8 @@ stop delivering; client-go's reflector is the model here):
 - every watch carries a server-side `timeoutSeconds` (jittered, so replicas do not reconnect in
   lockstep) and a socket read timeout of `stall_after_s`: a connection that dies without a FIN
   is noticed rather than waited on forever;
-- a stall (no event and no bookmark for `stall_after_s`) is counted, logged, makes `healthy()`
-  false (readiness fails) and restarts the watch;
+- a stall (no event and no bookmark for `stall_after_s` since the watch was answered) is counted,
+  logged, makes `healthy()` false (readiness fails) and restarts the watch;
 - reconnects back off exponentially with jitter.
 
 A slow periodic resync re-delivers every cached object as RESYNC: the second clock, a backstop
@@ -308,6 +308,7 @@ class Informer:
             raise
         with self._response_lock:
             self._response = response.response
+        self._touch()  # the server answered: silence is measured from here
         try:
             for line in iter_lines(self._chunks(response.response)):
                 if self._stop.is_set():
