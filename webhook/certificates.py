@@ -52,6 +52,7 @@ log = logging.getLogger(__name__)
 
 SECRET_TYPE: Final = "kubernetes.io/tls"
 CA_COMMON_NAME: Final = "fivespot-webhook-ca"
+SERVING_COMMON_NAME: Final = "fivespot-webhook"
 MANAGED_BY_LABEL: Final = {"app.kubernetes.io/managed-by": "fivespot-webhook",
                            "app.kubernetes.io/part-of": "fivespot"}
 
@@ -264,9 +265,11 @@ def plan(state: TLSState | None, now: datetime.datetime, lifetimes: Lifetimes,
         if not changed:
             return None
         return TLSState(tuple(authorities), state.serving_cert_pem, state.serving_key_pem)
-    pair = tls.issue(tls.KeyPair(by.cert_pem, by.key_pem), by.key, names.dns[0] if names.dns
-                     else "fivespot-webhook", now, dns_names=names.dns, ip_addresses=names.ips,
-                     server=True, validity=lifetimes.serving)
+    # The names live in the SANs (what clients check); a CN is at most 64 characters, which a
+    # long namespace's service name would exceed.
+    pair = tls.issue(tls.KeyPair(by.cert_pem, by.key_pem), by.key, SERVING_COMMON_NAME, now,
+                     dns_names=names.dns, ip_addresses=names.ips, server=True,
+                     validity=lifetimes.serving)
     return TLSState(tuple(authorities), pair.cert_pem, pair.key_pem)
 
 

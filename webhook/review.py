@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from compiler.kinds import scheduled_capacity as scap
+from compiler.kinds.scheduled_machine import governed_node
 from policies.admission_eval import NamespaceRequired, PolicySet
 from policies.admission_eval import review as evaluate_policies
 from policies.admission_eval.vap import reasons_to_code
@@ -181,13 +182,6 @@ def _node_name(obj: Mapping[str, Any] | None) -> str | None:
     return node if isinstance(node, str) and node else None
 
 
-def _governed_node(machine: Mapping[str, Any]) -> str | None:
-    status = machine.get("status")
-    ref = status.get("nodeRef") if isinstance(status, Mapping) else None
-    name = ref.get("name") if isinstance(ref, Mapping) else None
-    return name if isinstance(name, str) and name else None
-
-
 def _name_of(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata")
     name = meta.get("name") if isinstance(meta, Mapping) else None
@@ -211,7 +205,7 @@ def review_host_governance(request: Mapping[str, Any], machines_by_namespace: Ma
             return allow(uid)
         namespace = _namespace(request)
         governors = sorted(_name_of(m) for m in machines_by_namespace.get(namespace, ())
-                           if _governed_node(m) == node)
+                           if governed_node(m.get("status")) == node)
     except Malformed as error:
         return malformed(uid, HOST_GOVERNANCE, error)
     if not governors:
