@@ -273,13 +273,15 @@ def plan(state: TLSState | None, now: datetime.datetime, lifetimes: Lifetimes,
     return TLSState(tuple(authorities), pair.cert_pem, pair.key_pem)
 
 
-def next_due(state: TLSState, lifetimes: Lifetimes) -> datetime.datetime:
-    """The earliest time `plan` may change `state` (a renewal point, a CA switch or expiry)."""
+def next_due(state: TLSState, lifetimes: Lifetimes, now: datetime.datetime) -> datetime.datetime:
+    """The next time after `now` that `plan` may change `state` (a renewal point, a CA switch
+    or an expiry); points already passed are ignored, so a caller sleeping until then never
+    spins."""
     times = [renew_at(state.serving_cert, lifetimes.renew_fraction),
              renew_at(state.authorities[-1].cert, lifetimes.renew_fraction)]
     times += [a.cert.not_valid_after_utc for a in state.authorities]
     times += [a.published_at + lifetimes.overlap for a in state.authorities]
-    return min(times)
+    return min((t for t in times if t > now), default=now + lifetimes.overlap)
 
 
 # --- the Secret and the caBundle ----------------------------------------------------------------

@@ -145,7 +145,8 @@ class _SelfManagedTick:
             log.info("serving certificate loaded; valid until %s", self.serving.not_after)
         self.metrics.set_expiry("serving", self.serving.not_after)
         self.metrics.set_expiry("ca", state.authorities[-1].cert.not_valid_after_utc)
-        until = (next_due(state, self.keeper.lifetimes) - utcnow()).total_seconds()
+        now = utcnow()
+        until = (next_due(state, self.keeper.lifetimes, now) - now).total_seconds()
         return min(self.interval_s, max(until, 0.0) + 0.05)
 
 
