@@ -87,6 +87,8 @@ def run_capacity(args: argparse.Namespace) -> int:
         partitions = partitions_from(args, bundle)
         timing = Timing(lease_duration_s=args.lease_duration, renew_deadline_s=args.renew_deadline,
                         retry_period_s=args.retry_period)
+        if args.workers < 1:
+            raise ValueError("--workers must be at least 1")
     except (BundleError, ValueError) as error:
         log.error("cannot start", extra={"error": str(error)})
         return EXIT_BAD_INPUT
