@@ -238,7 +238,8 @@ def cluster(admin: client.ApiClient) -> Cluster:
         eventually(lambda obj=obj: _apply_when_served(dyn, obj))
     core = client.CoreV1Api(admin)
     namespaces = {}
-    for name, labels in ((TENANT, {"fivespot.example/tenant": "true"}), (OUTSIDER, {})):
+    for name, labels in ((TENANT, {"fivespot.example/tenant": "true"}), (OUTSIDER, {}),
+                         *((n, {"fivespot.example/tenant": "true"}) for n in _other_tenants())):
         body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
         try:
             core.create_namespace(body)
@@ -261,6 +262,12 @@ def _apply_when_served(dyn: dynamic.DynamicClient, obj: dict[str, Any]) -> bool 
     return True
 
 
+def _other_tenants() -> list[str]:
+    """Namespaces the example's fixtures use besides TENANT, OUTSIDER and default (each is a
+    tenant with its own TenantPolicy, such as agents-gpu)."""
+    return sorted({_namespace(c.object) for c in fixture_cases()} - {TENANT, OUTSIDER, "default"})
+
+
 def _wait_for_policies(objects: client.CustomObjectsApi) -> None:
     """Sentinels: each policy denies its own bad object, and a good object is allowed."""
     sentinels = [
@@ -268,6 +275,10 @@ def _wait_for_policies(objects: client.CustomObjectsApi) -> None:
         (_with("spec.schedule.kind", "CronSchedule"), "fivespot-scap-schedule-kinds"),
         (_with("spec.capacity.activeValue", 11), "fivespot-tenant-limits"),
     ]
+    # Every other tenant's own binding too: 11 is over any example tenant's limit.
+    for namespace in _other_tenants():
+        sentinels.append((_with("spec.capacity.activeValue", 11, _with("metadata.namespace", namespace)),
+                          "fivespot-tenant-limits"))
     for obj, policy in sentinels:
         def denied_by(obj: dict[str, Any] = obj, policy: str = policy) -> bool | None:
             outcome = server_verdict(objects, Case("sentinel", obj))
