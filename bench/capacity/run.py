@@ -1,0 +1,309 @@
+"""Capacity controller benchmark against a real kube-apiserver + etcd (not a test).
+
+What it measures, with N ScheduledCapacity objects in the controller's caches (each with its own
+VirtualMachinePool and ManualSchedule in namespace `agents`), the controller running as a
+separate process with its compiled ServiceAccount:
+
+- flip -> written: a provider publishes status.active=true; the time until the target's
+  spec.warmReplicas reads the active value, as seen by a watch in this process (so it includes
+  watch delivery both ways; an upper bound on the controller's own share). Flips are paced
+  (`--rate` per second), one object each, in `--rounds` rounds.
+- drain -> Inactive: a HandingBack object's counter is set to 0; the time until its phase reads
+  Inactive (again as seen by a watch).
+- settle: time for the controller to give all N objects their first status after it starts.
+- RSS of the controller process (`process_resident_memory_bytes` from its /metrics) at N
+  objects and again after growing to `--grow-to` objects (the extra objects each have a pool
+  but share one schedule, to keep the set-up to two requests per object).
+
+    .venv/bin/python bench/capacity/run.py                 # own control plane, 1,000 then 10,000
+    .venv/bin/python bench/capacity/run.py --objects 200 --grow-to 0 --rounds 1   # quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from controllers.capacity import localrun  # noqa: E402
+from controllers.runtime import kube  # noqa: E402
+from controllers.runtime.informer import Informer  # noqa: E402
+
+NS = "agents"
+ACTIVE = 10
+POOLS = ("pools.agents.example.com", "v1alpha1", "virtualmachinepools")
+MANUAL = ("spotschedules.5spot.finos.org", "v1alpha1", "manualschedules")
+SCAP = ("5spot.finos.org", "v1alpha1", "scheduledcapacities")
+
+
+def p(kind: tuple[str, str, str], name: str | None = None, sub: str | None = None) -> str:
+    return kube.resource_path(*kind, namespace=NS, name=name, subresource=sub)
+
+
+def stamp() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+class Bench:
+    def __init__(self, api: Any, threads: int):
+        self.api = api
+        self.pool = ThreadPoolExecutor(threads)
+        self.lock = threading.Lock()
+        self.flipped: dict[str, float] = {}
+        self.written: dict[str, float] = {}
+        self.drained: dict[str, float] = {}
+        self.inactive: dict[str, float] = {}
+        self.phases: dict[str, str] = {}
+
+    def set_active(self, i: int, active: bool) -> None:
+        kube.merge_patch(self.api, p(MANUAL, f"ms-{i:05d}", "status"), {"status": {
+            "active": active, "observedGeneration": 1, "lastTransitionTime": stamp()}})
+
+    def set_in_use(self, i: int, count: int) -> None:
+        kube.merge_patch(self.api, p(POOLS, f"pool-{i:05d}", "status"), {"status": {"inUse": count}})
+
+    def create(self, i: int) -> None:
+        kube.request(self.api, "POST", p(POOLS), body={
+            "apiVersion": "pools.agents.example.com/v1alpha1", "kind": "VirtualMachinePool",
+            "metadata": {"name": f"pool-{i:05d}"}, "spec": {"warmReplicas": 0}})
+        self.set_in_use(i, 0)
+        kube.request(self.api, "POST", p(MANUAL), body={
+            "apiVersion": "spotschedules.5spot.finos.org/v1alpha1", "kind": "ManualSchedule",
+            "metadata": {"name": f"ms-{i:05d}"}, "spec": {"enabled": False}})
+        self.set_active(i, False)
+        kube.request(self.api, "POST", p(SCAP), body={
+            "apiVersion": "5spot.finos.org/v1alpha1", "kind": "ScheduledCapacity",
+            "metadata": {"name": f"cap-{i:05d}"},
+            "spec": {"schedule": {"apiVersion": "spotschedules.5spot.finos.org/v1alpha1",
+                                  "kind": "ManualSchedule", "name": f"ms-{i:05d}"},
+                     "targetRef": {"apiVersion": "pools.agents.example.com/v1alpha1",
+                                   "kind": "VirtualMachinePool", "name": f"pool-{i:05d}"},
+                     "capacity": {"path": "spec.warmReplicas", "activeValue": ACTIVE},
+                     "handback": {"drainedPath": "status.inUse", "timeout": "1h"}}})
+
+    def create_light(self, i: int) -> None:
+        """For the RSS point only: a pool and a ScheduledCapacity following the shared (inactive)
+        schedule ms-00000, without the counter (such objects wait in HandingBack)."""
+        kube.request(self.api, "POST", p(POOLS), body={
+            "apiVersion": "pools.agents.example.com/v1alpha1", "kind": "VirtualMachinePool",
+            "metadata": {"name": f"pool-{i:05d}"}, "spec": {"warmReplicas": 0}})
+        kube.request(self.api, "POST", p(SCAP), body={
+            "apiVersion": "5spot.finos.org/v1alpha1", "kind": "ScheduledCapacity",
+            "metadata": {"name": f"cap-{i:05d}"},
+            "spec": {"schedule": {"apiVersion": "spotschedules.5spot.finos.org/v1alpha1",
+                                  "kind": "ManualSchedule", "name": "ms-00000"},
+                     "targetRef": {"apiVersion": "pools.agents.example.com/v1alpha1",
+                                   "kind": "VirtualMachinePool", "name": f"pool-{i:05d}"},
+                     "capacity": {"path": "spec.warmReplicas", "activeValue": ACTIVE},
+                     "handback": {"drainedPath": "status.inUse", "timeout": "1h"}}})
+
+    def create_many(self, indices: range, light: bool = False) -> float:
+        started = time.monotonic()
+        list(self.pool.map(self.create_light if light else self.create, indices))
+        return time.monotonic() - started
+
+    # --- watches in this process ----------------------------------------------------------------
+
+    def on_pool(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        name = obj["metadata"]["name"]
+        if (obj.get("spec") or {}).get("warmReplicas") == ACTIVE:
+            with self.lock:
+                if name in self.flipped and name not in self.written:
+                    self.written[name] = time.monotonic()
+
+    def on_scap(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        name = obj["metadata"]["name"]
+        phase = (obj.get("status") or {}).get("phase")
+        with self.lock:
+            if phase:
+                self.phases[name] = phase
+            if phase == "Inactive" and name in self.drained and name not in self.inactive:
+                self.inactive[name] = time.monotonic()
+
+    def wait_phases(self, names: list[str], phases: set[str], timeout: float) -> float:
+        started = time.monotonic()
+        while time.monotonic() - started < timeout:
+            with self.lock:
+                missing = [n for n in names if self.phases.get(n) not in phases]
+            if not missing:
+                return time.monotonic() - started
+            time.sleep(0.1)
+        raise TimeoutError(f"{len(missing)} objects not in {phases} after {timeout}s, e.g. {missing[:3]}")
+
+    # --- the measurements -----------------------------------------------------------------------
+
+    def flip_round(self, indices: list[int], rate: float) -> list[float]:
+        for i in indices:
+            name = f"pool-{i:05d}"
+            with self.lock:
+                self.flipped[name] = time.monotonic()
+            self.set_active(i, True)
+            time.sleep(1.0 / rate)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with self.lock:
+                if all(f"pool-{i:05d}" in self.written for i in indices):
+                    break
+            time.sleep(0.05)
+        with self.lock:
+            return [self.written[f"pool-{i:05d}"] - self.flipped[f"pool-{i:05d}"]
+                    for i in indices if f"pool-{i:05d}" in self.written]
+
+    def drain_round(self, indices: list[int], rate: float) -> list[float]:
+        for i in indices:
+            self.set_in_use(i, 1)
+            self.set_active(i, False)
+        self.wait_phases([f"cap-{i:05d}" for i in indices], {"HandingBack"}, 60)
+        for i in indices:
+            with self.lock:
+                self.drained[f"cap-{i:05d}"] = time.monotonic()
+            self.set_in_use(i, 0)
+            time.sleep(1.0 / rate)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with self.lock:
+                if all(f"cap-{i:05d}" in self.inactive for i in indices):
+                    break
+            time.sleep(0.05)
+        with self.lock:
+            return [self.inactive[f"cap-{i:05d}"] - self.drained[f"cap-{i:05d}"]
+                    for i in indices if f"cap-{i:05d}" in self.inactive]
+
+
+def rss_mb(port: int) -> float:
+    status, body = localrun.http_get(port, "/metrics")
+    for line in body.splitlines():
+        if line.startswith("process_resident_memory_bytes"):
+            return float(line.split()[-1]) / 2**20
+    raise RuntimeError("no process_resident_memory_bytes")
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    ms = [v * 1000 for v in values]
+    return {"n": len(ms), "p50_ms": round(percentile(ms, 50), 1), "p99_ms": round(percentile(ms, 99), 1),
+            "max_ms": round(max(ms), 1), "mean_ms": round(statistics.fmean(ms), 1)}
+
+
+def machine() -> str:
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    return (f"{platform.node() or 'vm'}, {platform.machine()}, {os.cpu_count()} CPUs ({model}), "
+            f"Python {platform.python_version()}, load average {load} at start")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--objects", type=int, default=1000)
+    parser.add_argument("--grow-to", type=int, default=10000, help="0: skip the second RSS point")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--sample", type=int, default=100, help="flips (and drains) per round")
+    parser.add_argument("--rate", type=float, default=20.0, help="flips per second")
+    parser.add_argument("--threads", type=int, default=8, help="client threads creating objects")
+    parser.add_argument("--kubeconfig", type=Path, help="use a running cluster instead of starting one")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args()
+    started_machine = machine()
+    work = Path(tempfile.mkdtemp(prefix="fivespot-bench-capacity-"))
+    plane = None
+    if args.kubeconfig is None:
+        from devcluster.build import cached_binaries, ensure_binaries
+        from devcluster.controlplane import ControlPlane
+
+        plane = ControlPlane(cached_binaries() or ensure_binaries(), work / "cluster", owned=True)
+        plane.start()
+    kubeconfig = args.kubeconfig or work / "cluster" / "kubeconfig"
+    controller = None
+    informers: list[Informer] = []
+    try:
+        bundle = localrun.compile_and_install(kubeconfig, work / "out")
+        admin = kube.load_client(kubeconfig)
+        bench = Bench(admin, args.threads)
+        print(f"creating {args.objects} ScheduledCapacities (+ pools + schedules)...", flush=True)
+        created_s = bench.create_many(range(args.objects))
+        print(f"  created in {created_s:.1f}s", flush=True)
+        for kind, handler in ((POOLS, bench.on_pool), (SCAP, bench.on_scap)):
+            informer = Informer(admin, kind[0], kind[1], kind[2], NS, resync_s=0)
+            informer.add_handler(handler)
+            informer.start()
+            informer.wait_synced(60)
+            informers.append(informer)
+        sa = localrun.controller_kubeconfig(kubeconfig, work / "sa.kubeconfig")
+        log = work / "controller.log"
+        start = time.monotonic()
+        controller = localrun.start_controller(sa, bundle, "bench", log)
+        port = localrun.metrics_port_of(log)
+        names = [f"cap-{i:05d}" for i in range(args.objects)]
+        bench.wait_phases(names, {"Inactive"}, 600)
+        settle_from_start = time.monotonic() - start
+        print(f"  controller settled {args.objects} objects {settle_from_start:.1f}s after start", flush=True)
+        time.sleep(2)
+        rss_small = rss_mb(port)
+        rounds = []
+        drains = []
+        sample = min(args.sample, args.objects // max(args.rounds, 1))
+        for r in range(args.rounds):
+            indices = list(range(r * sample, (r + 1) * sample))
+            flips = bench.flip_round(indices, args.rate)
+            drained = bench.drain_round(indices, args.rate)
+            rounds.append(summary(flips))
+            drains.append(summary(drained))
+            print(f"  round {r + 1}: flip->written {rounds[-1]}  drain->Inactive {drains[-1]}", flush=True)
+        result: dict[str, Any] = {
+            "machine": started_machine, "objects": args.objects, "created_s": round(created_s, 1),
+            "settle_s": round(settle_from_start, 1), "rounds": rounds, "drains": drains,
+            "flip_p50_ms_median": statistics.median(r["p50_ms"] for r in rounds),
+            "flip_p99_ms_median": statistics.median(r["p99_ms"] for r in rounds),
+            "drain_p50_ms_median": statistics.median(r["p50_ms"] for r in drains),
+            "drain_p99_ms_median": statistics.median(r["p99_ms"] for r in drains),
+            "rss_mb": {str(args.objects): round(rss_small, 1)},
+        }
+        if args.grow_to > args.objects:
+            print(f"growing to {args.grow_to} objects...", flush=True)
+            grow_start = time.monotonic()
+            bench.create_many(range(args.objects, args.grow_to), light=True)
+            bench.wait_phases([f"cap-{i:05d}" for i in range(args.objects, args.grow_to)],
+                              {"Inactive", "HandingBack"}, 1800)
+            result["grow_settle_s"] = round(time.monotonic() - grow_start, 1)
+            time.sleep(2)
+            result["rss_mb"][str(args.grow_to)] = round(rss_mb(port), 1)
+        print(json.dumps(result, indent=2))
+        if args.json:
+            args.json.write_text(json.dumps(result, indent=2) + "\n")
+        return 0
+    finally:
+        for informer in informers:
+            informer.stop()
+        if controller is not None:
+            controller.terminate()
+            controller.wait(15)
+        if plane is not None:
+            plane.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
