@@ -22,6 +22,8 @@ from __future__ import annotations
 import datetime
 import json
 import logging
+import os
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -56,10 +58,25 @@ class Runtime:
 
 def _error(status: int, message: str, check: str, metrics: Metrics) -> Response:
     metrics.rejected.labels(check, str(status)).inc()
-    response = Response(json.dumps({"error": message}), status=status, mimetype=JSON)
-    if status in (408, 413):
-        response.headers["Connection"] = "close"  # the rest of the body is not worth reading
-    return response
+    return Response(json.dumps({"error": message}), status=status, mimetype=JSON)
+
+
+def _stop_reading(environ: dict[str, object]) -> None:
+    """Refuse the rest of a body we will not read (too large, or too slow to arrive).
+
+    gunicorn would otherwise drain it to keep the connection alive, holding the worker thread for
+    its drain timeout per such request; a read shutdown makes the drain end at once and the
+    connection close after our response is written. It goes through a duplicate descriptor
+    because `SSLSocket.shutdown` would also drop the TLS layer the response still needs."""
+    sock = environ.get("gunicorn.socket")
+    fileno = getattr(sock, "fileno", None)
+    if fileno is None:
+        return  # not under gunicorn (the test client)
+    try:
+        with socket.socket(fileno=os.dup(fileno())) as duplicate:
+            duplicate.shutdown(socket.SHUT_RD)
+    except OSError:
+        pass
 
 
 def create_app(runtime: Runtime) -> Flask:
@@ -75,10 +92,12 @@ def create_app(runtime: Runtime) -> Flask:
         started = time.perf_counter()
         try:
             body = request.get_data(cache=False)
-        except HTTPException as error:  # 413 over the limit, 400 on a truncated body
+        except HTTPException as error:  # 413 over the limit, 400 on a truncated or stalled body
+            _stop_reading(request.environ)
             status = error.code or 400
             return _error(status, error.description or "bad body", check, metrics)
         except OSError:
+            _stop_reading(request.environ)
             return _error(408, "the request body did not arrive in time", check, metrics)
         try:
             admission_request = parse_review(body)

@@ -241,6 +241,7 @@ class WebhookApplication(BaseApplication):  # type: ignore[misc]
             "loglevel": "info",
             "proc_name": "fivespot-webhook",
             "preload_app": False,
+            "control_socket_disable": True,  # a shared ~/.gunicorn path; nothing uses it
         }
         for key, value in settings.items():
             self.cfg.set(key, value)

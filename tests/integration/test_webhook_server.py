@@ -1,0 +1,183 @@
+"""The gunicorn/TLS server itself: cert-manager mode reloads renewed files without dropping a
+connection, and slow, oversized or malformed requests get a 4xx or a closed socket, never a hang.
+
+The server runs as the compiled cert-manager Deployment runs it (`--cert-dir` with the Secret's
+files, swapped the way the kubelet swaps a Secret volume: a new timestamped folder, then one
+atomic rename of the `..data` symlink). It talks to the real API server only for its caches.
+"""
+
+from __future__ import annotations
+
+import datetime
+import http.client
+import json
+import os
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives.serialization import Encoding
+
+from compiler.output import write_tree
+from compiler.pipeline import compile_repo
+from devcluster.kubectl import apply, wait_established
+from tests.integration.test_control_plane_is_real import eventually
+from tests.integration.test_webhook_admission import EXAMPLE, ROOT, Server, free_port
+from webhook.tls import KeyPair, issue, new_ca
+
+REVIEW = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+    "uid": "u-1", "operation": "CREATE", "namespace": "agents", "name": "cap",
+    "resource": {"group": "5spot.finos.org", "version": "v1alpha1",
+                 "resource": "scheduledcapacities"},
+    "userInfo": {"username": "alice"},
+    "object": {"metadata": {"name": "cap", "namespace": "agents"}, "spec": {}}}}
+
+
+def _pair(common_name: str) -> tuple[KeyPair, KeyPair]:
+    now = datetime.datetime.now(datetime.timezone.utc)
+    ca, ca_key = new_ca(common_name, now)
+    return ca, issue(ca, ca_key, "fivespot-webhook", now, ip_addresses=("127.0.0.1",), server=True)
+
+
+def _publish(cert_dir: Path, serving: KeyPair, stamp: str) -> None:
+    """Write a Secret volume version and switch to it atomically, as the kubelet does."""
+    version = cert_dir / f"..{stamp}"
+    version.mkdir()
+    (version / "tls.crt").write_bytes(serving.cert_pem)
+    (version / "tls.key").write_bytes(serving.key_pem)
+    link = cert_dir / "..data_tmp"
+    link.symlink_to(version.name)
+    os.replace(link, cert_dir / "..data")
+    for name in ("tls.crt", "tls.key"):
+        if not (cert_dir / name).is_symlink():
+            (cert_dir / name).symlink_to(f"..data/{name}")
+
+
+@pytest.fixture(scope="module")
+def files_server(kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory
+                 ) -> Iterator[tuple[Server, Path, ssl.SSLContext, KeyPair]]:
+    work = tmp_path_factory.mktemp("webhook-files")
+    compiled = compile_repo(EXAMPLE / "config")
+    write_tree(compiled.files, work / "out")
+    apply(kubeconfig, work / "out" / "crds")  # the ScheduledMachine CRD its cache watches
+    wait_established(kubeconfig, ["scheduledmachines.5spot.finos.org"])
+    first_ca, first = _pair("first-ca")
+    second_ca, second = _pair("second-ca")
+    cert_dir = work / "tls"
+    cert_dir.mkdir()
+    _publish(cert_dir, first, "1")
+    trust = ssl.create_default_context(cadata=(first_ca.cert_pem + second_ca.cert_pem).decode())
+    port = free_port()
+    log = work / "server.log"
+    with log.open("wb") as handle:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "webhook", "serve", "--bundle", str(work / "out" / "bundle.json"),
+             "--port", str(port), "--bind", "127.0.0.1", "--metrics-port", "0",
+             "--kubeconfig", str(kubeconfig), "--cert-dir", str(cert_dir), "--io-timeout", "2",
+             "--certificate-check-interval", "0.5"],
+            cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
+    server = Server(process, port, log)
+    try:
+        eventually(lambda: True if _get(port, trust, "/readyz")[0] == 200 else None, timeout_s=60)
+        yield server, cert_dir, trust, second
+    except BaseException:
+        print(server.output())
+        raise
+    finally:
+        server.stop()
+
+
+def _connection(port: int, trust: ssl.SSLContext) -> http.client.HTTPSConnection:
+    return http.client.HTTPSConnection("127.0.0.1", port, context=trust, timeout=10)
+
+
+def _get(port: int, trust: ssl.SSLContext, path: str) -> tuple[int, bytes]:
+    try:
+        connection = _connection(port, trust)
+        connection.request("GET", path)
+        response = connection.getresponse()
+        return response.status, response.read()
+    except OSError:
+        return 0, b""
+
+
+def _post(connection: http.client.HTTPSConnection, body: bytes) -> tuple[int, Any]:
+    connection.request("POST", "/validate/host-governance", body=body,
+                       headers={"Content-Type": "application/json"})
+    response = connection.getresponse()
+    return response.status, json.loads(response.read() or b"null")
+
+
+def _served_certificate(port: int, trust: ssl.SSLContext) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, \
+            trust.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+        return tls.getpeercert(binary_form=True) or b""
+
+
+def test_renewed_files_are_served_to_new_connections_while_open_ones_keep_working(
+        files_server: tuple[Server, Path, ssl.SSLContext, KeyPair]) -> None:
+    server, cert_dir, trust, second = files_server
+    kept = _connection(server.port, trust)
+    assert _post(kept, json.dumps(REVIEW).encode())[0] == 200
+    second_der = x509.load_pem_x509_certificate(second.cert_pem).public_bytes(Encoding.DER)
+    _publish(cert_dir, second, "2")
+    eventually(lambda: True if _served_certificate(server.port, trust) == second_der else None,
+               timeout_s=20)
+    status, body = _post(kept, json.dumps(REVIEW).encode())  # same socket, old handshake
+    assert status == 200 and body["response"]["uid"] == "u-1"
+    metrics = _get(server.port, trust, "/metrics")[1].decode()
+    assert "fivespot_webhook_certificate_reloads_total 2.0" in metrics
+    assert 'fivespot_webhook_certificate_expiry_timestamp_seconds{certificate="serving"}' in metrics
+
+
+def test_clients_that_stall_mid_request_are_cut_off_and_do_not_starve_others(
+        files_server: tuple[Server, Path, ssl.SSLContext, KeyPair]) -> None:
+    server, _, trust, _ = files_server
+    stalled = []
+    for _ in range(10):  # more than the worker's 8 threads
+        raw = socket.create_connection(("127.0.0.1", server.port), timeout=15)
+        tls = trust.wrap_socket(raw, server_hostname="127.0.0.1")
+        tls.sendall(b"POST /validate/host-governance HTTP/1.1\r\nHost: x\r\n"
+                    b"Content-Type: application/json\r\nContent-Length: 4000\r\n\r\n{\"api")
+        stalled.append(tls)
+    started = time.monotonic()
+    status, _ = _post(_connection(server.port, trust), json.dumps(REVIEW).encode())
+    assert status == 200 and time.monotonic() - started < 10
+    for tls in stalled:
+        try:
+            answer = tls.recv(4096)  # a 400 (body cut short), 408, or the close
+        except OSError:
+            answer = b""
+        assert answer == b"" or answer.startswith((b"HTTP/1.1 400", b"HTTP/1.1 408")), answer[:80]
+        tls.close()
+    assert time.monotonic() - started < 12
+
+
+def test_an_oversized_body_gets_413_without_being_read(
+        files_server: tuple[Server, Path, ssl.SSLContext, KeyPair]) -> None:
+    server, _, trust, _ = files_server
+    raw = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+    with trust.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+        tls.sendall(b"POST /validate/target-guard HTTP/1.1\r\nHost: x\r\n"
+                    b"Content-Type: application/json\r\nContent-Length: 104857600\r\n\r\n{")
+        assert tls.recv(4096).startswith(b"HTTP/1.1 413")
+
+
+def test_malformed_and_wrong_version_bodies_get_400_over_tls(
+        files_server: tuple[Server, Path, ssl.SSLContext, KeyPair]) -> None:
+    server, _, trust, _ = files_server
+    connection = _connection(server.port, trust)
+    assert _post(connection, b"{\"apiVersion\": ")[0] == 400
+    wrong = {**REVIEW, "apiVersion": "admission.k8s.io/v1beta1"}
+    status, body = _post(connection, json.dumps(wrong).encode())
+    assert status == 400 and "admissionReviewVersions: [v1]" in body["error"]
+    missing = {**REVIEW, "request": {"uid": "u-9"}}
+    status, body = _post(connection, json.dumps(missing).encode())
+    assert status == 200 and body["response"]["status"]["code"] == 400
