@@ -9,7 +9,8 @@ value, transition rules only where an old value correlates. On UPDATE, errors at
 value did not change are ratcheted (dropped), except for transition rules.
 
 Everything costly (RE2 patterns, CEL programs, the typed-`self` conversion of each rule) is
-prepared in `compile_schema`, so checking an object is a walk over plain data.
+prepared in `compile_schema`, which also turns each node into small closures (see "compiled
+walks" below), so checking an object is a walk over plain data with no schema lookups.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from __future__ import annotations
 import copy
 import json
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 import re2
@@ -161,6 +162,12 @@ class Node:
     conversion: str | None = None
     """CEL template (`{v}`) turning this node's JSON value into its typed CEL value, if needed."""
     checks: bool = True
+    normalise: Normaliser | None = None
+    """Prunes and defaults a value of this node; None when it hands every value back unchanged."""
+    check: Validator | None = None
+    """The structural check of a value of this node (set by `compile_schema`)."""
+    check_rules: RuleWalker | None = None
+    """Runs the CEL rules at and below this node; None when there are none."""
 
 
 def compile_schema(schema: Mapping[str, Any], *, root: bool = True) -> Node:
@@ -224,11 +231,8 @@ def _compile(schema: Mapping[str, Any], path: str, depth: int, root: bool = Fals
     node.defaults_below = any(c.has_default or c.defaults_below for c in children)
     if root:
         node.properties = dict(node.properties or {})
+    _attach_walks(node)
     return node
-
-
-def _join(path: str, name: str) -> str:
-    return f"{path}.{name}" if path else name
 
 
 # --- typed self -------------------------------------------------------------------------------
@@ -322,68 +326,123 @@ def _compile_rule(entry: Mapping[str, Any], conversion: str | None, path: str) -
     )
 
 
+# --- compiled walks -----------------------------------------------------------------------------
+#
+# `_compile` gives every node three closures, built from its children's: `normalise` (prune and
+# default), `check` (structural validation) and `check_rules` (the CEL rules). What a walk needs
+# about a node (its keywords, its children by name, which subtrees have work) is captured once as
+# closure variables, so checking an object is one call per value that has something to do, with
+# no schema keyword lookups; values whose normalisation is the identity are stored without a call,
+# and subtrees without rules are never walked for rules. The walks make exactly the calls, in the
+# same order, that the API server's prune / default / validate / CEL passes make.
+
+Normaliser = Callable[[Any, str, list[str], bool], Any]
+"""(value, path, warnings, root) -> the pruned and defaulted value."""
+Validator = Callable[[Any, Any, str, list[FieldError]], None]
+"""(value, correlated old value or ABSENT, path, errors)."""
+RuleWalker = Callable[[Any, Any, str, list[FieldError], bool], None]
+"""(value, correlated old value or ABSENT, path, errors, root)."""
+
+
+def _attach_walks(node: Node) -> None:
+    """Build the node's closures; its children's must already be built."""
+    node.normalise = _build_normaliser(node)
+    node.check = _build_validator(node)
+    node.check_rules = _build_rule_walker(node) if node.rules_below else None
+
+
+def _join(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
+
+
 # --- pruning and defaulting -------------------------------------------------------------------
 
 
 def prune_and_default(value: Any, node: Node, warnings: list[str]) -> Any:
     """A new value: unknown fields pruned (each warned about), nulls dropped, defaults applied.
 
-    `value` is the whole object; its `metadata` keeps only ObjectMeta's fields.
+    `value` is the whole object; its `metadata` keeps only ObjectMeta's fields. Every object the
+    schema describes is a new dict; values it leaves as they are (scalars, embedded resources,
+    preserved unknown fields) are shared with `value`, not copied: nothing mutates them.
     """
-    if not isinstance(value, dict):
+    if not isinstance(value, dict) or node.normalise is None:
         return copy.deepcopy(value)
-    result = _normalise(value, node, "", warnings, root=True)
-    return result
+    return node.normalise(value, "", warnings, True)
 
 
-def _normalise(value: Any, node: Node, path: str, warnings: list[str], root: bool = False) -> Any:
-    if isinstance(value, dict):
-        if node.type not in (None, "object"):
-            return copy.deepcopy(value)
-        if node.embedded:
-            return copy.deepcopy(value)
-        properties = node.properties
+def _build_normaliser(node: Node) -> Normaliser | None:
+    """None when the node hands every value back unchanged (scalars, embedded resources, lists of
+    such), so that its parent stores the value without a call."""
+    objects = node.type in (None, "object") and not node.embedded
+    items = node.items.normalise if node.items is not None else None
+    lists = node.type in (None, "array") and items is not None
+    if not objects and not lists:
+        return None
+    object_part = _object_normaliser(node) if objects else None
+
+    def normalise(value: Any, path: str, warnings: list[str], root: bool) -> Any:
+        if isinstance(value, dict):
+            return object_part(value, path, warnings, root) if object_part is not None else value
+        if isinstance(value, list) and lists:
+            assert items is not None
+            return [items(item, f"{path}[{index}]", warnings, False) for index, item in enumerate(value)]
+        return value
+
+    return normalise
+
+
+def _object_normaliser(node: Node) -> Callable[[dict[str, Any], str, list[str], bool], dict[str, Any]]:
+    declared = {key: (child, child.normalise) for key, child in (node.properties or {}).items()}
+    additional = node.additional
+    additional_normalise = additional.normalise if additional is not None else None
+    preserve_unknown = node.preserve_unknown
+    defaults = tuple((key, _normalised_default(child)) for key, child in (node.properties or {}).items()
+                     if child.has_default)
+
+    def normalise_object(value: dict[str, Any], path: str, warnings: list[str],
+                         root: bool) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for key, item in value.items():
-            child = properties.get(key) if properties is not None else None
             if root and key == "metadata" and isinstance(item, dict):
                 out[key] = _metadata(item, warnings)
                 continue
-            if child is None:
-                child = node.additional
-            if child is None:
-                if node.preserve_unknown:
-                    out[key] = copy.deepcopy(item)
-                else:
-                    warnings.append(f'unknown field "{_join(path, key)}"')
-                continue
-            if item is None and not child.nullable:
-                if child.has_default:
-                    continue  # replaced by the default below
-                if properties is not None and key in properties:
-                    continue  # a non-nullable null without a default is dropped
-            out[key] = _normalise(item, child, _join(path, key) if properties and key in properties
-                                  else f"{path}[{key}]", warnings)
-        if properties is not None and (node.defaults_below or True):
-            for key, child in properties.items():
-                if child.has_default and key not in out:
-                    out[key] = _normalise(copy.deepcopy(child.default), child, _join(path, key), [])
+            entry = declared.get(key)
+            if entry is not None:
+                child, child_normalise = entry
+                if item is None and not child.nullable:
+                    continue  # dropped (and replaced by its default below, if it has one)
+                out[key] = item if child_normalise is None else child_normalise(
+                    item, _join(path, key), warnings, False)
+            elif additional is not None:
+                if item is None and not additional.nullable and additional.has_default:
+                    continue
+                out[key] = item if additional_normalise is None else additional_normalise(
+                    item, f"{path}[{key}]", warnings, False)
+            elif preserve_unknown:
+                out[key] = item
+            else:
+                warnings.append(f'unknown field "{_join(path, key)}"')
+        for key, default in defaults:
+            if key not in out:
+                out[key] = copy.deepcopy(default) if isinstance(default, (dict, list)) else default
         return out
-    if isinstance(value, list):
-        if node.type not in (None, "array") or node.items is None:
-            return copy.deepcopy(value)
-        return [_normalise(item, node.items, f"{path}[{i}]", warnings) for i, item in enumerate(value)]
-    return value
+
+    return normalise_object
+
+
+def _normalised_default(node: Node) -> Any:
+    """A property's default as it is applied: itself pruned and defaulted (computed once)."""
+    default = copy.deepcopy(node.default)
+    return node.normalise(default, "", [], False) if node.normalise is not None else default
 
 
 def _metadata(meta: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
-    out = {}
-    for key, item in meta.items():
-        if key in OBJECT_META_FIELDS:
-            out[key] = copy.deepcopy(item)
-        else:
-            warnings.append(f'unknown field "metadata.{key}"')
-    return out
+    """ObjectMeta's own fields only; `meta` itself when it has no others."""
+    unknown = [key for key in meta if key not in OBJECT_META_FIELDS]
+    if not unknown:
+        return meta
+    warnings.extend(f'unknown field "metadata.{key}"' for key in unknown)
+    return {key: item for key, item in meta.items() if key in OBJECT_META_FIELDS}
 
 
 # --- structural validation --------------------------------------------------------------------
@@ -447,16 +506,23 @@ def _type_ok(value: Any, node: Node) -> bool:
 
 
 def strictly_equal(left: Any, right: Any) -> bool:
-    """Deep equality of decoded JSON as Go's reflect.DeepEqual sees it (no 1 == True)."""
+    """Deep equality of decoded JSON as Go's reflect.DeepEqual sees it (no 1 == True).
+
+    Python's `!=` first: strict equality implies Python equality, so an unequal pair (the usual
+    case for a changed field) is decided in C without the typed walk.
+    """
+    if left != right:
+        return False
+    return _strictly_equal(left, right)
+
+
+def _strictly_equal(left: Any, right: Any) -> bool:
     if type(left) is not type(right):
-        if isinstance(left, (int, float)) and isinstance(right, (int, float)) and not (
-                isinstance(left, bool) or isinstance(right, bool)):
-            return False
         return False
     if isinstance(left, dict):
-        return left.keys() == right.keys() and all(strictly_equal(left[k], right[k]) for k in left)
+        return left.keys() == right.keys() and all(_strictly_equal(left[k], right[k]) for k in left)
     if isinstance(left, list):
-        return len(left) == len(right) and all(strictly_equal(a, b) for a, b in zip(left, right))
+        return len(left) == len(right) and all(_strictly_equal(a, b) for a, b in zip(left, right))
     return bool(left == right)
 
 
@@ -466,33 +532,84 @@ def validate(value: Any, old: Any, node: Node, path: str, errors: list[FieldErro
     `old` is the correlated old value (ABSENT on CREATE or where nothing correlates); a node
     whose value did not change is ratcheted: its errors are not reported.
     """
-    if old is not ABSENT and strictly_equal(value, old):
-        return
-    if value is None:
-        if node.nullable or (node.type is None and not node.int_or_string):
+    assert node.check is not None
+    node.check(value, old, path, errors)
+
+
+_SIMPLE_TYPES: Final[Mapping[str, type]] = {"object": dict, "array": list, "string": str, "boolean": bool}
+
+
+def _build_validator(node: Node) -> Validator:
+    """The node's structural check: ratcheting, null, type, enum, then the checks of its kind."""
+    null_ok = node.nullable or (node.type is None and not node.int_or_string)
+    simple_type = None if node.int_or_string else _SIMPLE_TYPES.get(str(node.type))
+    trivially_typed = node.type is None and not node.int_or_string
+    type_name = _type_name(node)
+    enum = node.enum
+    body = _value_checks(node)
+
+    def check(value: Any, old: Any, path: str, errors: list[FieldError]) -> None:
+        if old is not ABSENT and strictly_equal(value, old):
             return
-        errors.append(FieldError(path, TYPE_INVALID,
-                                 f'Invalid value: "null": {path} in body must be of type '
-                                 f'{_type_name(node)}: "null"'))
-        return
-    if not _type_ok(value, node):
-        errors.append(FieldError(path, TYPE_INVALID,
-                                 f"Invalid value: {go_value(json_type(value))}: {path} in body must "
-                                 f'be of type {_type_name(node)}: "{json_type(value)}"'))
-        return
-    if node.enum is not None and not any(strictly_equal(value, e) or (
-            _is_number(value) and _is_number(e) and value == e) for e in node.enum):
-        supported = ", ".join(go_value(e) for e in node.enum)
-        errors.append(FieldError(path, NOT_SUPPORTED,
-                                 f"Unsupported value: {go_value(value)}: supported values: {supported}"))
-    if isinstance(value, str):
-        _validate_string(value, node, path, errors)
-    elif _is_number(value):
-        _validate_number(value, node, path, errors)
-    elif isinstance(value, dict):
-        _validate_object(value, old, node, path, errors)
-    elif isinstance(value, list):
-        _validate_array(value, old, node, path, errors)
+        if value is None:
+            if not null_ok:
+                errors.append(FieldError(path, TYPE_INVALID,
+                                         f'Invalid value: "null": {path} in body must be of type '
+                                         f'{type_name}: "null"'))
+            return
+        if not (isinstance(value, simple_type) if simple_type is not None
+                else trivially_typed or _type_ok(value, node)):
+            errors.append(FieldError(path, TYPE_INVALID,
+                                     f"Invalid value: {go_value(json_type(value))}: {path} in body "
+                                     f'must be of type {type_name}: "{json_type(value)}"'))
+            return
+        if enum is not None and not _in_enum(value, enum):
+            supported = ", ".join(go_value(e) for e in enum)
+            errors.append(FieldError(path, NOT_SUPPORTED,
+                                     f"Unsupported value: {go_value(value)}: supported values: {supported}"))
+        if body is not None:
+            body(value, old, path, errors)
+
+    return check
+
+
+def _in_enum(value: Any, enum: tuple[Any, ...]) -> bool:
+    return any(strictly_equal(value, e) or (_is_number(value) and _is_number(e) and value == e)
+               for e in enum)
+
+
+def _value_checks(node: Node) -> Validator | None:
+    """The checks after the type check, chosen once by the node's type; for an untyped (or
+    int-or-string) node, by the value's type at check time. None when there are none."""
+    strings = _string_checks(node)
+    numbers = _number_checks(node)
+    objects = _object_checks(node)
+    arrays = _array_checks(node)
+    if not node.int_or_string:
+        if node.type == "string":
+            return strings
+        if node.type in ("integer", "number"):
+            return numbers
+        if node.type == "object":
+            return objects
+        if node.type == "array":
+            return arrays
+        if node.type == "boolean":
+            return None
+
+    def by_value(value: Any, old: Any, path: str, errors: list[FieldError]) -> None:
+        if isinstance(value, str):
+            if strings is not None:
+                strings(value, old, path, errors)
+        elif _is_number(value):
+            if numbers is not None:
+                numbers(value, old, path, errors)
+        elif isinstance(value, dict):
+            objects(value, old, path, errors)
+        elif isinstance(value, list):
+            arrays(value, old, path, errors)
+
+    return by_value
 
 
 def _type_name(node: Node) -> str:
@@ -503,76 +620,101 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _validate_string(value: str, node: Node, path: str, errors: list[FieldError]) -> None:
-    if node.max_length is not None and len(value) > node.max_length:
-        errors.append(FieldError(path, TOO_LONG,
-                                 f"Too long: may not be more than {node.max_length} bytes"))
-    if node.min_length is not None and len(value) < node.min_length:
-        errors.append(FieldError(path, INVALID,
-                                 f"Invalid value: {go_value(value)}: {path} in body should be at "
-                                 f"least {node.min_length} chars long"))
-    if node.pattern is not None and not node.pattern[1].search(value):
-        errors.append(FieldError(path, INVALID,
-                                 f"Invalid value: {go_value(value)}: {path} in body should match "
-                                 f"'{node.pattern[0]}'"))
-    if node.format_check is not None and not node.format_check(value):
-        errors.append(FieldError(path, TYPE_INVALID,
-                                 f"Invalid value: {go_value(value)}: {path} in body must be of type "
-                                 f"{node.format}: {go_value(value)}"))
+def _string_checks(node: Node) -> Validator | None:
+    max_length, min_length, pattern = node.max_length, node.min_length, node.pattern
+    format_check, format_name = node.format_check, node.format
+    if max_length is None and min_length is None and pattern is None and format_check is None:
+        return None
 
-
-def _validate_number(value: float, node: Node, path: str, errors: list[FieldError]) -> None:
-    if node.maximum is not None:
-        if value > node.maximum or (node.exclusive_maximum and value == node.maximum):
-            relation = "less than" if node.exclusive_maximum else "less than or equal to"
+    def check_string(value: str, old: Any, path: str, errors: list[FieldError]) -> None:
+        if max_length is not None and len(value) > max_length:
+            errors.append(FieldError(path, TOO_LONG, f"Too long: may not be more than {max_length} bytes"))
+        if min_length is not None and len(value) < min_length:
             errors.append(FieldError(path, INVALID,
-                                     f"Invalid value: {go_value(value)}: {path} in body should be "
-                                     f"{relation} {go_value(node.maximum)}"))
-    if node.minimum is not None:
-        if value < node.minimum or (node.exclusive_minimum and value == node.minimum):
-            relation = "greater than" if node.exclusive_minimum else "greater than or equal to"
+                                     f"Invalid value: {go_value(value)}: {path} in body should be at "
+                                     f"least {min_length} chars long"))
+        if pattern is not None and not pattern[1].search(value):
             errors.append(FieldError(path, INVALID,
-                                     f"Invalid value: {go_value(value)}: {path} in body should be "
-                                     f"{relation} {go_value(node.minimum)}"))
-    if node.multiple_of:
-        quotient = value / node.multiple_of
-        if not math.isclose(quotient, round(quotient), rel_tol=0, abs_tol=1e-9):
-            errors.append(FieldError(path, INVALID,
-                                     f"Invalid value: {go_value(value)}: {path} in body should be "
-                                     f"a multiple of {go_value(node.multiple_of)}"))
+                                     f"Invalid value: {go_value(value)}: {path} in body should match "
+                                     f"'{pattern[0]}'"))
+        if format_check is not None and not format_check(value):
+            errors.append(FieldError(path, TYPE_INVALID,
+                                     f"Invalid value: {go_value(value)}: {path} in body must be of type "
+                                     f"{format_name}: {go_value(value)}"))
+
+    return check_string
 
 
-def _validate_object(value: dict[str, Any], old: Any, node: Node, path: str,
-                     errors: list[FieldError]) -> None:
-    if node.embedded:
-        for key in ("apiVersion", "kind"):
-            if not isinstance(value.get(key), str) or not value.get(key):
-                errors.append(FieldError(_join(path, key), REQUIRED, "Required value: must not be empty"))
-    for key in node.required:
-        if key not in value:
-            errors.append(FieldError(_join(path, key), REQUIRED, "Required value"))
-    if node.max_properties is not None and len(value) > node.max_properties:
-        errors.append(FieldError(path, TOO_MANY,
-                                 f"Too many: {len(value)}: must have at most {node.max_properties} items"))
-    if node.min_properties is not None and len(value) < node.min_properties:
-        errors.append(FieldError(path, INVALID,
-                                 f"Invalid value: {len(value)}: {path} in body should have at least "
-                                 f"{node.min_properties} properties"))
-    old_map = old if isinstance(old, dict) else None
-    properties = node.properties
-    for key, item in value.items():
-        child = properties.get(key) if properties is not None else None
-        child_path = _join(path, key)
-        if child is None:
-            child = node.additional
-            child_path = f"{path}[{key}]"
-        if child is None:
-            continue
-        if not path and key == "metadata":
-            _validate_metadata(item, errors)
-            continue
-        child_old = old_map.get(key, ABSENT) if old_map is not None else ABSENT
-        validate(item, child_old, child, child_path, errors)
+def _number_checks(node: Node) -> Validator | None:
+    maximum, minimum, multiple_of = node.maximum, node.minimum, node.multiple_of
+    exclusive_maximum, exclusive_minimum = node.exclusive_maximum, node.exclusive_minimum
+    if maximum is None and minimum is None and not multiple_of:
+        return None
+
+    def check_number(value: float, old: Any, path: str, errors: list[FieldError]) -> None:
+        if maximum is not None:
+            if value > maximum or (exclusive_maximum and value == maximum):
+                relation = "less than" if exclusive_maximum else "less than or equal to"
+                errors.append(FieldError(path, INVALID,
+                                         f"Invalid value: {go_value(value)}: {path} in body should be "
+                                         f"{relation} {go_value(maximum)}"))
+        if minimum is not None:
+            if value < minimum or (exclusive_minimum and value == minimum):
+                relation = "greater than" if exclusive_minimum else "greater than or equal to"
+                errors.append(FieldError(path, INVALID,
+                                         f"Invalid value: {go_value(value)}: {path} in body should be "
+                                         f"{relation} {go_value(minimum)}"))
+        if multiple_of:
+            quotient = value / multiple_of
+            if not math.isclose(quotient, round(quotient), rel_tol=0, abs_tol=1e-9):
+                errors.append(FieldError(path, INVALID,
+                                         f"Invalid value: {go_value(value)}: {path} in body should be "
+                                         f"a multiple of {go_value(multiple_of)}"))
+
+    return check_number
+
+
+def _child_check(node: Node) -> Validator:
+    assert node.check is not None
+    return node.check
+
+
+def _object_checks(node: Node) -> Validator:
+    embedded, required = node.embedded, node.required
+    max_properties, min_properties = node.max_properties, node.min_properties
+    declared = {key: _child_check(child) for key, child in (node.properties or {}).items()}
+    additional = _child_check(node.additional) if node.additional is not None else None
+
+    def check_object(value: dict[str, Any], old: Any, path: str, errors: list[FieldError]) -> None:
+        if embedded:
+            for key in ("apiVersion", "kind"):
+                if not isinstance(value.get(key), str) or not value.get(key):
+                    errors.append(FieldError(_join(path, key), REQUIRED, "Required value: must not be empty"))
+        for key in required:
+            if key not in value:
+                errors.append(FieldError(_join(path, key), REQUIRED, "Required value"))
+        if max_properties is not None and len(value) > max_properties:
+            errors.append(FieldError(path, TOO_MANY,
+                                     f"Too many: {len(value)}: must have at most {max_properties} items"))
+        if min_properties is not None and len(value) < min_properties:
+            errors.append(FieldError(path, INVALID,
+                                     f"Invalid value: {len(value)}: {path} in body should have at least "
+                                     f"{min_properties} properties"))
+        old_map = old if isinstance(old, dict) else None
+        for key, item in value.items():
+            check = declared.get(key)
+            if check is not None:
+                child_path = _join(path, key)
+            elif additional is not None:
+                check, child_path = additional, f"{path}[{key}]"
+            else:
+                continue
+            if not path and key == "metadata":
+                _validate_metadata(item, errors)
+                continue
+            check(item, old_map.get(key, ABSENT) if old_map is not None else ABSENT, child_path, errors)
+
+    return check_object
 
 
 def _validate_metadata(meta: Any, errors: list[FieldError]) -> None:
@@ -582,37 +724,43 @@ def _validate_metadata(meta: Any, errors: list[FieldError]) -> None:
                                  f'type object: "{json_type(meta)}"'))
 
 
-def _validate_array(value: list[Any], old: Any, node: Node, path: str,
-                    errors: list[FieldError]) -> None:
-    if node.max_items is not None and len(value) > node.max_items:
-        errors.append(FieldError(path, TOO_MANY,
-                                 f"Too many: {len(value)}: must have at most {node.max_items} items"))
-    if node.min_items is not None and len(value) < node.min_items:
-        errors.append(FieldError(path, INVALID,
-                                 f"Invalid value: {len(value)}: {path} in body should have at least "
-                                 f"{node.min_items} items"))
-    olds = correlate_items(value, old, node)
-    if node.items is not None:
-        for index, item in enumerate(value):
-            validate(item, olds[index], node.items, f"{path}[{index}]", errors)
-    if node.list_type == "set":
-        seen: list[Any] = []
-        for index, item in enumerate(value):
-            if any(strictly_equal(item, s) for s in seen):
-                errors.append(FieldError(f"{path}[{index}]", DUPLICATE,
-                                         f"Duplicate value: {go_value(item)}"))
-            seen.append(item)
-    elif node.list_type == "map" and node.list_map_keys:
-        keys_seen: set[str] = set()
-        for index, item in enumerate(value):
-            if not isinstance(item, dict):
-                continue
-            key = json.dumps([item.get(k) for k in node.list_map_keys], sort_keys=True)
-            if key in keys_seen:
-                shown = ", ".join(f"{go_value(k)}:{go_value(item.get(k))}" for k in node.list_map_keys)
-                errors.append(FieldError(f"{path}[{index}]", DUPLICATE,
-                                         f"Duplicate value: map[string]interface {{}}{{{shown}}}"))
-            keys_seen.add(key)
+def _array_checks(node: Node) -> Validator:
+    max_items, min_items = node.max_items, node.min_items
+    items = _child_check(node.items) if node.items is not None else None
+    list_type, map_keys = node.list_type, node.list_map_keys
+
+    def check_array(value: list[Any], old: Any, path: str, errors: list[FieldError]) -> None:
+        if max_items is not None and len(value) > max_items:
+            errors.append(FieldError(path, TOO_MANY,
+                                     f"Too many: {len(value)}: must have at most {max_items} items"))
+        if min_items is not None and len(value) < min_items:
+            errors.append(FieldError(path, INVALID,
+                                     f"Invalid value: {len(value)}: {path} in body should have at least "
+                                     f"{min_items} items"))
+        if items is not None:
+            olds = correlate_items(value, old, node)
+            for index, item in enumerate(value):
+                items(item, olds[index], f"{path}[{index}]", errors)
+        if list_type == "set":
+            seen: list[Any] = []
+            for index, item in enumerate(value):
+                if any(strictly_equal(item, s) for s in seen):
+                    errors.append(FieldError(f"{path}[{index}]", DUPLICATE,
+                                             f"Duplicate value: {go_value(item)}"))
+                seen.append(item)
+        elif list_type == "map" and map_keys:
+            keys_seen: set[str] = set()
+            for index, item in enumerate(value):
+                if not isinstance(item, dict):
+                    continue
+                key = json.dumps([item.get(k) for k in map_keys], sort_keys=True)
+                if key in keys_seen:
+                    shown = ", ".join(f"{go_value(k)}:{go_value(item.get(k))}" for k in map_keys)
+                    errors.append(FieldError(f"{path}[{index}]", DUPLICATE,
+                                             f"Duplicate value: map[string]interface {{}}{{{shown}}}"))
+                keys_seen.add(key)
+
+    return check_array
 
 
 def correlate_items(value: list[Any], old: Any, node: Node) -> list[Any]:
@@ -631,11 +779,6 @@ def correlate_items(value: list[Any], old: Any, node: Node) -> list[Any]:
 # --- CEL rules --------------------------------------------------------------------------------
 
 
-@dataclass
-class RuleContext:
-    errors: list[FieldError] = field(default_factory=list)
-
-
 def validate_rules(value: Any, old: Any, node: Node, path: str, errors: list[FieldError],
                    *, root: bool = False) -> None:
     """Run every `x-kubernetes-validations` rule on `value` and below (values that exist).
@@ -643,36 +786,56 @@ def validate_rules(value: Any, old: Any, node: Node, path: str, errors: list[Fie
     Where `old` equals `value` (UPDATE of an unchanged node) only transition rules run: the
     API server ratchets the others.
     """
-    if not node.rules_below or value is None:
-        return
-    unchanged = old is not ABSENT and strictly_equal(value, old)
-    if unchanged and not node.transition_below:
-        return
-    if node.rules and _type_ok(value, node):
-        self_value = _root_view(value) if root else value
-        old_value = _root_view(old) if root and isinstance(old, dict) else old
-        for rule in node.rules:
-            if unchanged and not rule.compiled.transition:
-                continue
-            error = _run_rule(rule, self_value, old_value, node, path)
-            if error is not None:
-                errors.append(error)
-    if isinstance(value, dict) and node.type in (None, "object"):
-        old_map = old if isinstance(old, dict) else None
-        properties = node.properties
-        for key, item in value.items():
-            child = properties.get(key) if properties is not None else None
-            child_path = _join(path, key)
-            if child is None:
-                child, child_path = node.additional, f"{path}[{key}]"
-            if child is None or not child.rules_below:
-                continue
-            child_old = old_map.get(key, ABSENT) if old_map is not None else ABSENT
-            validate_rules(item, child_old, child, child_path, errors)
-    elif isinstance(value, list) and node.items is not None and node.items.rules_below:
-        olds = correlate_items(value, old, node)
-        for index, item in enumerate(value):
-            validate_rules(item, olds[index], node.items, f"{path}[{index}]", errors)
+    if node.check_rules is not None:
+        node.check_rules(value, old, path, errors, root)
+
+
+def _build_rule_walker(node: Node) -> RuleWalker:
+    """The rule walk of a node with rules at or below it: its own rules, then only the children
+    that have rules below them."""
+    rules, transition_below = node.rules, node.transition_below
+    objects = node.type in (None, "object")
+    declared = frozenset(node.properties or ())
+    walkers = {key: child.check_rules for key, child in (node.properties or {}).items()
+               if child.check_rules is not None}
+    additional = node.additional.check_rules if node.additional is not None else None
+    items = node.items.check_rules if node.items is not None else None
+
+    def check_rules(value: Any, old: Any, path: str, errors: list[FieldError], root: bool) -> None:
+        if value is None:
+            return
+        unchanged = old is not ABSENT and strictly_equal(value, old)
+        if unchanged and not transition_below:
+            return
+        if rules and _type_ok(value, node):
+            self_value = _root_view(value) if root else value
+            old_value = _root_view(old) if root and isinstance(old, dict) else old
+            for rule in rules:
+                if unchanged and not rule.compiled.transition:
+                    continue
+                error = _run_rule(rule, self_value, old_value, node, path)
+                if error is not None:
+                    errors.append(error)
+        if isinstance(value, dict):
+            if not objects:
+                return
+            old_map = old if isinstance(old, dict) else None
+            for key, item in value.items():
+                walk = walkers.get(key)
+                if walk is not None:
+                    child_path = _join(path, key)
+                elif additional is not None and key not in declared:
+                    walk, child_path = additional, f"{path}[{key}]"
+                else:
+                    continue
+                walk(item, old_map.get(key, ABSENT) if old_map is not None else ABSENT, child_path,
+                     errors, False)
+        elif isinstance(value, list) and items is not None:
+            olds = correlate_items(value, old, node)
+            for index, item in enumerate(value):
+                items(item, olds[index], f"{path}[{index}]", errors, False)
+
+    return check_rules
 
 
 def _root_view(obj: dict[str, Any]) -> dict[str, Any]:
