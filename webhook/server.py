@@ -213,13 +213,20 @@ def start_worker(options: ServeOptions, bundle: Bundle, cert: Path, key: Path,
     return runtime, worker
 
 
-class WebhookApplication(BaseApplication):  # type: ignore[misc]
-    """gunicorn, configured in code rather than from a command line or a file."""
+def use_serving(serving: ServingCertificate) -> None:
+    """Hand this worker's connections the contexts of `serving` (the `ssl_context` hook)."""
+    global _SERVING
+    _SERVING = serving
 
-    def __init__(self, options: ServeOptions, bundle: Bundle, cert: Path, key: Path,
-                 scratch: Path) -> None:
-        self.options, self.bundle, self.cert, self.key, self.scratch = (
-            options, bundle, cert, key, scratch)
+
+class GunicornApplication(BaseApplication):  # type: ignore[misc]
+    """gunicorn, configured in code rather than from a command line or a file; `factory` runs in
+    each worker after the fork and returns the WSGI app. The benchmark's no-op responder runs on
+    this same class, so the two differ only in the app."""
+
+    def __init__(self, options: ServeOptions, cert: Path, key: Path,
+                 factory: Callable[[], Any]) -> None:
+        self.options, self.cert, self.key, self.factory = options, cert, key, factory
         super().__init__()
 
     def load_config(self) -> None:
@@ -247,15 +254,22 @@ class WebhookApplication(BaseApplication):  # type: ignore[misc]
             self.cfg.set(key, value)
 
     def load(self) -> Any:
-        global _SERVING
-        runtime, worker = start_worker(self.options, self.bundle, self.cert, self.key, self.scratch)
-        _SERVING = worker.serving
-        if self.options.metrics_port and self.options.workers == 1:
+        return self.factory()
+
+
+def _webhook_factory(options: ServeOptions, bundle: Bundle, cert: Path, key: Path,
+                     scratch: Path) -> Callable[[], Any]:
+    def factory() -> Any:
+        runtime, worker = start_worker(options, bundle, cert, key, scratch)
+        use_serving(worker.serving)
+        if options.metrics_port and options.workers == 1:
             from prometheus_client import start_http_server
 
-            start_http_server(self.options.metrics_port, addr=self.options.bind,
+            start_http_server(options.metrics_port, addr=options.bind,
                               registry=runtime.metrics.registry)
         return create_app(runtime)
+
+    return factory
 
 
 def serve(options: ServeOptions) -> int:
@@ -268,7 +282,8 @@ def serve(options: ServeOptions) -> int:
         log.info("serving %s on %s:%d (%s certificates, host governance %s, polyfill %s)",
                  options.bundle_path, options.bind, options.port, options.certificate_mode,
                  bundle.host_governance, "on" if bundle.polyfill else "off")
-        WebhookApplication(options, bundle, cert, key, scratch).run()
+        GunicornApplication(options, cert, key,
+                            _webhook_factory(options, bundle, cert, key, scratch)).run()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return 0
