@@ -72,27 +72,100 @@ class Validation:
     field: str | None
 
 
+_MEMO_LIMIT: Final = 4096
+"""Entries a per-match memo keeps before it starts over (it is keyed by request attributes)."""
+
+
 @dataclass(frozen=True, eq=False)
 class Match:
-    """`matchConstraints` / `matchResources`."""
+    """`matchConstraints` / `matchResources`.
+
+    Whether the resource rules match depends only on a few request attributes (operation,
+    resource, subresource, whether namespaced, and the name when a rule lists `resourceNames`),
+    and a namespace selector that reads only `kubernetes.io/metadata.name` depends only on the
+    namespace's name; both answers are memoised here, so a request pays one dict lookup each.
+    """
 
     namespace_selector: Mapping[str, Any] | None
     object_selector: Mapping[str, Any] | None
     rules: tuple[Mapping[str, Any], ...]
     exclude_rules: tuple[Mapping[str, Any], ...]
     has_rules: bool
+    uses_names: bool = True
+    namespace_selects_all: bool | None = None
+    """None when it could not be precomputed (a malformed selector: decided per request)."""
+    namespace_by_name: bool = False
+    """The namespace selector reads no label but the name label."""
+    object_selects_all: bool | None = None
+    _by_request: dict[tuple[Any, ...], bool] = field(default_factory=dict, repr=False)
+    _by_namespace: dict[str, bool] = field(default_factory=dict, repr=False)
 
     @classmethod
     def parse(cls, spec: Mapping[str, Any] | None) -> Match | None:
         if spec is None:
             return None
+        rules = tuple(spec.get("resourceRules") or ())
+        exclude_rules = tuple(spec.get("excludeResourceRules") or ())
+        namespace_selector = spec.get("namespaceSelector")
+        object_selector = spec.get("objectSelector")
+        try:
+            uses_names = any(bool(rule.get("resourceNames")) for rule in rules + exclude_rules)
+        except AttributeError:
+            uses_names = True
+        try:
+            namespace_all: bool | None = selectors.is_empty(namespace_selector)
+            by_name = not selectors.keys(namespace_selector) - {selectors.NAME_LABEL}
+        except (AttributeError, TypeError):
+            namespace_all, by_name = None, False
+        try:
+            object_all: bool | None = selectors.is_empty(object_selector)
+        except (AttributeError, TypeError):
+            object_all = None
         return cls(
-            namespace_selector=spec.get("namespaceSelector"),
-            object_selector=spec.get("objectSelector"),
-            rules=tuple(spec.get("resourceRules") or ()),
-            exclude_rules=tuple(spec.get("excludeResourceRules") or ()),
+            namespace_selector=namespace_selector,
+            object_selector=object_selector,
+            rules=rules,
+            exclude_rules=exclude_rules,
             has_rules="resourceRules" in spec,
+            uses_names=uses_names,
+            namespace_selects_all=namespace_all,
+            namespace_by_name=by_name,
+            object_selects_all=object_all,
         )
+
+    def resources_match(self, attributes: Attributes, constraints: bool) -> bool:
+        """`resourceRules` (when they apply) match and no `excludeResourceRules` does."""
+        key = attributes.resource_key
+        if key is None:
+            return self._resources_match(attributes.request, constraints)
+        if self.uses_names:
+            key = (*key, str(attributes.request.get("name", "")))
+        key = (*key, constraints)
+        found = self._by_request.get(key)
+        if found is None:
+            found = self._resources_match(attributes.request, constraints)
+            if len(self._by_request) >= _MEMO_LIMIT:
+                self._by_request.clear()
+            self._by_request[key] = found
+        return found
+
+    def _resources_match(self, request: Mapping[str, Any], constraints: bool) -> bool:
+        if constraints or self.has_rules:
+            if not any(_rule_matches(rule, request) for rule in self.rules):
+                return False
+        return not any(_rule_matches(rule, request) for rule in self.exclude_rules)
+
+    def namespace_by_name_matches(self, namespace: str,
+                                  namespace_object: Mapping[str, Any] | None) -> bool:
+        """The namespace selector's verdict when it reads only the name label (memoised)."""
+        found = self._by_namespace.get(namespace)
+        if found is None:
+            found = selectors.matches(self.namespace_selector,
+                                      selectors.namespace_labels(namespace, namespace_object))
+            if len(self._by_namespace) >= _MEMO_LIMIT:
+                self._by_namespace.clear()
+            self._by_namespace[namespace] = found
+        return found
 
 
 @dataclass(frozen=True, eq=False)
@@ -108,6 +181,11 @@ class Policy:
     all_pass: Program | None = None
     """Every validation and variable in one program (`cel.bind` for the variables): when it is
     true, every validation is true, in one evaluation. Otherwise the lazy path decides."""
+    owner: str = field(init=False, default="")
+    """How errors name it: `ValidatingAdmissionPolicy 'name'`."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "owner", f"ValidatingAdmissionPolicy {self.name!r}")
 
 
 @dataclass(frozen=True, eq=False)
@@ -117,6 +195,11 @@ class Binding:
     actions: tuple[str, ...]
     param_ref: Mapping[str, Any] | None
     match: Match | None
+    owner: str = field(init=False, default="")
+    """How errors name it: `ValidatingAdmissionPolicyBinding 'name'`."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "owner", f"ValidatingAdmissionPolicyBinding {self.name!r}")
 
 
 @dataclass(frozen=True)
@@ -128,22 +211,47 @@ class Outcome:
     audit: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
 class Attributes:
-    """The request as matching sees it (the AdmissionRequest, plus the namespace object)."""
+    """The request as matching sees it (the AdmissionRequest, plus the namespace object), with
+    what every binding reads worked out once per request."""
 
-    request: Mapping[str, Any]
-    object: Mapping[str, Any] | None
-    old_object: Mapping[str, Any] | None
-    namespace_object: Mapping[str, Any] | None
-    _bound: dict[int, Bound] = field(default_factory=dict, compare=False)
-    _cel_request: list[dict[str, Any]] = field(default_factory=list, compare=False)
+    __slots__ = ("request", "object", "old_object", "namespace_object", "namespace",
+                 "_bound", "_cel_request", "_resource_key")
+
+    def __init__(self, request: Mapping[str, Any], obj: Mapping[str, Any] | None,
+                 old_object: Mapping[str, Any] | None,
+                 namespace_object: Mapping[str, Any] | None) -> None:
+        self.request = request
+        self.object = obj
+        self.old_object = old_object
+        self.namespace_object = namespace_object
+        self.namespace = str(request.get("namespace") or "")
+        self._bound: dict[int, Bound] = {}
+        self._cel_request: dict[str, Any] | None = None
+        self._resource_key: tuple[Any, ...] | None | bool = False
 
     @property
     def cel_request(self) -> dict[str, Any]:
-        if not self._cel_request:
-            self._cel_request.append(_cel_request(self.request))
-        return self._cel_request[0]
+        if self._cel_request is None:
+            self._cel_request = _cel_request(self.request)
+        return self._cel_request
+
+    @property
+    def resource_key(self) -> tuple[Any, ...] | None:
+        """What resource-rule matching reads of the request (but the name), as a hashable key;
+        None when the request is malformed enough that it has none (matching then raises or
+        decides as it would without the memo)."""
+        if self._resource_key is False:
+            try:
+                resource = self.request.get("resource") or {}
+                key = (str(self.request.get("operation", "")), resource.get("group", ""),
+                       resource.get("version", ""), str(resource.get("resource", "")),
+                       str(self.request.get("subResource") or ""), bool(self.request.get("namespace")))
+                hash(key)
+                self._resource_key = key
+            except (AttributeError, TypeError):
+                self._resource_key = None
+        return self._resource_key  # type: ignore[return-value]
 
     def shared(self, param: Mapping[str, Any] | None) -> Bound:
         """The activation (no variables) for these params, converted once per request."""
@@ -155,10 +263,6 @@ class Attributes:
                 "variables": {},
             })
         return self._bound[key]
-
-    @property
-    def namespace(self) -> str:
-        return str(self.request.get("namespace") or "")
 
 
 def _reads(program: Program) -> tuple[frozenset[str], bool, bool]:
@@ -320,16 +424,12 @@ def _rule_matches(rule: Mapping[str, Any], request: Mapping[str, Any]) -> bool:
 def _matches(match: Match | None, attributes: Attributes, owner: str, *, constraints: bool) -> bool:
     if match is None:
         return True
-    request = attributes.request
-    if constraints or match.has_rules:
-        if not any(_rule_matches(rule, request) for rule in match.rules):
-            return False
-    if any(_rule_matches(rule, request) for rule in match.exclude_rules):
+    if not match.resources_match(attributes, constraints):
         return False
-    if not _namespace_matches(match.namespace_selector, attributes, owner):
+    if match.namespace_selects_all is not True and not _namespace_matches(match, attributes, owner):
         return False
     selector = match.object_selector
-    if not selectors.is_empty(selector):
+    if match.object_selects_all is not True and not selectors.is_empty(selector):
         new_labels = _labels(attributes.object)
         old_labels = _labels(attributes.old_object)
         if not (attributes.object is not None and selectors.matches(selector, new_labels)) and not (
@@ -344,7 +444,8 @@ def _labels(obj: Mapping[str, Any] | None) -> dict[str, str]:
     return dict((obj.get("metadata") or {}).get("labels") or {})
 
 
-def _namespace_matches(selector: Mapping[str, Any] | None, attributes: Attributes, owner: str) -> bool:
+def _namespace_matches(match: Match, attributes: Attributes, owner: str) -> bool:
+    selector = match.namespace_selector
     if selectors.is_empty(selector):
         return True
     namespace = attributes.namespace
@@ -356,6 +457,8 @@ def _namespace_matches(selector: Mapping[str, Any] | None, attributes: Attribute
             name = str((target.get("metadata") or {}).get("name", ""))
             return selectors.matches(selector, selectors.namespace_labels(name, target))
         return True  # cluster-scoped objects are not filtered by namespace
+    if match.namespace_by_name:
+        return match.namespace_by_name_matches(namespace, attributes.namespace_object)
     needs_object = bool(selectors.keys(selector) - {selectors.NAME_LABEL})
     if needs_object and attributes.namespace_object is None:
         raise NamespaceRequired(namespace, owner)
@@ -372,6 +475,9 @@ class PolicySet:
     policies: dict[str, Policy]
     bindings: tuple[Binding, ...]
     params: dict[tuple[str, str], tuple[Mapping[str, Any], ...]] = field(default_factory=dict)
+    _params_memo: dict[tuple[Binding, str], tuple[tuple[Mapping[str, Any], ...], str | None]] = field(
+        default_factory=dict, repr=False)
+    """`_params` by (binding, request namespace): the params objects never change after compile."""
 
     @classmethod
     def compile(cls, objects: Iterable[Mapping[str, Any]],
@@ -414,15 +520,12 @@ class PolicySet:
             policy = self.policies.get(binding.policy_name)
             if policy is None:
                 continue
-            owner = f"ValidatingAdmissionPolicyBinding {binding.name!r}"
-            if not _matches(policy.match, attributes, f"ValidatingAdmissionPolicy {policy.name!r}",
-                            constraints=True):
+            if not _matches(policy.match, attributes, policy.owner, constraints=True):
                 continue
-            if not _matches(binding.match, attributes, owner, constraints=False):
+            if not _matches(binding.match, attributes, binding.owner, constraints=False):
                 continue
             if policy.reads_namespace_object and attributes.namespace and namespace_object is None:
-                raise NamespaceRequired(attributes.namespace,
-                                        f"ValidatingAdmissionPolicy {policy.name!r} (namespaceObject)")
+                raise NamespaceRequired(attributes.namespace, f"{policy.owner} (namespaceObject)")
             for failure in self._failures(policy, binding, attributes):
                 self._act(policy, binding, failure, violations, warnings, audit)
         return Outcome(tuple(violations), tuple(warnings), tuple(audit))
@@ -443,13 +546,25 @@ class PolicySet:
                 audit.append(f"{policy.name}/{binding.name}: {failure.message}")
 
     def _params(self, policy: Policy, binding: Binding, namespace: str
-                ) -> tuple[list[Mapping[str, Any] | None], str | None]:
+                ) -> tuple[Sequence[Mapping[str, Any] | None], str | None]:
         """The params objects to evaluate with (None: no paramKind), or a configuration error."""
         if policy.param_kind is None:
-            return [None], None
+            return (None,), None
+        key = (binding, namespace)
+        found = self._params_memo.get(key)
+        if found is None:
+            found = self._find_params(policy, binding, namespace)
+            if len(self._params_memo) >= _MEMO_LIMIT:
+                self._params_memo.clear()
+            self._params_memo[key] = found
+        return found
+
+    def _find_params(self, policy: Policy, binding: Binding, namespace: str
+                     ) -> tuple[tuple[Mapping[str, Any], ...], str | None]:
+        assert policy.param_kind is not None
         ref = binding.param_ref
         if not ref:
-            return [], "failed to configure binding: paramRef is required when paramKind is set"
+            return (), "failed to configure binding: paramRef is required when paramKind is set"
         candidates = self.params.get(policy.param_kind, ())
         wanted_namespace = ref.get("namespace")
         found = []
@@ -467,10 +582,10 @@ class PolicySet:
                 found.append(obj)
         if not found:
             if ref.get("parameterNotFoundAction", "Deny") == "Deny":
-                return [], ("failed to configure binding: no params found for policy binding "
+                return (), ("failed to configure binding: no params found for policy binding "
                             "with `Deny` parameterNotFoundAction")
-            return [], None
-        return list(found), None
+            return (), None
+        return tuple(found), None
 
     def _failures(self, policy: Policy, binding: Binding, attributes: Attributes) -> list[_Failure]:
         params, config_error = self._params(policy, binding, attributes.namespace)
