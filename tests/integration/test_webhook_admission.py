@@ -108,17 +108,6 @@ class Server:
                 self.process.wait(5)
 
 
-def start_server(args: list[str], log: Path) -> Server:
-    port = free_port()
-    command = [sys.executable, "-m", "webhook", "serve", "--port", str(port), "--bind", "127.0.0.1",
-               "--metrics-port", "0", *args]
-    handle = log.open("wb")
-    process = subprocess.Popen(command, cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT,
-                               start_new_session=True)
-    handle.close()
-    return Server(process, port, log)
-
-
 def ready(port: int) -> bool | None:
     context = ssl.create_default_context()
     context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
@@ -158,6 +147,18 @@ def _ensure_namespace(core: client.CoreV1Api, name: str) -> None:
             raise
 
 
+def _namespaces(repo: Any) -> set[str]:
+    """Every namespace the example's tenants and fixtures use (and ours), created up front."""
+    found = {TENANT, OUTSIDER}
+    found.update(n for tenant in repo.tenants for n in tenant.spec.namespaces)
+    for fixture in repo.fixtures:
+        for obj in (fixture.spec.object, fixture.spec.old_object or {}):
+            namespace = (obj.get("metadata") or {}).get("namespace")
+            if isinstance(namespace, str) and namespace:
+                found.add(namespace)
+    return found
+
+
 @pytest.fixture(scope="module")
 def installed(kubeconfig: Path, admin: client.ApiClient,
               tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
@@ -173,7 +174,7 @@ def installed(kubeconfig: Path, admin: client.ApiClient,
     port = free_port()
     _rewrite_to_local_url(out, port)
     core = client.CoreV1Api(admin)
-    for name in (TENANT, OUTSIDER):
+    for name in _namespaces(compiled.repo):
         _ensure_namespace(core, name)
     install(kubeconfig, out, [EXAMPLE / "consumer" / "virtualmachinepools.yaml"])
     identity = service_account_kubeconfig(kubeconfig, INSTALL_NS, "fivespot-webhook",
