@@ -28,7 +28,7 @@ log = logging.getLogger("fivespot.provider")
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add `provider <name> ...` to an argparse sub-parser set; returns the added parser."""
-    from controllers.providers.controller import DEFAULT_RESYNC_S, PROVIDER_TYPES
+    from controllers.providers.controller import DEFAULT_RESYNC_S, DEFAULT_WORKERS, PROVIDER_TYPES
 
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "provider", help="run a built-in schedule provider controller",
@@ -36,7 +36,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                     "schedule's next boundary, leading one Lease per partition.")
     parser.add_argument("name", choices=sorted(PROVIDER_TYPES), help="which provider")
     add_runtime_flags(parser)
-    parser.set_defaults(handler=run, resync=DEFAULT_RESYNC_S)
+    parser.set_defaults(handler=run, resync=DEFAULT_RESYNC_S, workers=DEFAULT_WORKERS)
     return parser
 
 

@@ -1,0 +1,277 @@
+"""Benchmark: a provider controller over 1,000 schedules costs nothing while nothing is due, and
+writes each status within a second of its boundary.
+
+Not a test. Against the real control plane (started here), with the compiled example installed,
+the capital-markets provider runs as its own process and ServiceAccount (`python -m
+controllers.providers capital-markets`, default flags) over 1,000 CapitalMarketsSchedule objects,
+each with one session a day in a fixed-offset zone (local noon-ish, so no midnight falls inside
+the run). After every object has its first status:
+
+1. quiet minutes: no schedule has a boundary in them; the provider process's CPU time
+   (utime + stime from /proc/PID/stat) is read at the start and end of each. Target: < 1 s.
+   What it still does in that minute: lease renewals for its partitions, watch bookmarks.
+2. boundary rounds: `--groups` rounds of objects open at consecutive whole minutes after the
+   quiet minutes (the last round takes every remaining object, a burst such as every schedule
+   following one exchange's open). The delay of each write is the provider's own `status
+   written` log timestamp minus the boundary. Target: p99 <= 1 s.
+
+Also reported: the in-process CPU cost of evaluating every object once (what a resync, or a
+boundary shared by all, costs in decisions alone).
+
+    .venv/bin/python bench/providers/run.py [--objects 1000] [--quiet-minutes 2] [--groups 100 100 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import IO, Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from compiler.output import write_tree  # noqa: E402
+from compiler.pipeline import compile_repo  # noqa: E402
+from controllers.providers import capital_markets  # noqa: E402
+from devcluster.build import cached_binaries, ensure_binaries  # noqa: E402
+from devcluster.clients import admin_client, service_account_kubeconfig  # noqa: E402
+from devcluster.controlplane import ControlPlane  # noqa: E402
+from devcluster.kubectl import install, kubectl  # noqa: E402
+
+EXAMPLE = ROOT / "examples" / "agent-sandbox"
+GROUP, VERSION, PLURAL = "spotschedules.5spot.finos.org", "v1alpha1", "capitalmarketsschedules"
+NAMESPACE = "bench-providers"
+INSTALL_NS = "5spot-system"
+COMPONENT = "fivespot-provider-capital-markets"
+UTC = dt.timezone.utc
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process, from /proc/PID/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, int(round(q * len(ordered) + 0.5)) - 1))]
+
+
+def zone_for(instant: dt.datetime) -> tuple[str, dt.timezone]:
+    """A fixed-offset IANA zone (`Etc/GMT±N`) in which `instant` is between 09:00 and 15:00."""
+    for hours in range(-12, 15):
+        local = instant + dt.timedelta(hours=hours)
+        if 9 <= local.hour < 15:
+            # POSIX sign convention: Etc/GMT-3 is UTC+3.
+            name = "Etc/GMT" if hours == 0 else f"Etc/GMT{'-' if hours > 0 else '+'}{abs(hours)}"
+            return name, dt.timezone(dt.timedelta(hours=hours))
+    raise AssertionError("no Etc/GMT zone puts this instant at midday")
+
+
+def schedule(name: str, opens: dt.datetime, zone: str, offset: dt.timezone) -> dict[str, Any]:
+    local = opens.astimezone(offset)
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": "CapitalMarketsSchedule",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {"timezone": zone, "sessions": [
+            {"days": "mon-sun", "open": local.strftime("%H:%M"), "close": "20:00"}]},
+    }
+
+
+class LogReader(threading.Thread):
+    """Collects the provider's JSON log lines (status writes with their timestamps)."""
+
+    def __init__(self, stream: IO[str]):
+        super().__init__(daemon=True)
+        self.stream = stream
+        self.writes: list[tuple[dt.datetime, str, Any]] = []
+        self.lines: list[str] = []
+        self.lock = threading.Lock()
+
+    def run(self) -> None:
+        for line in self.stream:
+            with self.lock:
+                self.lines.append(line)
+            if not line.startswith("{"):
+                continue
+            entry = json.loads(line)
+            if entry.get("msg") == "status written":
+                with self.lock:
+                    self.writes.append((dt.datetime.fromisoformat(entry["ts"]), entry["key"],
+                                        entry.get("active")))
+
+    def writes_after(self, since: dt.datetime) -> list[tuple[dt.datetime, str, Any]]:
+        with self.lock:
+            return [w for w in self.writes if w[0] >= since]
+
+
+def evaluate_cost(objects: list[dict[str, Any]]) -> float:
+    """CPU seconds to evaluate every object once in this process (decisions only)."""
+    now = dt.datetime.now(UTC)
+    started = time.process_time()
+    for obj in objects:
+        capital_markets.evaluate(obj["spec"], 1, None, now)
+    return time.process_time() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--objects", type=int, default=1000)
+    parser.add_argument("--quiet-minutes", type=int, default=2)
+    parser.add_argument("--groups", type=int, nargs="+", default=[100, 100, 100],
+                        help="objects opening at each of the first boundaries; the rest open "
+                             "together at one more")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="the provider's --workers (default: its own default)")
+    args = parser.parse_args()
+    if sum(args.groups) >= args.objects:
+        parser.error("--groups must leave objects for the final burst")
+
+    print(f"machine: {platform.node()} {platform.machine()} {os.cpu_count()} CPUs, python "
+          f"{platform.python_version()}, load average "
+          f"{', '.join(f'{x:.2f}' for x in os.getloadavg())} at start", flush=True)
+    plane = ControlPlane(cached_binaries() or ensure_binaries(), owned=True)
+    plane.start()
+    process: subprocess.Popen[str] | None = None
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            work = Path(tmp)
+            kubeconfig = plane.kubeconfig
+            out = work / "out"
+            write_tree(compile_repo(EXAMPLE / "config").files, out)
+            namespaces = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}}
+                          for n in ("agents", NAMESPACE)]
+            kubectl(kubeconfig, "apply", "-f", "-", stdin=yaml.safe_dump_all(namespaces))
+            install(kubeconfig, out, [EXAMPLE / "consumer" / "virtualmachinepools.yaml"])
+
+            # Boundaries: after the setup (generously 2 minutes) and the quiet minutes.
+            start = dt.datetime.now(UTC)
+            first = (start + dt.timedelta(minutes=2 + args.quiet_minutes + 1)).replace(
+                second=0, microsecond=0)
+            rest = args.objects - sum(args.groups)
+            sizes = [*args.groups, rest]
+            boundaries = [first + dt.timedelta(minutes=i) for i in range(len(sizes))]
+            zone, offset = zone_for(first)
+            objects: list[dict[str, Any]] = []
+            group_of: dict[str, int] = {}
+            for index, (size, boundary) in enumerate(zip(sizes, boundaries)):
+                for _ in range(size):
+                    name = f"s{len(objects):04d}"
+                    objects.append(schedule(name, boundary, zone, offset))
+                    group_of[f"{NAMESPACE}/{name}"] = index
+            manifest = work / "schedules.yaml"
+            manifest.write_text(yaml.safe_dump_all(objects))
+            kubectl(kubeconfig, "apply", "--server-side", "-f", str(manifest))
+            print(f"created {len(objects)} CapitalMarketsSchedules in {zone}; boundaries at "
+                  f"{', '.join(b.strftime('%H:%M:%SZ') for b in boundaries)} (sizes {sizes})",
+                  flush=True)
+
+            sa_config = service_account_kubeconfig(kubeconfig, INSTALL_NS, COMPONENT,
+                                                   work / "provider.kubeconfig")
+            command = [sys.executable, "-m", "controllers.providers", "capital-markets",
+                       "--bundle", str(out / "bundle.json"), "--kubeconfig", str(sa_config),
+                       "--lease-namespace", INSTALL_NS, "--identity", "bench",
+                       "--metrics-port", "0"]
+            if args.workers is not None:
+                command += ["--workers", str(args.workers)]
+            print("provider: python -m controllers.providers capital-markets --bundle "
+                  "OUT/bundle.json --kubeconfig SA.kubeconfig --lease-namespace 5spot-system "
+                  "--identity bench --metrics-port 0"
+                  + (f" --workers {args.workers}" if args.workers is not None else "")
+                  + " (other flags default)", flush=True)
+            process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE,
+                                       stderr=subprocess.STDOUT, text=True)
+            assert process.stdout is not None
+            reader = LogReader(process.stdout)
+            reader.start()
+
+            admin = admin_client(kubeconfig)
+            from kubernetes import client
+
+            api = client.CustomObjectsApi(admin)
+            deadline = time.monotonic() + 120
+            while True:
+                items = api.list_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL)["items"]
+                published = sum(1 for i in items if (i.get("status") or {}).get("observedGeneration") == 1)
+                if published == len(objects):
+                    break
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise SystemExit(f"only {published} statuses published:\n"
+                                     + "".join(reader.lines[-20:]))
+                time.sleep(1)
+            synced = dt.datetime.now(UTC)
+            print(f"initial statuses: {len(objects)} in {(synced - start).total_seconds():.1f} s "
+                  f"since creation", flush=True)
+
+            quiet: list[float] = []
+            for _ in range(args.quiet_minutes):
+                if dt.datetime.now(UTC) + dt.timedelta(seconds=62) > boundaries[0]:
+                    print("not enough time left before the first boundary for another quiet "
+                          "minute", flush=True)
+                    break
+                before = cpu_seconds(process.pid)
+                window_start = dt.datetime.now(UTC)
+                time.sleep(60)
+                quiet.append(cpu_seconds(process.pid) - before)
+                late = reader.writes_after(window_start)
+                print(f"quiet minute: {quiet[-1]:.2f} CPU-s, {len(late)} status writes",
+                      flush=True)
+
+            # Provider CPU over each boundary round: from 2 s before it to 30 s after the burst.
+            round_cpu: list[float] = []
+            for boundary in boundaries:
+                time.sleep(max(0.0, (boundary - dt.timedelta(seconds=2)
+                                     - dt.datetime.now(UTC)).total_seconds()))
+                before = cpu_seconds(process.pid)
+                horizon = boundary + dt.timedelta(seconds=50)
+                time.sleep(max(0.0, (horizon - dt.datetime.now(UTC)).total_seconds()))
+                round_cpu.append(cpu_seconds(process.pid) - before)
+            delays: dict[int, list[float]] = {i: [] for i in range(len(sizes))}
+            for when, key, active in reader.writes_after(boundaries[0] - dt.timedelta(seconds=5)):
+                group = group_of.get(key)
+                if group is not None and active is True:
+                    delays[group].append((when - boundaries[group]).total_seconds())
+            print("\nround  objects  written  p50_s  p99_s  max_s  min_s  provider_cpu_s")
+            all_delays: list[float] = []
+            for group, size in enumerate(sizes):
+                values = delays[group]
+                all_delays += values
+                if values:
+                    print(f"{group + 1:5d}  {size:7d}  {len(values):7d}  "
+                          f"{statistics.median(values):5.3f}  {percentile(values, 0.99):5.3f}  "
+                          f"{max(values):5.3f}  {min(values):5.3f}  {round_cpu[group]:14.2f}")
+                else:
+                    print(f"{group + 1:5d}  {size:7d}  {0:7d}  (no writes seen)")
+            small = [d for g in range(len(args.groups)) for d in delays[g]]
+            if quiet:
+                print(f"\nquiet-minute CPU: median {statistics.median(quiet):.2f} s "
+                      f"(min {min(quiet):.2f}, max {max(quiet):.2f}) over {len(quiet)} minute(s)")
+            if small:
+                print(f"boundary -> status write, rounds of {args.groups}: p50 "
+                      f"{statistics.median(small):.3f} s, p99 {percentile(small, 0.99):.3f} s")
+            print(f"boundary -> status write, all {len(all_delays)} writes: p50 "
+                  f"{statistics.median(all_delays):.3f} s, p99 {percentile(all_delays, 0.99):.3f} s")
+            print(f"evaluate every object once (in-process, decisions only): "
+                  f"{evaluate_cost(objects):.2f} CPU-s for {len(objects)} objects")
+    finally:
+        if process is not None:
+            process.terminate()
+            process.wait(timeout=30)
+        plane.stop()
+
+
+if __name__ == "__main__":
+    main()
