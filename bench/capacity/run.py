@@ -8,6 +8,8 @@ separate process with its compiled ServiceAccount:
   spec.warmReplicas reads the active value, as seen by a watch in this process (so it includes
   watch delivery both ways; an upper bound on the controller's own share). Flips are paced
   (`--rate` per second), one object each, in `--rounds` rounds.
+- burst: `--burst` schedules flipped at once; per-object latency and time to the last write
+  (the queue's throughput, not the per-flip latency the target in DESIGN §8 is about).
 - drain -> Inactive: a HandingBack object's counter is set to 0; the time until its phase reads
   Inactive (again as seen by a watch).
 - settle: time for the controller to give all N objects their first status after it starts.
@@ -167,6 +169,28 @@ class Bench:
             return [self.written[f"pool-{i:05d}"] - self.flipped[f"pool-{i:05d}"]
                     for i in indices if f"pool-{i:05d}" in self.written]
 
+    def burst(self, indices: list[int]) -> tuple[list[float], float]:
+        """Flip every schedule in `indices` at once (client threads): per-object latencies and
+        the time until the last target was written."""
+        def one(i: int) -> None:
+            with self.lock:
+                self.flipped[f"pool-{i:05d}"] = time.monotonic()
+            self.set_active(i, True)
+
+        started = time.monotonic()
+        list(self.pool.map(one, indices))
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            with self.lock:
+                if all(f"pool-{i:05d}" in self.written for i in indices):
+                    break
+            time.sleep(0.05)
+        with self.lock:
+            done = [self.written[f"pool-{i:05d}"] for i in indices if f"pool-{i:05d}" in self.written]
+            latencies = [self.written[f"pool-{i:05d}"] - self.flipped[f"pool-{i:05d}"]
+                         for i in indices if f"pool-{i:05d}" in self.written]
+        return latencies, max(done) - started
+
     def drain_round(self, indices: list[int], rate: float) -> list[float]:
         for i in indices:
             self.set_in_use(i, 1)
@@ -224,6 +248,8 @@ def main() -> int:
     parser.add_argument("--sample", type=int, default=100, help="flips (and drains) per round")
     parser.add_argument("--rate", type=float, default=20.0, help="flips per second")
     parser.add_argument("--threads", type=int, default=8, help="client threads creating objects")
+    parser.add_argument("--burst", type=int, default=500,
+                        help="then flip this many schedules at once (0: skip)")
     parser.add_argument("--kubeconfig", type=Path, help="use a running cluster instead of starting one")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
@@ -282,6 +308,11 @@ def main() -> int:
             "drain_p99_ms_median": statistics.median(r["p99_ms"] for r in drains),
             "rss_mb": {str(args.objects): round(rss_small, 1)},
         }
+        burst = list(range(args.rounds * sample, min(args.objects, args.rounds * sample + args.burst)))
+        if burst:
+            latencies, total = bench.burst(burst)
+            result["burst"] = {**summary(latencies), "objects": len(burst), "all_written_s": round(total, 2)}
+            print(f"  burst of {len(burst)} flips: {result['burst']}", flush=True)
         if args.grow_to > args.objects:
             print(f"growing to {args.grow_to} objects...", flush=True)
             grow_start = time.monotonic()

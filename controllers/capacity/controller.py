@@ -66,7 +66,7 @@ from controllers.capacity.observations import (
 from controllers.capacity.patches import status_patch, target_patch
 from controllers.capacity.watches import KindWatches
 from controllers.runtime import kube, metrics
-from controllers.runtime.cache import DELETED, MODIFIED, Obj
+from controllers.runtime.cache import DELETED, MODIFIED, Obj, strip
 from controllers.runtime.clock import SYSTEM_CLOCK, Clock
 from controllers.runtime.controller import Controller, Result
 from controllers.runtime.informer import DEFAULT_STALL_AFTER_S, DEFAULT_WATCH_TIMEOUT_S, Informer
@@ -145,7 +145,8 @@ def machine_node(obj: Obj | None) -> str | None:
 
 
 def newer(a: Obj | None, b: Obj | None) -> Obj | None:
-    """The more recent of two versions of one object, by resourceVersion (etcd revisions)."""
+    """The more recent of two versions of one object, by resourceVersion (etcd revisions);
+    `b` on a tie."""
     if a is None or b is None:
         return a or b
     try:
@@ -153,7 +154,7 @@ def newer(a: Obj | None, b: Obj | None) -> Obj | None:
         rb = int(_mapping(b.get("metadata")).get("resourceVersion", 0))
     except (TypeError, ValueError):
         return a
-    return b if rb > ra else a
+    return b if rb >= ra else a
 
 
 def guard_write(
@@ -210,6 +211,7 @@ class CapacityController:
         self.workers = Controller(CAPACITY_CONTROLLER, self.queue, self.reconcile,
                                   workers=settings.workers)
         self._own_writes: dict[str, Obj] = {}
+        """Objects as our own status writes returned them, until the watch delivers that version."""
         self._own_lock = threading.Lock()
         self._events: queue.Queue[tuple[Obj, Event]] = queue.Queue(maxsize=1000)
         self._stop = threading.Event()
@@ -264,9 +266,11 @@ class CapacityController:
 
     def _on_scap(self, event: str, obj: Obj, old: Obj | None) -> None:
         key = kube.object_key(obj)
+        with self._own_lock:
+            own = self._own_writes.get(key)
+            if own is not None and (event == DELETED or newer(own, obj) is obj):
+                del self._own_writes[key]  # the cache has caught up with our own write
         if event == DELETED:
-            with self._own_lock:
-                self._own_writes.pop(key, None)
             return
         if event == MODIFIED and old is not None:
             generation = _mapping(obj.get("metadata")).get("generation")
@@ -476,7 +480,7 @@ class CapacityController:
             return False
         metrics.WRITES.labels(controller=self._label, what="status").inc()
         with self._own_lock:
-            self._own_writes[key] = answer
+            self._own_writes[key] = strip(answer)
         self._count_transitions(prior, desired)
         return True
 

@@ -13,7 +13,8 @@ stop delivering; client-go's reflector is the model here):
   lockstep) and a socket read timeout of `stall_after_s`: a connection that dies without a FIN
   is noticed rather than waited on forever;
 - a stall (no event and no bookmark for `stall_after_s` since the watch was answered) is counted,
-  logged, makes `healthy()` false (readiness fails) and restarts the watch;
+  logged, makes `healthy()` false (readiness fails) until the restarted watch delivers an event
+  or a bookmark, and restarts the watch;
 - reconnects back off exponentially with jitter.
 
 A slow periodic resync re-delivers every cached object as RESYNC: the second clock, a backstop
@@ -308,7 +309,7 @@ class Informer:
             raise
         with self._response_lock:
             self._response = response.response
-        self._touch()  # the server answered: silence is measured from here
+        self._touch(proof=False)  # the server answered: silence is measured from here
         try:
             for line in iter_lines(self._chunks(response.response)):
                 if self._stop.is_set():
@@ -353,11 +354,13 @@ class Informer:
         """Drop the current watch connection (it resumes from the kept resourceVersion)."""
         self._interrupt()
 
-    def _touch(self) -> None:
+    def _touch(self, proof: bool = True) -> None:
+        """Record life. After a stall only an event, bookmark or list proves the new watch works
+        (a connection that answers can still go silent), so only those clear the stall."""
         self.last_activity = self._clock.monotonic()
-        if self._stalled:
+        if proof and self._stalled:
             log.info("watch recovered", extra={"resource": self.name})
-        self._stalled = False
+            self._stalled = False
 
     def _dispatch(self, deltas: builtins.list[Delta]) -> None:
         with self._handlers_lock:

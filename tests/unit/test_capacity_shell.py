@@ -72,6 +72,8 @@ def test_the_newer_copy_of_an_object_wins_by_resource_version() -> None:
     assert newer(cached, written) is written
     assert newer(written, cached) is written
     assert newer(cached, None) is cached
+    same = {"metadata": {"resourceVersion": "9"}}
+    assert newer(cached, same) is same, "on a tie the second (our own write) is kept"
 
 
 def test_the_write_guard_allows_only_an_allowlisted_path_and_zero_or_the_active_value() -> None:
