@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from policies.admission_eval import selectors
+from policies.admission_eval import projection, selectors
 from policies.admission_eval.fields import field_of
 from policies.admission_eval.result import VAP, Violation
 from policies.cel import (
@@ -253,15 +253,24 @@ class Attributes:
                 self._resource_key = None
         return self._resource_key  # type: ignore[return-value]
 
-    def shared(self, param: Mapping[str, Any] | None) -> Bound:
-        """The activation (no variables) for these params, converted once per request."""
+    def shared(self, param: Mapping[str, Any] | None,
+               reads: Mapping[str, projection.Paths] | None = None) -> Bound:
+        """The activation (no variables) for these params, converted once per request.
+
+        With `reads` (what the programs evaluated against it can observe, see `projection`),
+        each variable is cut down to that, so converting it into CEL costs only what is read.
+        """
         key = id(param)
         if key not in self._bound:
-            self._bound[key] = bind(ADMISSION_VARIABLES, {
+            data = {
                 "object": self.object, "oldObject": self.old_object, "request": self.cel_request,
                 "params": param, "namespaceObject": self.namespace_object, "authorizer": None,
                 "variables": {},
-            })
+            }
+            if reads is not None:
+                data = {name: projection.project(value, reads[name]) if name in reads else value
+                        for name, value in data.items()}
+            self._bound[key] = bind(ADMISSION_VARIABLES, data)
         return self._bound[key]
 
 
@@ -478,6 +487,15 @@ class PolicySet:
     _params_memo: dict[tuple[Binding, str], tuple[tuple[Mapping[str, Any], ...], str | None]] = field(
         default_factory=dict, repr=False)
     """`_params` by (binding, request namespace): the params objects never change after compile."""
+    _shortcut_reads: dict[str, projection.Paths] = field(default_factory=dict, repr=False)
+    """What the policies' all-validations programs can observe of each variable (the shared
+    activation holds only that)."""
+
+    def __post_init__(self) -> None:
+        for policy in self.policies.values():
+            if policy.all_pass is not None:
+                projection.merge(self._shortcut_reads,
+                                 projection.reads(policy.all_pass.tree.root, ADMISSION_VARIABLES))
 
     @classmethod
     def compile(cls, objects: Iterable[Mapping[str, Any]],
@@ -597,7 +615,7 @@ class PolicySet:
         for param in params:
             shared = None
             if policy.all_pass is not None and not policy.match_conditions:
-                shared = attributes.shared(param)
+                shared = attributes.shared(param, self._shortcut_reads)
             failures += _evaluate(policy, attributes, param, shared)
         return failures
 
