@@ -16,7 +16,7 @@ All CEL is compiled once in `PolicySet.compile`; a request only evaluates.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -216,7 +216,7 @@ class Attributes:
     what every binding reads worked out once per request."""
 
     __slots__ = ("request", "object", "old_object", "namespace_object", "namespace",
-                 "_bound", "_cel_request", "_resource_key")
+                 "_bound", "_cel_request", "_resource_key", "_projection")
 
     def __init__(self, request: Mapping[str, Any], obj: Mapping[str, Any] | None,
                  old_object: Mapping[str, Any] | None,
@@ -229,6 +229,7 @@ class Attributes:
         self._bound: dict[int, Bound] = {}
         self._cel_request: dict[str, Any] | None = None
         self._resource_key: tuple[Any, ...] | None | bool = False
+        self._projection: dict[str, Any] | None = None
 
     @property
     def cel_request(self) -> dict[str, Any]:
@@ -262,16 +263,31 @@ class Attributes:
         """
         key = id(param)
         if key not in self._bound:
-            data = {
-                "object": self.object, "oldObject": self.old_object, "request": self.cel_request,
-                "params": param, "namespaceObject": self.namespace_object, "authorizer": None,
-                "variables": {},
-            }
-            if reads is not None:
-                data = {name: projection.project(value, reads[name]) if name in reads else value
-                        for name, value in data.items()}
+            if reads is None:
+                data = {
+                    "object": self.object, "oldObject": self.old_object, "request": self.cel_request,
+                    "params": param, "namespaceObject": self.namespace_object, "authorizer": None,
+                    "variables": {},
+                }
+            else:
+                data = self._projected(reads)
+                data["params"] = projection.project(param, reads["params"]) if "params" in reads else param
             self._bound[key] = bind(ADMISSION_VARIABLES, data)
         return self._bound[key]
+
+    def _projected(self, reads: Mapping[str, projection.Paths]) -> dict[str, Any]:
+        """The request's variables but params, cut down to `reads` (once per request)."""
+        if self._projection is None:
+            def cut(name: str, value: Any) -> Any:
+                return projection.project(value, reads[name]) if name in reads else value
+            request = (_projected_cel_request(self.request, reads["request"]) if "request" in reads
+                       else self.cel_request)
+            self._projection = {
+                "object": cut("object", self.object), "oldObject": cut("oldObject", self.old_object),
+                "request": request, "namespaceObject": cut("namespaceObject", self.namespace_object),
+                "authorizer": None, "variables": {},
+            }
+        return dict(self._projection)
 
 
 def _reads(program: Program) -> tuple[frozenset[str], bool, bool]:
@@ -447,6 +463,13 @@ def _matches(match: Match | None, attributes: Attributes, owner: str, *, constra
     return True
 
 
+def _is_static(match: Match | None) -> bool:
+    """Whether the match's verdict for a namespaced request depends only on the request's
+    resource, name and namespace name."""
+    return match is None or (match.object_selects_all is True and (
+        match.namespace_selects_all is True or match.namespace_by_name))
+
+
 def _labels(obj: Mapping[str, Any] | None) -> dict[str, str]:
     if obj is None:
         return {}
@@ -490,12 +513,23 @@ class PolicySet:
     _shortcut_reads: dict[str, projection.Paths] = field(default_factory=dict, repr=False)
     """What the policies' all-validations programs can observe of each variable (the shared
     activation holds only that)."""
+    _plans: dict[tuple[Any, ...], tuple[tuple[Policy, Binding], ...]] = field(
+        default_factory=dict, repr=False)
+    """The matching (policy, binding) pairs by request key, when matching is static."""
+    _static: bool = field(default=False, repr=False)
+    """Whether every match depends only on resource, name and namespace name (no object
+    selectors, namespace selectors on the name label at most)."""
+    _names_matter: bool = field(default=True, repr=False)
 
     def __post_init__(self) -> None:
         for policy in self.policies.values():
             if policy.all_pass is not None:
                 projection.merge(self._shortcut_reads,
                                  projection.reads(policy.all_pass.tree.root, ADMISSION_VARIABLES))
+        matches = [binding.match for binding in self.bindings]
+        matches += [policy.match for policy in self.policies.values()]
+        object.__setattr__(self, "_static", all(_is_static(m) for m in matches))
+        object.__setattr__(self, "_names_matter", any(m is not None and m.uses_names for m in matches))
 
     @classmethod
     def compile(cls, objects: Iterable[Mapping[str, Any]],
@@ -534,6 +568,38 @@ class PolicySet:
         violations: list[Violation] = []
         warnings: list[str] = []
         audit: list[str] = []
+        for policy, binding in self._matching(attributes):
+            if policy.reads_namespace_object and attributes.namespace and namespace_object is None:
+                raise NamespaceRequired(attributes.namespace, f"{policy.owner} (namespaceObject)")
+            for failure in self._failures(policy, binding, attributes):
+                self._act(policy, binding, failure, violations, warnings, audit)
+        return Outcome(tuple(violations), tuple(warnings), tuple(audit))
+
+    def _matching(self, attributes: Attributes) -> Iterable[tuple[Policy, Binding]]:
+        """The (policy, binding) pairs that match, in binding order.
+
+        When matching is static, the pairs for a (resource key, name, namespace) are worked out
+        once and looked up afterwards. Otherwise, or when working them out fails (a malformed
+        selector), pairs are matched one at a time as evaluation proceeds, so an error surfaces
+        exactly where it would have.
+        """
+        key = attributes.resource_key
+        if not self._static or key is None or not attributes.namespace:
+            return self._match_each(attributes)
+        name = str(attributes.request.get("name", "")) if self._names_matter else ""
+        plan_key = (key, name, attributes.namespace)
+        plan = self._plans.get(plan_key)
+        if plan is None:
+            try:
+                plan = tuple(self._match_each(attributes))
+            except Exception:  # noqa: BLE001 - decided again, lazily, where it surfaces
+                return self._match_each(attributes)
+            if len(self._plans) >= _MEMO_LIMIT:
+                self._plans.clear()
+            self._plans[plan_key] = plan
+        return plan
+
+    def _match_each(self, attributes: Attributes) -> Iterator[tuple[Policy, Binding]]:
         for binding in self.bindings:
             policy = self.policies.get(binding.policy_name)
             if policy is None:
@@ -542,11 +608,7 @@ class PolicySet:
                 continue
             if not _matches(binding.match, attributes, binding.owner, constraints=False):
                 continue
-            if policy.reads_namespace_object and attributes.namespace and namespace_object is None:
-                raise NamespaceRequired(attributes.namespace, f"{policy.owner} (namespaceObject)")
-            for failure in self._failures(policy, binding, attributes):
-                self._act(policy, binding, failure, violations, warnings, audit)
-        return Outcome(tuple(violations), tuple(warnings), tuple(audit))
+            yield policy, binding
 
     def _act(self, policy: Policy, binding: Binding, failure: _Failure, violations: list[Violation],
              warnings: list[str], audit: list[str]) -> None:
@@ -747,6 +809,11 @@ _REQUEST_DEFAULTS: Final[Mapping[str, Any]] = {
 }
 
 
+_REQUESTED_AS: Final[Mapping[str, str]] = {
+    "requestKind": "kind", "requestResource": "resource", "requestSubResource": "subResource"}
+_CEL_REQUEST_KEYS: Final = frozenset(_REQUEST_DEFAULTS) | frozenset(_REQUESTED_AS)
+
+
 def _cel_request(request: Mapping[str, Any]) -> dict[str, Any]:
     """`request` as CEL sees it: the AdmissionRequest without its objects."""
     out = {key: request.get(key, default) for key, default in _REQUEST_DEFAULTS.items()}
@@ -754,6 +821,22 @@ def _cel_request(request: Mapping[str, Any]) -> dict[str, Any]:
     out["requestResource"] = request.get("requestResource", out["resource"])
     out["requestSubResource"] = request.get("requestSubResource", out["subResource"])
     return out
+
+
+def _cel_request_field(request: Mapping[str, Any], key: str) -> Any:
+    """`_cel_request(request)[key]`, without building the rest."""
+    if key in _REQUESTED_AS:
+        plain = _REQUESTED_AS[key]
+        return request.get(key, request.get(plain, _REQUEST_DEFAULTS[plain]))
+    return request.get(key, _REQUEST_DEFAULTS[key])
+
+
+def _projected_cel_request(request: Mapping[str, Any], paths: projection.Paths) -> dict[str, Any]:
+    """`projection.project(_cel_request(request), paths)`, building only the projected fields."""
+    if paths is None:
+        return _cel_request(request)
+    return {key: projection.project(_cel_request_field(request, key), below)
+            for key, below in paths.items() if key in _CEL_REQUEST_KEYS}
 
 
 def reasons_to_code(reason: str) -> int:
