@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from policies.admission_eval import projection, selectors
+from policies.admission_eval import batch, projection, selectors
 from policies.admission_eval.fields import field_of
 from policies.admission_eval.result import VAP, Violation
 from policies.cel import (
@@ -216,7 +216,7 @@ class Attributes:
     what every binding reads worked out once per request."""
 
     __slots__ = ("request", "object", "old_object", "namespace_object", "namespace",
-                 "_bound", "_cel_request", "_resource_key", "_projection")
+                 "_bound", "_cel_request", "_resource_key", "_projections")
 
     def __init__(self, request: Mapping[str, Any], obj: Mapping[str, Any] | None,
                  old_object: Mapping[str, Any] | None,
@@ -229,7 +229,7 @@ class Attributes:
         self._bound: dict[int, Bound] = {}
         self._cel_request: dict[str, Any] | None = None
         self._resource_key: tuple[Any, ...] | None | bool = False
-        self._projection: dict[str, Any] | None = None
+        self._projections: dict[int, dict[str, Any]] = {}
 
     @property
     def cel_request(self) -> dict[str, Any]:
@@ -270,24 +270,27 @@ class Attributes:
                     "variables": {},
                 }
             else:
-                data = self._projected(reads)
+                data = self.projected(reads)
                 data["params"] = projection.project(param, reads["params"]) if "params" in reads else param
             self._bound[key] = bind(ADMISSION_VARIABLES, data)
         return self._bound[key]
 
-    def _projected(self, reads: Mapping[str, projection.Paths]) -> dict[str, Any]:
-        """The request's variables but params, cut down to `reads` (once per request)."""
-        if self._projection is None:
+    def projected(self, reads: Mapping[str, projection.Paths]) -> dict[str, Any]:
+        """The request's variables but params, cut down to `reads` (worked out once per request
+        and `reads`); a new dict each call."""
+        found = self._projections.get(id(reads))
+        if found is None:
             def cut(name: str, value: Any) -> Any:
                 return projection.project(value, reads[name]) if name in reads else value
             request = (_projected_cel_request(self.request, reads["request"]) if "request" in reads
                        else self.cel_request)
-            self._projection = {
+            found = {
                 "object": cut("object", self.object), "oldObject": cut("oldObject", self.old_object),
                 "request": request, "namespaceObject": cut("namespaceObject", self.namespace_object),
                 "authorizer": None, "variables": {},
             }
-        return dict(self._projection)
+            self._projections[id(reads)] = found
+        return dict(found)
 
 
 def _reads(program: Program) -> tuple[frozenset[str], bool, bool]:
@@ -520,6 +523,8 @@ class PolicySet:
     """Whether every match depends only on resource, name and namespace name (no object
     selectors, namespace selectors on the name label at most)."""
     _names_matter: bool = field(default=True, repr=False)
+    _batches: dict[tuple[Any, ...], batch.Batch | None] = field(default_factory=dict, repr=False)
+    """The batch (see `batch`) of each plan's policies, by plan key."""
 
     def __post_init__(self) -> None:
         for policy in self.policies.values():
@@ -568,15 +573,25 @@ class PolicySet:
         violations: list[Violation] = []
         warnings: list[str] = []
         audit: list[str] = []
-        for policy, binding in self._matching(attributes):
+        pairs, plan_key = self._matching(attributes)
+        passed: frozenset[int] = frozenset()
+        if plan_key is not None:
+            together = self._batch(plan_key, pairs, attributes.namespace)
+            if together is not None and together.all_pass(attributes.projected):
+                passed = together.covered
+        for position, (policy, binding) in enumerate(pairs):
             if policy.reads_namespace_object and attributes.namespace and namespace_object is None:
                 raise NamespaceRequired(attributes.namespace, f"{policy.owner} (namespaceObject)")
+            if position in passed:
+                continue
             for failure in self._failures(policy, binding, attributes):
                 self._act(policy, binding, failure, violations, warnings, audit)
         return Outcome(tuple(violations), tuple(warnings), tuple(audit))
 
-    def _matching(self, attributes: Attributes) -> Iterable[tuple[Policy, Binding]]:
-        """The (policy, binding) pairs that match, in binding order.
+    def _matching(self, attributes: Attributes
+                  ) -> tuple[Iterable[tuple[Policy, Binding]], tuple[Any, ...] | None]:
+        """The (policy, binding) pairs that match, in binding order, and the plan key when they
+        come from the match table (else None).
 
         When matching is static, the pairs for a (resource key, name, namespace) are worked out
         once and looked up afterwards. Otherwise, or when working them out fails (a malformed
@@ -585,7 +600,7 @@ class PolicySet:
         """
         key = attributes.resource_key
         if not self._static or key is None or not attributes.namespace:
-            return self._match_each(attributes)
+            return self._match_each(attributes), None
         name = str(attributes.request.get("name", "")) if self._names_matter else ""
         plan_key = (key, name, attributes.namespace)
         plan = self._plans.get(plan_key)
@@ -593,11 +608,32 @@ class PolicySet:
             try:
                 plan = tuple(self._match_each(attributes))
             except Exception:  # noqa: BLE001 - decided again, lazily, where it surfaces
-                return self._match_each(attributes)
+                return self._match_each(attributes), None
             if len(self._plans) >= _MEMO_LIMIT:
                 self._plans.clear()
+                self._batches.clear()
             self._plans[plan_key] = plan
-        return plan
+        return plan, plan_key
+
+    def _batch(self, plan_key: tuple[Any, ...], plan: Iterable[tuple[Policy, Binding]],
+               namespace: str) -> batch.Batch | None:
+        """The batch of the plan's policies that have an all-validations program, no match
+        conditions and exactly one params object (built once per plan key)."""
+        if plan_key in self._batches:
+            return self._batches[plan_key]
+        entries = []
+        for position, (policy, binding) in enumerate(plan):
+            if policy.all_pass is None or policy.match_conditions:
+                continue
+            try:
+                params, config_error = self._params(policy, binding, namespace)
+            except Exception:  # noqa: BLE001 - raised again, in order, by the per-policy path
+                continue
+            if config_error is None and len(params) == 1:
+                entries.append(batch.Entry(position, policy.all_pass, params[0]))
+        found = batch.build(entries)
+        self._batches[plan_key] = found
+        return found
 
     def _match_each(self, attributes: Attributes) -> Iterator[tuple[Policy, Binding]]:
         for binding in self.bindings:

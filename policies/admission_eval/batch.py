@@ -1,0 +1,91 @@
+"""The all-validations programs of every policy a request matches, and-ed into one evaluation.
+
+Each policy already has an all-validations program (`Policy.all_pass`: its variables bound
+eagerly, its validations and-ed): when it is true, the policy has no failure. For a request that
+matches several policies, evaluating them one by one costs one activation per params object and
+one evaluation per policy, and with cel-expr-python the fixed cost of each dominates. A batch
+and-s them into one program, `(P1) && (P2) && cel.bind(params, fivespot_params_0, (P3))`, each
+policy's params object bound to `params` around its own conjunct from a hidden variable, so that
+one activation and one evaluation decide the common case: everything passes.
+
+Exactness: CEL's `&&` is true only when every operand is true (a false or an error anywhere makes
+it false or an error), so a true batch means every member's all-validations program is true, and
+each member is skipped exactly when its own shortcut would have skipped it. Any other result
+decides nothing: every member is then evaluated on its own, as without the batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from policies.admission_eval import projection
+from policies.cel import (
+    ADMISSION_VARIABLES,
+    CelCompileError,
+    CelEvaluationError,
+    Program,
+    bind,
+    compile_expression,
+)
+
+SLOT: Final = "fivespot_params_{}"
+"""The hidden variable holding the params object of the batch's n-th member with params."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A member: its position among the request's matched policies, its all-validations program
+    and the one params object it is evaluated with (None for a policy without `paramKind`)."""
+
+    position: int
+    program: Program
+    param: Mapping[str, Any] | None
+
+
+@dataclass(frozen=True, eq=False)
+class Batch:
+    program: Program
+    reads: dict[str, projection.Paths]
+    """What the members can observe of the request's variables (params excluded)."""
+    slots: dict[str, Any]
+    """Hidden variable -> the projected params object it holds."""
+    covered: frozenset[int]
+    """Positions of the members (decided together when the batch is true)."""
+
+    def all_pass(self, projected: Callable[[Mapping[str, projection.Paths]], dict[str, Any]]) -> bool:
+        """Whether every member passes; `projected(reads)` gives the request's variables cut
+        down to `reads` (`params` is set here: None outside the members' own bindings)."""
+        data = projected(self.reads)
+        data["params"] = None
+        data.update(self.slots)
+        try:
+            return self.program.evaluate_bound(bind(self.program.variables, data)) is True
+        except CelEvaluationError:
+            return False
+
+
+def build(entries: Sequence[Entry]) -> Batch | None:
+    """The batch of `entries`, or None when there are fewer than two (a member's own shortcut
+    is as cheap) or the and-ed program does not compile."""
+    if len(entries) < 2:
+        return None
+    conjuncts: list[str] = []
+    reads: dict[str, projection.Paths] = {}
+    slots: dict[str, Any] = {}
+    for entry in entries:
+        conjunct = f"({entry.program.expression})"
+        observed = projection.reads(entry.program.tree.root, ADMISSION_VARIABLES)
+        if entry.param is not None:
+            slot = SLOT.format(len(slots))
+            slots[slot] = (projection.project(entry.param, observed.pop("params"))
+                           if "params" in observed else None)
+            conjunct = f"cel.bind(params, {slot}, {conjunct})"
+        conjuncts.append(conjunct)
+        projection.merge(reads, observed)
+    try:
+        program = compile_expression(" && ".join(conjuncts), ADMISSION_VARIABLES | frozenset(slots))
+    except CelCompileError:
+        return None
+    return Batch(program, reads, slots, frozenset(entry.position for entry in entries))
