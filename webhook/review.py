@@ -136,11 +136,13 @@ def _short(value: object) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _get(data: Mapping[str, Any], key: str, kind: type | tuple[type, ...], what: str) -> Any:
+_JSON_TYPES: Final[dict[type, str]] = {Mapping: "an object", str: "a string", list: "an array"}
+
+
+def _get(data: Mapping[str, Any], key: str, kind: type, what: str) -> Any:
     value = data.get(key)
     if not isinstance(value, kind):
-        raise Malformed(f"{what} is missing or not a{'n' if what[0] in 'aeiou' else ''} "
-                        f"{getattr(kind, '__name__', 'valid value')}")
+        raise Malformed(f"{what} is missing or not {_JSON_TYPES.get(kind, kind.__name__)}")
     return value
 
 

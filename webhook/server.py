@@ -21,6 +21,7 @@ Process layout, and why:
 from __future__ import annotations
 
 import datetime
+import gc
 import logging
 import os
 import shutil
@@ -34,6 +35,7 @@ from typing import Any, Final, Literal
 
 from gunicorn.app.base import BaseApplication
 from kubernetes import client
+from urllib3.exceptions import HTTPError
 
 from compiler.emit.identities import WEBHOOK, WEBHOOK_CONFIGURATION, WEBHOOK_TLS_SECRET
 from controllers.runtime.informer import Informer
@@ -105,7 +107,7 @@ def initial_certificate(options: ServeOptions, bundle: Bundle, scratch: Path) ->
             try:
                 state = keeper.reconcile()
                 break
-            except (CertificateError, client.ApiException, OSError) as error:
+            except (CertificateError, client.ApiException, OSError, HTTPError) as error:
                 if time.monotonic() > deadline:
                     raise CertificateError(f"no serving certificate after {STARTUP_DEADLINE_S:.0f}s: "
                                            f"{error}") from None
@@ -254,7 +256,13 @@ class GunicornApplication(BaseApplication):  # type: ignore[misc]
             self.cfg.set(key, value)
 
     def load(self) -> Any:
-        return self.factory()
+        app = self.factory()
+        # Everything built so far (imports, bundle, compiled policies, the app) lives as long as
+        # the worker: move it out of the collector's generations, so a full collection scans
+        # only what requests allocate and stays short (it showed in the p99).
+        gc.collect()
+        gc.freeze()
+        return app
 
 
 def _webhook_factory(options: ServeOptions, bundle: Bundle, cert: Path, key: Path,

@@ -218,6 +218,32 @@ def run_phase(port: int, trust: ssl.SSLContext, work: list[tuple[str, bytes]], r
             "by_path": {p: summarize(sorted(v)) for p, v in by_path.items()}}
 
 
+def decision_buckets(port: int, trust: ssl.SSLContext) -> dict[float, float]:
+    """The webhook's own decision-time histogram (all checks and verdicts), cumulative."""
+    connection = http.client.HTTPSConnection("127.0.0.1", port, context=trust, timeout=10)
+    connection.request("GET", "/metrics")
+    text = connection.getresponse().read().decode()
+    connection.close()
+    buckets: dict[float, float] = {}
+    for line in text.splitlines():
+        if line.startswith("fivespot_webhook_admission_duration_seconds_bucket{"):
+            labels, value = line.rsplit(" ", 1)
+            bound = labels.split('le="', 1)[1].split('"', 1)[0]
+            key = float("inf") if bound == "+Inf" else float(bound)
+            buckets[key] = buckets.get(key, 0.0) + float(value)
+    return buckets
+
+
+def bucket_quantile(before: dict[float, float], after: dict[float, float], q: float) -> float:
+    """The upper bound (ms) of the bucket holding quantile q of the requests in between."""
+    counts = sorted((bound, after[bound] - before.get(bound, 0.0)) for bound in after)
+    total = counts[-1][1]
+    for bound, cumulative in counts:
+        if cumulative >= q * total:
+            return bound * 1000
+    return float("inf")
+
+
 def summarize(values: list[float]) -> dict[str, float]:
     def pct(q: float) -> float:
         return values[min(len(values) - 1, int(q * len(values)))] * 1000
@@ -342,7 +368,12 @@ def main() -> int:
         for round_number in range(args.rounds):
             for name, port in ports.items():
                 run_phase(port, trust, warmup, args.rate, args.connections, cap)
+                before = decision_buckets(port, trust) if name == "webhook" else {}
                 result = run_phase(port, trust, mix, args.rate, args.connections, cap)
+                if name == "webhook":
+                    after = decision_buckets(port, trust)
+                    result["decision"] = {q: bucket_quantile(before, after, q)
+                                          for q in (0.5, 0.99)}
                 rounds[name].append(result)
                 s = result["summary"]
                 print(f"round {round_number + 1} {name:7s}: n={s['n']} p50={s['p50']:.2f} ms "
@@ -394,6 +425,10 @@ def report(args: argparse.Namespace, rounds: dict[str, list[dict[str, Any]]],
     lines.append("webhook p99 by check (median of rounds): " + ", ".join(
         f"{p.rsplit('/', 1)[-1]} {statistics.median(v):.2f} ms"
         for p, v in sorted(per_path.items())))
+    decided = [r["decision"] for r in rounds["webhook"]]
+    lines.append("webhook decision time inside the app (its own histogram; bucket upper bounds), "
+                 "per round: " + ", ".join(f"p50 <= {d[0.5]:g} ms, p99 <= {d[0.99]:g} ms"
+                                           for d in decided))
     errors = sum(len(r["errors"]) for rs in rounds.values() for r in rs)
     lines.append(f"errors: {errors}")
     print("\n" + "\n".join(lines))
