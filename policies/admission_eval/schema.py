@@ -355,6 +355,11 @@ def _join(path: str, name: str) -> str:
     return f"{path}.{name}" if path else name
 
 
+def _prefix(path: str) -> str:
+    """What a child's name is appended to: `_join(path, name) == _prefix(path) + name`."""
+    return f"{path}." if path else ""
+
+
 # --- pruning and defaulting -------------------------------------------------------------------
 
 
@@ -570,7 +575,40 @@ def _build_validator(node: Node) -> Validator:
         if body is not None:
             body(value, old, path, errors)
 
-    return check
+    return _with_fast_path(node, check) or check
+
+
+def _with_fast_path(node: Node, check: Validator) -> Validator | None:
+    """For a plain string or integer leaf: a check that decides a valid value of exactly that type
+    with one call and no allocation, and hands anything else (a failing value, another type,
+    null, an UPDATE) to `check`, which reports exactly as without it."""
+    if node.int_or_string or node.enum is not None:
+        return None
+    if node.type == "string":
+        max_length, min_length, format_check = node.max_length, node.min_length, node.format_check
+        search = node.pattern[1].search if node.pattern is not None else None
+
+        def check_string_leaf(value: Any, old: Any, path: str, errors: list[FieldError]) -> None:
+            if value.__class__ is not str or old is not ABSENT or not (
+                    (max_length is None or len(value) <= max_length)
+                    and (min_length is None or len(value) >= min_length)
+                    and (search is None or search(value))
+                    and (format_check is None or format_check(value))):
+                check(value, old, path, errors)
+
+        return check_string_leaf
+    if node.type == "integer" and not node.multiple_of:
+        maximum, minimum = node.maximum, node.minimum
+        exclusive_maximum, exclusive_minimum = node.exclusive_maximum, node.exclusive_minimum
+
+        def check_integer_leaf(value: Any, old: Any, path: str, errors: list[FieldError]) -> None:
+            if value.__class__ is not int or old is not ABSENT or not (
+                    (maximum is None or value < maximum or (value == maximum and not exclusive_maximum))
+                    and (minimum is None or value > minimum or (value == minimum and not exclusive_minimum))):
+                check(value, old, path, errors)
+
+        return check_integer_leaf
+    return None
 
 
 def _in_enum(value: Any, enum: tuple[Any, ...]) -> bool:
@@ -701,10 +739,11 @@ def _object_checks(node: Node) -> Validator:
                                      f"Invalid value: {len(value)}: {path} in body should have at least "
                                      f"{min_properties} properties"))
         old_map = old if isinstance(old, dict) else None
+        prefix = _prefix(path)
         for key, item in value.items():
             check = declared.get(key)
             if check is not None:
-                child_path = _join(path, key)
+                child_path = prefix + key
             elif additional is not None:
                 check, child_path = additional, f"{path}[{key}]"
             else:
@@ -820,10 +859,11 @@ def _build_rule_walker(node: Node) -> RuleWalker:
             if not objects:
                 return
             old_map = old if isinstance(old, dict) else None
+            prefix = _prefix(path)
             for key, item in value.items():
                 walk = walkers.get(key)
                 if walk is not None:
-                    child_path = _join(path, key)
+                    child_path = prefix + key
                 elif additional is not None and key not in declared:
                     walk, child_path = additional, f"{path}[{key}]"
                 else:
@@ -835,7 +875,24 @@ def _build_rule_walker(node: Node) -> RuleWalker:
             for index, item in enumerate(value):
                 items(item, olds[index], f"{path}[{index}]", errors, False)
 
-    return check_rules
+    return _with_pattern_fast_path(node, check_rules) or check_rules
+
+
+def _with_pattern_fast_path(node: Node, check_rules: RuleWalker) -> RuleWalker | None:
+    """For a string leaf whose rules are all `self.matches('<constant>')`: a walk that decides a
+    new string value matching every pattern with RE2 alone, and hands anything else (a mismatch,
+    another type, null, an UPDATE) to `check_rules`, which reports exactly as without it."""
+    searches = tuple(rule.pattern.search for rule in node.rules if rule.pattern is not None)
+    if (node.type != "string" or node.int_or_string or not node.rules
+            or len(searches) != len(node.rules)):
+        return None
+
+    def check_pattern_leaf(value: Any, old: Any, path: str, errors: list[FieldError], root: bool) -> None:
+        if value.__class__ is not str or old is not ABSENT or root or not all(
+                search(value) for search in searches):
+            check_rules(value, old, path, errors, root)
+
+    return check_pattern_leaf
 
 
 def _root_view(obj: dict[str, Any]) -> dict[str, Any]:
