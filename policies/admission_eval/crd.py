@@ -114,7 +114,8 @@ def admit(kind: CustomResourceKind, operation: str, obj: Mapping[str, Any],
             # The API server reports this as one more field error, with no field (`<nil>`).
             schema_errors.append(FieldError("", structural.INVALID, f"Invalid value: null: {BLOCKED_MESSAGE}"))
     else:
-        structural.validate_rules(new, old_root, kind.schema, "", rule_errors, root=True)
+        structural.validate_rules(new, old_root, kind.schema, "", rule_errors, root=True,
+                                  schema_ok=not schema_errors)
     violations = tuple(
         [Violation(SCHEMA, kind.crd_name, e.path or None, e.message, reason=e.type)
          for e in schema_errors]

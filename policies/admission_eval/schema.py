@@ -340,8 +340,9 @@ Normaliser = Callable[[Any, str, list[str], bool], Any]
 """(value, path, warnings, root) -> the pruned and defaulted value."""
 Validator = Callable[[Any, Any, str, list[FieldError]], None]
 """(value, correlated old value or ABSENT, path, errors)."""
-RuleWalker = Callable[[Any, Any, str, list[FieldError], bool], None]
-"""(value, correlated old value or ABSENT, path, errors, root)."""
+RuleWalker = Callable[[Any, Any, str, list[FieldError], bool, bool], None]
+"""(value, correlated old value or ABSENT, path, errors, root, schema_ok); `schema_ok`: the
+structural check of the same value reported no error at all."""
 
 
 def _attach_walks(node: Node) -> None:
@@ -819,14 +820,16 @@ def correlate_items(value: list[Any], old: Any, node: Node) -> list[Any]:
 
 
 def validate_rules(value: Any, old: Any, node: Node, path: str, errors: list[FieldError],
-                   *, root: bool = False) -> None:
+                   *, root: bool = False, schema_ok: bool = False) -> None:
     """Run every `x-kubernetes-validations` rule on `value` and below (values that exist).
 
     Where `old` equals `value` (UPDATE of an unchanged node) only transition rules run: the
-    API server ratchets the others.
+    API server ratchets the others. `schema_ok`: `validate` of the same value and old value
+    reported no error, so every schema `pattern` it checked matched; a rule that is exactly
+    `self.matches()` of its node's own pattern is then known to hold without running it again.
     """
     if node.check_rules is not None:
-        node.check_rules(value, old, path, errors, root)
+        node.check_rules(value, old, path, errors, root, schema_ok)
 
 
 def _build_rule_walker(node: Node) -> RuleWalker:
@@ -840,7 +843,8 @@ def _build_rule_walker(node: Node) -> RuleWalker:
     additional = node.additional.check_rules if node.additional is not None else None
     items = node.items.check_rules if node.items is not None else None
 
-    def check_rules(value: Any, old: Any, path: str, errors: list[FieldError], root: bool) -> None:
+    def check_rules(value: Any, old: Any, path: str, errors: list[FieldError], root: bool,
+                    schema_ok: bool) -> None:
         if value is None:
             return
         unchanged = old is not ABSENT and strictly_equal(value, old)
@@ -869,28 +873,33 @@ def _build_rule_walker(node: Node) -> RuleWalker:
                 else:
                     continue
                 walk(item, old_map.get(key, ABSENT) if old_map is not None else ABSENT, child_path,
-                     errors, False)
+                     errors, False, schema_ok)
         elif isinstance(value, list) and items is not None:
             olds = correlate_items(value, old, node)
             for index, item in enumerate(value):
-                items(item, olds[index], f"{path}[{index}]", errors, False)
+                items(item, olds[index], f"{path}[{index}]", errors, False, schema_ok)
 
     return _with_pattern_fast_path(node, check_rules) or check_rules
 
 
 def _with_pattern_fast_path(node: Node, check_rules: RuleWalker) -> RuleWalker | None:
     """For a string leaf whose rules are all `self.matches('<constant>')`: a walk that decides a
-    new string value matching every pattern with RE2 alone, and hands anything else (a mismatch,
+    new string value matching every pattern with RE2 alone (skipping the patterns the structural
+    check already matched, when it reported nothing), and hands anything else (a mismatch,
     another type, null, an UPDATE) to `check_rules`, which reports exactly as without it."""
-    searches = tuple(rule.pattern.search for rule in node.rules if rule.pattern is not None)
+    patterns = [rule.pattern for rule in node.rules if rule.pattern is not None]
     if (node.type != "string" or node.int_or_string or not node.rules
-            or len(searches) != len(node.rules)):
+            or len(patterns) != len(node.rules)):
         return None
+    searches = tuple(pattern.search for pattern in patterns)
+    schema_pattern = node.pattern[0] if node.pattern is not None else None
+    unproven = tuple(pattern.search for pattern in patterns if pattern.source != schema_pattern)
 
-    def check_pattern_leaf(value: Any, old: Any, path: str, errors: list[FieldError], root: bool) -> None:
+    def check_pattern_leaf(value: Any, old: Any, path: str, errors: list[FieldError], root: bool,
+                           schema_ok: bool) -> None:
         if value.__class__ is not str or old is not ABSENT or root or not all(
-                search(value) for search in searches):
-            check_rules(value, old, path, errors, root)
+                search(value) for search in (unproven if schema_ok else searches)):
+            check_rules(value, old, path, errors, root, schema_ok)
 
     return check_pattern_leaf
 

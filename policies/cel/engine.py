@@ -95,8 +95,11 @@ class Program:
         Keys are the declared variable names. With `optional_old_self`, leave `oldSelf` out when
         there is no old value (CREATE, or the field is new) and CEL sees `optional.none()`.
         """
-        data = self._data(activation)
+        data = self._data(activation) if self.optional_old_self else activation
         result = self._run(data)
+        quick = _plain_bool(result)
+        if quick is not None:
+            return quick
         if result.type() == cel.Type.ERROR and _INT_OUT_OF_RANGE.search(str(result)):
             # Kubernetes decodes integers beyond int64 as float64; cel-cpp refuses them. Only
             # activations that hit this pay for the normalising copy.
@@ -122,6 +125,9 @@ class Program:
             result = self._compiled.eval(activation=bound.activation)
         except RuntimeError as error:
             raise CelEvaluationError(cel_go_wording(str(error)), self.expression) from error
+        quick = _plain_bool(result)
+        if quick is not None:
+            return quick
         if result.type() == cel.Type.ERROR:
             if _INT_OUT_OF_RANGE.search(str(result)):
                 return self.evaluate(bound.data)
@@ -293,6 +299,16 @@ def format_issue(expr: str, offset: int, message: str) -> str:
         f" | {line_text}\n"
         f" | {'.' * column}^"
     )
+
+
+def _plain_bool(result: cel.Value) -> bool | None:
+    """The result when it is a bool (most rules), read without the error and type checks: an
+    error's plain value is its text, never a bool. None for anything else."""
+    try:
+        plain = result.plain_value()
+    except RuntimeError:
+        return None
+    return plain if plain.__class__ is bool else None
 
 
 # --- values in and out --------------------------------------------------------------------------
