@@ -244,6 +244,21 @@ def bucket_quantile(before: dict[float, float], after: dict[float, float], q: fl
     return float("inf")
 
 
+def cpu_seconds(group: int) -> float:
+    """CPU time (user + system) of every process in a process group, from /proc."""
+    total = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == group:  # pgrp
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def summarize(values: list[float]) -> dict[str, float]:
     def pct(q: float) -> float:
         return values[min(len(values) - 1, int(q * len(values)))] * 1000
@@ -349,15 +364,18 @@ def main() -> int:
         trust = ssl.create_default_context(cadata=ca.cert_pem.decode())
         ports = {"noop-wsgi": free_port(), "noop": free_port(), "webhook": free_port()}
         webhook_port = ports["webhook"]
+        groups: dict[str, int] = {}  # server -> process group (each is its own session)
         processes.append(spawn([sys.executable, "-m", "webhook", "serve", "--bundle", str(bundle),
                                 "--port", str(webhook_port), "--bind", "127.0.0.1",
                                 "--kubeconfig", str(plane.kubeconfig), "--tls-cert", str(cert),
                                 "--tls-key", str(key), "--certificate-mode", "files",
                                 "--metrics-port", "0"], work / "webhook.log"))
+        groups["webhook"] = processes[-1].pid
         for name, kind in (("noop", "flask"), ("noop-wsgi", "wsgi")):
             processes.append(spawn([sys.executable, str(Path(__file__).resolve()), "--noop",
                                     kind, str(ports[name]), str(cert), str(key)],
                                    work / f"{name}.log"))
+            groups[name] = processes[-1].pid
         for port in ports.values():
             wait_ready(port, trust, "/readyz")
         time.sleep(2)  # let the cache sync and the servers settle
@@ -365,11 +383,18 @@ def main() -> int:
         warmup = requests_mix(300, args.machines)
         cap = args.requests / args.rate * 3 + 30
         rounds: dict[str, list[dict[str, Any]]] = {name: [] for name in ports}
+        names = list(ports)
         for round_number in range(args.rounds):
-            for name, port in ports.items():
+            # Rotate the order each round so no server always runs in the same slot of the
+            # machine's (shared, noisy) load.
+            for name in names[round_number % 3:] + names[:round_number % 3]:
+                port = ports[name]
                 run_phase(port, trust, warmup, args.rate, args.connections, cap)
                 before = decision_buckets(port, trust) if name == "webhook" else {}
+                cpu_before = cpu_seconds(groups[name])
                 result = run_phase(port, trust, mix, args.rate, args.connections, cap)
+                result["cpu_ms_per_request"] = (cpu_seconds(groups[name]) - cpu_before) * 1000 \
+                    / max(result["summary"]["n"], 1)
                 if name == "webhook":
                     after = decision_buckets(port, trust)
                     result["decision"] = {q: bucket_quantile(before, after, q)
@@ -378,7 +403,9 @@ def main() -> int:
                 s = result["summary"]
                 print(f"round {round_number + 1} {name:7s}: n={s['n']} p50={s['p50']:.2f} ms "
                       f"p99={s['p99']:.2f} ms max={s['max']:.2f} ms "
-                      f"rate={result['achieved_rate']:.0f}/s errors={len(result['errors'])}",
+                      f"rate={result['achieved_rate']:.0f}/s "
+                      f"cpu={result['cpu_ms_per_request']:.2f} ms/request "
+                      f"errors={len(result['errors'])}",
                       flush=True)
                 for error in result["errors"][:3]:
                     print("   error:", error)
@@ -425,6 +452,11 @@ def report(args: argparse.Namespace, rounds: dict[str, list[dict[str, Any]]],
     lines.append("webhook p99 by check (median of rounds): " + ", ".join(
         f"{p.rsplit('/', 1)[-1]} {statistics.median(v):.2f} ms"
         for p, v in sorted(per_path.items())))
+    cpu = {name: statistics.median(r["cpu_ms_per_request"] for r in rounds[name])
+           for name in rounds}
+    lines.append("server CPU per request (user+system of its processes, median of rounds): "
+                 + ", ".join(f"{name} {value:.2f} ms" for name, value in cpu.items())
+                 + f"; webhook / noop {cpu['webhook'] / cpu['noop']:.2f}×")
     decided = [r["decision"] for r in rounds["webhook"]]
     lines.append("webhook decision time inside the app (its own histogram; bucket upper bounds), "
                  "per round: " + ", ".join(f"p50 <= {d[0.5]:g} ms, p99 <= {d[0.99]:g} ms"
