@@ -212,12 +212,22 @@ class Bench:
                     for i in indices if f"cap-{i:05d}" in self.inactive]
 
 
-def rss_mb(port: int) -> float:
+def process_metric(port: int, name: str) -> float:
     status, body = localrun.http_get(port, "/metrics")
     for line in body.splitlines():
-        if line.startswith("process_resident_memory_bytes"):
-            return float(line.split()[-1]) / 2**20
-    raise RuntimeError("no process_resident_memory_bytes")
+        if line.startswith(name + " "):
+            return float(line.split()[-1])
+    raise RuntimeError(f"no {name}")
+
+
+def reconcile_totals(port: int) -> tuple[float, float]:
+    label = '{controller="fivespot-capacity-controller"}'
+    return (process_metric(port, f"fivespot_reconcile_duration_seconds_sum{label}"),
+            process_metric(port, f"fivespot_reconcile_duration_seconds_count{label}"))
+
+
+def rss_mb(port: int) -> float:
+    return process_metric(port, "process_resident_memory_bytes") / 2**20
 
 
 def summary(values: list[float]) -> dict[str, float]:
@@ -251,6 +261,7 @@ def main() -> int:
     parser.add_argument("--burst", type=int, default=500,
                         help="then flip this many schedules at once (0: skip)")
     parser.add_argument("--kubeconfig", type=Path, help="use a running cluster instead of starting one")
+    parser.add_argument("--workers", type=int, default=4, help="the controller's --workers")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
     started_machine = machine()
@@ -281,7 +292,8 @@ def main() -> int:
         sa = localrun.controller_kubeconfig(kubeconfig, work / "sa.kubeconfig")
         log = work / "controller.log"
         start = time.monotonic()
-        controller = localrun.start_controller(sa, bundle, "bench", log)
+        controller = localrun.start_controller(sa, bundle, "bench", log,
+                                                extra=["--workers", str(args.workers)])
         port = localrun.metrics_port_of(log)
         names = [f"cap-{i:05d}" for i in range(args.objects)]
         bench.wait_phases(names, {"Inactive"}, 600)
@@ -310,8 +322,16 @@ def main() -> int:
         }
         burst = list(range(args.rounds * sample, min(args.objects, args.rounds * sample + args.burst)))
         if burst:
+            cpu_before = process_metric(port, "process_cpu_seconds_total")
+            sum_before, count_before = reconcile_totals(port)
             latencies, total = bench.burst(burst)
-            result["burst"] = {**summary(latencies), "objects": len(burst), "all_written_s": round(total, 2)}
+            cpu = process_metric(port, "process_cpu_seconds_total") - cpu_before
+            sum_after, count_after = reconcile_totals(port)
+            result["burst"] = {**summary(latencies), "objects": len(burst), "all_written_s": round(total, 2),
+                               "controller_cpu_s": round(cpu, 2),
+                               "reconciles": int(count_after - count_before),
+                               "reconcile_mean_ms": round(1000 * (sum_after - sum_before)
+                                                          / max(count_after - count_before, 1), 1)}
             print(f"  burst of {len(burst)} flips: {result['burst']}", flush=True)
         if args.grow_to > args.objects:
             print(f"growing to {args.grow_to} objects...", flush=True)
