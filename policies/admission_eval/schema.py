@@ -16,7 +16,6 @@ walks" below), so checking an object is a walk over plain data with no schema lo
 from __future__ import annotations
 
 import copy
-import itertools
 import json
 import math
 from collections.abc import Callable, Mapping
@@ -368,10 +367,9 @@ def _prefix(path: str) -> str:
 def prune_and_default(value: Any, node: Node, warnings: list[str]) -> Any:
     """A new value: unknown fields pruned (each warned about), nulls dropped, defaults applied.
 
-    `value` is the whole object; its `metadata` keeps only ObjectMeta's fields. Copy on write:
-    an object the walk changes is a new dict, anything it leaves as it is (most of an object) is
-    shared with `value`, not copied; nothing downstream mutates an admitted object (`admit`
-    passes a fresh top-level dict and only sets `status` on the result).
+    `value` is the whole object; its `metadata` keeps only ObjectMeta's fields. Every object the
+    schema describes is a new dict; values it leaves as they are (scalars, embedded resources,
+    preserved unknown fields) are shared with `value`, not copied: nothing mutates them.
     """
     if not isinstance(value, dict) or node.normalise is None:
         return copy.deepcopy(value)
@@ -409,43 +407,33 @@ def _object_normaliser(node: Node) -> Callable[[dict[str, Any], str, list[str], 
 
     def normalise_object(value: dict[str, Any], path: str, warnings: list[str],
                          root: bool) -> dict[str, Any]:
-        out: dict[str, Any] | None = None  # made at the first difference from `value`
-        for index, (key, item) in enumerate(value.items()):
-            kept: Any = item
+        out: dict[str, Any] = {}
+        for key, item in value.items():
             if root and key == "metadata" and isinstance(item, dict):
-                kept = _metadata(item, warnings)
-            elif (entry := declared.get(key)) is not None:
+                out[key] = _metadata(item, warnings)
+                continue
+            entry = declared.get(key)
+            if entry is not None:
                 child, child_normalise = entry
                 if item is None and not child.nullable:
-                    kept = _DROPPED  # replaced by its default below, if it has one
-                elif child_normalise is not None:
-                    kept = child_normalise(item, _join(path, key), warnings, False)
+                    continue  # dropped (and replaced by its default below, if it has one)
+                out[key] = item if child_normalise is None else child_normalise(
+                    item, _join(path, key), warnings, False)
             elif additional is not None:
                 if item is None and not additional.nullable and additional.has_default:
-                    kept = _DROPPED
-                elif additional_normalise is not None:
-                    kept = additional_normalise(item, f"{path}[{key}]", warnings, False)
-            elif not preserve_unknown:
-                warnings.append(f'unknown field "{_join(path, key)}"')
-                kept = _DROPPED
-            if out is None:
-                if kept is item:
                     continue
-                out = dict(itertools.islice(value.items(), index))
-            if kept is not _DROPPED:
-                out[key] = kept
+                out[key] = item if additional_normalise is None else additional_normalise(
+                    item, f"{path}[{key}]", warnings, False)
+            elif preserve_unknown:
+                out[key] = item
+            else:
+                warnings.append(f'unknown field "{_join(path, key)}"')
         for key, default in defaults:
-            if key not in (value if out is None else out):
-                if out is None:
-                    out = dict(value)
+            if key not in out:
                 out[key] = copy.deepcopy(default) if isinstance(default, (dict, list)) else default
-        return value if out is None else out
+        return out
 
     return normalise_object
-
-
-_DROPPED: Final[Any] = object()
-"""A field pruning or null-dropping removes."""
 
 
 def _normalised_default(node: Node) -> Any:
