@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 CLUSTER_DIR := .cluster
 EXAMPLE := examples/agent-sandbox
 
-.PHONY: install run test unit integration typecheck controlplane cluster cluster-down clean golden bench-compile
+.PHONY: install run test unit integration typecheck controlplane cluster cluster-down clean golden demo bench bench-compile bench-check bench-webhook bench-capacity bench-providers
 
 install: $(STAMP)
 
@@ -50,6 +50,25 @@ clean:
 golden: install
 	$(BIN)/fivespot compile $(EXAMPLE)/config --out tests/unit/golden/agent-sandbox
 
+# Local control plane + compiled example + webhook, provider and capacity controller as local
+# processes; flips a ManualSchedule and shows `kubectl get scap` through a whole handback.
+demo: install controlplane
+	$(BIN)/python -m controllers.demo
+
 # Benchmarks (not tests): each prints its numbers; record them in bench/RESULTS.md.
+bench: bench-compile bench-check bench-webhook bench-capacity bench-providers
+
 bench-compile: install
 	$(BIN)/python bench/compile/run.py
+
+bench-check: install
+	$(BIN)/python bench/check/run.py
+
+bench-webhook: install
+	$(BIN)/python bench/webhook/run.py
+
+bench-capacity: install controlplane
+	$(BIN)/python bench/capacity/run.py
+
+bench-providers: install controlplane
+	$(BIN)/python bench/providers/run.py
