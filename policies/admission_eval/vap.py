@@ -181,6 +181,9 @@ class Policy:
     all_pass: Program | None = None
     """Every validation and variable in one program (`cel.bind` for the variables): when it is
     true, every validation is true, in one evaluation. Otherwise the lazy path decides."""
+    reads: dict[str, projection.Paths] | None = None
+    """What its variables, match conditions, validations and messages can observe of the
+    request's variables (None: not worked out, use them whole)."""
     owner: str = field(init=False, default="")
     """How errors name it: `ValidatingAdmissionPolicy 'name'`."""
 
@@ -365,7 +368,13 @@ def compile_policy(obj: Mapping[str, Any]) -> Policy:
         ))
     param_kind = spec.get("paramKind")
     all_pass = _all_pass(spec) if validations else None
+    reads: dict[str, projection.Paths] = {}
+    for program in (*(v.program for v in variables), *(c.program for c in conditions),
+                    *(v.program for v in validations),
+                    *(v.message_expression for v in validations if v.message_expression)):
+        projection.merge(reads, projection.reads(program.tree.root, ADMISSION_VARIABLES))
     return Policy(
+        reads=reads,
         name=name,
         failure_policy=str(spec.get("failurePolicy") or "Fail"),
         match=Match.parse(spec.get("matchConstraints")),
@@ -780,14 +789,21 @@ def _evaluate(policy: Policy, attributes: Attributes, param: Mapping[str, Any] |
                 return []
         except CelEvaluationError:
             pass
-    activation = _Activation(policy, {
-        "object": attributes.object,
-        "oldObject": attributes.old_object,
-        "request": attributes.cel_request,
-        "params": param,
-        "namespaceObject": attributes.namespace_object,
-        "authorizer": None,
-    })
+    if policy.reads is None:
+        data = {
+            "object": attributes.object,
+            "oldObject": attributes.old_object,
+            "request": attributes.cel_request,
+            "params": param,
+            "namespaceObject": attributes.namespace_object,
+            "authorizer": None,
+        }
+    else:
+        data = attributes.projected(policy.reads)
+        del data["variables"]
+        data["params"] = projection.project(param, policy.reads["params"]) if (
+            "params" in policy.reads) else param
+    activation = _Activation(policy, data)
     for condition in policy.match_conditions:
         try:
             matched = activation.evaluate(condition.program, condition.needs)
