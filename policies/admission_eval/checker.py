@@ -99,7 +99,8 @@ class Checker:
         """The API server's decision. Raises UnknownKind, or vap.NamespaceRequired when a
         binding's namespace selector needs labels of a namespace object not given."""
         kind = self.kind_of(request.object)
-        namespace = self.namespace_of(request.object)
+        namespace = (str((request.object.get("metadata") or {}).get("namespace") or DEFAULT_NAMESPACE)
+                     if kind.namespaced else "")
         admitted = crd.admit(kind, request.operation, request.object, request.old_object)
         if admitted.violations:
             return Verdict(False, admitted.violations, admitted.warnings)
