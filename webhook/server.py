@@ -259,7 +259,7 @@ class GunicornApplication(BaseApplication):  # type: ignore[misc]
         app = self.factory()
         # Everything built so far (imports, bundle, compiled policies, the app) lives as long as
         # the worker: move it out of the collector's generations, so a full collection scans
-        # only what requests allocate and stays short (it showed in the p99).
+        # only what requests allocate and stays short.
         gc.collect()
         gc.freeze()
         return app
