@@ -842,6 +842,8 @@ def _build_rule_walker(node: Node) -> RuleWalker:
                if child.check_rules is not None}
     additional = node.additional.check_rules if node.additional is not None else None
     items = node.items.check_rules if node.items is not None else None
+    # With one child to walk (and no map values), it is looked up rather than searched for.
+    only_child = next(iter(walkers.items())) if len(walkers) == 1 and additional is None else None
 
     def check_rules(value: Any, old: Any, path: str, errors: list[FieldError], root: bool,
                     schema_ok: bool) -> None:
@@ -863,6 +865,12 @@ def _build_rule_walker(node: Node) -> RuleWalker:
             if not objects:
                 return
             old_map = old if isinstance(old, dict) else None
+            if only_child is not None:
+                only_key, only_walk = only_child
+                if only_key in value:
+                    only_walk(value[only_key], old_map.get(only_key, ABSENT) if old_map is not None
+                              else ABSENT, _join(path, only_key), errors, False, schema_ok)
+                return
             prefix = _prefix(path)
             for key, item in value.items():
                 walk = walkers.get(key)
