@@ -154,7 +154,7 @@ def test_the_capacity_identity_may_change_the_allowlisted_field(bundle: Bundle) 
     assert review_target_guard(guard(new, pool(warm=2)), bundle).allowed
 
 
-def test_writing_the_allowlisted_field_where_there_was_none_is_allowed(bundle: Bundle) -> None:
+def test_adding_the_allowlisted_field_is_allowed_but_not_together_with_a_new_spec(bundle: Bundle) -> None:
     old = pool(warm=None)
     del old["spec"]
     assert review_target_guard(guard(pool(warm=3), old), bundle).verdict == "denied"  # template too
