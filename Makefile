@@ -64,7 +64,7 @@ bench-compile: install
 bench-check: install
 	$(BIN)/python bench/check/run.py
 
-bench-webhook: install
+bench-webhook: install controlplane
 	$(BIN)/python bench/webhook/run.py
 
 bench-capacity: install controlplane
