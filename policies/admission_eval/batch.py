@@ -10,8 +10,9 @@ one activation and one evaluation decide the common case: everything passes.
 
 Exactness: CEL's `&&` is true only when every operand is true (a false or an error anywhere makes
 it false or an error), so a true batch means every member's all-validations program is true, and
-each member is skipped exactly when its own shortcut would have skipped it. Any other result
-decides nothing: every member is then evaluated on its own, as without the batch.
+each member is skipped exactly when its own shortcut would have skipped it. Otherwise each
+member's conjunct is evaluated alone against the same activation (already converted), which is
+exactly its own shortcut; the members that are not true go on to the per-validation path.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any, Final
 from policies.admission_eval import projection
 from policies.cel import (
     ADMISSION_VARIABLES,
+    Bound,
     CelCompileError,
     CelEvaluationError,
     Program,
@@ -53,17 +55,28 @@ class Batch:
     """Hidden variable -> the projected params object it holds."""
     covered: frozenset[int]
     """Positions of the members (decided together when the batch is true)."""
+    members: tuple[tuple[int, Program], ...]
+    """Each member's position and its conjunct alone (same variables as the batch)."""
 
-    def all_pass(self, projected: Callable[[Mapping[str, projection.Paths]], dict[str, Any]]) -> bool:
-        """Whether every member passes; `projected(reads)` gives the request's variables cut
-        down to `reads` (`params` is set here: None outside the members' own bindings)."""
+    def passed(self, projected: Callable[[Mapping[str, projection.Paths]], dict[str, Any]]
+               ) -> frozenset[int]:
+        """The positions of the members whose all-validations program is true; `projected(reads)`
+        gives the request's variables cut down to `reads` (`params` is set here: None outside
+        the members' own bindings)."""
         data = projected(self.reads)
         data["params"] = None
         data.update(self.slots)
-        try:
-            return self.program.evaluate_bound(bind(self.program.variables, data)) is True
-        except CelEvaluationError:
-            return False
+        bound = bind(self.program.variables, data)
+        if _true(self.program, bound):
+            return self.covered
+        return frozenset(position for position, member in self.members if _true(member, bound))
+
+
+def _true(program: Program, bound: Bound) -> bool:
+    try:
+        return program.evaluate_bound(bound) is True
+    except CelEvaluationError:
+        return False
 
 
 def build(entries: Sequence[Entry]) -> Batch | None:
@@ -72,6 +85,7 @@ def build(entries: Sequence[Entry]) -> Batch | None:
     if len(entries) < 2:
         return None
     conjuncts: list[str] = []
+    positions: list[int] = []
     reads: dict[str, projection.Paths] = {}
     slots: dict[str, Any] = {}
     for entry in entries:
@@ -83,9 +97,13 @@ def build(entries: Sequence[Entry]) -> Batch | None:
                            if "params" in observed else None)
             conjunct = f"cel.bind(params, {slot}, {conjunct})"
         conjuncts.append(conjunct)
+        positions.append(entry.position)
         projection.merge(reads, observed)
+    variables = ADMISSION_VARIABLES | frozenset(slots)
     try:
-        program = compile_expression(" && ".join(conjuncts), ADMISSION_VARIABLES | frozenset(slots))
+        program = compile_expression(" && ".join(conjuncts), variables)
+        members = tuple((position, compile_expression(conjunct, variables))
+                        for position, conjunct in zip(positions, conjuncts))
     except CelCompileError:
         return None
-    return Batch(program, reads, slots, frozenset(entry.position for entry in entries))
+    return Batch(program, reads, slots, frozenset(positions), members)

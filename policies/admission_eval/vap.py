@@ -584,16 +584,18 @@ class PolicySet:
         audit: list[str] = []
         pairs, plan_key = self._matching(attributes)
         passed: frozenset[int] = frozenset()
+        tried: frozenset[int] = frozenset()
         if plan_key is not None:
             together = self._batch(plan_key, pairs, attributes.namespace)
-            if together is not None and together.all_pass(attributes.projected):
-                passed = together.covered
+            if together is not None:
+                passed, tried = together.passed(attributes.projected), together.covered
         for position, (policy, binding) in enumerate(pairs):
             if policy.reads_namespace_object and attributes.namespace and namespace_object is None:
                 raise NamespaceRequired(attributes.namespace, f"{policy.owner} (namespaceObject)")
             if position in passed:
                 continue
-            for failure in self._failures(policy, binding, attributes):
+            # A batch member that did not pass has had its shortcut already: go straight on.
+            for failure in self._failures(policy, binding, attributes, shortcut=position not in tried):
                 self._act(policy, binding, failure, violations, warnings, audit)
         return Outcome(tuple(violations), tuple(warnings), tuple(audit))
 
@@ -712,7 +714,8 @@ class PolicySet:
             return (), None
         return tuple(found), None
 
-    def _failures(self, policy: Policy, binding: Binding, attributes: Attributes) -> list[_Failure]:
+    def _failures(self, policy: Policy, binding: Binding, attributes: Attributes,
+                  shortcut: bool = True) -> list[_Failure]:
         params, config_error = self._params(policy, binding, attributes.namespace)
         if config_error is not None:
             if policy.failure_policy == "Ignore":
@@ -721,7 +724,7 @@ class PolicySet:
         failures: list[_Failure] = []
         for param in params:
             shared = None
-            if policy.all_pass is not None and not policy.match_conditions:
+            if shortcut and policy.all_pass is not None and not policy.match_conditions:
                 shared = attributes.shared(param, self._shortcut_reads)
             failures += _evaluate(policy, attributes, param, shared)
         return failures
