@@ -172,6 +172,9 @@ class Node:
     rules_below: bool = False
     """Whether this node or any below it has CEL rules (else the rule walk skips the subtree)."""
     transition_below: bool = False
+    proven_below: bool = True
+    """Every rule at and below it is `self.matches()` of its own string node's schema pattern,
+    so a walk whose structural check reported nothing has already decided them all."""
     defaults_below: bool = False
     conversion: str | None = None
     """CEL template (`{v}`) turning this node's JSON value into its typed CEL value, if needed."""
@@ -242,6 +245,8 @@ def _compile(schema: Mapping[str, Any], path: str, depth: int, root: bool = Fals
     node.rules_below = bool(node.rules) or any(c.rules_below for c in children)
     node.transition_below = any(r.compiled.transition for r in node.rules) or any(
         c.transition_below for c in children)
+    node.proven_below = all(_proven(rule, node) for rule in node.rules) and all(
+        c.proven_below for c in children)
     node.defaults_below = any(c.has_default or c.defaults_below for c in children)
     if root:
         node.properties = dict(node.properties or {})
@@ -368,6 +373,13 @@ def _attach_walks(node: Node) -> None:
 
 def _join(path: str, name: str) -> str:
     return f"{path}.{name}" if path else name
+
+
+def _proven(rule: Rule, node: Node) -> bool:
+    """Whether the rule is exactly its string node's schema pattern (see `Node.proven_below`)."""
+    return (rule.pattern is not None and node.pattern is not None
+            and rule.pattern.source == node.pattern[0] and node.type == "string"
+            and not node.int_or_string and not rule.compiled.transition)
 
 
 def _prefix(path: str) -> str:
@@ -849,7 +861,7 @@ def validate_rules(value: Any, old: Any, node: Node, path: str, errors: list[Fie
 def _build_rule_walker(node: Node) -> RuleWalker:
     """The rule walk of a node with rules at or below it: its own rules, then only the children
     that have rules below them."""
-    rules, transition_below = node.rules, node.transition_below
+    rules, transition_below, proven_below = node.rules, node.transition_below, node.proven_below
     objects = node.type in (None, "object")
     declared = frozenset(node.properties or ())
     walkers = {key: child.check_rules for key, child in (node.properties or {}).items()
@@ -861,7 +873,7 @@ def _build_rule_walker(node: Node) -> RuleWalker:
 
     def check_rules(value: Any, old: Any, path: str, errors: list[FieldError], root: bool,
                     schema_ok: bool) -> None:
-        if value is None:
+        if value is None or (schema_ok and proven_below):
             return
         unchanged = old is not ABSENT and strictly_equal(value, old)
         if unchanged and not transition_below:
