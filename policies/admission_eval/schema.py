@@ -765,6 +765,20 @@ def _object_checks(node: Node) -> Validator:
             errors.append(FieldError(path, INVALID,
                                      f"Invalid value: {len(value)}: {path} in body should have at least "
                                      f"{min_properties} properties"))
+        # The common case (below the root, nothing old to correlate): the same calls as
+        # `_check_children`, without its per-key branches.
+        if old is ABSENT and path:
+            prefix = path + "."
+            for key, item in value.items():
+                check = declared.get(key)
+                if check is not None:
+                    check(item, ABSENT, prefix + key, errors)
+                elif additional is not None:
+                    additional(item, ABSENT, f"{path}[{key}]", errors)
+            return
+        _check_children(value, old, path, errors)
+
+    def _check_children(value: dict[str, Any], old: Any, path: str, errors: list[FieldError]) -> None:
         old_map = old if isinstance(old, dict) else None
         prefix = _prefix(path)
         for key, item in value.items():
