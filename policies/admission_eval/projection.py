@@ -47,7 +47,12 @@ def project(value: Any, paths: Paths) -> Any:
     """`value` reduced to `paths` (shared, not copied, below each path's end)."""
     if paths is None or not isinstance(value, dict):
         return value
-    return {key: project(value[key], below) for key, below in paths.items() if key in value}
+    out = {}
+    for key, below in paths.items():
+        if key in value:
+            item = value[key]
+            out[key] = item if below is None else project(item, below)
+    return out
 
 
 def _collect(node: checked.Expr, names: frozenset[str], found: dict[str, Paths]) -> None:
