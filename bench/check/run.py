@@ -15,8 +15,8 @@ pairs), and measures:
 3. the same rules through pure-Python `cel-python` (celpy) for the ratio; rules celpy cannot
    evaluate (no `join`/`split`, for example) are listed and left out of the ratio.
 
-Prints the results and replaces the checker's section of bench/RESULTS.md (keeping its
-"### Earlier runs" subsection, where past numbers are kept by hand).
+Prints the results and replaces the checker's section of bench/RESULTS.md, keeping its
+hand-written `### ` subsections (comparisons, earlier runs) after the new numbers.
 
     .venv/bin/python bench/check/run.py [--objects 2000] [--runs 7] [--sets 3] [--no-write]
 """
@@ -293,19 +293,19 @@ def main() -> int:
 
 
 SECTION: Final = "## Offline checker (`bench/check/run.py`)"
-EARLIER: Final = "### Earlier runs"
+KEPT: Final = "\n### "
 
 
 def replace_section(text: str, section: str) -> str:
     """`text` with the checker's section replaced by `section` (appended if there is none); the
-    old section's "### Earlier runs" subsection is kept at the end of the new one."""
+    old section's `### ` subsections (written by hand) are kept at the end of the new one."""
     start = text.find(SECTION)
     if start < 0:
         return text.rstrip("\n") + "\n\n" + section
     end = text.find("\n## ", start + len(SECTION))
     end = len(text) if end < 0 else end + 1
     old = text[start:end]
-    earlier = old[old.find(EARLIER):].rstrip("\n") + "\n" if EARLIER in old else ""
+    earlier = old[old.find(KEPT) + 1:].rstrip("\n") + "\n" if KEPT in old else ""
     new = section.rstrip("\n") + "\n" + (f"\n{earlier}" if earlier else "")
     return text[:start] + new + ("\n" + text[end:] if end < len(text) else "")
 
