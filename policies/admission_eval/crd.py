@@ -15,7 +15,8 @@ from typing import Any, Final
 
 from policies.admission_eval import schema as structural
 from policies.admission_eval.result import CRD_RULE, SCHEMA, Violation
-from policies.admission_eval.schema import BLOCKED_MESSAGE, BLOCKING, FieldError, Node, Pattern
+from policies.admission_eval.regex import Pattern
+from policies.admission_eval.schema import BLOCKED_MESSAGE, BLOCKING, FieldError, Node
 from policies.cel import ABSENT
 
 _DNS_SUBDOMAIN: Final = Pattern(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")

@@ -18,18 +18,18 @@ from collections.abc import Callable
 from datetime import date
 from typing import Final
 
-import re2
+from policies.admission_eval.regex import Pattern
 
 # kube-openapi's strfmt layouts (RFC 3339 with optional fraction; `t`/`z` accepted in any case
 # by Go's parser only as written here: upper-case T and Z, or a numeric offset).
-_DATE_TIME: Final = re2.compile(
+_DATE_TIME: Final = Pattern(
     r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:?[0-9]{2})$"
 )
-_DATE: Final = re2.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
-_DURATION: Final = re2.compile(
+_DATE: Final = Pattern(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
+_DURATION: Final = Pattern(
     r"^(?:[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:ns|us|µs|ms|s|m|h))+$|^0$"
 )
-_HOSTNAME_LABEL: Final = re2.compile(r"^[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?$")
+_HOSTNAME_LABEL: Final = Pattern(r"^[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?$")
 
 
 def _valid_date(text: str) -> bool:

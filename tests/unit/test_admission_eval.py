@@ -271,3 +271,12 @@ def test_fivespot_validations_are_mapped_to_their_fields() -> None:
     fields_by_policy = {p.name: [v.field for v in p.validations] for p in compiled.policies.values()}
     assert fields_by_policy["fivespot-scap-tenancy"] == ["metadata.namespace"]
     assert None not in fields_by_policy["fivespot-tenant-limits"]
+
+
+def test_format_checks_give_a_verdict_for_strings_with_lone_surrogates() -> None:
+    from policies.admission_eval.formats import checker
+
+    for name in ("date", "date-time", "duration", "hostname", "uuid", "byte", "ipv4", "cidr"):
+        check = checker(name)
+        assert check is not None
+        assert check("\ud800") is False, name
