@@ -68,6 +68,20 @@ def register(subparsers: Any) -> None:
     add_capacity(sub)
 
 
+def runtime_inputs(args: argparse.Namespace) -> tuple[dict[str, Any], Partitions, Timing]:
+    """The bundle, partitions and lease timing every controller starts from.
+
+    Raises BundleError or ValueError on bad input, which the caller reports and exits 2.
+    """
+    bundle = load_bundle(args.bundle)
+    partitions = partitions_from(args, bundle)
+    timing = Timing(lease_duration_s=args.lease_duration, renew_deadline_s=args.renew_deadline,
+                    retry_period_s=args.retry_period)
+    if args.workers < 1:
+        raise ValueError("--workers must be at least 1")
+    return bundle, partitions, timing
+
+
 def partitions_from(args: argparse.Namespace, bundle: dict[str, Any]) -> Partitions:
     partitions = Partitions.from_bundle(bundle)
     if args.partitions:
@@ -83,12 +97,7 @@ def run_capacity(args: argparse.Namespace) -> int:
 
     logs.configure(args.log_level)
     try:
-        bundle = load_bundle(args.bundle)
-        partitions = partitions_from(args, bundle)
-        timing = Timing(lease_duration_s=args.lease_duration, renew_deadline_s=args.renew_deadline,
-                        retry_period_s=args.retry_period)
-        if args.workers < 1:
-            raise ValueError("--workers must be at least 1")
+        bundle, partitions, timing = runtime_inputs(args)
     except (BundleError, ValueError) as error:
         log.error("cannot start", extra={"error": str(error)})
         return EXIT_BAD_INPUT

@@ -21,7 +21,7 @@ import sys
 import threading
 from typing import Any
 
-from controllers.cli import EXIT_BAD_INPUT, EXIT_OK, add_runtime_flags, partitions_from
+from controllers.cli import EXIT_BAD_INPUT, EXIT_OK, add_runtime_flags, runtime_inputs
 
 log = logging.getLogger("fivespot.provider")
 
@@ -44,20 +44,15 @@ def run(args: argparse.Namespace) -> int:
     """The process: check the inputs, start, wait for SIGTERM, stop cleanly."""
     from controllers.providers.controller import PROVIDER_TYPES, ProviderController, bundle_lists
     from controllers.runtime import kube, logs
-    from controllers.runtime.bundle import BundleError, load_bundle
+    from controllers.runtime.bundle import BundleError
     from controllers.runtime.health import HealthServer
-    from controllers.runtime.leaderelection import Timing, default_identity
+    from controllers.runtime.leaderelection import default_identity
     from controllers.runtime.signals import stop_event_on_signals
 
     logs.configure(args.log_level)
     provider = PROVIDER_TYPES[args.name]
     try:
-        bundle = load_bundle(args.bundle)
-        partitions = partitions_from(args, bundle)
-        timing = Timing(lease_duration_s=args.lease_duration, renew_deadline_s=args.renew_deadline,
-                        retry_period_s=args.retry_period)
-        if args.workers < 1:
-            raise ValueError("--workers must be at least 1")
+        bundle, partitions, timing = runtime_inputs(args)
     except (BundleError, ValueError) as error:
         log.error("cannot start", extra={"error": str(error)})
         return EXIT_BAD_INPUT
