@@ -62,6 +62,10 @@ class LoadResult:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     invalid_kinds: set[str] = field(default_factory=set)
     """Kinds of documents that were recognised but failed validation."""
+    unidentified: int = 0
+    """Documents (or files) whose kind could not even be read: unparseable YAML, not a mapping,
+    a foreign apiVersion, an unknown kind. Any of them might have been the missing Platform."""
+    root: str = "."
 
 
 def config_files(config_dir: Path) -> list[Path]:
@@ -75,16 +79,18 @@ def config_files(config_dir: Path) -> list[Path]:
 
 
 def load_repo(config_dir: Path) -> LoadResult:
-    result = LoadResult()
+    result = LoadResult(root=str(config_dir))
     if not config_dir.is_dir():
         result.diagnostics.append(
             Diagnostic(Location(str(config_dir), 0, 0), "", "config folder does not exist")
         )
+        result.unidentified += 1
         return result
     files = config_files(config_dir)
     if not files:
         result.diagnostics.append(Diagnostic(
             Location(str(config_dir), 0, 0), "", "no *.yaml or *.yml files in the config folder"))
+        result.unidentified += 1
     for path in files:
         shown = path.relative_to(config_dir).as_posix()
         load_text(path.read_text(encoding="utf-8", errors="replace"), shown, result)
@@ -108,13 +114,21 @@ def load_text(text: str, file: str, result: LoadResult) -> None:
             if model is not None:
                 result.documents.append(LoadedDocument(document, model))
     except yaml.MarkedYAMLError as error:
+        result.unidentified += 1
         mark = error.problem_mark or error.context_mark
         where = Location(file, mark.line + 1, mark.column + 1) if mark else Location(file, 0, 0)
-        result.diagnostics.append(Diagnostic(where, "", f"invalid YAML: {error.problem or error}"))
+        hint = _tab_hint(text, mark.line) if mark else ""
+        result.diagnostics.append(Diagnostic(where, "", f"invalid YAML: {error.problem or error}{hint}"))
     except yaml.YAMLError as error:
+        result.unidentified += 1
         result.diagnostics.append(Diagnostic(Location(file, 0, 0), "", f"invalid YAML: {error}"))
     finally:
         loader.dispose()
+
+
+def _tab_hint(text: str, line: int) -> str:
+    lines = text.splitlines()
+    return " (indent YAML with spaces, not tabs)" if line < len(lines) and "\t" in lines[line] else ""
 
 
 def _location(node: yaml.Node, file: str) -> Location:
@@ -149,11 +163,13 @@ def _validate(document: SourceDocument, result: LoadResult) -> BaseModel | None:
     data = document.data
     here = document.locate(())
     if not isinstance(data, dict):
+        result.unidentified += 1
         diagnostics.append(Diagnostic(here, "", f"expected a mapping with apiVersion and kind, "
                                                 f"got {_describe(data)}"))
         return None
     api_version, kind = data.get("apiVersion"), data.get("kind")
     if api_version != CONFIG_API_VERSION:
+        result.unidentified += 1
         diagnostics.append(Diagnostic(
             document.locate(("apiVersion",)), "apiVersion",
             f"expected {CONFIG_API_VERSION}, got {api_version!r}; only config kinds "
@@ -161,6 +177,7 @@ def _validate(document: SourceDocument, result: LoadResult) -> BaseModel | None:
         return None
     model_type = DOCUMENT_KINDS.get(str(kind))
     if model_type is None:
+        result.unidentified += 1
         diagnostics.append(Diagnostic(
             document.locate(("kind",)), "kind",
             f"unknown kind {kind!r}; expected one of {', '.join(DOCUMENT_KINDS)}"

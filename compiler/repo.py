@@ -105,9 +105,9 @@ def assemble(loaded: LoadResult) -> Repo:
         diagnostics += _duplicate_names(documents)
 
     platforms = by_kind.get("Platform", [])
-    if not platforms and "Platform" not in loaded.invalid_kinds:
-        where = loaded.documents[0].source.locate(()) if loaded.documents else Location("<config>", 0, 0)
-        diagnostics.append(Diagnostic(where, "kind", "the repo needs exactly one Platform; none found"))
+    if not platforms and "Platform" not in loaded.invalid_kinds and not loaded.unidentified:
+        diagnostics.append(Diagnostic(Location(loaded.root, 0, 0), "kind",
+                                      f"the repo needs exactly one Platform; none found in {loaded.root}"))
     for extra in platforms[1:]:
         diagnostics.append(Diagnostic(
             extra.source.locate(("kind",)), "kind",
