@@ -14,7 +14,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import yaml
 
@@ -29,6 +29,10 @@ from policies.admission_eval import (
     Verdict,
     Violation,
 )
+
+if TYPE_CHECKING:
+    from compiler.pipeline import Compiled
+
 
 _POLICY_SUFFIXES: Final = (".yaml", ".yml")
 
@@ -302,7 +306,11 @@ def run_fixtures(config_dir: Path) -> list[FixtureResult]:
     """Compile `config_dir` in memory and run its Fixtures; raises CompileError / InputError."""
     from compiler.pipeline import compile_repo
 
-    compiled = compile_repo(config_dir)
+    return run_compiled_fixtures(compile_repo(config_dir), config_dir)
+
+
+def run_compiled_fixtures(compiled: Compiled, config_dir: Path) -> list[FixtureResult]:
+    """Run the Fixtures of an already compiled repo; raises InputError."""
     checker = checker_from_objects([a.obj for a in compiled.artifacts], str(config_dir))
     results = []
     problems = []

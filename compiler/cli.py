@@ -111,14 +111,14 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
 
 
 def _run_example(args: argparse.Namespace) -> int:
-    from compiler.checking import render_test_table, run_fixtures
+    from compiler.checking import render_test_table, run_compiled_fixtures
     from compiler.output import write_tree
     from compiler.pipeline import compile_repo
 
     compiled = compile_repo(args.config_dir)
     write_tree(compiled.files, args.out)
     print(_summary(compiled, args.out))
-    results = run_fixtures(args.config_dir)
+    results = run_compiled_fixtures(compiled, args.config_dir)
     print(f"  fixtures: {len(results)}")
     print(render_test_table(results))
     return EXIT_OK if all(r.passed for r in results) else EXIT_NEGATIVE

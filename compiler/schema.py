@@ -12,6 +12,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from policies.admission_eval.schema import json_type
+
 _DROP = {"title", "additionalProperties", "uniqueItems", "examples"}
 
 
@@ -70,7 +72,7 @@ def _convert(node: dict[str, Any], definitions: dict[str, Any]) -> dict[str, Any
         else:
             out[key] = value
     if "enum" in out and "type" not in out:
-        out["type"] = _json_type(out["enum"][0])
+        out["type"] = json_type(out["enum"][0])
     additional = node.get("additionalProperties")
     if "properties" not in out and isinstance(additional, dict):
         if additional:
@@ -84,13 +86,3 @@ def _convert(node: dict[str, Any], definitions: dict[str, Any]) -> dict[str, Any
     if out.get("required"):
         out["required"] = sorted(out["required"])
     return out
-
-
-def _json_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    return "string"

@@ -21,16 +21,18 @@ from compiler.kinds.providers import (
     LateOpen,
     TradingSession,
 )
-from compiler.kinds.scheduled_capacity import DNS_SUBDOMAIN_PATTERN, KIND_PATTERN
+from compiler.kinds.scheduled_capacity import (
+    DNS_LABEL_PATTERN,
+    DNS_SUBDOMAIN_PATTERN,
+    KIND_PATTERN,
+    VERSION_PATTERN,
+)
 from controllers.providers.exchange import MAX_YEARS as MAX_CALENDAR_YEARS
 from policies.fieldpath import capacity_path_error, drained_path_error
 
 CONFIG_GROUP: Final = "config.5spot.finos.org"
 CONFIG_API_VERSION: Final = f"{CONFIG_GROUP}/v1alpha1"
 
-DNS_LABEL_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-GROUP_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-VERSION_PATTERN: Final = r"^v[0-9]+((alpha|beta)[0-9]+)?$"
 PLURAL_PATTERN: Final = r"^[a-z][a-z0-9]*$"
 K8S_VERSION_PATTERN: Final = r"^1\.[0-9]+$"
 MIN_CALENDAR_YEAR: Final = 1970
@@ -229,7 +231,7 @@ def _minor(version: str) -> int:
 
 
 class CapacityConsumerSpec(_Strict):
-    group: str = Field(pattern=GROUP_PATTERN, max_length=253, description="API group of the target kind.")
+    group: str = Field(pattern=DNS_SUBDOMAIN_PATTERN, max_length=253, description="API group of the target kind.")
     version: str = Field(pattern=VERSION_PATTERN, max_length=63, description="A served version of it.")
     kind: str = Field(pattern=KIND_PATTERN, max_length=63, description="Kind of the target.")
     resource: str = Field(pattern=PLURAL_PATTERN, max_length=63, description="Plural resource name.")

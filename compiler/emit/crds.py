@@ -36,7 +36,6 @@ class KindInfo:
     status: dict[str, Any] | None
     columns: tuple[dict[str, Any], ...]
     scope: str = "Namespaced"
-    spec_required: bool = True
 
     @property
     def name(self) -> str:
@@ -160,7 +159,7 @@ def crd(info: KindInfo) -> dict[str, Any]:
             "type": "object",
             "description": info.description,
             "properties": properties,
-            "required": ["spec"] if info.spec_required else [],
+            "required": ["spec"],
         }},
         "additionalPrinterColumns": list(info.columns),
     }

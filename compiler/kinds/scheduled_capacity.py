@@ -48,9 +48,11 @@ MAX_CONDITIONS: Final = 16
 
 # Kubernetes naming rules, as RE2-compatible patterns (explicit ASCII classes, no lookaround).
 _DNS_LABEL: Final = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+DNS_LABEL_PATTERN: Final = rf"^{_DNS_LABEL}$"
 DNS_SUBDOMAIN_PATTERN: Final = rf"^{_DNS_LABEL}(\.{_DNS_LABEL})*$"
 KIND_PATTERN: Final = r"^[A-Z][A-Za-z0-9]*$"
 _VERSION: Final = r"v[0-9]+((alpha|beta)[0-9]+)?"
+VERSION_PATTERN: Final = rf"^{_VERSION}$"
 API_VERSION_PATTERN: Final = rf"^({_DNS_LABEL}(\.{_DNS_LABEL})*/)?{_VERSION}$"
 SCHEDULE_API_VERSION_PATTERN: Final = rf"^{re.escape(PROVIDER_GROUP)}/{_VERSION}$"
 
