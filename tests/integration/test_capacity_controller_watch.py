@@ -23,20 +23,27 @@ from tests.integration.capacity_world import eventually
 
 
 class FreezingProxy:
-    """Forwards TCP to `target`; `freeze()` stops forwarding on existing connections (no FIN)."""
+    """Forwards TCP to `target`. `freeze()` stops forwarding on the connections open now (no
+    FIN); `freeze(partition=True)` also holds every new connection until `thaw()`, a network
+    partition that keeps a restarted watch from proving life until it ends."""
 
     def __init__(self, target: tuple[str, int]):
         self.target = target
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
-        self.frozen: set[int] = set()
         self.generation = 0
+        self.partitioned = False
         self._stop = threading.Event()
         threading.Thread(target=self._accept, daemon=True).start()
 
-    def freeze(self) -> None:
-        """Every connection open now stops forwarding; new ones work."""
+    def freeze(self, partition: bool = False) -> None:
+        """Every connection open now stops forwarding; new ones work unless `partition`."""
+        self.partitioned = partition
         self.generation += 1
+
+    def thaw(self) -> None:
+        """New connections (and those opened during the partition) forward again."""
+        self.partitioned = False
 
     def _accept(self) -> None:
         while not self._stop.is_set():
@@ -52,7 +59,7 @@ class FreezingProxy:
         try:
             while not self._stop.is_set():
                 ready, _, _ = select.select([a, b], [], [], 0.2)
-                if self.generation != born:
+                if self.generation != born or self.partitioned:
                     time.sleep(0.2)  # frozen: hold both sockets open, forward nothing
                     continue
                 for sock in ready:
@@ -112,12 +119,15 @@ def test_a_silently_stalled_watch_is_detected_reported_and_restarted_and_nothing
         assert informer.wait_synced(10)
         _configmap(admin, namespace, "before")
         eventually(lambda: "ADDED before" in seen, 5, "the first event")
-        proxy.freeze()
+        proxy.freeze(partition=True)
         _configmap(admin, namespace, "during")  # sent on the frozen connection: never arrives there
         eventually(lambda: not informer.healthy(), 8, "the stall to fail the health check")
         eventually(lambda: _metric("fivespot_watch_stalls_total", "configmaps") > stalls_before, 5,
                    "the stall counter")
-        eventually(lambda: "ADDED during" in seen, 10, "the change made during the stall")
+        assert "ADDED during" not in seen
+        assert not informer.healthy(), "a stall is reported until a restarted watch proves life"
+        proxy.thaw()
+        eventually(lambda: "ADDED during" in seen, 20, "the change made during the stall")
         eventually(informer.healthy, 8, "health after the watch restarted")
         time.sleep(6)
         assert informer.healthy(), "a quiet but live watch stays healthy (bookmarks, reconnects)"
