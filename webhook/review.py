@@ -11,14 +11,21 @@ for something CEL cannot do (DESIGN §5):
   value at 0 and blocking those edits would block the remedy.
 - `review_target_guard`: the capacity controller may change only an allowlisted capacity field
   of a governed object, to an integer within the consumer's ceiling. Any other change, and any
-  create, delete or subresource write, is denied. Fields the API server maintains itself
-  (`resourceVersion`, `generation`, `managedFields`, ...) are not changes the caller made.
+  create, delete or subresource write (`/status`, `/scale`, ...), is denied. Fields the API
+  server sets itself (`resourceVersion`, `generation`, ...) are not changes the caller made;
+  field ownership (`managedFields`) may change only as the API server changes it for a write of
+  the allowlisted field (`webhook.ownership`). The guard judges what a write changes, not how it
+  was sent (an AdmissionRequest does not say which patch type carried it): a JSON merge patch, a
+  JSON patch, an apply or a PUT of only that field are the same write.
 - `review_polyfill`: the compiled ValidatingAdmissionPolicies, decided by the evaluator
   `fivespot check` uses (`policies.admission_eval`), never a second implementation.
 
-The webhook never decides a request in its own namespace or kube-system (`review` allows them
-first): it must never stand between the cluster and its own recovery. Every denial starts with
-the check's name and says what to do.
+Host governance and the polyfill never decide a request in the webhook's own namespace or
+kube-system (`review` allows them first): they must never stand between the cluster and its own
+recovery. The target guard decides in every namespace: its match condition already keeps every
+identity but the capacity controller's away from it, so nobody's recovery waits on it, and the
+capacity controller's ClusterRole reaches every namespace, so its second lock must too. Every
+denial starts with the check's name and says what to do.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from policies.admission_eval import NamespaceRequired, PolicySet
 from policies.admission_eval import review as evaluate_policies
 from policies.admission_eval.vap import reasons_to_code
 from webhook.bundle import Bundle, Consumer, HostGovernanceAction
+from webhook.ownership import ownership_changes
 
 HOST_GOVERNANCE: Final = "host-governance"
 TARGET_GUARD: Final = "target-guard"
@@ -43,9 +51,13 @@ REVIEW_API_VERSION: Final = "admission.k8s.io/v1"
 REVIEW_KIND: Final = "AdmissionReview"
 
 API_SERVER_METADATA: Final = frozenset({
-    "resourceVersion", "generation", "managedFields", "uid", "creationTimestamp", "selfLink",
+    "resourceVersion", "generation", "uid", "creationTimestamp", "selfLink",
 })
 """Metadata the API server sets on every write; a difference there is not the caller's change."""
+MANAGED_FIELDS: Final = "managedFields"
+"""Judged apart (`webhook.ownership`): the API server rewrites it, but a caller can write it too."""
+NAMESPACE_EXEMPT_CHECKS: Final = frozenset({HOST_GOVERNANCE, VAP_POLYFILL})
+"""The checks that never decide in the bundle's excluded namespaces (see the module docstring)."""
 
 Verdict = Literal["allowed", "denied", "warned"]
 MachinesByNamespace = Mapping[str, Iterable[Mapping[str, Any]]]
@@ -234,7 +246,8 @@ def _same(a: object, b: object) -> bool:
 
 
 def changed_paths(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Path]:
-    """Every leaf path whose value differs between `old` and `new`, API-server metadata aside.
+    """Every leaf path whose value differs between `old` and `new`, API-server metadata and
+    field ownership aside (`ownership_changes` judges that).
 
     Iterative (an object nested thousands deep cannot exhaust the stack), and strict about
     types (`1`, `1.0` and `true` are different values)."""
@@ -248,7 +261,7 @@ def changed_paths(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Path]:
             b = {}
         if isinstance(a, Mapping) and isinstance(b, Mapping):
             for key in set(a) | set(b):
-                if path == ("metadata",) and key in API_SERVER_METADATA:
+                if path == ("metadata",) and (key in API_SERVER_METADATA or key == MANAGED_FIELDS):
                     continue
                 stack.append((path + (str(key),), a.get(key, _MISSING), b.get(key, _MISSING)))
         elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
@@ -273,23 +286,32 @@ def _show(paths: list[Path], limit: int = 5) -> str:
     return shown + (f" and {len(paths) - limit} more" if len(paths) > limit else "")
 
 
-def _guard_update(uid: str, request: Mapping[str, Any], consumer: Consumer, target: str) -> Response:
+def _other_changes(request: Mapping[str, Any], consumer: Consumer) -> tuple[list[Path], list[str]]:
+    """The changed paths outside the allowlist, and how field ownership changes outside it."""
     old = _get(request, "oldObject", Mapping, "request.oldObject")
     new = _get(request, "object", Mapping, "request.object")
     allowed_paths = consumer.path_segments
-    fields = " or ".join(consumer.capacity_paths)
-    changes = changed_paths(old, new)
-    other = [p for p in changes if not any(p[:len(a)] == a for a in allowed_paths)]
-    if other:
-        return deny(uid, 403, "Forbidden", (
-            f"{TARGET_GUARD}: the capacity controller may change only {fields} of {target}, but "
-            f"this request also changes {_show(other)}; it must send a JSON merge patch of that "
-            "one field (check the controller's version and the ScheduledCapacity's "
-            "spec.capacity.path)"))
-    for path in allowed_paths:
-        if not any(p[:len(path)] == path for p in changes):
+    other = [p for p in changed_paths(old, new) if not any(p[:len(a)] == a for a in allowed_paths)]
+    ownership = ownership_changes(_managed_fields(old), _managed_fields(new), allowed_paths)
+    if ownership:
+        other.append(("metadata", MANAGED_FIELDS))
+    return sorted(other), ownership
+
+
+def _managed_fields(obj: Mapping[str, Any]) -> object:
+    meta = obj.get("metadata")
+    return meta.get(MANAGED_FIELDS) if isinstance(meta, Mapping) else None
+
+
+def _value_refusal(uid: str, request: Mapping[str, Any], consumer: Consumer,
+                   target: str) -> Response | None:
+    """A changed allowlisted field must hold an integer from 0 to the consumer's ceiling."""
+    old = _get(request, "oldObject", Mapping, "request.oldObject")
+    new = _get(request, "object", Mapping, "request.object")
+    for path in consumer.path_segments:
+        before, value = _value_at(old, path), _value_at(new, path)
+        if _same(before, value):
             continue
-        value = _value_at(new, path)
         if isinstance(value, bool) or not isinstance(value, int) or \
                 not 0 <= value <= consumer.max_active_value:
             shown = "nothing (removed)" if value is _MISSING else _short(value)
@@ -297,11 +319,51 @@ def _guard_update(uid: str, request: Mapping[str, Any], consumer: Consumer, targ
                 f"{TARGET_GUARD}: {'.'.join(path)} of {target} must be an integer from 0 to "
                 f"{consumer.max_active_value} (the consumer's maxActiveValue), not {shown}; "
                 "fix spec.capacity.activeValue of the ScheduledCapacity that targets it"))
-    return allow(uid)
+    return None
+
+
+def _guard_update(uid: str, request: Mapping[str, Any], consumer: Consumer, target: str) -> Response:
+    fields = " or ".join(consumer.capacity_paths)
+    other, ownership = _other_changes(request, consumer)
+    if other:
+        why = f" ({'; '.join(ownership)}: field ownership is not the controller's to change)" \
+            if ownership else ""
+        return deny(uid, 403, "Forbidden", (
+            f"{TARGET_GUARD}: the capacity controller may change only {fields} of {target}, but "
+            f"this request also changes {_show(other)}{why}; a write by the controller changes "
+            "that one field and nothing else, whatever patch type carries it (check the "
+            "controller's version and the ScheduledCapacity's spec.capacity.path)"))
+    return _value_refusal(uid, request, consumer, target) or allow(uid)
+
+
+def _operation_refusal(uid: str, request: Mapping[str, Any], consumer: Consumer,
+                       target: str) -> Response | None:
+    """Anything but an UPDATE of the object itself is refused, saying why."""
+    fields = " or ".join(consumer.capacity_paths)
+    sub = _optional(request, "subResource", str, "request.subResource")
+    operation = _operation(request)
+    if sub:
+        return deny(uid, 403, "Forbidden", (
+            f"{TARGET_GUARD}: the capacity controller may not write the {sub} subresource of "
+            f"{target}; it may only change {fields} on the object itself"))
+    if operation == "CREATE":
+        return deny(uid, 403, "Forbidden", (
+            f"{TARGET_GUARD}: the capacity controller may not create {consumer.kind} objects; "
+            f"it only changes {fields} of existing ones. Create {target} yourself: its "
+            "ScheduledCapacity reports TargetResolved=False until it exists"))
+    if operation == "DELETE":
+        return deny(uid, 403, "Forbidden", (
+            f"{TARGET_GUARD}: the capacity controller may not delete {target}; draining and "
+            "deleting belong to the consumer. Remove any RBAC grant that lets it delete"))
+    if operation != "UPDATE":
+        return deny(uid, 403, "Forbidden", (
+            f"{TARGET_GUARD}: the capacity controller may not {operation} {target}; it may "
+            f"only change {fields}"))
+    return None
 
 
 def review_target_guard(request: Mapping[str, Any], bundle: Bundle) -> Response:
-    """The capacity controller's identity may merge-patch one allowlisted field, nothing else."""
+    """The capacity controller's identity may change one allowlisted field, nothing else."""
     uid = str(request["uid"])
     try:
         user = _get(request, "userInfo", Mapping, "request.userInfo").get("username")
@@ -311,30 +373,11 @@ def review_target_guard(request: Mapping[str, Any], bundle: Bundle) -> Response:
         consumer = bundle.consumer_for(group, resource)
         if consumer is None:
             return allow(uid)
-        operation = _operation(request)
         namespace = _namespace(request)
         name = str(_optional(request, "name", str, "request.name") or "")
         target = f"{consumer.kind} {namespace + '/' if namespace else ''}{name}".rstrip()
-        fields = " or ".join(consumer.capacity_paths)
-        sub = _optional(request, "subResource", str, "request.subResource")
-        if sub:
-            return deny(uid, 403, "Forbidden", (
-                f"{TARGET_GUARD}: the capacity controller may not write the {sub} subresource of "
-                f"{target}; it may only merge-patch {fields} on the object itself"))
-        if operation == "CREATE":
-            return deny(uid, 403, "Forbidden", (
-                f"{TARGET_GUARD}: the capacity controller may not create {consumer.kind} objects; "
-                f"it only changes {fields} of existing ones. Create {target} yourself: its "
-                "ScheduledCapacity reports TargetResolved=False until it exists"))
-        if operation == "DELETE":
-            return deny(uid, 403, "Forbidden", (
-                f"{TARGET_GUARD}: the capacity controller may not delete {target}; draining and "
-                "deleting belong to the consumer. Remove any RBAC grant that lets it delete"))
-        if operation != "UPDATE":
-            return deny(uid, 403, "Forbidden", (
-                f"{TARGET_GUARD}: the capacity controller may not {operation} {target}; it may "
-                f"only merge-patch {fields}"))
-        return _guard_update(uid, request, consumer, target)
+        return _operation_refusal(uid, request, consumer, target) or \
+            _guard_update(uid, request, consumer, target)
     except Malformed as error:
         return malformed(uid, TARGET_GUARD, error)
     except RecursionError:
@@ -386,10 +429,12 @@ class Lookups:
 
 
 def review(check: str, request: Mapping[str, Any], bundle: Bundle, lookups: Lookups) -> Response:
-    """Decide `request` with `check`; requests in the excluded namespaces are always allowed."""
+    """Decide `request` with `check`; host governance and the polyfill always allow requests in
+    the excluded namespaces."""
     uid = str(request["uid"])
     namespace = request.get("namespace")
-    if isinstance(namespace, str) and namespace in bundle.excluded_namespaces:
+    if check in NAMESPACE_EXEMPT_CHECKS and isinstance(namespace, str) and \
+            namespace in bundle.excluded_namespaces:
         return allow(uid)
     if check == HOST_GOVERNANCE:
         return review_host_governance(request, lookups.machines_by_namespace,

@@ -3,16 +3,20 @@
 nothing to guard.
 
 Three webhooks, each for what CEL cannot do (Kubernetes' webhook good practices throughout:
-AdmissionReview v1, `sideEffects: None`, a small timeout, the install namespace and kube-system
-excluded so the webhook can never block its own recovery, `matchPolicy: Equivalent` so a request
-through any served version is still seen):
+AdmissionReview v1, `sideEffects: None`, a small timeout, `matchPolicy: Equivalent` so a request
+through any served version is still seen, and nothing that could block the cluster's own
+recovery):
 - host-governance: ScheduledCapacity CREATE/UPDATE, a cross-object check against the
-  ScheduledMachines' nodes.
-- target-guard: writes to every consumer resource, narrowed by a match condition to the capacity
-  controller's own identity. It is the diff guard on governed objects (that identity may change
-  only an allowlisted field), so nobody else's traffic should ever pay its latency or depend on
-  its availability. CREATE and DELETE are included although RBAC already forbids them: the guard
-  is the second lock, and it still holds if someone widens the ClusterRole by hand.
+  ScheduledMachines' nodes. The install namespace and kube-system are excluded.
+- target-guard: every operation on every consumer resource and every subresource of it
+  (`/status`, `/scale`, `/*`), narrowed by a match condition to the capacity controller's own
+  identity. It is the diff guard on governed objects (that identity may change only an
+  allowlisted field), so nobody else's traffic should ever pay its latency or depend on its
+  availability. It is the second lock behind RBAC, so it covers what RBAC forbids too (create,
+  delete, subresources): it still holds if someone widens the ClusterRole by hand. It has no
+  namespace exclusion: the match condition is what keeps it out of everyone else's way, recovery
+  in the install namespace included, and the capacity identity's ClusterRole reaches every
+  namespace, so its second lock does too.
 - vap-polyfill (enforcement `webhook` or `both`): ScheduledCapacity CREATE/UPDATE, the same
   policies as the ValidatingAdmissionPolicies, for clusters without them.
 
@@ -89,12 +93,13 @@ def _scap_rules() -> list[dict[str, Any]]:
 
 
 def consumer_rules(repo: Repo) -> list[dict[str, Any]]:
-    """One rule per consumer API group, its resources sorted."""
+    """One rule per consumer API group: every operation on its resources and all their
+    subresources (`resource/*`), sorted."""
     by_group: dict[str, set[str]] = {}
     for consumer in repo.consumers:
-        by_group.setdefault(consumer.spec.group, set()).add(consumer.spec.resource)
-    return [_rule(group, sorted(resources), ["CREATE", "UPDATE", "DELETE"])
-            for group, resources in sorted(by_group.items())]
+        by_group.setdefault(consumer.spec.group, set()).update(
+            {consumer.spec.resource, f"{consumer.spec.resource}/*"})
+    return [_rule(group, sorted(resources), ["*"]) for group, resources in sorted(by_group.items())]
 
 
 def capacity_identity_condition(repo: Repo) -> dict[str, str]:
@@ -103,8 +108,16 @@ def capacity_identity_condition(repo: Repo) -> dict[str, str]:
             "expression": f"request.userInfo.username == {scap.cel_string(user)}"}
 
 
+def excluding_own_namespaces(repo: Repo) -> dict[str, Any]:
+    return {"matchExpressions": [{
+        "key": "kubernetes.io/metadata.name", "operator": "NotIn",
+        "values": excluded_namespaces(repo),
+    }]}
+
+
 def _webhook(repo: Repo, name: str, path: str, rules: list[dict[str, Any]],
-             conditions: list[dict[str, str]] | None = None) -> dict[str, Any]:
+             conditions: list[dict[str, str]] | None = None,
+             namespaces: dict[str, Any] | None = None) -> dict[str, Any]:
     settings = repo.platform.spec.webhook
     hook: dict[str, Any] = {
         "name": name,
@@ -114,10 +127,7 @@ def _webhook(repo: Repo, name: str, path: str, rules: list[dict[str, Any]],
         "failurePolicy": settings.failure_policy.value,
         **({"matchConditions": conditions} if conditions else {}),
         "matchPolicy": "Equivalent",
-        "namespaceSelector": {"matchExpressions": [{
-            "key": "kubernetes.io/metadata.name", "operator": "NotIn",
-            "values": excluded_namespaces(repo),
-        }]},
+        "namespaceSelector": namespaces if namespaces is not None else excluding_own_namespaces(repo),
         "rules": rules,
         "sideEffects": "None",
         "timeoutSeconds": settings.timeout_seconds,
@@ -129,7 +139,7 @@ def webhooks(repo: Repo) -> list[dict[str, Any]]:
     found = [
         _webhook(repo, HOST_GOVERNANCE, HOST_GOVERNANCE_PATH, _scap_rules()),
         _webhook(repo, TARGET_GUARD, TARGET_GUARD_PATH, consumer_rules(repo),
-                 [capacity_identity_condition(repo)]),
+                 [capacity_identity_condition(repo)], namespaces={}),
     ]
     if repo.polyfill:
         found.append(_webhook(repo, VAP_POLYFILL, VAP_POLYFILL_PATH, _scap_rules()))

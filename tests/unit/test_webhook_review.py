@@ -167,7 +167,8 @@ def test_any_other_change_by_the_capacity_identity_is_denied_naming_the_fields(b
     assert (response.message or "").startswith(
         "target-guard: the capacity controller may change only spec.warmReplicas of "
         "VirtualMachinePool agents/sandboxes, but this request also changes metadata.labels.a")
-    assert "JSON merge patch of that one field" in (response.message or "")
+    assert "changes that one field and nothing else, whatever patch type carries it" in \
+        (response.message or "")
 
 
 def test_a_type_change_that_python_would_call_equal_is_still_a_change(bundle: Bundle) -> None:
@@ -200,9 +201,31 @@ def test_the_capacity_identity_may_never_create_or_delete_a_target(
     assert not response.allowed and words in (response.message or "")
 
 
-def test_a_subresource_write_by_the_capacity_identity_is_denied(bundle: Bundle) -> None:
-    response = review_target_guard(guard(pool(), pool(), sub="status"), bundle)
-    assert not response.allowed and "the status subresource" in (response.message or "")
+@pytest.mark.parametrize("sub", ["status", "scale", "anything"])
+def test_a_subresource_write_by_the_capacity_identity_is_denied(bundle: Bundle, sub: str) -> None:
+    for operation in ("UPDATE", "CREATE"):
+        response = review_target_guard(guard(pool(), pool(), operation=operation, sub=sub), bundle)
+        assert not response.allowed
+        assert (response.message or "").startswith(
+            f"target-guard: the capacity controller may not write the {sub} subresource of "
+            "VirtualMachinePool agents/sandboxes; it may only change spec.warmReplicas on the "
+            "object itself")
+
+
+def test_field_ownership_is_judged_and_a_wipe_of_it_is_denied_saying_whose(bundle: Bundle) -> None:
+    owned = [{"manager": "kubectl-create", "operation": "Update",
+              "fieldsV1": {"f:metadata": {"f:labels": {"f:a": {}}}, "f:spec": {"f:template": {}}}}]
+    response = review_target_guard(guard(pool(warm=2), pool(warm=2, managedFields=owned)), bundle)
+    assert not response.allowed
+    assert (response.message or "").startswith(
+        "target-guard: the capacity controller may change only spec.warmReplicas of "
+        "VirtualMachinePool agents/sandboxes, but this request also changes metadata.managedFields "
+        "(kubectl-create would no longer own metadata.labels.a, spec.template: field ownership "
+        "is not the controller's to change)")
+    taken_over = [{"manager": "fivespot-capacity-controller", "operation": "Update",
+                   "fieldsV1": {"f:spec": {"f:warmReplicas": {}}}}]
+    assert review_target_guard(guard(pool(warm=3, managedFields=owned + taken_over),
+                                     pool(warm=2, managedFields=owned)), bundle).allowed
 
 
 def test_other_identities_and_other_kinds_are_not_the_guards_business(bundle: Bundle) -> None:
@@ -258,16 +281,27 @@ def test_without_the_polyfill_enabled_the_polyfill_path_allows_everything() -> N
 
 
 @pytest.mark.parametrize("namespace", ["5spot-system", "kube-system"])
-def test_requests_in_the_webhooks_own_namespace_or_kube_system_are_never_decided(
+def test_host_governance_and_the_polyfill_never_decide_in_the_webhooks_own_namespace_or_kube_system(
         bundle: Bundle, namespace: str) -> None:
     lookups = Lookups({namespace: [machine("sm", "worker-3", namespace)]}, lambda n: None)
     conflicted = request(scap(namespace=namespace), namespace=namespace)
     assert review(HOST_GOVERNANCE, conflicted, bundle, lookups).allowed
-    deleting = guard(None, pool(), operation="DELETE")
-    deleting["namespace"] = namespace
-    assert review(TARGET_GUARD, deleting, bundle, lookups).allowed
     assert review(VAP_POLYFILL, request(scap(namespace=namespace), namespace=namespace), bundle,
                   lookups).allowed
+
+
+@pytest.mark.parametrize("namespace", ["5spot-system", "kube-system"])
+def test_the_target_guard_decides_the_capacity_identitys_writes_in_every_namespace(
+        bundle: Bundle, namespace: str) -> None:
+    lookups = Lookups({}, lambda n: None)
+    deleting = guard(None, pool(), operation="DELETE")
+    relabelling = guard(pool(labels={"a": "z"}), pool())
+    for write in (deleting, relabelling):
+        write["namespace"] = namespace
+        assert not review(TARGET_GUARD, write, bundle, lookups).allowed
+    scaling = guard(pool(warm=5), pool(warm=2))
+    scaling["namespace"] = namespace
+    assert review(TARGET_GUARD, scaling, bundle, lookups).allowed
 
 
 @pytest.mark.parametrize("body,words", [

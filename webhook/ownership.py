@@ -1,0 +1,125 @@
+"""Field ownership (`metadata.managedFields`) as the target guard judges it.
+
+managedFields is not metadata the API server keeps to itself: a client may send it, and the API
+server then stores what was sent (an empty entry wipes the ownership of every field). It is also
+rewritten by the API server on every write, so it cannot simply be compared like other fields:
+the capacity controller's own merge patch adds or refreshes its entry, moves ownership of the
+allowlisted field to it (other managers lose that field, and an entry left empty disappears),
+and bumps timestamps. What the capacity identity may therefore do to field ownership is exactly
+what the API server does for a write of the allowlisted field, and nothing else:
+
+- for every manager entry (keyed, as the API server keys them, by manager, operation and
+  subresource), the fields it owns *outside* the allowlisted paths are the same before and after;
+- an entry may appear or disappear only if it owns nothing outside the allowlisted paths;
+- the one exception is the API server's own compaction: past ten Update managers it folds the
+  oldest into a single `ancient-changes` entry, whose fields are then the union of theirs.
+
+Timestamps, `apiVersion` and the allowlisted paths themselves are free to change. A fieldsV1
+tree is compared as the set of its leaf paths (`f:spec` / `f:template` / `.`), so the order the
+API server serialises it in does not matter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
+
+ANCIENT_CHANGES: Final = ("ancient-changes", "Update", "")
+"""The entry the API server folds its oldest Update managers into (apiserver fieldmanager)."""
+
+Key = tuple[str, str, str]
+FieldPath = tuple[str, ...]
+
+
+def _key(entry: Mapping[str, Any]) -> Key:
+    return (str(entry.get("manager", "")), str(entry.get("operation", "")),
+            str(entry.get("subresource", "")))
+
+
+def _leaves(tree: object) -> set[FieldPath]:
+    """The leaf paths of a fieldsV1 tree (an empty tree owns nothing); anything that is not a
+    tree is a single opaque leaf."""
+    if not isinstance(tree, Mapping):
+        return {(f"<{tree!r}>",)}
+    found: set[FieldPath] = set()
+    stack: list[tuple[FieldPath, Mapping[str, Any]]] = [((), tree)]
+    while stack:
+        path, node = stack.pop()
+        if not node and path:
+            found.add(path)
+        for key, child in node.items():
+            if isinstance(child, Mapping):
+                stack.append((path + (str(key),), child))
+            else:
+                found.add(path + (str(key), f"<{child!r}>"))
+    return found
+
+
+def _field_path(path: Sequence[str]) -> FieldPath:
+    return tuple(f"f:{segment}" for segment in path)
+
+
+def _outside(entry: Mapping[str, Any], allowed: Sequence[FieldPath]) -> frozenset[FieldPath]:
+    """What the entry owns outside the allowlisted paths."""
+    owned = _leaves(entry.get("fieldsV1", {}))
+    return frozenset(p for p in owned if not any(p[:len(a)] == a for a in allowed))
+
+
+def _entries(managed: object) -> dict[Key, Mapping[str, Any]] | None:
+    """The entries by key; None when managedFields is not a list of objects with unique keys."""
+    if managed is None:
+        return {}
+    if not isinstance(managed, list) or not all(isinstance(e, Mapping) for e in managed):
+        return None
+    entries = {_key(e): e for e in managed}
+    return entries if len(entries) == len(managed) else None
+
+
+def _show(paths: Iterable[FieldPath], limit: int = 3) -> str:
+    shown = sorted({".".join(s.removeprefix("f:") for s in p if s != ".") or "(the object)"
+                    for p in paths})
+    text = ", ".join(shown[:limit])
+    return text + (f" and {len(shown) - limit} more" if len(shown) > limit else "")
+
+
+def _manager(key: Key) -> str:
+    name, operation, subresource = key
+    details = [d for d in (operation if operation != "Update" else "", subresource) if d]
+    return f"{name} ({', '.join(details)})" if details else name
+
+
+def ownership_changes(old: object, new: object, capacity_paths: Sequence[Sequence[str]]) -> list[str]:
+    """How the write changes the ownership of fields outside `capacity_paths` (empty: it does
+    not); each item names a manager and the fields whose ownership it gains or loses."""
+    before, after = _entries(old), _entries(new)
+    if before is None or after is None:
+        return [] if old == new else ["managedFields is not a list of distinct manager entries"]
+    allowed = [_field_path(p) for p in capacity_paths]
+    owned_before = {k: _outside(e, allowed) for k, e in before.items()}
+    owned_after = {k: _outside(e, allowed) for k, e in after.items()}
+    _fold_ancient_changes(owned_before, owned_after)
+    changes = []
+    for key in sorted(set(owned_before) | set(owned_after)):
+        lost = owned_before.get(key, frozenset()) - owned_after.get(key, frozenset())
+        gained = owned_after.get(key, frozenset()) - owned_before.get(key, frozenset())
+        manager = _manager(key)
+        if lost:
+            changes.append(f"{manager} would no longer own {_show(lost)}")
+        if gained:
+            changes.append(f"{manager} would own {_show(gained)}")
+    return changes
+
+
+def _fold_ancient_changes(before: dict[Key, frozenset[FieldPath]],
+                          after: dict[Key, frozenset[FieldPath]]) -> None:
+    """Accept the API server's compaction: Update entries that vanished into `ancient-changes`
+    (whose fields become exactly the union of theirs and its own) count as unchanged."""
+    if ANCIENT_CHANGES not in after:
+        return
+    vanished = [k for k in before if k not in after and k[1] == "Update"]
+    union = before.get(ANCIENT_CHANGES, frozenset()).union(*(before[k] for k in vanished))
+    if after[ANCIENT_CHANGES] != union:
+        return
+    for key in vanished:
+        del before[key]
+    before[ANCIENT_CHANGES] = union
