@@ -1,20 +1,18 @@
 """The Flask app: thin views over `webhook.review`, plus health, readiness and metrics.
 
-A view reads the body (bounded in size, and in time by the socket deadline in
-`webhook.serving`), parses the AdmissionReview, calls the pure `review`, and writes the
-AdmissionReview back. What a caller can get wrong is answered, never crashed on:
+A view reads the body, parses the AdmissionReview, calls the pure `review`, and writes the
+AdmissionReview back. Under the server the body has already arrived whole, within the request
+deadline and the size limit (`webhook.connections`: malformed HTTP, slow clients and oversized
+bodies never reach a view). What a caller can get wrong beyond that is answered, never crashed
+on:
 - not JSON, not an AdmissionReview v1, no request uid: HTTP 400 with a JSON explanation (there is
   no uid to answer to);
 - a review with fields missing or of the wrong type: a well-formed denial (code 400) naming the
   field;
-- a body over `MAX_BODY_BYTES`: 413; a client too slow to send it: 408;
+- a body over `MAX_BODY_BYTES` (the same limit, for the app on its own, as in tests): 413;
 - an unexpected exception in a check: logged, counted, and answered as a denial with code 500
   inside an HTTP 200, so the API server applies the webhook's failurePolicy to a clear message
   instead of to a transport error.
-
-`MAX_BODY_BYTES`: the API server accepts request bodies up to 3 MiB, and a review of an UPDATE
-carries both the new and the old object, so a legitimate review can approach twice that. 7 MiB
-admits every review the API server can send and nothing much larger.
 """
 
 from __future__ import annotations
@@ -22,8 +20,6 @@ from __future__ import annotations
 import datetime
 import json
 import logging
-import os
-import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,12 +30,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from werkzeug.exceptions import HTTPException
 
 from webhook.bundle import Bundle
+from webhook.connections import MAX_BODY_BYTES
 from webhook.metrics import Metrics
 from webhook.review import CHECKS, Lookups, Rejected, deny, parse_review, review
 
 log = logging.getLogger(__name__)
 
-MAX_BODY_BYTES: Final = 7 * 1024 * 1024
 JSON: Final = "application/json"
 
 Readiness = Callable[[], list[str]]
@@ -61,24 +57,6 @@ def _error(status: int, message: str, check: str, metrics: Metrics) -> Response:
     return Response(json.dumps({"error": message}), status=status, mimetype=JSON)
 
 
-def _stop_reading(environ: dict[str, object]) -> None:
-    """Refuse the rest of a body we will not read (too large, or too slow to arrive).
-
-    gunicorn would otherwise drain it to keep the connection alive, holding the worker thread for
-    its drain timeout per such request; a read shutdown makes the drain end at once and the
-    connection close after our response is written. It goes through a duplicate descriptor
-    because `SSLSocket.shutdown` would also drop the TLS layer the response still needs."""
-    sock = environ.get("gunicorn.socket")
-    fileno = getattr(sock, "fileno", None)
-    if fileno is None:
-        return  # not under gunicorn (the test client)
-    try:
-        with socket.socket(fileno=os.dup(fileno())) as duplicate:
-            duplicate.shutdown(socket.SHUT_RD)
-    except OSError:
-        pass
-
-
 def create_app(runtime: Runtime) -> Flask:
     app = Flask("fivespot-webhook")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
@@ -92,13 +70,8 @@ def create_app(runtime: Runtime) -> Flask:
         started = time.perf_counter()
         try:
             body = request.get_data(cache=False)
-        except HTTPException as error:  # 413 over the limit, 400 on a truncated or stalled body
-            _stop_reading(request.environ)
-            status = error.code or 400
-            return _error(status, error.description or "bad body", check, metrics)
-        except OSError:
-            _stop_reading(request.environ)
-            return _error(408, "the request body did not arrive in time", check, metrics)
+        except HTTPException as error:  # 413 over the limit, 400 on a truncated body
+            return _error(error.code or 400, error.description or "bad body", check, metrics)
         try:
             admission_request = parse_review(body)
         except Rejected as rejected:

@@ -18,6 +18,8 @@ from typing import Any, Final, Literal, cast
 from policies.admission_eval import PolicyConfigError, PolicySet
 
 SUPPORTED_BUNDLE_VERSION: Final = 1
+DEFAULT_TIMEOUT_SECONDS: Final = 5
+"""For a bundle compiled before it carried `webhook.timeoutSeconds` (the Platform's default)."""
 HostGovernanceAction = Literal["Deny", "Warn"]
 
 
@@ -50,6 +52,8 @@ class Bundle:
     polyfill: bool
     capacity_identity: str
     excluded_namespaces: frozenset[str]
+    timeout_seconds: int
+    """The compiled webhooks' timeoutSeconds: how long the API server waits for an answer."""
     policies: PolicySet | None
     """Compiled admission policies; None unless the polyfill is on."""
 
@@ -103,6 +107,10 @@ def parse_bundle(data: Any) -> Bundle:
         except PolicyConfigError as error:
             raise BundleError(f"bundle.admission: {error}") from None
     excluded = _field(webhook, "excludedNamespaces", list, "bundle.webhook")
+    timeout = webhook.get("timeoutSeconds", DEFAULT_TIMEOUT_SECONDS)
+    if isinstance(timeout, bool) or not isinstance(timeout, int) or not 1 <= timeout <= 30:
+        raise BundleError(f"bundle.webhook.timeoutSeconds: {timeout!r} is not an integer from 1 "
+                          "to 30")
     return Bundle(
         namespace=_field(data, "namespace", str, "bundle"),
         consumers=tuple(consumers),
@@ -110,6 +118,7 @@ def parse_bundle(data: Any) -> Bundle:
         polyfill=polyfill,
         capacity_identity=_field(webhook, "capacityIdentity", str, "bundle.webhook"),
         excluded_namespaces=frozenset(str(n) for n in excluded),
+        timeout_seconds=timeout,
         policies=policies,
     )
 

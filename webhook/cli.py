@@ -30,7 +30,7 @@ def register(subparsers: Any) -> None:
     webhook = subparsers.add_parser("webhook", help="the admission webhook")
     commands = webhook.add_subparsers(dest="webhook_command", metavar="COMMAND", required=True)
     serve = commands.add_parser(
-        "serve", help="serve the admission webhook over TLS (gunicorn, gthread workers)",
+        "serve", help="serve the admission webhook over TLS (gunicorn, event-driven workers)",
         description="Serve host governance, the governed-target guard and the VAP polyfill.")
     serve.add_argument("--bundle", type=Path, required=True, metavar="PATH",
                        help="the compiled bundle.json")
@@ -61,10 +61,14 @@ def register(subparsers: Any) -> None:
                        help="how long a new CA sits in the caBundle before it signs")
     serve.add_argument("--certificate-check-interval", type=float, default=60.0, metavar="SECONDS")
     serve.add_argument("--workers", type=int, default=1, metavar="N")
-    serve.add_argument("--threads", type=int, default=8, metavar="N")
+    serve.add_argument("--threads", type=int, default=8, metavar="N",
+                       help="threads running the checks (a request reaches one only once it "
+                            "has fully arrived)")
     serve.add_argument("--keepalive", type=int, default=75, metavar="SECONDS")
-    serve.add_argument("--io-timeout", type=float, default=10.0, metavar="SECONDS",
-                       help="drop a client that sends nothing for this long")
+    serve.add_argument("--request-deadline", type=float, metavar="SECONDS",
+                       help="a client must send a whole request (TLS handshake, headers, body) "
+                            "within this long, or get a 408 (default: half the bundle's "
+                            "timeoutSeconds)")
     serve.add_argument("--metrics-port", type=int, default=8080, metavar="N",
                        help="plain-HTTP /metrics port (0: none)")
     serve.set_defaults(handler=_serve)
@@ -94,7 +98,8 @@ def _serve(args: argparse.Namespace) -> int:
         certificate_mode=mode, tls_cert=cert, tls_key=key, namespace=args.namespace,
         tls_sans=tuple(args.tls_san), lifetimes=lifetimes,
         certificate_check_s=args.certificate_check_interval, workers=args.workers,
-        threads=args.threads, keepalive_s=args.keepalive, io_timeout_s=args.io_timeout,
+        threads=args.threads, keepalive_s=args.keepalive,
+        request_deadline_s=args.request_deadline,
         metrics_port=args.metrics_port)
     try:
         return serve(options)

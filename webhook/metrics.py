@@ -27,6 +27,11 @@ class Metrics:
             "fivespot_webhook_rejected_bodies",
             "Bodies answered with an HTTP 4xx (not an AdmissionReview, too large, too slow).",
             ["check", "status"], registry=self.registry)
+        self.connections_cut = Counter(
+            "fivespot_webhook_connections_cut",
+            "Connections closed before a whole request arrived (reason: deadline, "
+            "headers-too-large): slow, stalled or hostile clients.",
+            ["reason"], registry=self.registry)
         self.errors = Counter(
             "fivespot_webhook_review_errors",
             "Reviews that raised (answered as a denial with code 500); should stay 0.",

@@ -1,4 +1,4 @@
-"""`fivespot webhook serve`: the app under gunicorn (gthread workers, keep-alive) over TLS.
+"""`fivespot webhook serve`: the app under gunicorn (event-driven uvicorn workers) over TLS.
 
 Process layout, and why:
 - The **master** (this process) checks the bundle, and in self-managed mode makes sure the TLS
@@ -11,8 +11,12 @@ Process layout, and why:
   certificate loop and informers. Several workers behave exactly like several replicas: the
   Secret's resourceVersion makes one writer win, the rest adopt. The compiled Deployment runs
   one worker (its CPU limit is one core); scale with replicas.
-- Connections get their TLS context from the worker's `ServingCertificate` (gunicorn's
-  `ssl_context` hook), which is how a rotated certificate is served without a restart.
+- Each worker is `webhook.connections.AdmissionWorker`: uvicorn on a uvloop event loop, with a
+  whole-request deadline per connection, bounded sizes, and the Flask app run in a small thread
+  pool only once a request has fully arrived (that module says why: no set of slow clients can
+  take every slot).
+- Connections get their TLS context from the worker's `ServingCertificate` (uvicorn's
+  `ssl_context_factory` hook), which is how a rotated certificate is served without a restart.
 - Metrics: `/metrics` on the TLS port, and plain HTTP on `--metrics-port` (the compiled metrics
   Service's port) when there is one worker; with more, each worker's registry is its own and
   only `/metrics` on the TLS port (one worker's view per scrape) is served.
@@ -43,6 +47,7 @@ from controllers.runtime.kube import load_client
 from webhook.app import Runtime, create_app, utcnow
 from webhook.bundle import Bundle, load_bundle
 from webhook.caches import MachinesByNamespace, NamespaceObjects, machine_informer, namespace_informer
+from webhook.connections import AdmissionWorker, ConnectionLimits, asgi_app, observe_cuts
 from webhook.certificates import (
     CertificateError,
     CertificateLoop,
@@ -78,9 +83,17 @@ class ServeOptions:
     certificate_check_s: float = 60.0
     workers: int = 1
     threads: int = 8
+    """Threads that run the checks (a request reaches one only once it has fully arrived)."""
     keepalive_s: int = 75
-    io_timeout_s: float = 10.0
+    request_deadline_s: float | None = None
+    """How long a client may take to send a whole request; default: half the bundle's
+    timeoutSeconds (`ConnectionLimits.for_timeout`)."""
     metrics_port: int = 0
+
+    def limits(self, webhook_timeout_s: float) -> ConnectionLimits:
+        if self.request_deadline_s is not None:
+            return ConnectionLimits(request_deadline_s=self.request_deadline_s)
+        return ConnectionLimits.for_timeout(webhook_timeout_s)
 
 
 def _secret_namespace(options: ServeOptions, bundle: Bundle) -> str:
@@ -129,8 +142,7 @@ _SERVING: ServingCertificate | None = None
 
 
 def _ssl_context(conf: Any, default_factory: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
-    context = _SERVING.context() if _SERVING is not None else None
-    return context if context is not None else default_factory()
+    return _SERVING.listening_context() if _SERVING is not None else default_factory()
 
 
 class _SelfManagedTick:
@@ -190,7 +202,7 @@ def start_worker(options: ServeOptions, bundle: Bundle, cert: Path, key: Path,
                  scratch: Path) -> tuple[Runtime, Worker]:
     api = load_client(options.kubeconfig)
     metrics = Metrics()
-    serving = ServingCertificate(options.io_timeout_s, scratch)
+    serving = ServingCertificate(scratch)
     serving.load(cert.read_bytes(), key.read_bytes())
     metrics.certificate_reloads.inc()
     metrics.set_expiry("serving", serving.not_after)
@@ -223,12 +235,15 @@ def use_serving(serving: ServingCertificate) -> None:
 
 class GunicornApplication(BaseApplication):  # type: ignore[misc]
     """gunicorn, configured in code rather than from a command line or a file; `factory` runs in
-    each worker after the fork and returns the WSGI app. The benchmark's no-op responder runs on
-    this same class, so the two differ only in the app."""
+    each worker after the fork and returns the WSGI app, which the worker serves behind
+    `webhook.connections`. The benchmark's no-op responder runs on this same class, so the two
+    differ only in the app."""
 
     def __init__(self, options: ServeOptions, cert: Path, key: Path,
-                 factory: Callable[[], Any]) -> None:
+                 factory: Callable[[], Any], limits: ConnectionLimits,
+                 on_too_large: Callable[[str], None] | None = None) -> None:
         self.options, self.cert, self.key, self.factory = options, cert, key, factory
+        self.limits, self.on_too_large = limits, on_too_large
         super().__init__()
 
     def load_config(self) -> None:
@@ -237,14 +252,12 @@ class GunicornApplication(BaseApplication):  # type: ignore[misc]
         settings: dict[str, Any] = {
             "bind": [f"{host}:{options.port}"],
             "workers": options.workers,
-            "worker_class": "gthread",
-            "threads": options.threads,
+            "worker_class": AdmissionWorker.configure(self.limits, _ssl_context),
             "keepalive": options.keepalive_s,
             "timeout": 30,
             "graceful_timeout": 10,
             "certfile": str(self.cert),
             "keyfile": str(self.key),
-            "ssl_context": _ssl_context,
             "accesslog": None,
             "errorlog": "-",
             "loglevel": "info",
@@ -256,7 +269,7 @@ class GunicornApplication(BaseApplication):  # type: ignore[misc]
             self.cfg.set(key, value)
 
     def load(self) -> Any:
-        app = self.factory()
+        app = asgi_app(self.factory(), self.options.threads, self.limits, self.on_too_large)
         # Everything built so far (imports, bundle, compiled policies, the app) lives as long as
         # the worker: move it out of the collector's generations, so a full collection scans
         # only what requests allocate and stays short.
@@ -265,11 +278,23 @@ class GunicornApplication(BaseApplication):  # type: ignore[misc]
         return app
 
 
+_METRICS: Metrics | None = None
+"""This worker's metrics (None in the master), for what the connection layer rejects."""
+
+
+def _body_too_large(path: str) -> None:
+    if _METRICS is not None:
+        _METRICS.rejected.labels(path.rsplit("/", 1)[-1] or "none", "413").inc()
+
+
 def _webhook_factory(options: ServeOptions, bundle: Bundle, cert: Path, key: Path,
                      scratch: Path) -> Callable[[], Any]:
     def factory() -> Any:
+        global _METRICS
         runtime, worker = start_worker(options, bundle, cert, key, scratch)
         use_serving(worker.serving)
+        _METRICS = runtime.metrics
+        observe_cuts(lambda reason: runtime.metrics.connections_cut.labels(reason).inc())
         if options.metrics_port and options.workers == 1:
             from prometheus_client import start_http_server
 
@@ -287,11 +312,14 @@ def serve(options: ServeOptions) -> int:
     scratch = Path(tempfile.mkdtemp(prefix="fivespot-webhook-"))
     try:
         cert, key = initial_certificate(options, bundle, scratch)
-        log.info("serving %s on %s:%d (%s certificates, host governance %s, polyfill %s)",
-                 options.bundle_path, options.bind, options.port, options.certificate_mode,
-                 bundle.host_governance, "on" if bundle.polyfill else "off")
+        limits = options.limits(bundle.timeout_seconds)
+        log.info("serving %s on %s:%d (%s certificates, host governance %s, polyfill %s, "
+                 "request deadline %gs)", options.bundle_path, options.bind, options.port,
+                 options.certificate_mode, bundle.host_governance,
+                 "on" if bundle.polyfill else "off", limits.request_deadline_s)
         GunicornApplication(options, cert, key,
-                            _webhook_factory(options, bundle, cert, key, scratch)).run()
+                            _webhook_factory(options, bundle, cert, key, scratch), limits,
+                            _body_too_large).run()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return 0

@@ -1,17 +1,16 @@
-"""The TLS context the server hands each new connection, swapped when the certificate changes.
+"""The TLS context every new connection is served with, switched when the certificate changes.
 
-gunicorn's gthread worker asks its `ssl_context` hook for a context on every accepted
-connection; ours returns the current one from `ServingCertificate`. A new certificate (rotated
-Secret, or cert-manager's renewed files) becomes a freshly built context that replaces the old
-one in a single reference assignment: new handshakes get the new certificate at once, connections
-already established finish on the old one, no request is refused and nothing restarts. Building a
-new context instead of calling `load_cert_chain` on the live one keeps a half-loaded context
-(new certificate, old key) from ever being visible to a concurrent handshake.
+The server listens with one context (`ServingCertificate.listening_context`) whose SNI callback
+runs on every ClientHello, whether the client sent a server name or not (the API server calling
+by IP sends none), and moves the handshake onto the current context. A new certificate (rotated
+Secret, or cert-manager's renewed files) becomes a freshly built context that replaces the
+current one in a single reference assignment: new handshakes get the new certificate at once,
+connections already established finish on the old one, no request is refused and nothing
+restarts. Building a new context instead of calling `load_cert_chain` on the live one keeps a
+half-loaded context (new certificate, old key) from ever being visible to a handshake.
 
-Slow clients: every TLS socket this context makes carries an I/O timeout, including after
-gunicorn switches a kept-alive socket back to blocking mode (it calls `setblocking(True)`, which
-would otherwise mean "wait forever"). A client that stops sending mid-handshake, mid-headers or
-mid-body therefore frees its worker thread after `io_timeout` seconds instead of holding it.
+How long a client may take over its handshake is the connection layer's business
+(`webhook.connections`: the whole-request deadline counts from accept).
 """
 
 from __future__ import annotations
@@ -23,38 +22,13 @@ import ssl
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any
 
 from cryptography import x509
 
 
-class DeadlineSSLSocket(ssl.SSLSocket):
-    """An SSLSocket whose blocking mode always has a timeout (its context's `io_timeout`)."""
-
-    def setblocking(self, flag: bool) -> None:
-        timeout = getattr(self.context, "io_timeout", None)
-        if flag and timeout:
-            self.settimeout(timeout)
-        else:
-            super().setblocking(flag)
-
-
-class DeadlineSSLContext(ssl.SSLContext):
-    """A server context whose sockets time out instead of blocking forever."""
-
-    io_timeout: float = 10.0
-
-    def wrap_socket(self, sock: Any, *args: Any, **kwargs: Any) -> ssl.SSLSocket:
-        sock.settimeout(self.io_timeout)
-        return super().wrap_socket(sock, *args, **kwargs)
-
-
-def server_context(cert_pem: bytes, key_pem: bytes, io_timeout: float,
-                   scratch: Path | None = None) -> DeadlineSSLContext:
+def server_context(cert_pem: bytes, key_pem: bytes, scratch: Path | None = None) -> ssl.SSLContext:
     """A TLS 1.2+ server context for this pair; raises ssl.SSLError if they do not match."""
-    context = DeadlineSSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.io_timeout = io_timeout
-    context.sslsocket_class = DeadlineSSLSocket
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.set_alpn_protocols(["http/1.1"])
     # `ssl` loads key material only from files: a private, short-lived one in the scratch dir.
@@ -71,11 +45,11 @@ def server_context(cert_pem: bytes, key_pem: bytes, io_timeout: float,
 class ServingCertificate:
     """The current serving context and what it holds."""
 
-    def __init__(self, io_timeout: float, scratch: Path | None = None) -> None:
-        self.io_timeout = io_timeout
+    def __init__(self, scratch: Path | None = None) -> None:
         self.scratch = scratch
         self._lock = threading.Lock()
-        self._context: DeadlineSSLContext | None = None
+        self._context: ssl.SSLContext | None = None
+        self._listening: ssl.SSLContext | None = None
         self._fingerprint: str | None = None
         self.not_after: datetime.datetime | None = None
         self.reloads = 0
@@ -87,7 +61,7 @@ class ServingCertificate:
         if fingerprint == self._fingerprint:
             return False
         cert = x509.load_pem_x509_certificate(cert_pem)
-        context = server_context(cert_pem, key_pem, self.io_timeout, self.scratch)
+        context = server_context(cert_pem, key_pem, self.scratch)
         with self._lock:
             self._context, self._fingerprint = context, fingerprint
             self.not_after = cert.not_valid_after_utc
@@ -96,6 +70,22 @@ class ServingCertificate:
 
     def context(self) -> ssl.SSLContext | None:
         return self._context
+
+    def listening_context(self) -> ssl.SSLContext:
+        """The context to listen with: it hands every handshake to the current context."""
+        with self._lock:
+            if self._context is None:
+                raise ValueError("no serving certificate is loaded yet")
+            if self._listening is None:
+                self._listening = self._context
+                self._listening.sni_callback = self._switch
+            return self._listening
+
+    def _switch(self, connection: ssl.SSLObject | ssl.SSLSocket, server_name: str | None,
+                listening: ssl.SSLContext) -> None:
+        current = self._context
+        if current is not None and current is not listening:
+            connection.context = current
 
     def problem(self, now: datetime.datetime) -> str | None:
         """Why this pod must not receive traffic, if it must not."""

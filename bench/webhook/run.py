@@ -7,8 +7,9 @@ What runs:
 - a real control plane (kube-apiserver + etcd from devcluster) with the compiled example's CRDs
   and `--machines` ScheduledMachines in `agents`, so host governance reads a populated,
   watch-fed cache as in a cluster;
-- the webhook, `python -m webhook serve` (gunicorn, one gthread worker of 8 threads, TLS,
-  keep-alive) with the example compiled as `enforcement: both`, so all three checks run;
+- the webhook, `python -m webhook serve` (gunicorn, one event-driven worker with 8 threads for
+  the checks, TLS, keep-alive) with the example compiled as `enforcement: both`, so all three
+  checks run;
 - two no-op responders on the same `GunicornApplication`, settings and TLS context class: a
   Flask view that parses the review and answers allowed with its uid (the webhook's server
   stack minus the checks: the reference for the ratio), and the same as a bare WSGI app;
@@ -102,12 +103,12 @@ def noop_main(kind: str, port: int, cert: Path, key: Path) -> None:
         return Response("ok\n", mimetype="text/plain")
 
     def factory() -> Any:
-        serving = ServingCertificate(options.io_timeout_s)
+        serving = ServingCertificate()
         serving.load(cert.read_bytes(), key.read_bytes())
         use_serving(serving)
         return flask if kind == "flask" else wsgi
 
-    GunicornApplication(options, cert, key, factory).run()
+    GunicornApplication(options, cert, key, factory, options.limits(5)).run()
 
 
 # --- the requests ----------------------------------------------------------------------------

@@ -48,6 +48,7 @@ def bundle(repo: Repo) -> dict[str, Any]:
             "capacityIdentity": service_account_user(repo.namespace, CAPACITY_CONTROLLER),
             "webhookIdentity": service_account_user(repo.namespace, WEBHOOK),
             "excludedNamespaces": sorted({repo.namespace, "kube-system"}),
+            "timeoutSeconds": spec.webhook.timeout_seconds,
         },
         "admission": {
             "policies": admission.policies(repo) if repo.has_capacity else [],

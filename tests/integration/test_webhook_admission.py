@@ -182,7 +182,7 @@ def installed(kubeconfig: Path, admin: client.ApiClient,
     log = work / "webhook.log"
     command = [sys.executable, "-m", "webhook", "serve", "--port", str(port), "--bind", "127.0.0.1",
                "--metrics-port", "0", "--bundle", str(out / "bundle.json"), "--kubeconfig",
-               str(identity), "--tls-san", "127.0.0.1", "--workers", "2", "--io-timeout", "3",
+               str(identity), "--tls-san", "127.0.0.1", "--workers", "2", "--request-deadline", "3",
                *LIFETIMES]
     with log.open("wb") as handle:
         process = subprocess.Popen(command, cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT,

@@ -80,7 +80,7 @@ def files_server(kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory
         process = subprocess.Popen(
             [sys.executable, "-m", "webhook", "serve", "--bundle", str(work / "out" / "bundle.json"),
              "--port", str(port), "--bind", "127.0.0.1", "--metrics-port", "0",
-             "--kubeconfig", str(kubeconfig), "--cert-dir", str(cert_dir), "--io-timeout", "2",
+             "--kubeconfig", str(kubeconfig), "--cert-dir", str(cert_dir), "--request-deadline", "2",
              "--certificate-check-interval", "0.5"],
             cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
     server = Server(process, port, log)

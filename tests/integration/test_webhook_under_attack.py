@@ -1,0 +1,378 @@
+"""The webhook server under malformed, oversized, slow and stalled clients, over TLS on loopback:
+malformed HTTP is always a 4xx, size limits hold for chunked bodies, and no set of slow or stalled
+clients keeps a real AdmissionReview from an answer within the API server's timeout.
+
+The server runs as the compiled Deployment runs it (one worker, the bundle's timeoutSeconds of
+5 s, cert-manager files mode so the test holds the CA). While the attack runs, probes go two
+ways: straight to the webhook over TLS (latency measured per request, p99 reported), and through
+the real API server, which calls the webhook by URL for a dry-run create of a ScheduledCapacity.
+Everything is bounded in count and time and talks only to 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import json
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import pytest
+from kubernetes import client
+
+from compiler.output import write_tree
+from compiler.pipeline import compile_repo
+from devcluster.kubectl import apply, wait_established
+from tests.integration.test_control_plane_is_real import eventually
+from tests.integration.test_webhook_admission import EXAMPLE, ROOT, Server, denial, free_port
+from webhook.tls import issue, new_ca
+
+API_SERVER_TIMEOUT_S: Final = 5.0
+"""The compiled webhooks' timeoutSeconds (the example Platform's)."""
+SLOWLORIS: Final = 50
+STALLED: Final = 50
+ATTACK_S: Final = 12.0
+HOOK: Final = "under-attack.5spot.finos.org"
+
+
+def review(uid: str, namespace: str = "agents") -> bytes:
+    return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": uid, "operation": "CREATE", "namespace": namespace, "name": "cap",
+        "kind": {"group": "5spot.finos.org", "version": "v1alpha1", "kind": "ScheduledCapacity"},
+        "resource": {"group": "5spot.finos.org", "version": "v1alpha1",
+                     "resource": "scheduledcapacities"},
+        "userInfo": {"username": "alice"},
+        "object": {"metadata": {"name": "cap", "namespace": namespace},
+                   "spec": {"nodeName": f"free-{uid}"}}}}).encode()
+
+
+@dataclass
+class Target:
+    server: Server
+    trust: ssl.SSLContext
+    objects: client.CustomObjectsApi
+    namespace: str
+
+    def connect(self, timeout: float = 10.0) -> ssl.SSLSocket:
+        raw = socket.create_connection(("127.0.0.1", self.server.port), timeout=timeout)
+        return self.trust.wrap_socket(raw, server_hostname="127.0.0.1")
+
+
+@pytest.fixture(scope="module")
+def target(kubeconfig: Path, admin: client.ApiClient,
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+    work = tmp_path_factory.mktemp("under-attack")
+    compiled = compile_repo(EXAMPLE / "config")
+    write_tree(compiled.files, work / "out")
+    apply(kubeconfig, work / "out" / "crds")
+    wait_established(kubeconfig, ["scheduledmachines.5spot.finos.org",
+                                  "scheduledcapacities.5spot.finos.org"])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    ca, ca_key = new_ca("attack-ca", now)
+    serving = issue(ca, ca_key, "fivespot-webhook", now, ip_addresses=("127.0.0.1",), server=True)
+    cert_dir = work / "tls"
+    cert_dir.mkdir()
+    (cert_dir / "tls.crt").write_bytes(serving.cert_pem)
+    (cert_dir / "tls.key").write_bytes(serving.key_pem)
+    port = free_port()
+    log = work / "server.log"
+    with log.open("wb") as handle:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "webhook", "serve", "--bundle", str(work / "out" / "bundle.json"),
+             "--port", str(port), "--bind", "127.0.0.1", "--metrics-port", "0",
+             "--kubeconfig", str(kubeconfig), "--cert-dir", str(cert_dir)],
+            cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
+    server = Server(process, port, log)
+    trust = ssl.create_default_context(cadata=ca.cert_pem.decode())
+    namespace = f"under-attack-{uuid.uuid4().hex[:6]}"
+    core = client.CoreV1Api(admin)
+    core.create_namespace({"metadata": {"name": namespace, "labels": {"under-attack": "yes"}}})
+    registration = client.AdmissionregistrationV1Api(admin)
+    registration.create_validating_webhook_configuration({
+        "metadata": {"name": HOOK},
+        "webhooks": [{
+            "name": HOOK, "admissionReviewVersions": ["v1"], "sideEffects": "None",
+            "failurePolicy": "Fail", "timeoutSeconds": int(API_SERVER_TIMEOUT_S),
+            "clientConfig": {"url": f"https://127.0.0.1:{port}/validate/host-governance",
+                             "caBundle": base64.b64encode(ca.cert_pem).decode()},
+            "namespaceSelector": {"matchLabels": {"under-attack": "yes"}},
+            "rules": [{"apiGroups": ["5spot.finos.org"], "apiVersions": ["*"],
+                       "operations": ["CREATE"], "resources": ["scheduledcapacities"]}]}]})
+    result = Target(server, trust, client.CustomObjectsApi(admin), namespace)
+    try:
+        eventually(lambda: True if _probe(result)[0] == 200 else None, timeout_s=60)
+        eventually(lambda: True if _through_api_server(result, "warm-up") is None else None,
+                   timeout_s=30)
+        yield result
+    except BaseException:
+        print(server.output())
+        raise
+    finally:
+        registration.delete_validating_webhook_configuration(HOOK)
+        server.stop()
+
+
+def _read_response(tls: ssl.SSLSocket) -> tuple[int, bytes]:
+    """The status and raw bytes of one HTTP response (0 when the server closed without one)."""
+    data = b""
+    try:
+        while b"\r\n\r\n" not in data:
+            chunk = tls.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        head, _, rest = data.partition(b"\r\n\r\n")
+        length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                       if line.lower().startswith(b"content-length:")), 0)
+        while len(rest) < length:
+            chunk = tls.recv(65536)
+            if not chunk:
+                break
+            rest += chunk
+        data = head + b"\r\n\r\n" + rest
+    except (OSError, ssl.SSLError):
+        pass
+    status = int(data.split(b" ", 2)[1]) if data.startswith(b"HTTP/1.1 ") else 0
+    return status, data
+
+
+def _probe(target: Target, tls: ssl.SSLSocket | None = None) -> tuple[int, float]:
+    """One AdmissionReview over TLS (a new connection unless one is given): status, seconds."""
+    started = time.monotonic()
+    own = tls is None
+    try:
+        tls = tls or target.connect()
+        body = review(uuid.uuid4().hex)
+        tls.sendall(b"POST /validate/host-governance HTTP/1.1\r\nHost: x\r\n"
+                    b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                    % (len(body), body))
+        status, data = _read_response(tls)
+        if status == 200:
+            assert b'"allowed":true' in data, data[-300:]
+    except (OSError, ssl.SSLError):
+        status = 0
+    finally:
+        if own and tls is not None:
+            tls.close()
+    return status, time.monotonic() - started
+
+
+def _through_api_server(target: Target, name: str) -> str | None:
+    """A dry-run create the API server sends to the webhook; None when allowed."""
+    body = {"apiVersion": "5spot.finos.org/v1alpha1", "kind": "ScheduledCapacity",
+            "metadata": {"name": name, "namespace": target.namespace},
+            "spec": {"schedule": {"apiVersion": "spotschedules.5spot.finos.org/v1alpha1",
+                                  "kind": "ManualSchedule", "name": "w"},
+                     "targetRef": {"apiVersion": "pools.agents.example.com/v1alpha1",
+                                   "kind": "VirtualMachinePool", "name": "p"},
+                     "capacity": {"path": "spec.warmReplicas", "activeValue": 1}}}
+    return denial(lambda: target.objects.create_namespaced_custom_object(
+        "5spot.finos.org", "v1alpha1", target.namespace, "scheduledcapacities", body,
+        dry_run="All"))
+
+
+def _exchange(target: Target, raw: bytes) -> int:
+    tls = target.connect()
+    try:
+        tls.sendall(raw)
+        return _read_response(tls)[0]
+    finally:
+        tls.close()
+
+
+# --- malformed and oversized ---------------------------------------------------------------------
+
+HEAD: Final = (b"POST /validate/host-governance HTTP/1.1\r\nHost: x\r\n"
+               b"Content-Type: application/json\r\n")
+CHUNKED: Final = HEAD + b"Transfer-Encoding: chunked\r\n\r\n"
+
+
+@pytest.mark.parametrize("raw", [
+    pytest.param(CHUNKED + b"zz\r\n{}\r\n0\r\n\r\n", id="bad-chunk-size"),
+    pytest.param(CHUNKED + b"2\r\n{}0\r\n\r\n", id="chunk-without-crlf"),
+    pytest.param(CHUNKED + b"2\r\n{}\r\n0\r\nbad trailer\r\n\r\n", id="bad-trailer"),
+    pytest.param(CHUNKED + b"fffffffffffffffffff\r\n{}\r\n0\r\n\r\n", id="chunk-size-overflow"),
+    pytest.param(CHUNKED + b"-2\r\n{}\r\n0\r\n\r\n", id="negative-chunk-size"),
+    pytest.param(CHUNKED + b"2;\x00=\x01\r\n{}\r\n0\r\n\r\n", id="bad-chunk-extension"),
+    pytest.param(HEAD + b"Transfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+                 id="length-and-chunked"),
+    pytest.param(HEAD + b"Transfer-Encoding: gzip\r\n\r\n{}", id="unknown-coding"),
+    pytest.param(HEAD + b"Content-Length: -5\r\n\r\n{}", id="negative-length"),
+    pytest.param(HEAD + b"Content-Length: 2\r\nContent-Length: 3\r\n\r\n{}", id="two-lengths"),
+    pytest.param(b"POST /validate/host-governance HTTP/1.1\r\nHost x\r\n\r\n", id="bad-header-line"),
+    pytest.param(b"\x16\x03\x01garbage\r\n\r\n", id="not-http"),
+])
+def test_malformed_http_is_always_a_4xx_never_a_500(target: Target, raw: bytes) -> None:
+    status = _exchange(target, raw)
+    assert 400 <= status < 500, status
+    assert "Traceback" not in target.server.log.read_text(errors="replace")
+
+
+def test_a_chunked_body_over_the_limit_gets_413(target: Target) -> None:
+    tls = target.connect()
+    try:
+        tls.sendall(CHUNKED)
+        chunk = b"%x\r\n%s\r\n" % (1 << 20, b" " * (1 << 20))
+        status = 0
+        for _ in range(9):  # 9 MiB > the 7 MiB limit
+            try:
+                tls.sendall(chunk)
+            except (OSError, ssl.SSLError):
+                break  # answered and closed: read what it said
+        status = _read_response(tls)[0]
+    finally:
+        tls.close()
+    assert status == 413
+
+
+def test_a_declared_length_over_the_limit_gets_413_without_the_body(target: Target) -> None:
+    assert _exchange(target, HEAD + b"Content-Length: 104857600\r\n\r\n{") == 413
+
+
+def test_a_chunked_review_within_the_limit_is_decided(target: Target) -> None:
+    body = review("chunked")
+    chunks = b"".join(b"%x\r\n%s\r\n" % (len(part), part)
+                      for part in (body[:100], body[100:]) if part) + b"0\r\n\r\n"
+    assert _exchange(target, CHUNKED + chunks) == 200
+
+
+# --- slow and stalled clients --------------------------------------------------------------------
+
+
+@dataclass
+class Client:
+    sock: socket.socket
+    opened: float
+    drip: bytes = b""
+    """What it still has to send, one byte a second (empty: it sends nothing)."""
+
+
+@dataclass
+class Attack:
+    """SLOWLORIS clients that drip a request one byte a second (half from its first byte, half
+    after sending whole headers, so both the header and the body phase are slow) and STALLED
+    clients that send nothing (half after the TLS handshake, half before it: a bare TCP
+    connection). Each is replaced by a new one as soon as the server cuts it."""
+
+    target: Target
+    stop: threading.Event = field(default_factory=threading.Event)
+    cut_after: list[float] = field(default_factory=list)
+    failed_connects: int = 0
+    connections: int = 0
+
+    def run(self) -> None:
+        body = b"{" * 2000
+        headers = HEAD + b"Content-Length: %d\r\n\r\n" % len(body)
+        clients: list[Client] = []
+        while not self.stop.is_set():
+            kinds = [c.drip != b"" for c in clients]
+            for index in range(SLOWLORIS - sum(kinds)):
+                self._open(clients, headers + body if index % 2 else body, headers if not index % 2
+                           else b"", tls=True)
+            for index in range(STALLED - (len(kinds) - sum(kinds))):
+                self._open(clients, b"", b"", tls=index % 2 == 0)
+            for client_ in list(clients):
+                if self._cut(client_):
+                    self.cut_after.append(time.monotonic() - client_.opened)
+                    client_.sock.close()
+                    clients.remove(client_)
+            self.stop.wait(1.0)
+        for client_ in clients:
+            client_.sock.close()
+
+    def _open(self, clients: list[Client], drip: bytes, first: bytes, tls: bool) -> None:
+        self.connections += 1
+        opened = time.monotonic()
+        try:
+            sock: socket.socket = self.target.connect(timeout=10) if tls else \
+                socket.create_connection(("127.0.0.1", self.target.server.port), timeout=10)
+            if first:
+                sock.sendall(first)
+        except (OSError, ssl.SSLError):
+            self.failed_connects += 1
+            return
+        sock.setblocking(False)
+        clients.append(Client(sock, opened, drip))
+
+    @staticmethod
+    def _cut(client_: Client) -> bool:
+        """Send the next byte, if any; True once the server has answered or closed."""
+        try:
+            client_.sock.recv(65536)
+            return True  # a 408, or the close itself
+        except (ssl.SSLWantReadError, BlockingIOError):
+            pass
+        except (OSError, ssl.SSLError):
+            return True
+        if client_.drip:
+            try:
+                client_.sock.send(client_.drip[:1])
+                client_.drip = client_.drip[1:] or b" "
+            except (ssl.SSLWantWriteError, BlockingIOError):
+                pass
+            except (OSError, ssl.SSLError):
+                return True
+        return False
+
+
+def _p99(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
+
+
+def test_slow_and_stalled_clients_never_keep_a_review_from_an_answer_in_time(
+        target: Target, capsys: pytest.CaptureFixture[str]) -> None:
+    attack = Attack(target)
+    attacker = threading.Thread(target=attack.run, daemon=True)
+    attacker.start()
+    probes: list[tuple[int, float]] = []
+    through: list[tuple[str | None, float]] = []
+    kept = target.connect()
+    try:
+        time.sleep(2.0)  # every attacker connected and dripping
+        deadline = time.monotonic() + ATTACK_S
+        sent = 0
+        while time.monotonic() < deadline:
+            sent += 1
+            probes.append(_probe(target))  # a new connection: accept and handshake under attack
+            probes.append(_probe(target, kept))  # a kept-alive one, as the API server keeps them
+            if sent % 5 == 0:
+                started = time.monotonic()
+                through.append((_through_api_server(target, f"probe-{sent}"),
+                                time.monotonic() - started))
+            time.sleep(0.05)
+    finally:
+        kept.close()
+        attack.stop.set()
+        attacker.join(15)
+    latencies = [seconds for _, seconds in probes]
+    report = (f"webhook under attack: {len(probes)} probes while {SLOWLORIS} slowloris + {STALLED} "
+              f"stalled clients were held ({attack.connections} attacker connections, "
+              f"{attack.failed_connects} refused): p50 "
+              f"{sorted(latencies)[len(latencies) // 2] * 1000:.1f} ms, p99 "
+              f"{_p99(latencies) * 1000:.1f} ms, max {max(latencies) * 1000:.1f} ms; "
+              f"{len(through)} through the API server, max "
+              f"{max((s for _, s in through), default=0) * 1000:.0f} ms; attackers cut after at most "
+              f"{max(attack.cut_after, default=0):.1f} s")
+    with capsys.disabled():
+        print("\n" + report)
+    assert all(status == 200 for status, _ in probes), [s for s, _ in probes if s != 200][:10]
+    assert max(latencies) < API_SERVER_TIMEOUT_S, report
+    assert all(message is None for message, _ in through), [m for m, _ in through if m][:3]
+    assert max(s for _, s in through) < API_SERVER_TIMEOUT_S, report
+    assert attack.failed_connects == 0, report
+    assert len(attack.cut_after) >= SLOWLORIS + STALLED, report  # each cut at least once
+    assert max(attack.cut_after) < API_SERVER_TIMEOUT_S, report
+    log = target.server.log.read_text(errors="replace")
+    assert "Traceback" not in log
+    assert "did not send a whole request within" in log
+    assert sent >= 30
