@@ -61,9 +61,6 @@ def register(subparsers: Any) -> None:
                        help="how long a new CA sits in the caBundle before it signs")
     serve.add_argument("--certificate-check-interval", type=float, default=60.0, metavar="SECONDS")
     serve.add_argument("--workers", type=int, default=1, metavar="N")
-    serve.add_argument("--threads", type=int, default=8, metavar="N",
-                       help="threads running the checks (a request reaches one only once it "
-                            "has fully arrived)")
     serve.add_argument("--keepalive", type=int, default=75, metavar="SECONDS")
     serve.add_argument("--request-deadline", type=float, metavar="SECONDS",
                        help="a client must send a whole request (TLS handshake, headers, body) "
@@ -98,7 +95,7 @@ def _serve(args: argparse.Namespace) -> int:
         certificate_mode=mode, tls_cert=cert, tls_key=key, namespace=args.namespace,
         tls_sans=tuple(args.tls_san), lifetimes=lifetimes,
         certificate_check_s=args.certificate_check_interval, workers=args.workers,
-        threads=args.threads, keepalive_s=args.keepalive,
+        keepalive_s=args.keepalive,
         request_deadline_s=args.request_deadline,
         metrics_port=args.metrics_port)
     try:

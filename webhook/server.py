@@ -12,9 +12,8 @@ Process layout, and why:
   Secret's resourceVersion makes one writer win, the rest adopt. The compiled Deployment runs
   one worker (its CPU limit is one core); scale with replicas.
 - Each worker is `webhook.connections.AdmissionWorker`: uvicorn on a uvloop event loop, with a
-  whole-request deadline per connection, bounded sizes, and the Flask app run in a small thread
-  pool only once a request has fully arrived (that module says why: no set of slow clients can
-  take every slot).
+  whole-request deadline per connection, bounded sizes, and the Flask app called only once a
+  request has fully arrived (that module says why: no set of slow clients can take every slot).
 - Connections get their TLS context from the worker's `ServingCertificate` (uvicorn's
   `ssl_context_factory` hook), which is how a rotated certificate is served without a restart.
 - Metrics: `/metrics` on the TLS port, and plain HTTP on `--metrics-port` (the compiled metrics
@@ -47,7 +46,7 @@ from controllers.runtime.kube import load_client
 from webhook.app import Runtime, create_app, utcnow
 from webhook.bundle import Bundle, load_bundle
 from webhook.caches import MachinesByNamespace, NamespaceObjects, machine_informer, namespace_informer
-from webhook.connections import AdmissionWorker, ConnectionLimits, asgi_app, observe_cuts
+from webhook.connections import AdmissionWorker, ConnectionLimits, WSGIGateway, observe_cuts
 from webhook.certificates import (
     CertificateError,
     CertificateLoop,
@@ -82,8 +81,6 @@ class ServeOptions:
     lifetimes: Lifetimes = field(default_factory=Lifetimes)
     certificate_check_s: float = 60.0
     workers: int = 1
-    threads: int = 8
-    """Threads that run the checks (a request reaches one only once it has fully arrived)."""
     keepalive_s: int = 75
     request_deadline_s: float | None = None
     """How long a client may take to send a whole request; default: half the bundle's
@@ -269,7 +266,7 @@ class GunicornApplication(BaseApplication):  # type: ignore[misc]
             self.cfg.set(key, value)
 
     def load(self) -> Any:
-        app = asgi_app(self.factory(), self.options.threads, self.limits, self.on_too_large)
+        app = WSGIGateway(self.factory(), self.limits.max_body_bytes, self.on_too_large)
         # Everything built so far (imports, bundle, compiled policies, the app) lives as long as
         # the worker: move it out of the collector's generations, so a full collection scans
         # only what requests allocate and stays short.

@@ -7,8 +7,8 @@ What runs:
 - a real control plane (kube-apiserver + etcd from devcluster) with the compiled example's CRDs
   and `--machines` ScheduledMachines in `agents`, so host governance reads a populated,
   watch-fed cache as in a cluster;
-- the webhook, `python -m webhook serve` (gunicorn, one event-driven worker with 8 threads for
-  the checks, TLS, keep-alive) with the example compiled as `enforcement: both`, so all three
+- the webhook, `python -m webhook serve` (gunicorn, one event-driven uvicorn worker, TLS,
+  keep-alive) with the example compiled as `enforcement: both`, so all three
   checks run;
 - two no-op responders on the same `GunicornApplication`, settings and TLS context class: a
   Flask view that parses the review and answers allowed with its uid (the webhook's server

@@ -1,5 +1,5 @@
-"""The connection layer's pure parts: the body buffer in front of the WSGI app, and the limits.
-(The deadline, the parser's 400s and the handshake bound are proved against a real server over
+"""The connection layer's pure parts: the gateway that buffers a body and calls the WSGI app, and
+the limits. (The deadline, the parser's 400s and the handshake bound are proved against a real server over
 TLS in tests/integration/test_webhook_under_attack.py.)"""
 
 from __future__ import annotations
@@ -9,22 +9,21 @@ from typing import Any
 
 import pytest
 
-from webhook.connections import MAX_BODY_BYTES, BufferedBody, ConnectionLimits
+from webhook.connections import MAX_BODY_BYTES, WSGIGateway, ConnectionLimits
 
 LIMIT = 100
 
 
 class Recorder:
-    """The wrapped app: what it was called with."""
+    """The wrapped WSGI app: what it was called with."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[dict[str, Any], bytes]] = []
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        message = await receive()
-        self.calls.append((scope, message["body"]))
-        await send({"type": "http.response.start", "status": 200, "headers": []})
-        await send({"type": "http.response.body", "body": b"ok"})
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        self.calls.append((environ, environ["wsgi.input"].read(int(environ["CONTENT_LENGTH"]))))
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"o", b"k"]
 
 
 def run(messages: list[dict[str, Any]], headers: list[tuple[bytes, bytes]]
@@ -38,8 +37,9 @@ def run(messages: list[dict[str, Any]], headers: list[tuple[bytes, bytes]]
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
 
-    scope = {"type": "http", "path": "/validate/target-guard", "headers": headers}
-    asyncio.run(BufferedBody(app, LIMIT)(scope, receive, send))
+    scope = {"type": "http", "path": "/validate/target-guard", "headers": headers, "method": "POST",
+             "query_string": b"", "http_version": "1.1", "scheme": "https", "root_path": ""}
+    asyncio.run(WSGIGateway(app, LIMIT)(scope, receive, send))
     return app, sent, len(pending)
 
 
@@ -50,10 +50,13 @@ def body(data: bytes, more: bool = False) -> dict[str, Any]:
 def test_a_chunked_body_reaches_the_app_whole_with_its_length_known() -> None:
     app, sent, _ = run([body(b'{"a"', more=True), body(b": 1}")],
                        [(b"transfer-encoding", b"chunked"), (b"content-type", b"application/json")])
-    [(scope, data)] = app.calls
+    [(environ, data)] = app.calls
     assert data == b'{"a": 1}'
-    assert scope["headers"] == [(b"content-type", b"application/json"), (b"content-length", b"8")]
-    assert sent[0]["status"] == 200
+    assert environ["CONTENT_LENGTH"] == "8" and "HTTP_TRANSFER_ENCODING" not in environ
+    assert environ["CONTENT_TYPE"] == "application/json"
+    assert sent == [{"type": "http.response.start", "status": 200,
+                     "headers": [(b"content-type", b"text/plain")]},
+                    {"type": "http.response.body", "body": b"ok"}]
 
 
 def test_a_declared_length_over_the_limit_is_413_before_any_body_is_read_and_the_rest_dropped() -> None:
@@ -76,7 +79,7 @@ def test_a_body_exactly_at_the_limit_is_served() -> None:
     assert [len(data) for _, data in app.calls] == [LIMIT]
 
 
-def test_a_client_that_goes_away_mid_body_gets_nothing_and_reaches_no_thread() -> None:
+def test_a_client_that_goes_away_mid_body_gets_nothing_and_never_reaches_the_app() -> None:
     app, sent, _ = run([body(b"x", more=True)], [(b"content-length", b"50")])
     assert not app.calls and not sent
 
