@@ -7,6 +7,8 @@ loader quotes these descriptions back when a value is wrong.
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from enum import StrEnum
 from typing import Annotated, Any, Final, Literal
 
@@ -121,6 +123,111 @@ class HostGovernanceAction(StrEnum):
     WARN = "Warn"
 
 
+_LABEL_NAME: Final = r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)"
+LABEL_KEY_PATTERN: Final = rf"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?{_LABEL_NAME}$"
+LABEL_VALUE_PATTERN: Final = rf"^{_LABEL_NAME}?$"
+
+
+def _label_key(text: str) -> str:
+    if len(text) > 317 or not re.fullmatch(LABEL_KEY_PATTERN, text):
+        raise ValueError(f"{text!r} is not a label key: an optional DNS-name prefix and '/', then "
+                         "1-63 letters, digits, '-', '_' or '.', starting and ending alphanumeric")
+    return text
+
+
+def _label_value(text: str) -> str:
+    if not re.fullmatch(LABEL_VALUE_PATTERN, text):
+        raise ValueError(f"{text!r} is not a label value: up to 63 letters, digits, '-', '_' or "
+                         "'.', starting and ending alphanumeric")
+    return text
+
+
+LabelKey = Annotated[str, AfterValidator(_label_key)]
+LabelValue = Annotated[str, AfterValidator(_label_value)]
+
+
+class LabelSelectorRequirement(_Strict):
+    key: LabelKey = Field(description="The label key.")
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"] = Field(description="How to match.")
+    values: list[LabelValue] = Field(default_factory=list, max_length=64,
+                                     description="For In and NotIn (at least one); else none.")
+
+    @model_validator(mode="after")
+    def _values_fit_the_operator(self) -> "LabelSelectorRequirement":
+        if self.operator in ("In", "NotIn") and not self.values:
+            raise ValueError(f"operator {self.operator} needs at least one value")
+        if self.operator in ("Exists", "DoesNotExist") and self.values:
+            raise ValueError(f"operator {self.operator} takes no values")
+        return self
+
+
+class LabelSelector(_Strict):
+    match_labels: dict[LabelKey, LabelValue] = Field(default_factory=dict,
+                                                     description="Labels that must all match.")
+    match_expressions: list[LabelSelectorRequirement] = Field(
+        default_factory=list, max_length=16, description="Requirements that must all hold.")
+
+
+def _cidr(text: str) -> str:
+    ipaddress.ip_network(text, strict=False)  # ValueError names what is wrong
+    return text
+
+
+Cidr = Annotated[str, Field(max_length=64), AfterValidator(_cidr)]
+
+
+class IPBlock(_Strict):
+    cidr: Cidr = Field(description="Sources in this range (e.g. 10.0.0.0/16).")
+    except_: list[Cidr] = Field(default_factory=list, alias="except", max_length=16,
+                                description="Ranges inside cidr that are not sources.")
+
+    @model_validator(mode="after")
+    def _exceptions_inside(self) -> "IPBlock":
+        outer = ipaddress.ip_network(self.cidr, strict=False)
+        for inner_text in self.except_:
+            inner = ipaddress.ip_network(inner_text, strict=False)
+            if inner.version != outer.version or not inner.subnet_of(outer) or inner == outer:  # type: ignore[arg-type]
+                raise ValueError(f"except {inner_text} is not a range strictly inside {self.cidr}")
+        return self
+
+
+class NetworkPeer(_Strict):
+    """A NetworkPolicy peer: an address range, or pods by namespace and/or pod labels."""
+
+    ip_block: IPBlock | None = Field(default=None, description="Addresses (not with selectors).")
+    namespace_selector: LabelSelector | None = Field(
+        default=None, description="Pods in the namespaces with these labels ({}: every namespace).")
+    pod_selector: LabelSelector | None = Field(
+        default=None, description="Pods with these labels (in the install namespace unless "
+        "namespaceSelector is set too).")
+
+    @model_validator(mode="after")
+    def _one_kind_of_peer(self) -> "NetworkPeer":
+        selectors = self.namespace_selector is not None or self.pod_selector is not None
+        if self.ip_block is not None and selectors:
+            raise ValueError("ipBlock cannot be combined with namespaceSelector or podSelector; "
+                             "list them as separate sources")
+        if self.ip_block is None and not selectors:
+            raise ValueError("name an ipBlock, a namespaceSelector or a podSelector")
+        return self
+
+
+def _every_pod() -> list[NetworkPeer]:
+    return [NetworkPeer.model_validate({"namespaceSelector": {}})]
+
+
+class WebhookNetworkPolicy(_Strict):
+    enabled: bool = Field(default=True, description="Emit the webhook's NetworkPolicy.")
+    allowed_sources: list[NetworkPeer] = Field(
+        default_factory=list, max_length=32,
+        description="Who may connect to the webhook's serving port: the API server's addresses "
+        "on your platform (README: kind, EKS, GKE, OpenShift). Empty (the default): nobody the "
+        "CNI governs, so the webhook fails closed until you name them.")
+    metrics_sources: list[NetworkPeer] = Field(
+        default_factory=_every_pod, max_length=32,
+        description="Who may scrape the webhook's metrics port (default: every pod).")
+
+
 class WebhookSettings(_Strict):
     failure_policy: FailurePolicy = Field(
         default=FailurePolicy.FAIL,
@@ -134,6 +241,9 @@ class WebhookSettings(_Strict):
         description="Deny or Warn when a ScheduledCapacity names a node a ScheduledMachine governs.",
     )
     replicas: int = Field(default=2, ge=1, le=10, description="Webhook replicas.")
+    network_policy: WebhookNetworkPolicy = Field(
+        default_factory=WebhookNetworkPolicy,
+        description="The NetworkPolicy limiting who may connect to the webhook.")
 
 
 class Enforcement(StrEnum):

@@ -20,6 +20,13 @@ recovery):
 - vap-polyfill (enforcement `webhook` or `both`): ScheduledCapacity CREATE/UPDATE, the same
   policies as the ValidatingAdmissionPolicies, for clusters without them.
 
+Who may connect: a NetworkPolicy on the webhook's pods admits the serving port only from
+`webhook.networkPolicy.allowedSources` (the API server's addresses, which only the platform team
+knows: README, per platform), and the metrics port from `metricsSources`. With no sources named
+the serving port admits nobody the CNI governs — the webhook fails closed (failurePolicy) rather
+than being reachable from every pod in the cluster, where eight slow connections once sufficed
+to stall admission. (Traffic from a pod's own node, the kubelet's probes, is always allowed.)
+
 Certificates: self-managed mode leaves `caBundle` out of the object — the webhook writes it at run
 time, and the GitOps layer tells Argo CD to ignore that field. cert-manager mode emits a
 Certificate for the Service's DNS names and lets cert-manager's CA injector fill `caBundle`.
@@ -32,6 +39,7 @@ from typing import Any, Final
 from compiler.emit.base import ADMISSION, WORKLOADS, Artifact, metadata
 from compiler.emit.identities import (
     CAPACITY_CONTROLLER,
+    METRICS_PORT,
     WEBHOOK,
     WEBHOOK_CONFIGURATION,
     WEBHOOK_PORT,
@@ -41,6 +49,7 @@ from compiler.emit.identities import (
 from compiler.emit.workloads import WEBHOOK_PORT_NAME, cert_manager, selector
 from compiler.kinds import scheduled_capacity as scap
 from compiler.repo import Repo
+from compiler.spec import NetworkPeer
 
 SERVICE_PORT: Final = 443
 HOST_GOVERNANCE: Final = "host-governance.5spot.finos.org"
@@ -73,6 +82,26 @@ def service(repo: Repo) -> dict[str, Any]:
             "ports": [{"name": WEBHOOK_PORT_NAME, "port": SERVICE_PORT,
                        "targetPort": WEBHOOK_PORT, "protocol": "TCP"}],
         },
+    }
+
+
+def _peers(peers: list[NetworkPeer]) -> list[dict[str, Any]]:
+    return [peer.model_dump(by_alias=True, exclude_none=True, exclude_defaults=True)
+            for peer in peers]
+
+
+def network_policy(repo: Repo) -> dict[str, Any]:
+    """Ingress to the webhook's pods: the serving port from the allowed sources only (no rule at
+    all when there are none: a rule without `from` would admit everyone), metrics from theirs."""
+    settings = repo.platform.spec.webhook.network_policy
+    rules = [{"from": _peers(sources), "ports": [{"port": port, "protocol": "TCP"}]}
+             for sources, port in ((settings.allowed_sources, WEBHOOK_PORT),
+                                   (settings.metrics_sources, METRICS_PORT)) if sources]
+    return {
+        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": metadata(WEBHOOK, WEBHOOK, repo.namespace),
+        "spec": {"podSelector": {"matchLabels": selector(WEBHOOK)}, "policyTypes": ["Ingress"],
+                 "ingress": rules},
     }
 
 
@@ -184,6 +213,9 @@ def emit(repo: Repo) -> list[Artifact]:
                  ".validatingwebhookconfiguration.yaml", configuration(repo)),
         Artifact(WORKLOADS, f"{WORKLOADS}/{WEBHOOK}.service.yaml", service(repo)),
     ]
+    if repo.platform.spec.webhook.network_policy.enabled:
+        artifacts.append(Artifact(WORKLOADS, f"{WORKLOADS}/{WEBHOOK}.networkpolicy.yaml",
+                                  network_policy(repo)))
     if cert_manager(repo):
         artifacts.insert(1, Artifact(ADMISSION, f"{ADMISSION}/webhook/{WEBHOOK}.certificate.yaml",
                                      certificate(repo)))

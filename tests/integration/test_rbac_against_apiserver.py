@@ -304,3 +304,29 @@ def test_the_compiled_workloads_and_webhook_configuration_pass_validation_and_re
         "containers": [{k: v for k, v in template["spec"]["containers"][0].items()
                         if k != "securityContext"}]}}}}
     assert "restricted" in _server_dry_run(kubeconfig, [weakened], tmp_path / "weak.yaml")
+
+
+SOURCES_OF_EVERY_KIND = [
+    {"ipBlock": {"cidr": "172.18.0.0/16"}},
+    {"ipBlock": {"cidr": "10.0.0.0/16", "except": ["10.0.128.0/17"]}},
+    {"ipBlock": {"cidr": "fd00::/8"}},
+    {"namespaceSelector": {"matchLabels": {"policy-group.network.openshift.io/host-network": ""}}},
+    {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+     "podSelector": {"matchExpressions": [{"key": "k8s-app", "operator": "In",
+                                           "values": ["konnectivity-agent"]}]}},
+    {"podSelector": {"matchExpressions": [{"key": "scraper", "operator": "Exists"}]}},
+]
+
+
+def test_the_webhooks_network_policy_with_every_kind_of_source_passes_the_api_servers_validation(
+        kubeconfig: Path, namespace: str, tenant: str, group: str, tmp_path: Path) -> None:
+    repo = make_repo(namespace, tenant, group, webhook={"networkPolicy": {
+        "allowedSources": SOURCES_OF_EVERY_KIND, "metricsSources": SOURCES_OF_EVERY_KIND[-1:]}})
+    apply_rbac(kubeconfig, repo, tmp_path)
+    [policy] = [a.obj for a in webhook.emit(repo) if a.obj["kind"] == "NetworkPolicy"]
+    assert policy["spec"]["ingress"][0]["from"] == SOURCES_OF_EVERY_KIND
+    assert "Warning" not in _server_dry_run(kubeconfig, [policy], tmp_path / "policy.yaml")
+    default = make_repo(namespace, tenant, group)
+    [closed] = [a.obj for a in webhook.emit(default) if a.obj["kind"] == "NetworkPolicy"]
+    assert [r["ports"][0]["port"] for r in closed["spec"]["ingress"]] == [8080]  # serving port shut
+    assert "Warning" not in _server_dry_run(kubeconfig, [closed], tmp_path / "closed.yaml")

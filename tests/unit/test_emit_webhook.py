@@ -61,6 +61,7 @@ def test_the_artifacts_land_in_the_admission_and_workloads_layers() -> None:
         "admission/webhook/fivespot-webhook.validatingwebhookconfiguration.yaml": ADMISSION,
         "admission/webhook/fivespot-webhook.certificate.yaml": ADMISSION,
         "workloads/fivespot-webhook.service.yaml": WORKLOADS,
+        "workloads/fivespot-webhook.networkpolicy.yaml": WORKLOADS,
     }
 
 
@@ -190,3 +191,44 @@ def test_output_is_deterministic_whatever_order_consumers_are_listed_in() -> Non
                          enforcement="both")
     assert webhook.emit(forward) == webhook.emit(forward)
     assert webhook.emit(forward) == webhook.emit(backward)
+
+
+# --- who may connect -----------------------------------------------------------------------------
+
+
+def network_policy(repo: Repo) -> dict[str, Any] | None:
+    found = [a for a in webhook.emit(repo) if a.kind == "NetworkPolicy"]
+    assert all(a.path == f"{WORKLOADS}/fivespot-webhook.networkpolicy.yaml" for a in found)
+    return found[0].obj if found else None
+
+
+def test_by_default_the_serving_port_admits_nobody_and_metrics_admit_every_pod() -> None:
+    policy = network_policy(make_repo())
+    assert policy is not None
+    assert policy["metadata"]["namespace"] == NS
+    assert policy["spec"]["podSelector"] == {"matchLabels": workloads.selector("fivespot-webhook")}
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    assert policy["spec"]["ingress"] == [
+        {"from": [{"namespaceSelector": {}}], "ports": [{"port": 8080, "protocol": "TCP"}]}]
+
+
+def test_the_allowed_sources_are_the_only_peers_of_the_serving_port() -> None:
+    sources = [{"ipBlock": {"cidr": "10.0.0.0/16", "except": ["10.0.8.0/24"]}},
+               {"namespaceSelector": {"matchLabels": {"team": "platform"}},
+                "podSelector": {"matchExpressions": [{"key": "app", "operator": "In",
+                                                      "values": ["prometheus"]}]}}]
+    policy = network_policy(make_repo(webhook={"networkPolicy": {
+        "allowedSources": sources[:1], "metricsSources": sources[1:]}}))
+    assert policy is not None
+    assert policy["spec"]["ingress"] == [
+        {"from": sources[:1], "ports": [{"port": 8443, "protocol": "TCP"}]},
+        {"from": sources[1:], "ports": [{"port": 8080, "protocol": "TCP"}]}]
+
+
+def test_no_metrics_sources_means_no_metrics_rule_rather_than_an_open_one() -> None:
+    policy = network_policy(make_repo(webhook={"networkPolicy": {"metricsSources": []}}))
+    assert policy is not None and policy["spec"]["ingress"] == []
+
+
+def test_the_network_policy_can_be_left_to_the_platform_team() -> None:
+    assert network_policy(make_repo(webhook={"networkPolicy": {"enabled": False}})) is None
