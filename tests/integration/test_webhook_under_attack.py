@@ -5,7 +5,7 @@ clients keeps a real AdmissionReview from an answer within the API server's time
 The server runs as the compiled Deployment runs it (one worker, the bundle's timeoutSeconds of
 5 s, cert-manager files mode so the test holds the CA). While the attack runs, probes go two
 ways: straight to the webhook over TLS (latency measured per request, p99 reported), and through
-the real API server, which calls the webhook by URL for a dry-run create of a ScheduledCapacity.
+the real API server, which calls the webhook by URL for a dry-run create in its namespace.
 Everything is bounded in count and time and talks only to 127.0.0.1.
 """
 
@@ -59,7 +59,7 @@ def review(uid: str, namespace: str = "agents") -> bytes:
 class Target:
     server: Server
     trust: ssl.SSLContext
-    objects: client.CustomObjectsApi
+    core: client.CoreV1Api
     namespace: str
 
     def connect(self, timeout: float = 10.0) -> ssl.SSLSocket:
@@ -105,9 +105,9 @@ def target(kubeconfig: Path, admin: client.ApiClient,
             "clientConfig": {"url": f"https://127.0.0.1:{port}/validate/host-governance",
                              "caBundle": base64.b64encode(ca.cert_pem).decode()},
             "namespaceSelector": {"matchLabels": {"under-attack": "yes"}},
-            "rules": [{"apiGroups": ["5spot.finos.org"], "apiVersions": ["*"],
-                       "operations": ["CREATE"], "resources": ["scheduledcapacities"]}]}]})
-    result = Target(server, trust, client.CustomObjectsApi(admin), namespace)
+            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                       "resources": ["configmaps"]}]}]})
+    result = Target(server, trust, core, namespace)
     try:
         eventually(lambda: True if _probe(result)[0] == 200 else None, timeout_s=60)
         eventually(lambda: True if _through_api_server(result, "warm-up") is None else None,
@@ -167,17 +167,11 @@ def _probe(target: Target, tls: ssl.SSLSocket | None = None) -> tuple[int, float
 
 
 def _through_api_server(target: Target, name: str) -> str | None:
-    """A dry-run create the API server sends to the webhook; None when allowed."""
-    body = {"apiVersion": "5spot.finos.org/v1alpha1", "kind": "ScheduledCapacity",
-            "metadata": {"name": name, "namespace": target.namespace},
-            "spec": {"schedule": {"apiVersion": "spotschedules.5spot.finos.org/v1alpha1",
-                                  "kind": "ManualSchedule", "name": "w"},
-                     "targetRef": {"apiVersion": "pools.agents.example.com/v1alpha1",
-                                   "kind": "VirtualMachinePool", "name": "p"},
-                     "capacity": {"path": "spec.warmReplicas", "activeValue": 1}}}
-    return denial(lambda: target.objects.create_namespaced_custom_object(
-        "5spot.finos.org", "v1alpha1", target.namespace, "scheduledcapacities", body,
-        dry_run="All"))
+    """A dry-run create the API server must have the webhook answer; None when allowed. (A
+    ConfigMap: no policy but this module's webhook judges it, whatever other modules installed.)"""
+    body = {"metadata": {"name": name, "namespace": target.namespace}, "data": {"k": "v"}}
+    return denial(lambda: target.core.create_namespaced_config_map(target.namespace, body,
+                                                                   dry_run="All"))
 
 
 def _exchange(target: Target, raw: bytes) -> int:
