@@ -60,6 +60,20 @@ def _publish(cert_dir: Path, serving: KeyPair, stamp: str) -> None:
             (cert_dir / name).symlink_to(f"..data/{name}")
 
 
+def start_files_server(work: Path, kubeconfig: Path, cert_dir: Path, *flags: str) -> Server:
+    """`webhook serve` as the compiled cert-manager Deployment runs it (WORK/out/bundle.json, the
+    pair in CERT_DIR), on a free loopback port, logging to WORK/server.log."""
+    port = free_port()
+    log = work / "server.log"
+    with log.open("wb") as handle:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "webhook", "serve", "--bundle", str(work / "out" / "bundle.json"),
+             "--port", str(port), "--bind", "127.0.0.1", "--metrics-port", "0",
+             "--kubeconfig", str(kubeconfig), "--cert-dir", str(cert_dir), *flags],
+            cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
+    return Server(process, port, log)
+
+
 @pytest.fixture(scope="module")
 def files_server(kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory
                  ) -> Iterator[tuple[Server, Path, ssl.SSLContext, KeyPair]]:
@@ -74,18 +88,11 @@ def files_server(kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory
     cert_dir.mkdir()
     _publish(cert_dir, first, "1")
     trust = ssl.create_default_context(cadata=(first_ca.cert_pem + second_ca.cert_pem).decode())
-    port = free_port()
-    log = work / "server.log"
-    with log.open("wb") as handle:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "webhook", "serve", "--bundle", str(work / "out" / "bundle.json"),
-             "--port", str(port), "--bind", "127.0.0.1", "--metrics-port", "0",
-             "--kubeconfig", str(kubeconfig), "--cert-dir", str(cert_dir), "--request-deadline", "2",
-             "--certificate-check-interval", "0.5"],
-            cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
-    server = Server(process, port, log)
+    server = start_files_server(work, kubeconfig, cert_dir, "--request-deadline", "2",
+                                "--certificate-check-interval", "0.5")
     try:
-        eventually(lambda: True if _get(port, trust, "/readyz")[0] == 200 else None, timeout_s=60)
+        eventually(lambda: True if _get(server.port, trust, "/readyz")[0] == 200 else None,
+                   timeout_s=60)
         yield server, cert_dir, trust, second
     except BaseException:
         print(server.output())

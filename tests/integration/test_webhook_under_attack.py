@@ -16,8 +16,6 @@ import datetime
 import json
 import socket
 import ssl
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -33,7 +31,8 @@ from compiler.output import write_tree
 from compiler.pipeline import compile_repo
 from devcluster.kubectl import apply, wait_established
 from tests.integration.test_control_plane_is_real import eventually
-from tests.integration.test_webhook_admission import EXAMPLE, ROOT, Server, denial, free_port
+from tests.integration.test_webhook_admission import EXAMPLE, Server, denial
+from tests.integration.test_webhook_server import start_files_server
 from webhook.tls import issue, new_ca
 
 API_SERVER_TIMEOUT_S: Final = 5.0
@@ -83,15 +82,8 @@ def target(kubeconfig: Path, admin: client.ApiClient,
     cert_dir.mkdir()
     (cert_dir / "tls.crt").write_bytes(serving.cert_pem)
     (cert_dir / "tls.key").write_bytes(serving.key_pem)
-    port = free_port()
-    log = work / "server.log"
-    with log.open("wb") as handle:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "webhook", "serve", "--bundle", str(work / "out" / "bundle.json"),
-             "--port", str(port), "--bind", "127.0.0.1", "--metrics-port", "0",
-             "--kubeconfig", str(kubeconfig), "--cert-dir", str(cert_dir)],
-            cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
-    server = Server(process, port, log)
+    server = start_files_server(work, kubeconfig, cert_dir)
+    port = server.port
     trust = ssl.create_default_context(cadata=ca.cert_pem.decode())
     namespace = f"under-attack-{uuid.uuid4().hex[:6]}"
     core = client.CoreV1Api(admin)
