@@ -169,7 +169,8 @@ class DeadlineProtocol(HttpToolsProtocol):
     def _refuse(self, status: int, reason: str, message: str, cause: str,
                 logged: str | None = None) -> None:
         """Answer `status` unless a response is already under way, then close."""
-        log.warning("%s", logged or f"closed the connection from {self._peer()}: {message} ({status})")
+        log.warning("%s", logged or
+                    f"closed the connection from {self._peer()}: {message} ({status})")
         self._observe(cause)
         if self.transport.is_closing():
             return

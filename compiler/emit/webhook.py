@@ -14,9 +14,10 @@ recovery):
   allowlisted field), so nobody else's traffic should ever pay its latency or depend on its
   availability. It is the second lock behind RBAC, so it covers what RBAC forbids too (create,
   delete, subresources): it still holds if someone widens the ClusterRole by hand. It has no
-  namespace exclusion: the match condition is what keeps it out of everyone else's way, recovery
-  in the install namespace included, and the capacity identity's ClusterRole reaches every
-  namespace, so its second lock does too.
+  namespace exclusion (on clusters that honour match conditions: `target_guard_namespaces`): the
+  match condition is what keeps it out of everyone else's way, recovery in the install namespace
+  included, and the capacity identity's ClusterRole reaches every namespace, so its second lock
+  does too.
 - vap-polyfill (enforcement `webhook` or `both`): ScheduledCapacity CREATE/UPDATE, the same
   policies as the ValidatingAdmissionPolicies, for clusters without them.
 
@@ -131,6 +132,19 @@ def consumer_rules(repo: Repo) -> list[dict[str, Any]]:
     return [_rule(group, sorted(resources), ["*"]) for group, resources in sorted(by_group.items())]
 
 
+MATCH_CONDITIONS_MINOR: Final = 28
+"""matchConditions are on by default from Kubernetes 1.28 (beta; GA in 1.30). Older API servers
+drop them, and then every identity's writes would reach the target guard."""
+
+
+def target_guard_namespaces(repo: Repo) -> dict[str, Any]:
+    """Every namespace where the match condition narrows the guard to the capacity identity; on
+    clusters too old to honour it, the install namespace and kube-system stay out, so nobody's
+    recovery there waits on the webhook (that identity is then unguarded there: README)."""
+    minor = int(repo.platform.spec.min_kubernetes_version.split(".")[1])
+    return {} if minor >= MATCH_CONDITIONS_MINOR else excluding_own_namespaces(repo)
+
+
 def capacity_identity_condition(repo: Repo) -> dict[str, str]:
     user = service_account_user(repo.namespace, CAPACITY_CONTROLLER)
     return {"name": CAPACITY_IDENTITY_CONDITION,
@@ -168,7 +182,7 @@ def webhooks(repo: Repo) -> list[dict[str, Any]]:
     found = [
         _webhook(repo, HOST_GOVERNANCE, HOST_GOVERNANCE_PATH, _scap_rules()),
         _webhook(repo, TARGET_GUARD, TARGET_GUARD_PATH, consumer_rules(repo),
-                 [capacity_identity_condition(repo)], namespaces={}),
+                 [capacity_identity_condition(repo)], namespaces=target_guard_namespaces(repo)),
     ]
     if repo.polyfill:
         found.append(_webhook(repo, VAP_POLYFILL, VAP_POLYFILL_PATH, _scap_rules()))

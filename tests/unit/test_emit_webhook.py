@@ -115,6 +115,16 @@ def test_the_target_guard_sees_the_capacity_identity_in_every_namespace_install_
     assert [c["name"] for c in guard["matchConditions"]] == ["only-the-capacity-controller"]
 
 
+def test_on_clusters_too_old_for_match_conditions_the_guard_keeps_out_of_the_own_namespaces() -> None:
+    """A 1.27 API server drops matchConditions: every identity's writes would reach the guard."""
+    old = hooks(make_repo(enforcement="webhook", minKubernetesVersion="1.27"))
+    assert old["target-guard.5spot.finos.org"]["namespaceSelector"] == {"matchExpressions": [{
+        "key": "kubernetes.io/metadata.name", "operator": "NotIn",
+        "values": sorted([NS, "kube-system"])}]}
+    current = hooks(make_repo(enforcement="webhook", minKubernetesVersion="1.28"))
+    assert current["target-guard.5spot.finos.org"]["namespaceSelector"] == {}
+
+
 def test_the_target_guard_covers_every_operation_and_subresource_of_every_consumer_resource() -> None:
     guard = hooks(make_repo())["target-guard.5spot.finos.org"]
     assert guard["rules"] == [
