@@ -15,8 +15,9 @@ what the API server does for a write of the allowlisted field, and nothing else:
   oldest into a single `ancient-changes` entry, whose fields are then the union of theirs.
 
 Timestamps, `apiVersion` and the allowlisted paths themselves are free to change. A fieldsV1
-tree is compared as the set of its leaf paths (`f:spec` / `f:template` / `.`), so the order the
-API server serialises it in does not matter.
+tree is compared as the set of paths it owns (`f:spec` / `f:template`; a `.` member means its
+node, so `{"f:spec": {".": {}}}` and `{"f:spec": {}}` are the same set, as the API server
+re-encodes one as the other), so how the API server serialises it does not matter.
 """
 
 from __future__ import annotations
@@ -37,8 +38,8 @@ def _key(entry: Mapping[str, Any]) -> Key:
 
 
 def _leaves(tree: object) -> set[FieldPath]:
-    """The leaf paths of a fieldsV1 tree (an empty tree owns nothing); anything that is not a
-    tree is a single opaque leaf."""
+    """The paths a fieldsV1 tree owns (an empty tree owns nothing); anything that is not a tree
+    is a single opaque member."""
     if not isinstance(tree, Mapping):
         return {(f"<{tree!r}>",)}
     found: set[FieldPath] = set()
@@ -48,7 +49,9 @@ def _leaves(tree: object) -> set[FieldPath]:
         if not node and path:
             found.add(path)
         for key, child in node.items():
-            if isinstance(child, Mapping):
+            if key == "." and path:
+                found.add(path)  # `.` marks the node itself: {"f:spec": {".": {}}} == {"f:spec": {}}
+            elif isinstance(child, Mapping):
                 stack.append((path + (str(key),), child))
             else:
                 found.add(path + (str(key), f"<{child!r}>"))
