@@ -11,8 +11,10 @@ what the API server does for a write of the allowlisted field, and nothing else:
 - for every manager entry (keyed, as the API server keys them, by manager, operation and
   subresource), the fields it owns *outside* the allowlisted paths are the same before and after;
 - an entry may appear or disappear only if it owns nothing outside the allowlisted paths;
-- the one exception is the API server's own compaction: past ten Update managers it folds the
-  oldest into a single `ancient-changes` entry, whose fields are then the union of theirs.
+- the exceptions are the API server's own bookkeeping: past ten Update managers it folds the
+  oldest into a single `ancient-changes` entry, whose fields are then the union of theirs; and
+  the first server-side apply to an object whose ownership was not tracked gives every field it
+  already had to a `before-first-apply` entry.
 
 Timestamps, `apiVersion` and the allowlisted paths themselves are free to change. A fieldsV1
 tree is compared as the set of paths it owns (`f:spec` / `f:template`; a `.` member means its
@@ -27,6 +29,8 @@ from typing import Any, Final
 
 ANCIENT_CHANGES: Final = ("ancient-changes", "Update", "")
 """The entry the API server folds its oldest Update managers into (apiserver fieldmanager)."""
+BEFORE_FIRST_APPLY: Final = ("before-first-apply", "Update", "")
+"""The entry the API server gives an untracked object's fields at its first apply."""
 
 Key = tuple[str, str, str]
 FieldPath = tuple[str, ...]
@@ -101,6 +105,8 @@ def ownership_changes(old: object, new: object, capacity_paths: Sequence[Sequenc
     owned_before = {k: _outside(e, allowed) for k, e in before.items()}
     owned_after = {k: _outside(e, allowed) for k, e in after.items()}
     _fold_ancient_changes(owned_before, owned_after)
+    if not owned_before:
+        owned_after.pop(BEFORE_FIRST_APPLY, None)
     changes = []
     for key in sorted(set(owned_before) | set(owned_after)):
         lost = owned_before.get(key, frozenset()) - owned_after.get(key, frozenset())

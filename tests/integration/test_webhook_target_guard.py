@@ -210,6 +210,18 @@ def test_a_target_created_with_only_the_field_takes_the_controllers_write(
     assert _read(installed, TENANT, name)["spec"] == {"warmReplicas": 4}
 
 
+def test_an_apply_of_the_field_to_an_object_whose_ownership_is_untracked_is_admitted(
+        installed: Installed, widened: client.CustomObjectsApi) -> None:
+    """The API server then gives the object's other fields to `before-first-apply`."""
+    name = _pool(installed, TENANT)
+    _patch(installed.admin, TENANT, name, {"metadata": {"managedFields": [{}]}}, MERGE_PATCH)
+    _patch(widened.api_client, TENANT, name, _apply(name, {"warmReplicas": 3}), APPLY,
+           fieldManager="fivespot-capacity-controller", force="true")
+    after = _read(installed, TENANT, name)
+    assert after["spec"] == {"warmReplicas": 3, "template": {"image": "sandbox:1"}}
+    assert "before-first-apply" in [m["manager"] for m in after["metadata"]["managedFields"]]
+
+
 def test_the_api_servers_own_compaction_of_field_managers_is_not_the_identitys_change(
         installed: Installed, widened: client.CustomObjectsApi) -> None:
     """Past ten Update managers the API server folds the oldest into `ancient-changes`; a write

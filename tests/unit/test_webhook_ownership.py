@@ -67,6 +67,16 @@ def test_objects_without_tracked_ownership_stay_without_it() -> None:
                                           {"f:spec": {"f:warmReplicas": {}}})], ALLOWED) == []
 
 
+def test_the_first_apply_to_an_untracked_object_gives_its_fields_to_before_first_apply() -> None:
+    applied = [entry("fivespot-capacity-controller", {"f:spec": {"f:warmReplicas": {}}},
+                     operation="Apply"),
+               entry("before-first-apply", {"f:metadata": {"f:labels": {".": {}, "f:a": {}}},
+                                            "f:spec": {".": {}, "f:template": {".": {}}}})]
+    assert ownership_changes(None, applied, ALLOWED) == []
+    assert ownership_changes(CREATED, [*CREATED, applied[1]], ALLOWED) == [  # only if untracked
+        "before-first-apply would own metadata.labels, metadata.labels.a, spec and 1 more"]
+
+
 def test_wiping_ownership_names_every_manager_that_loses_fields() -> None:
     changes = ownership_changes(CREATED, None, ALLOWED)
     assert changes == ["kubectl-create would no longer own metadata.labels, metadata.labels.team, "
