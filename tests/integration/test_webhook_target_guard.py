@@ -11,6 +11,7 @@ between the identity and the object.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -24,6 +25,7 @@ from kubernetes import client
 
 from controllers.runtime.kube import MERGE_PATCH, ApiError, request
 from devcluster.clients import client_as_service_account
+from devcluster.kubectl import kubectl
 from tests.integration.test_control_plane_is_real import eventually
 from tests.integration.test_webhook_admission import (  # noqa: F401  (a module-scoped fixture)
     CAPACITY_SA,
@@ -208,6 +210,29 @@ def test_a_target_created_with_only_the_field_takes_the_controllers_write(
                                            {"spec": {"warmReplicas": 4}},
                                            field_manager="fivespot-capacity-controller")
     assert _read(installed, TENANT, name)["spec"] == {"warmReplicas": 4}
+
+
+@pytest.mark.parametrize("how", [
+    ["create", "-f", "-"],
+    ["apply", "-f", "-"],  # client-side apply: the last-applied annotation, kubectl-client-side-apply
+    ["apply", "--server-side", "--field-manager=argocd-controller", "-f", "-"],  # as GitOps does
+    ["apply", "--server-side", "--field-manager=flux", "-f", "-"],
+])
+def test_targets_made_by_each_usual_tool_take_the_controllers_writes_and_nothing_else(
+        installed: Installed, widened: client.CustomObjectsApi, kubeconfig: Path,
+        how: list[str]) -> None:
+    name = f"made-{uuid.uuid4().hex[:6]}"
+    manifest = json.dumps({"apiVersion": API_VERSION, "kind": "VirtualMachinePool",
+                           "metadata": {"name": name, "namespace": TENANT, "labels": {"team": "a"}},
+                           "spec": {"warmReplicas": 1, "template": {"image": "sandbox:1"}}})
+    kubectl(kubeconfig, *how, stdin=manifest)
+    for value in (5, 0, 7):  # open, hand back, reopen: each a write of the field alone
+        widened.patch_namespaced_custom_object(*VMP[:2], TENANT, VMP[2], name,
+                                               {"spec": {"warmReplicas": value}},
+                                               field_manager="fivespot-capacity-controller")
+        assert _read(installed, TENANT, name)["spec"]["warmReplicas"] == value
+    _refused(lambda: widened.patch_namespaced_custom_object(
+        *VMP[:2], TENANT, VMP[2], name, {"spec": {"template": {"image": "evil:1"}}}))
 
 
 def test_an_apply_of_the_field_to_an_object_whose_ownership_is_untracked_is_admitted(
