@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import yaml
 
-from compiler.diagnostics import Diagnostic, Location
+from compiler.diagnostics import Diagnostic, InputError, Location
 from policies.admission_eval import (
     Checker,
     NamespaceRequired,
@@ -35,14 +35,6 @@ if TYPE_CHECKING:
 
 
 _POLICY_SUFFIXES: Final = (".yaml", ".yml")
-
-
-class InputError(Exception):
-    """Bad input: the diagnostics say where and why."""
-
-    def __init__(self, diagnostics: Sequence[Diagnostic]) -> None:
-        self.diagnostics = list(diagnostics)
-        super().__init__("\n".join(str(d) for d in self.diagnostics))
 
 
 # --- reading YAML with positions -----------------------------------------------------------------

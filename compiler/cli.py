@@ -1,7 +1,9 @@
 """The `fivespot` command line; each subcommand is a thin shell over a package's pure functions.
 
-Exit codes: 0 success, 1 a verdict the user asked about is negative (stale output, a denied
-object, a failing fixture), 2 bad input (with `FILE:LINE:COL: field: message` on stderr).
+Exit codes (`commandline.exitcodes`): 0 success, 1 a verdict the user asked about is negative
+(stale output, a denied object, a failing fixture), 2 bad input (with `FILE:LINE:COL: field:
+message` on stderr, or a refused `--out`), 3 an internal error; every handler runs behind
+`commandline.boundary`, so none of them ends in a traceback.
 """
 
 from __future__ import annotations
@@ -12,15 +14,19 @@ import sys
 from pathlib import Path
 from typing import Callable, Sequence
 
-from compiler.diagnostics import CompileError
+from commandline import boundary, exitcodes
+from compiler.diagnostics import CompileError, InputError
 
-EXIT_OK, EXIT_NEGATIVE, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_OK, EXIT_NEGATIVE, EXIT_BAD_INPUT = exitcodes.OK, exitcodes.NEGATIVE, exitcodes.BAD_INPUT
 
 
 def _compile(args: argparse.Namespace) -> int:
     from compiler.output import diff_tree, write_tree
+    from compiler.ownership import check_target
     from compiler.pipeline import compile_repo
 
+    if not args.check:
+        check_target(args.out, config_dir=args.config_dir)  # refuse before compiling
     compiled = compile_repo(args.config_dir)
     if args.check:
         diff = diff_tree(compiled.files, args.out)
@@ -31,7 +37,7 @@ def _compile(args: argparse.Namespace) -> int:
             return EXIT_NEGATIVE
         print(f"{args.out} is up to date ({len(compiled.files)} files)")
         return EXIT_OK
-    write_tree(compiled.files, args.out)
+    write_tree(compiled.files, args.out, config_dir=args.config_dir)
     print(_summary(compiled, args.out))
     return EXIT_OK
 
@@ -113,10 +119,12 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
 def _run_example(args: argparse.Namespace) -> int:
     from compiler.checking import render_test_table, run_compiled_fixtures
     from compiler.output import write_tree
+    from compiler.ownership import check_target
     from compiler.pipeline import compile_repo
 
+    check_target(args.out, config_dir=args.config_dir)
     compiled = compile_repo(args.config_dir)
-    write_tree(compiled.files, args.out)
+    write_tree(compiled.files, args.out, config_dir=args.config_dir)
     print(_summary(compiled, args.out))
     results = run_compiled_fixtures(compiled, args.config_dir)
     print(f"  fixtures: {len(results)}")
@@ -143,27 +151,47 @@ def _test(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(arguments)
+    boundary.add_debug_flag(parser)
     args = parser.parse_args(arguments)
     handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
     if handler is None:
         parser.print_help()
         return EXIT_BAD_INPUT
-    from compiler.checking import InputError
+    command = " ".join(["fivespot", *_command_words(args)])
+    return boundary.run(command, lambda: _handle(handler, args), debug=args.debug)
+
+
+def _command_words(args: argparse.Namespace) -> list[str]:
+    """`compile`, `webhook serve`, `provider manual`: the words that name what ran."""
+    words = [args.command]
+    for attribute in ("webhook_command", "controller", "name"):
+        value = getattr(args, attribute, None)
+        if isinstance(value, str):
+            words.append(value)
+    return words
+
+
+def _handle(handler: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """The handler's exit code, with the errors every fivespot command expects reported."""
+    from compiler.ownership import OutputRefused
 
     try:
         return handler(args)
     except InputError as error:
-        for diagnostic in error.diagnostics:
-            print(diagnostic, file=sys.stderr)
-        count = len(error.diagnostics)
-        print(f"{count} error{'s' if count != 1 else ''}; nothing was checked", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return _diagnostics(error.diagnostics, "nothing was checked")
     except CompileError as error:
-        for diagnostic in error.diagnostics:
-            print(diagnostic, file=sys.stderr)
-        count = len(error.diagnostics)
-        print(f"{count} error{'s' if count != 1 else ''}; nothing was written", file=sys.stderr)
+        return _diagnostics(error.diagnostics, "nothing was written")
+    except OutputRefused as error:
+        print(f"fivespot {args.command}: --out {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
+
+
+def _diagnostics(diagnostics: Sequence[object], outcome: str) -> int:
+    for diagnostic in diagnostics:
+        print(diagnostic, file=sys.stderr)
+    count = len(diagnostics)
+    print(f"{count} error{'s' if count != 1 else ''}; {outcome}", file=sys.stderr)
+    return EXIT_BAD_INPUT
 
 
 if __name__ == "__main__":

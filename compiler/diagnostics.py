@@ -39,6 +39,14 @@ class CompileError(Exception):
         super().__init__("\n".join(str(d) for d in self.diagnostics))
 
 
+class InputError(Exception):
+    """Bad input to `check` or `test` (nothing was checked): the diagnostics say where and why."""
+
+    def __init__(self, diagnostics: Sequence[Diagnostic]) -> None:
+        self.diagnostics = list(diagnostics)
+        super().__init__("\n".join(str(d) for d in self.diagnostics))
+
+
 def field_path(parts: Sequence[str | int]) -> str:
     """('spec', 'paths', 0, 'x') -> 'spec.paths[0].x'."""
     text = ""

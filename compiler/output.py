@@ -1,20 +1,35 @@
 """Render compiled objects to bytes and write them, atomically, or compare them (`--check`).
 
 Rendering is deterministic (fixed key order from the emitters, block-style multi-line strings),
-so the same repo always gives the same bytes. Writing goes to a temporary folder beside OUT_DIR
-that is swapped in only when complete: an error never leaves OUT_DIR half-written.
+so the same repo always gives the same bytes. Writing goes only where `compiler.ownership` allows,
+into a staging folder beside OUT_DIR (modes from the umask) that is swapped with OUT_DIR in one
+atomic step when complete (`compiler.swap`): an error or a SIGKILL at any instant leaves the old
+output or the new one, whole, and what a killed compile left beside it is removed by the next.
 """
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import os
-import shutil
-import tempfile
+import secrets
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Final, Mapping
 
 import yaml
+
+from compiler.ownership import (
+    MANIFEST,
+    State,
+    Target,
+    check_target,
+    is_owned_output,
+    manifest_bytes,
+)
+from compiler.swap import exchange
+
+_LEFTOVER_PREFIX: Final = ".{name}.fivespot-"
 
 
 # libyaml's emitter is ~30x faster than PyYAML's pure-Python one and emits the same bytes.
@@ -40,35 +55,102 @@ def to_yaml(obj: Any) -> str:
                      allow_unicode=True, width=100)
 
 
-def write_tree(files: Mapping[str, bytes], out_dir: Path) -> None:
-    """Replace OUT_DIR with exactly `files`, all at once."""
-    out_dir = out_dir.resolve()
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.new-", dir=out_dir.parent))
-    try:
-        for relative, data in sorted(files.items()):
-            target = staging / relative
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
-        _swap(staging, out_dir)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+def with_manifest(files: Mapping[str, bytes]) -> dict[str, bytes]:
+    """The whole output folder: the compiled files and the manifest that marks them as fivespot's."""
+    return {**files, MANIFEST: manifest_bytes(files)}
 
 
-def _swap(staging: Path, out_dir: Path) -> None:
-    if not out_dir.exists():
-        os.replace(staging, out_dir)
+def write_tree(files: Mapping[str, bytes], out_dir: Path, *, config_dir: Path | None = None) -> None:
+    """Replace OUT_DIR with exactly `files` (and their manifest), all at once.
+
+    Raises OutputRefused, before writing anything, when OUT_DIR is not fivespot's to replace."""
+    def checked() -> Target:
+        return check_target(out_dir, config_dir=config_dir)
+
+    first = checked()
+    parent, name = first.path.parent, first.path.name
+    parent.mkdir(parents=True, exist_ok=True)
+    with _locked(parent):
+        target = checked()  # again: another compile may have written it meanwhile
+        _remove_leftovers(parent, name)
+        staging = _new_sibling(parent, name)
+        try:
+            _fill(staging, with_manifest(files))
+            if target.state is State.ABSENT:
+                os.rename(staging, target.path)
+                return
+            exchange(staging, target.path, aside=_sibling_name(parent, name))
+        except BaseException:
+            remove_output(staging)
+            raise
+        remove_output(staging)  # the previous output, swapped out
+
+
+def _sibling_name(parent: Path, name: str) -> Path:
+    return parent / f"{_LEFTOVER_PREFIX.format(name=name)}{secrets.token_hex(4)}"
+
+
+def _new_sibling(parent: Path, name: str) -> Path:
+    # os.mkdir applies the umask (tempfile.mkdtemp would force 0700 on the whole output).
+    while True:
+        path = _sibling_name(parent, name)
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            continue
+
+
+def _fill(folder: Path, tree: Mapping[str, bytes]) -> None:
+    # The manifest goes first, so a folder left behind by a kill is recognisably fivespot's.
+    for relative in sorted(tree, key=lambda r: (r != MANIFEST, r)):
+        target = folder / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target, "xb") as stream:
+            stream.write(tree[relative])
+
+
+def remove_output(folder: Path) -> None:
+    """Delete a folder that holds only fivespot's files, its manifest last, so that a kill
+    part-way leaves a folder `_remove_leftovers` still recognises as fivespot's."""
+    if not folder.exists():
         return
-    retired = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=out_dir.parent))
-    os.rmdir(retired)
-    os.replace(out_dir, retired)
+    manifest = folder / MANIFEST
+    for current, dirs, names in os.walk(folder, topdown=False):
+        here = Path(current)
+        for file_name in names:
+            if here / file_name != manifest:
+                (here / file_name).unlink()
+        for dir_name in dirs:
+            (here / dir_name).rmdir()
+    manifest.unlink(missing_ok=True)
+    folder.rmdir()
+
+
+def _remove_leftovers(parent: Path, name: str) -> None:
+    """Delete what an earlier compile into `name` left beside it when it was killed: a staging
+    folder or the previous output after the swap, each fivespot's by its manifest."""
+    prefix = _LEFTOVER_PREFIX.format(name=name)
+    for entry in sorted(parent.iterdir()):
+        if entry.name.startswith(prefix) and is_owned_output(entry):
+            remove_output(entry)
+
+
+@contextlib.contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    """Hold an advisory lock on `folder` itself, so two compiles next to each other take turns
+    (one's leftover cleanup never removes the other's staging folder)."""
     try:
-        os.replace(staging, out_dir)
-    except BaseException:
-        os.replace(retired, out_dir)
-        raise
-    shutil.rmtree(retired, ignore_errors=True)
+        import fcntl
+    except ImportError:  # not POSIX: no lock
+        yield
+        return
+    descriptor = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)
 
 
 def read_tree(out_dir: Path) -> dict[str, bytes]:
@@ -79,8 +161,10 @@ def read_tree(out_dir: Path) -> dict[str, bytes]:
 
 
 def diff_tree(files: Mapping[str, bytes], out_dir: Path) -> str:
-    """A unified diff from what OUT_DIR holds to what the repo compiles to; empty if current."""
+    """A unified diff from what OUT_DIR holds to what the repo compiles to (with the manifest);
+    empty if current."""
     current = read_tree(out_dir)
+    files = with_manifest(files)
     chunks: list[str] = []
     for relative in sorted(set(current) | set(files)):
         old, new = current.get(relative), files.get(relative)

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from compiler.cli import main
+from compiler.output import write_tree
+from compiler.ownership import MANIFEST
 
 CASES = sorted(p for p in (Path(__file__).parent / "testdata").glob("invalid-*") if p.is_dir())
 
@@ -26,12 +28,11 @@ def test_invalid_repo_reports_every_error_with_its_location_and_writes_nothing(
 ) -> None:
     monkeypatch.chdir(case.parent)  # errors about the folder itself name it as it was given
     out = tmp_path / "out"
-    out.mkdir()
-    (out / "previous.yaml").write_text("kept\n")
+    write_tree({"previous.yaml": b"kept\n"}, out)  # an earlier output, which compile may replace
     status = main(["compile", case.name, "--out", str(out)])
     captured = capsys.readouterr()
     assert status == 2
     assert captured.err == (case / "expected.txt").read_text()
-    assert [p.name for p in out.iterdir()] == ["previous.yaml"]
+    assert sorted(p.name for p in out.iterdir()) == [MANIFEST, "previous.yaml"]
     assert (out / "previous.yaml").read_text() == "kept\n"
     assert "Traceback" not in captured.err
