@@ -3,10 +3,17 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The lowest versions pyproject.toml allows (tools/lower_bounds.py), to prove the lower bounds.
+LOWEST := .venv-lowest
+LOWEST_STAMP := $(LOWEST)/.installed
+# What the unit suite cannot reach runs at the lower bounds too: gunicorn and TLS serving, the
+# kubernetes client (watches, leases, status writes), the API server calling a webhook.
+LOWEST_INTEGRATION := tests/integration/test_control_plane_is_real.py \
+	tests/integration/test_webhook_server.py tests/integration/test_providers.py
 CLUSTER_DIR := .cluster
 EXAMPLE := examples/agent-sandbox
 
-.PHONY: install run test unit integration typecheck controlplane cluster cluster-down clean golden demo bench bench-compile bench-check bench-webhook bench-capacity bench-providers
+.PHONY: install run test unit integration test-lowest typecheck controlplane cluster cluster-down clean golden demo bench bench-compile bench-check bench-webhook bench-capacity bench-providers
 
 install: $(STAMP)
 
@@ -20,11 +27,25 @@ $(STAMP): pyproject.toml
 run: install
 	$(BIN)/fivespot run-example $(EXAMPLE)/config --out out
 
-# Builds (or reuses) the control plane, then the whole suite: unit tests, then integration tests.
-# pytest exits 5 when it collects no test; make treats that as a failure like any other.
+$(LOWEST_STAMP): pyproject.toml tools/lower_bounds.py $(STAMP)
+	@test -x $(LOWEST)/bin/python || $(PYTHON) -m venv $(LOWEST)
+	$(LOWEST)/bin/python -m pip install --quiet --upgrade pip
+	$(BIN)/python tools/lower_bounds.py > $(LOWEST)/constraints.txt
+	$(LOWEST)/bin/python -m pip install --quiet -c $(LOWEST)/constraints.txt -e '.[dev,calendars]'
+	@touch $@
+
+# Builds (or reuses) the control plane, then the whole suite: unit tests, the lower bounds, then
+# integration tests. pytest exits 5 when it collects no test; make treats that as a failure.
 test: install controlplane typecheck
 	$(BIN)/python -m pytest -m unit
+	$(MAKE) --no-print-directory test-lowest
 	$(BIN)/python -m pytest -m integration
+
+# The unit suite and LOWEST_INTEGRATION on the lowest dependency versions pyproject.toml allows
+# (about 2 min; bounded at 20).
+test-lowest: $(LOWEST_STAMP) controlplane
+	timeout 1200 $(LOWEST)/bin/python -m pytest -m unit -q
+	timeout 1200 $(LOWEST)/bin/python -m pytest -m integration -q $(LOWEST_INTEGRATION)
 
 unit: install
 	$(BIN)/python -m pytest -m unit
@@ -45,7 +66,7 @@ cluster-down: install
 	$(BIN)/python -m devcluster down --state-dir $(CLUSTER_DIR)
 
 clean:
-	rm -rf $(VENV) out .pytest_cache .mypy_cache .hypothesis
+	rm -rf $(VENV) $(LOWEST) out .pytest_cache .mypy_cache .hypothesis
 
 golden: install
 	$(BIN)/fivespot compile $(EXAMPLE)/config --out tests/unit/golden/agent-sandbox

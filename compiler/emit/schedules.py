@@ -29,6 +29,7 @@ from compiler.kinds.scheduled_capacity import PROVIDER_GROUP
 from compiler.repo import CalendarDeclaration, Repo
 from compiler.spec import BuiltinProvider
 from controllers.providers.exchange import (
+    CalendarBuildFailed,
     CalendarsUnavailable,
     InexpressibleCalendar,
     UnknownExchange,
@@ -82,7 +83,7 @@ def _expand(declaration: CalendarDeclaration) -> tuple[dict[str, Any], Diagnosti
     try:
         spec = resolve_exchange({"exchange": calendar.exchange, **calendar.overrides()},
                                 years.first, years.last)
-    except (CalendarsUnavailable, UnknownExchange) as error:
+    except (CalendarsUnavailable, UnknownExchange, CalendarBuildFailed) as error:
         return {}, Diagnostic(declaration.locate("exchange"), declaration.field("exchange"),
                               str(error))
     except InexpressibleCalendar as error:

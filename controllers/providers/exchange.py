@@ -22,6 +22,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import importlib
+import importlib.metadata
 import warnings
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -41,6 +42,11 @@ class CalendarsUnavailable(RuntimeError):
 
 class UnknownExchange(ValueError):
     """`exchange_calendars` has no calendar under that code."""
+
+
+class CalendarBuildFailed(RuntimeError):
+    """`exchange_calendars` (or pandas under it) failed to build a calendar it lists, for a reason
+    of its own: an incompatible pandas, a bug in one calendar's rules."""
 
 
 class InexpressibleCalendar(ValueError):
@@ -101,16 +107,32 @@ def expand_exchange(code: str, first_year: int, last_year: int) -> ExchangeCalen
     """The calendar of exchange `code` (an ISO 10383 MIC such as XNYS) for whole years.
 
     Raises CalendarsUnavailable without the library, UnknownExchange for a code it does not
-    know, InexpressibleCalendar when the result cannot be a CapitalMarketsSchedule, and
-    ValueError for a bad year range."""
+    know, InexpressibleCalendar when the result cannot be a CapitalMarketsSchedule, ValueError
+    for a year range the library refuses, and CalendarBuildFailed when the library fails."""
     if not 0 <= last_year - first_year < MAX_YEARS:
         raise ValueError(
             f"years {first_year}..{last_year}: give 1 to {MAX_YEARS} years, first before last"
         )
-    return _expand(_library(), code, first_year, last_year)
+    library = _library()
+    return _expand(library, _canonical(library, code), first_year, last_year)
 
 
-@functools.lru_cache(maxsize=64)
+def _canonical(library: Any, code: str) -> str:
+    """The MIC an alias (NYSE, LSE, CME) stands for, so each calendar is built and cached once."""
+    try:
+        return str(library.resolve_alias(code))
+    except library.errors.InvalidCalendarName:
+        raise _unknown(code) from None
+
+
+def _unknown(code: str) -> UnknownExchange:
+    return UnknownExchange(
+        f"exchange_calendars has no calendar {code!r}; use a MIC such as XNYS, XLON or XTKS "
+        "(exchange_calendars.get_calendar_names() lists them all)"
+    )
+
+
+@functools.lru_cache(maxsize=256)
 def _expand(library: Any, code: str, first_year: int, last_year: int) -> ExchangeCalendar:
     # Cached: a config repo names the same few exchanges for many schedules, and building a
     # calendar costs a good fraction of a second. ExchangeCalendar is immutable.
@@ -120,12 +142,17 @@ def _expand(library: Any, code: str, first_year: int, last_year: int) -> Exchang
         warnings.simplefilter("ignore", DeprecationWarning)
         try:
             calendar = library.get_calendar(code, start=start.isoformat(), end=end.isoformat())
+            schedule = calendar.schedule
         except library.errors.InvalidCalendarName:
-            raise UnknownExchange(
-                f"exchange_calendars has no calendar {code!r}; use a MIC such as XNYS, XLON or "
-                "XTKS (exchange_calendars.get_calendar_names() lists them all)"
-            ) from None
-        schedule = calendar.schedule
+            raise _unknown(code) from None
+        except ValueError:
+            raise  # the library's refusal of these years ("holidays only recorded to 2026")
+        except Exception as error:  # whatever else the library or pandas raises
+            raise CalendarBuildFailed(
+                f"exchange_calendars {_version()} with pandas {_version('pandas')} cannot build "
+                f"the {code} calendar for {first_year}..{last_year}: {type(error).__name__}: "
+                f"{error}"
+            ) from error
     zone = ZoneInfo(str(calendar.tz.key))
     trading_weekdays = tuple(i for i, flag in enumerate(str(calendar.weekmask)) if flag == "1")
     sessions = _sessions(schedule, zone, code)
@@ -229,6 +256,13 @@ def _library() -> Any:
         raise CalendarsUnavailable(
             f"expanding an exchange calendar needs the exchange_calendars library: {INSTALL_HINT}"
         ) from err
+
+
+def _version(distribution: str = "exchange_calendars") -> str:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return "(version unknown)"
 
 
 def _sessions(schedule: Any, zone: ZoneInfo, code: str) -> list[_Session]:

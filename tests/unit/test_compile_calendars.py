@@ -144,3 +144,31 @@ def test_a_repo_without_calendars_never_imports_the_calendars_library(
     compiled = compile_repo(no_calendars)
     assert not any(a.layer == SCHEDULES for a in compiled.artifacts)
     assert "schedules/kustomization.yaml" not in compiled.files
+
+
+def test_a_calendar_the_library_fails_to_build_is_a_diagnostic_on_its_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As exchange_calendars did under pandas 3 for ASEX, XBEL, XBSE and XCYS."""
+    import exchange_calendars
+
+    def broken(name: str, **kwargs: Any) -> Any:
+        raise NotImplementedError("implemented by subclasses")
+
+    config = _repo(tmp_path, """\
+        - name: athens
+          namespaces: [desk]
+          exchange: ASEX
+          years: {first: 2026, last: 2026}
+        """)
+    monkeypatch.setattr(exchange_calendars, "get_calendar", broken)
+    exchange._expand.cache_clear()
+    try:
+        with pytest.raises(CompileError) as raised:
+            compile_repo(config)
+    finally:
+        exchange._expand.cache_clear()
+    [diagnostic] = [str(d) for d in raised.value.diagnostics]
+    assert diagnostic.startswith("providers.yaml:10:7: spec.calendars[0].exchange: exchange_calendars ")
+    assert diagnostic.endswith(
+        "cannot build the ASEX calendar for 2026..2026: NotImplementedError: implemented by subclasses")
