@@ -7,6 +7,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
+from commandline import boundary
 from controllers.cli import EXIT_BAD_INPUT, add_capacity
 
 
@@ -14,12 +15,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m controllers", description=__doc__)
     sub = parser.add_subparsers(dest="command", metavar="CONTROLLER")
     add_capacity(sub)
+    boundary.add_debug_flag(parser)
     args = parser.parse_args(argv)
     handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
     if handler is None:
         parser.print_help()
         return EXIT_BAD_INPUT
-    return handler(args)
+    return boundary.run(f"controller {args.command}", lambda: handler(args), debug=args.debug)
 
 
 if __name__ == "__main__":

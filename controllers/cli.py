@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from commandline import exitcodes
 from controllers.runtime import logs
 from controllers.runtime.bundle import BundleError, load_bundle
 from controllers.runtime.leaderelection import Timing, default_identity
@@ -21,8 +22,8 @@ from controllers.runtime.partitions import Partitions
 
 log = logging.getLogger("fivespot.cli")
 
-EXIT_OK = 0
-EXIT_BAD_INPUT = 2
+EXIT_OK = exitcodes.OK
+EXIT_BAD_INPUT = exitcodes.BAD_INPUT
 
 
 def add_runtime_flags(parser: argparse.ArgumentParser) -> None:
@@ -71,7 +72,8 @@ def register(subparsers: Any) -> None:
 def runtime_inputs(args: argparse.Namespace) -> tuple[dict[str, Any], Partitions, Timing]:
     """The bundle, partitions and lease timing every controller starts from.
 
-    Raises BundleError or ValueError on bad input, which the caller reports and exits 2.
+    Raises BundleError or ValueError on bad input, which the caller reports and exits 2
+    (so does load_client's KubeconfigError).
     """
     bundle = load_bundle(args.bundle)
     partitions = partitions_from(args, bundle)
@@ -98,6 +100,7 @@ def run_capacity(args: argparse.Namespace) -> int:
     logs.configure(args.log_level)
     try:
         bundle, partitions, timing = runtime_inputs(args)
+        api = load_client(args.kubeconfig)
     except (BundleError, ValueError) as error:
         log.error("cannot start", extra={"error": str(error)})
         return EXIT_BAD_INPUT
@@ -109,7 +112,7 @@ def run_capacity(args: argparse.Namespace) -> int:
         stall_after_s=args.stall_after, watch_timeout_s=args.watch_timeout,
     )
     stop = stop_event_on_signals(threading.Event())
-    controller = CapacityController(load_client(args.kubeconfig), settings)
+    controller = CapacityController(api, settings)
     health = HealthServer(args.metrics_port)
     health.add_liveness("workers", controller.alive)
     health.add_readiness("caches", controller.ready)

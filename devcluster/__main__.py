@@ -11,7 +11,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from devcluster.build import ensure_binaries
+from commandline import boundary, exitcodes
+from devcluster.build import BuildError, ensure_binaries
 from devcluster.controlplane import ControlPlane, ControlPlaneError, Record, _alive, stop_recorded
 
 
@@ -24,11 +25,7 @@ def _up(state_dir: Path) -> int:
     stop_recorded(state_dir)
     shutil.rmtree(state_dir, ignore_errors=True)
     plane = ControlPlane(ensure_binaries(), state_dir.resolve(), owned=False)
-    try:
-        plane.start()
-    except ControlPlaneError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
+    plane.start()
     print(f"control plane ready at {plane.server}")
     print(f"  kubectl --kubeconfig {state_dir / 'kubeconfig'} get --raw /readyz")
     print("  stop it with: make cluster-down")
@@ -49,7 +46,21 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("up", "down"):
         p = sub.add_parser(name)
         p.add_argument("--state-dir", type=Path, default=Path(".cluster"))
+    boundary.add_debug_flag(parser)
     args = parser.parse_args(argv)
+    return boundary.run(f"devcluster {args.command}", lambda: _expected(args), debug=args.debug)
+
+
+def _expected(args: argparse.Namespace) -> int:
+    """The command's exit code; a control plane that cannot be built or started is exit 2."""
+    try:
+        return _command(args)
+    except (BuildError, ControlPlaneError) as error:
+        print(f"devcluster {args.command}: {error}", file=sys.stderr)
+        return exitcodes.BAD_INPUT
+
+
+def _command(args: argparse.Namespace) -> int:
     if args.command == "build":
         binaries = ensure_binaries()
         print(f"kube-apiserver: {binaries.kube_apiserver}\netcd: {binaries.etcd}")

@@ -50,6 +50,10 @@ class Versions:
         return f"k8s-{self.kubernetes}_etcd-{self.etcd}"
 
 
+class BuildError(RuntimeError):
+    """The control plane cannot be built here: no Go toolchain, or `go build` failed."""
+
+
 def pinned_versions() -> Versions:
     """The versions the wrapper modules require."""
     return Versions(
@@ -61,7 +65,7 @@ def pinned_versions() -> Versions:
 def _required_version(go_mod: Path, module: str) -> str:
     match = re.search(rf"^\s*(?:require\s+)?{re.escape(module)}\s+(v\S+)", go_mod.read_text(), re.M)
     if match is None:
-        raise RuntimeError(f"{go_mod}: no `require {module} vX.Y.Z` line")
+        raise BuildError(f"{go_mod}: no `require {module} vX.Y.Z` line")
     return match.group(1)
 
 
@@ -132,7 +136,7 @@ def _go_build(
 ) -> None:
     go = shutil.which("go")
     if go is None:
-        raise RuntimeError("building the control plane needs the Go toolchain (`go`) on PATH")
+        raise BuildError("building the control plane needs the Go toolchain (`go`) on PATH")
     env = dict(os.environ, CGO_ENABLED="0", GOTOOLCHAIN="local", GOWORK="off", GOFLAGS="-mod=mod")
     tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=target.parent)) / target.name
     command = [
@@ -168,4 +172,4 @@ def _run_with_progress(
                   file=out, flush=True)
             last_report = now
     if process.wait() != 0:
-        raise RuntimeError(f"go build of {label} failed:\n" + "\n".join(tail))
+        raise BuildError(f"go build of {label} failed:\n" + "\n".join(tail))

@@ -13,7 +13,9 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-EXIT_BAD_INPUT = 2
+from commandline import boundary, exitcodes
+
+EXIT_BAD_INPUT = exitcodes.BAD_INPUT
 
 
 def _duration(text: str) -> Any:
@@ -72,6 +74,7 @@ def register(subparsers: Any) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from controllers.runtime.kube import KubeconfigError
     from webhook.bundle import BundleError
     from webhook.certificates import CertificateError, Lifetimes
     from webhook.server import ServeOptions, serve
@@ -100,7 +103,7 @@ def _serve(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port)
     try:
         return serve(options)
-    except (BundleError, CertificateError) as error:
+    except (BundleError, CertificateError, KubeconfigError) as error:
         print(f"webhook serve: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
@@ -108,5 +111,7 @@ def _serve(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m webhook")
     register(parser.add_subparsers(dest="command", metavar="COMMAND", required=True))
+    boundary.add_debug_flag(parser)
     args = parser.parse_args(["webhook", *(sys.argv[1:] if argv is None else argv)])
-    return int(args.handler(args))
+    return boundary.run(f"webhook {args.webhook_command}", lambda: int(args.handler(args)),
+                        debug=args.debug)

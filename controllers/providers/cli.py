@@ -21,6 +21,7 @@ import sys
 import threading
 from typing import Any
 
+from commandline import boundary
 from controllers.cli import EXIT_BAD_INPUT, EXIT_OK, add_runtime_flags, runtime_inputs
 
 log = logging.getLogger("fivespot.provider")
@@ -53,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
     provider = PROVIDER_TYPES[args.name]
     try:
         bundle, partitions, timing = runtime_inputs(args)
+        api = kube.load_client(args.kubeconfig)
     except (BundleError, ValueError) as error:
         log.error("cannot start", extra={"error": str(error)})
         return EXIT_BAD_INPUT
@@ -67,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     lease_namespace = (args.lease_namespace or os.environ.get("POD_NAMESPACE")
                        or str(bundle["namespace"]))
     controller = ProviderController(
-        kube.load_client(args.kubeconfig), provider, partitions,
+        api, provider, partitions,
         lease_namespace=lease_namespace, identity=identity, workers=args.workers,
         resync_s=args.resync, stall_after_s=args.stall_after,
         watch_timeout_s=args.watch_timeout, timing=timing,
@@ -96,6 +98,6 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m controllers.providers")
     subparsers = parser.add_subparsers(dest="command", required=True)
     register(subparsers)
+    boundary.add_debug_flag(parser)
     args = parser.parse_args(["provider", *(sys.argv[1:] if argv is None else argv)])
-    code: int = args.handler(args)
-    return code
+    return boundary.run(f"provider {args.name}", lambda: int(args.handler(args)), debug=args.debug)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Final
 from urllib.parse import quote
 
+import yaml
 from kubernetes import client, config
 from kubernetes.client.rest import RESTResponse
 
@@ -53,19 +54,36 @@ class ApiError(Exception):
         return self.status in (0, 408, 429) or self.status >= 500
 
 
+class KubeconfigError(ValueError):
+    """No usable credentials: the kubeconfig does not load, or there is none and no in-cluster
+    ServiceAccount."""
+
+
 POOL_SIZE: Final = 32
 """Connections kept per host: every informer holds one open for its watch, and workers and lease
 threads need their own; urllib3's default (5 per CPU) would open and drop TLS connections."""
 
 
 def load_client(kubeconfig: Path | None = None) -> client.ApiClient:
-    """A client from `kubeconfig`, else $KUBECONFIG, else the in-cluster ServiceAccount."""
+    """A client from `kubeconfig`, else $KUBECONFIG, else the in-cluster ServiceAccount.
+
+    Raises KubeconfigError, saying which of them failed and why."""
     path = kubeconfig or (Path(os.environ["KUBECONFIG"]) if os.environ.get("KUBECONFIG") else None)
     configuration = client.Configuration()
-    if path is not None:
-        config.load_kube_config(config_file=str(path), client_configuration=configuration)
-    else:
-        config.load_incluster_config(client_configuration=configuration)
+    try:
+        if path is not None:
+            config.load_kube_config(config_file=str(path), client_configuration=configuration)
+        else:
+            config.load_incluster_config(client_configuration=configuration)
+    except (config.ConfigException, yaml.YAMLError, OSError, ValueError, TypeError,
+            KeyError) as error:
+        # The client raises ConfigException for most problems and lets YAML, file and
+        # structure errors through as they are.
+        reason = " ".join(str(error).split())
+        if path is not None:
+            raise KubeconfigError(f"cannot load kubeconfig {path}: {reason}") from error
+        raise KubeconfigError("no --kubeconfig or $KUBECONFIG, and no in-cluster ServiceAccount "
+                              f"({reason}): pass --kubeconfig") from error
     configuration.connection_pool_maxsize = POOL_SIZE
     return client.ApiClient(configuration)
 

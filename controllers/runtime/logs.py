@@ -20,6 +20,9 @@ _STANDARD: Final = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None
 class JsonFormatter(logging.Formatter):
     """Formats a record as one JSON object: ts, level, logger, msg, then the `extra` fields."""
 
+    structured = True
+    """Tells `commandline.boundary` that an error may go to this log with its trace."""
+
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
             "ts": datetime.fromtimestamp(record.created, timezone.utc).isoformat(timespec="milliseconds"),
