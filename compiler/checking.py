@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Final
 import yaml
 
 from compiler.diagnostics import Diagnostic, InputError, Location
+from compiler.yamlbounds import MAX_DEPTH, YamlTooLarge, check_bounds
 from policies.admission_eval import (
     Checker,
     NamespaceRequired,
@@ -72,6 +73,7 @@ def read_documents(path: Path, shown: str | None = None) -> list[Document]:
             node = loader.get_node()
             if node is None:
                 continue
+            check_bounds(node)
             positions: dict[tuple[str, ...], Location] = {}
             _positions(node, (), name, positions)
             data = loader.construct_document(node)
@@ -83,6 +85,12 @@ def read_documents(path: Path, shown: str | None = None) -> list[Document]:
         raise InputError([Diagnostic(where, "", f"invalid YAML: {error.problem or error}")]) from None
     except yaml.YAMLError as error:
         raise InputError([Diagnostic(Location(name, 0, 0), "", f"invalid YAML: {error}")]) from None
+    except YamlTooLarge as error:
+        raise InputError([Diagnostic(Location(name, error.line, error.column), "",
+                                     f"refused: {error}")]) from None
+    except RecursionError:  # PyYAML's pure-Python parser recurses once per nesting level
+        raise InputError([Diagnostic(Location(name, 0, 0), "",
+                                     f"refused: nested more than {MAX_DEPTH} levels deep")]) from None
     finally:
         loader.dispose()
     return documents

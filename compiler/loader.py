@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from compiler.diagnostics import Diagnostic, Location, field_path
 from compiler.spec import CONFIG_API_VERSION, DOCUMENT_KINDS
+from compiler.yamlbounds import MAX_DEPTH, YamlTooLarge, check_bounds
 
 Path_ = tuple[str | int, ...]
 
@@ -81,9 +82,10 @@ def config_files(config_dir: Path) -> list[Path]:
 def load_repo(config_dir: Path) -> LoadResult:
     result = LoadResult(root=str(config_dir))
     if not config_dir.is_dir():
-        result.diagnostics.append(
-            Diagnostic(Location(str(config_dir), 0, 0), "", "config folder does not exist")
-        )
+        result.diagnostics.append(Diagnostic(
+            Location(str(config_dir), 0, 0), "",
+            "config folder does not exist" if not config_dir.exists()
+            else "is a file; give the folder that holds the config repo's YAML files"))
         result.unidentified += 1
         return result
     files = config_files(config_dir)
@@ -93,7 +95,14 @@ def load_repo(config_dir: Path) -> LoadResult:
         result.unidentified += 1
     for path in files:
         shown = path.relative_to(config_dir).as_posix()
-        load_text(path.read_text(encoding="utf-8", errors="replace"), shown, result)
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError as error:
+            result.unidentified += 1
+            result.diagnostics.append(Diagnostic(Location(shown, 0, 0), "",
+                                                 f"cannot read: {error.strerror or error}"))
+            continue
+        load_text(text, shown, result)
     return result
 
 
@@ -107,6 +116,7 @@ def load_text(text: str, file: str, result: LoadResult) -> None:
             if node is None:
                 continue
             document = SourceDocument(file, index, None, {})
+            check_bounds(node)
             _walk(node, (), file, document, result.diagnostics)
             document.data = loader.construct_document(node)
             index += 1
@@ -122,6 +132,14 @@ def load_text(text: str, file: str, result: LoadResult) -> None:
     except yaml.YAMLError as error:
         result.unidentified += 1
         result.diagnostics.append(Diagnostic(Location(file, 0, 0), "", f"invalid YAML: {error}"))
+    except YamlTooLarge as error:
+        result.unidentified += 1
+        result.diagnostics.append(Diagnostic(Location(file, error.line, error.column), "",
+                                             f"refused: {error}"))
+    except RecursionError:  # pure-Python PyYAML, without libyaml, recurses per nesting level
+        result.unidentified += 1
+        result.diagnostics.append(Diagnostic(Location(file, 0, 0), "",
+                                             f"refused: nested more than {MAX_DEPTH} levels deep"))
     finally:
         loader.dispose()
 
