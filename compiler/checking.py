@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Final
 import yaml
 
 from compiler.diagnostics import Diagnostic, InputError, Location
-from compiler.yamlbounds import MAX_DEPTH, YamlTooLarge, check_bounds
+from compiler.yamlbounds import MAX_DEPTH, YamlTooLarge, check_bounds, construct
 from policies.admission_eval import (
     Checker,
     NamespaceRequired,
@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 
 
 _POLICY_SUFFIXES: Final = (".yaml", ".yml")
+# libyaml's parser when present, as the config loader uses: the same nodes and marks, and no
+# pure-Python scanner, which is quadratic on some inputs (deep flow nesting) and recursive.
+_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 # --- reading YAML with positions -----------------------------------------------------------------
@@ -66,9 +69,10 @@ def read_documents(path: Path, shown: str | None = None) -> list[Document]:
     except (OSError, UnicodeDecodeError) as error:
         reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
         raise InputError([Diagnostic(Location(name, 0, 0), "", f"cannot read: {reason}")]) from None
-    loader = yaml.SafeLoader(text)
+    loader: yaml.SafeLoader | None = None
     documents = []
     try:
+        loader = _Loader(text)
         while loader.check_node():
             node = loader.get_node()
             if node is None:
@@ -76,7 +80,7 @@ def read_documents(path: Path, shown: str | None = None) -> list[Document]:
             check_bounds(node)
             positions: dict[tuple[str, ...], Location] = {}
             _positions(node, (), name, positions)
-            data = loader.construct_document(node)
+            data = construct(loader, node)
             if data is not None:
                 documents.append(Document(name, data, positions))
     except yaml.MarkedYAMLError as error:
@@ -84,15 +88,16 @@ def read_documents(path: Path, shown: str | None = None) -> list[Document]:
         where = Location(name, mark.line + 1, mark.column + 1) if mark else Location(name, 0, 0)
         raise InputError([Diagnostic(where, "", f"invalid YAML: {error.problem or error}")]) from None
     except yaml.YAMLError as error:
-        raise InputError([Diagnostic(Location(name, 0, 0), "", f"invalid YAML: {error}")]) from None
+        raise InputError([Diagnostic(Location(name, 0, 0), "", f"invalid YAML: {' '.join(str(error).split())}")]) from None
     except YamlTooLarge as error:
         raise InputError([Diagnostic(Location(name, error.line, error.column), "",
                                      f"refused: {error}")]) from None
-    except RecursionError:  # PyYAML's pure-Python parser recurses once per nesting level
+    except RecursionError:  # PyYAML's pure-Python parser (without libyaml) recurses per level
         raise InputError([Diagnostic(Location(name, 0, 0), "",
                                      f"refused: nested more than {MAX_DEPTH} levels deep")]) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     return documents
 
 
@@ -104,6 +109,36 @@ def _positions(node: yaml.Node, path: tuple[str, ...], file: str,
             key_path = path + (str(key.value),)
             positions[key_path] = Location(file, key.start_mark.line + 1, key.start_mark.column + 1)
             _positions(value, key_path, file, positions)
+
+
+_META_STRINGS: Final = ("name", "namespace", "generateName", "uid", "resourceVersion")
+_META_STRING_MAPS: Final = ("labels", "annotations")
+
+
+def envelope_problems(obj: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(field, message) for each part of the object's envelope that the API server would not
+    decode (apiVersion, kind, metadata and its typed fields), so no check runs on it."""
+    problems = [(key, "required field is missing" if key not in obj
+                 else f"expected a string, got {type(obj[key]).__name__}")
+                for key in ("apiVersion", "kind") if not isinstance(obj.get(key), str)]
+    meta = obj.get("metadata", {})
+    if meta is None:
+        return problems
+    if not isinstance(meta, dict):
+        return [*problems, ("metadata", f"expected a mapping, got {type(meta).__name__}")]
+    for key in _META_STRINGS:
+        if key in meta and not isinstance(meta[key], str):
+            problems.append((f"metadata.{key}", f"expected a string, got {type(meta[key]).__name__}"))
+    for key in _META_STRING_MAPS:
+        value = meta.get(key)
+        if value is not None and not (isinstance(value, dict) and all(
+                isinstance(k, str) and isinstance(v, str) for k, v in value.items())):
+            problems.append((f"metadata.{key}", "expected a mapping of strings to strings"))
+    finalizers = meta.get("finalizers")
+    if finalizers is not None and not (isinstance(finalizers, list)
+                                       and all(isinstance(f, str) for f in finalizers)):
+        problems.append(("metadata.finalizers", "expected a list of strings"))
+    return problems
 
 
 def _objects(documents: Iterable[Document]) -> list[Document]:
@@ -119,7 +154,11 @@ def _objects(documents: Iterable[Document]) -> list[Document]:
             problems.append(Diagnostic(document.locate(), "",
                                        "not a Kubernetes object (a mapping with apiVersion and kind)"))
             continue
-        found.append(document)
+        malformed = envelope_problems(data)
+        problems += [Diagnostic(document.locate(*field.split(".")), field, message)
+                     for field, message in malformed]
+        if not malformed:
+            found.append(document)
     if problems:
         raise InputError(problems)
     return found
@@ -318,6 +357,12 @@ def run_compiled_fixtures(compiled: Compiled, config_dir: Path) -> list[FixtureR
         name = fixture.metadata.name
         where = compiled.repo.sources.get(("Fixture", name), Location(str(config_dir), 0, 0))
         spec = fixture.spec
+        malformed = [(f"spec.{side}.{field}", message)
+                     for side, obj in (("object", spec.object), ("oldObject", spec.old_object))
+                     if obj is not None for field, message in envelope_problems(obj)]
+        if malformed:
+            problems += [Diagnostic(where, field, message) for field, message in malformed]
+            continue
         request = Request(spec.operation, spec.object, spec.old_object)
         try:
             verdict = checker.check(request)

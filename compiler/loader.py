@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from compiler.diagnostics import Diagnostic, Location, field_path
 from compiler.spec import CONFIG_API_VERSION, DOCUMENT_KINDS
-from compiler.yamlbounds import MAX_DEPTH, YamlTooLarge, check_bounds
+from compiler.yamlbounds import MAX_DEPTH, YamlTooLarge, check_bounds, construct
 
 Path_ = tuple[str | int, ...]
 
@@ -108,8 +108,9 @@ def load_repo(config_dir: Path) -> LoadResult:
 
 def load_text(text: str, file: str, result: LoadResult) -> None:
     """Parse one file's documents into `result`."""
-    loader = _Loader(text)
+    loader: yaml.SafeLoader | None = None
     try:
+        loader = _Loader(text)
         index = 0
         while loader.check_node():
             node = loader.get_node()
@@ -118,7 +119,7 @@ def load_text(text: str, file: str, result: LoadResult) -> None:
             document = SourceDocument(file, index, None, {})
             check_bounds(node)
             _walk(node, (), file, document, result.diagnostics)
-            document.data = loader.construct_document(node)
+            document.data = construct(loader, node)
             index += 1
             model = _validate(document, result)
             if model is not None:
@@ -131,7 +132,7 @@ def load_text(text: str, file: str, result: LoadResult) -> None:
         result.diagnostics.append(Diagnostic(where, "", f"invalid YAML: {error.problem or error}{hint}"))
     except yaml.YAMLError as error:
         result.unidentified += 1
-        result.diagnostics.append(Diagnostic(Location(file, 0, 0), "", f"invalid YAML: {error}"))
+        result.diagnostics.append(Diagnostic(Location(file, 0, 0), "", f"invalid YAML: {' '.join(str(error).split())}"))
     except YamlTooLarge as error:
         result.unidentified += 1
         result.diagnostics.append(Diagnostic(Location(file, error.line, error.column), "",
@@ -141,7 +142,8 @@ def load_text(text: str, file: str, result: LoadResult) -> None:
         result.diagnostics.append(Diagnostic(Location(file, 0, 0), "",
                                              f"refused: nested more than {MAX_DEPTH} levels deep"))
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def _tab_hint(text: str, line: int) -> str:
@@ -216,8 +218,12 @@ def _validate(document: SourceDocument, result: LoadResult) -> BaseModel | None:
 def _describe(value: Any) -> str:
     if value is None:
         return "nothing"
-    return f"a {type(value).__name__} ({value!r})" if not isinstance(value, (dict, list)) \
-        else f"a {type(value).__name__}"
+    name = type(value).__name__
+    article = "an" if name[0] in "aeiou" else "a"
+    if isinstance(value, (dict, list)):
+        return f"{article} {name}"
+    shown = repr(value)
+    return f"{article} {name} ({shown if len(shown) <= 80 else shown[:77] + '...'})"
 
 
 def _suggest(word: str, choices: Iterable[str]) -> str:
@@ -237,8 +243,10 @@ def _explain(detail: Any, model_type: type[BaseModel], loc: Path_, raw: str | No
         return "required field is missing"
     if kind == "string_type" and isinstance(value, (int, float, bool)):
         return f"expected a string, got {_describe(value)}; quote it: \"{raw if raw is not None else value}\""
+    if kind in ("dict_type", "model_type"):
+        return f"expected a mapping, got {_describe(value)}"
     if kind in ("int_type", "int_parsing", "bool_type", "bool_parsing", "float_type", "list_type",
-                "dict_type", "model_type", "string_type"):
+                "string_type"):
         return f"{message}, got {_describe(value)}"
     if kind == "literal_error" and loc and loc[-1] == "kind":
         return message

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from compiler.specschema import SpecSchema
 from compiler.kinds.providers import (
     MAX_CALENDAR_DATES,
     MAX_SESSIONS,
@@ -383,7 +384,7 @@ class CustomProvider(_Strict):
                                    description="kubectl short names.")
     version: str = Field(default="v1alpha1", pattern=VERSION_PATTERN, description="Served version.")
     description: str = Field(default="", max_length=1024, description="What the schedule means.")
-    spec_schema: dict[str, Any] = Field(
+    spec_schema: SpecSchema = Field(
         description="OpenAPI v3 schema of the provider's spec (type: object, properties...)."
     )
 
@@ -397,8 +398,8 @@ class CustomProvider(_Strict):
 
     @field_validator("spec_schema")
     @classmethod
-    def _object_schema(cls, schema: dict[str, Any]) -> dict[str, Any]:
-        if schema.get("type") != "object":
+    def _object_schema(cls, schema: SpecSchema) -> SpecSchema:
+        if schema.type != "object":
             raise ValueError("specSchema must have type: object")
         return schema
 
