@@ -13,7 +13,7 @@ LOWEST_INTEGRATION := tests/integration/test_control_plane_is_real.py \
 CLUSTER_DIR := .cluster
 EXAMPLE := examples/agent-sandbox
 
-.PHONY: install run test unit integration test-lowest typecheck controlplane cluster cluster-down clean golden demo bench bench-compile bench-check bench-webhook bench-capacity bench-providers
+.PHONY: install run test unit integration test-lowest typecheck controlplane cluster cluster-down clean golden demo bench bench-compile bench-check bench-webhook bench-capacity bench-providers image image-lock
 
 install: $(STAMP)
 
@@ -56,6 +56,7 @@ integration: install controlplane
 
 typecheck: install
 	$(BIN)/python -m mypy
+	$(BIN)/python -m mypy --strict image/build.py
 
 controlplane: install
 	$(BIN)/python -m devcluster build
@@ -71,6 +72,16 @@ clean:
 
 golden: install
 	$(BIN)/fivespot compile $(EXAMPLE)/config --out tests/unit/golden/agent-sandbox
+
+# The container image, without a container engine (image/build.py; needs apt, umoci, skopeo):
+# build/image/oci (OCI layout) and build/image/fivespot-VERSION.docker.tar (docker load, kind
+# load image-archive). Rebuilt only when an input changed; caches in ~/.cache/fivespot/image.
+image: install
+	$(BIN)/python image/build.py build --out build/image --reuse
+
+# Re-pin image/requirements.txt to what pyproject.toml allows today (then `make image`).
+image-lock: install
+	$(BIN)/python image/build.py lock
 
 # Local control plane + compiled example + webhook, provider and capacity controller as local
 # processes; flips a ManualSchedule and shows `kubectl get scap` through a whole handback.

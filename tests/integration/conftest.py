@@ -6,10 +6,16 @@ uniquely named namespace and nothing waits for deletion.
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes import client
@@ -17,6 +23,18 @@ from kubernetes import client
 from devcluster.build import cached_binaries, ensure_binaries
 from devcluster.clients import admin_client, client_as_service_account
 from devcluster.controlplane import ControlPlane
+
+
+@contextmanager
+def own_control_plane(**options: Any) -> Iterator[ControlPlane]:
+    """A control plane for one module alone (`ControlPlane` options: bind address, flags,
+    controllers), for tests that change cluster-wide objects others rely on."""
+    plane = ControlPlane(cached_binaries() or ensure_binaries(), owned=True, **options)
+    plane.start()
+    try:
+        yield plane
+    finally:
+        plane.stop()
 
 
 @pytest.fixture(scope="session")
@@ -68,3 +86,22 @@ def as_service_account(kubeconfig: Path) -> Iterator[AsServiceAccount]:
     yield make
     for api in opened:
         api.close()
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def built_image() -> dict[str, Any]:
+    """`image/build.py build --reuse` into the cache; the image's layout, tag and reference."""
+    cache = Path(os.environ.get("FIVESPOT_CACHE_DIR", Path.home() / ".cache" / "fivespot"))
+    out = cache / "image" / "test-build"
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, str(ROOT / "image" / "build.py"), "build", "--out",
+                           str(out), "--reuse"], capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, f"the image build failed:\n{done.stderr[-4000:]}"
+    print(f"image build: {time.monotonic() - started:.1f}s\n{done.stdout}")
+    fields = dict(line.split(" ", 1) for line in (out / "inputs.txt").read_text().splitlines())
+    reference = fields["image"]
+    return {"layout": out / "oci", "tag": reference.rsplit(":", 1)[1], "reference": reference,
+            "archive": next(out.glob("*.docker.tar")), "digest": fields["digest"]}
