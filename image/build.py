@@ -255,6 +255,15 @@ def project_source() -> str:
     return str(urls.get("Source", ""))
 
 
+def console_script() -> tuple[str, str]:
+    """(module, function) of the `fivespot` command, from pyproject.toml's [project.scripts]:
+    the image's entrypoint runs exactly what `pip install` makes `fivespot` run."""
+    section = project()["project"]
+    assert isinstance(section, dict)
+    module, _, function = str(section["scripts"]["fivespot"]).partition(":")
+    return module, function
+
+
 def top_level_packages() -> list[str]:
     """The project's import packages, from the one list setuptools packages (pyproject.toml)."""
     tool = project()["tool"]
@@ -486,8 +495,9 @@ def build_fivespot(root: Path, version: str) -> Layer:
         pip_install(site, ["--no-index", "--find-links", str(wheels), f"fivespot=={version}"])
     entrypoint = root / ENTRYPOINT.lstrip("/")
     entrypoint.parent.mkdir(parents=True, exist_ok=True)
-    entrypoint.write_text(f"#!{PYTHON} -I\nimport sys\n\nfrom compiler.cli import main\n\n"
-                          "sys.exit(main())\n")
+    module, function = console_script()
+    entrypoint.write_text(f"#!{PYTHON} -I\nimport sys\n\nfrom {module} import {function}\n\n"
+                          f"sys.exit({function}())\n")
     entrypoint.chmod(0o755)
     compile_bytecode(root, [f"{SITE}/{p}" for p in top_level_packages()])
     return Layer("fivespot", f"fivespot {version}", source_date_epoch())

@@ -129,3 +129,9 @@ def test_the_package_list_names_packages_one_a_line() -> None:
     assert len(names) == len(set(names))
     assert {"libc6", "python3.11-minimal", "libpython3.11-stdlib", "libstdc++6"} <= set(names)
     assert not {"dpkg", "apt", "python3-pip", "gcc", "bash", "dash"} & set(names)
+
+
+def test_the_entrypoint_runs_the_console_script_pyproject_declares() -> None:
+    with (ROOT / "pyproject.toml").open("rb") as stream:
+        declared = tomllib.load(stream)["project"]["scripts"]["fivespot"]
+    assert ":".join(build.console_script()) == declared
