@@ -86,7 +86,7 @@ image-lock: install
 # Local control plane + compiled example + webhook, provider and capacity controller as local
 # processes; flips a ManualSchedule and shows `kubectl get scap` through a whole handback.
 demo: install controlplane
-	$(BIN)/python -m controllers.demo
+	$(BIN)/python -m devcluster.demo
 
 # Benchmarks (not tests): each prints its numbers; record them in bench/RESULTS.md.
 bench: bench-compile bench-check bench-webhook bench-capacity bench-providers

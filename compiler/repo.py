@@ -13,8 +13,8 @@ from typing import Any, Iterable
 
 from compiler.diagnostics import CompileError, Diagnostic, Location, field_path
 from compiler.loader import LoadedDocument, LoadResult, SourceDocument
+from api.providers import BuiltinProvider
 from compiler.spec import (
-    BuiltinProvider,
     CapacityConsumer,
     CustomProvider,
     Enforcement,

@@ -15,8 +15,8 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from compiler.specschema import SpecSchema
-from compiler.kinds.providers import (
+from api.fieldpath import capacity_path_error, drained_path_error
+from api.kinds.providers import (
     MAX_CALENDAR_DATES,
     MAX_SESSIONS,
     DateText,
@@ -24,14 +24,15 @@ from compiler.kinds.providers import (
     LateOpen,
     TradingSession,
 )
-from compiler.kinds.scheduled_capacity import (
+from api.kinds.scheduled_capacity import (
     DNS_LABEL_PATTERN,
     DNS_SUBDOMAIN_PATTERN,
     KIND_PATTERN,
     VERSION_PATTERN,
 )
-from controllers.providers.exchange import MAX_YEARS as MAX_CALENDAR_YEARS
-from policies.fieldpath import capacity_path_error, drained_path_error
+from api.providers import BuiltinProvider
+from compiler.calendars import MAX_YEARS as MAX_CALENDAR_YEARS
+from compiler.specschema import SpecSchema
 
 CONFIG_GROUP: Final = "config.5spot.finos.org"
 CONFIG_API_VERSION: Final = f"{CONFIG_GROUP}/v1alpha1"
@@ -368,12 +369,6 @@ class CapacityConsumerSpec(_Strict):
 
 
 # --- ScheduleProvider ------------------------------------------------------------------------
-
-
-class BuiltinProvider(StrEnum):
-    MANUAL = "ManualSchedule"
-    TIME_BASED = "TimeBasedSpotSchedule"
-    CAPITAL_MARKETS = "CapitalMarketsSchedule"
 
 
 class CustomProvider(_Strict):

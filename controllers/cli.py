@@ -14,11 +14,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from api.bundle import Bundle, BundleError, load_bundle
 from commandline import exitcodes
-from controllers.runtime import logs
-from controllers.runtime.bundle import BundleError, load_bundle
-from controllers.runtime.leaderelection import Timing, default_identity
-from controllers.runtime.partitions import Partitions
+from runtime import logs
+from runtime.leaderelection import Timing, default_identity
+from runtime.partitions import Partitions
 
 log = logging.getLogger("fivespot.cli")
 
@@ -69,7 +69,7 @@ def register(subparsers: Any) -> None:
     add_capacity(sub)
 
 
-def runtime_inputs(args: argparse.Namespace) -> tuple[dict[str, Any], Partitions, Timing]:
+def runtime_inputs(args: argparse.Namespace) -> tuple[Bundle, Partitions, Timing]:
     """The bundle, partitions and lease timing every controller starts from.
 
     Raises BundleError or ValueError on bad input, which the caller reports and exits 2
@@ -84,7 +84,7 @@ def runtime_inputs(args: argparse.Namespace) -> tuple[dict[str, Any], Partitions
     return bundle, partitions, timing
 
 
-def partitions_from(args: argparse.Namespace, bundle: dict[str, Any]) -> Partitions:
+def partitions_from(args: argparse.Namespace, bundle: Bundle) -> Partitions:
     partitions = Partitions.from_bundle(bundle)
     if args.partitions:
         partitions = partitions.only(p.strip() for p in args.partitions.split(",") if p.strip())
@@ -93,9 +93,9 @@ def partitions_from(args: argparse.Namespace, bundle: dict[str, Any]) -> Partiti
 
 def run_capacity(args: argparse.Namespace) -> int:
     from controllers.capacity.controller import CapacityController, Settings
-    from controllers.runtime.health import HealthServer
-    from controllers.runtime.kube import load_client
-    from controllers.runtime.signals import stop_event_on_signals
+    from runtime.health import HealthServer
+    from runtime.kube import load_client
+    from runtime.signals import stop_event_on_signals
 
     logs.configure(args.log_level)
     try:
@@ -107,7 +107,7 @@ def run_capacity(args: argparse.Namespace) -> int:
     settings = Settings(
         bundle=bundle,
         identity=args.identity or default_identity(),
-        namespace=args.lease_namespace or os.environ.get("POD_NAMESPACE") or str(bundle["namespace"]),
+        namespace=args.lease_namespace or os.environ.get("POD_NAMESPACE") or bundle.namespace,
         partitions=partitions, timing=timing, workers=args.workers, resync_s=args.resync,
         stall_after_s=args.stall_after, watch_timeout_s=args.watch_timeout,
     )

@@ -1,6 +1,8 @@
-"""The built-in policy library: every rule fivespot enforces, defined once.
+"""The built-in policy library and the engine that evaluates it, defined once.
 
-The compiler emits these rules into CRD schemas, CEL rules and admission policies; the offline
-checker and the webhook evaluate them; the controllers re-check them before every write. Keeping
-the definitions here is what lets all of those layers agree.
+`admission` holds every ValidatingAdmissionPolicy's CEL as a named constant; `cel` is the one
+CEL engine (compile, type-check, estimate cost, evaluate); `admission_eval` decides, offline,
+what the API server's admission decides for a custom resource. The compiler emits and
+pre-checks these rules, `fivespot check` and the webhook's polyfill evaluate them. (The
+field-path rule is part of the cluster API: `api.fieldpath`.)
 """

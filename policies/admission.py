@@ -3,7 +3,7 @@
 These are the ValidatingAdmissionPolicies the compiler emits (and the webhook's polyfill and the
 offline checker evaluate): what a tenant namespace may do with ScheduledCapacity. Every message
 starts with the policy name and says what to change. Per-object rules (shape, the field-path
-rule, the provider group) live in the CRD schema instead: see `compiler.kinds`.
+rule, the provider group) live in the CRD schema instead: see `api.kinds`.
 """
 
 from __future__ import annotations

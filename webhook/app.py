@@ -29,7 +29,7 @@ from flask import Flask, Response, request
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from werkzeug.exceptions import HTTPException
 
-from webhook.bundle import Bundle
+from webhook.bundle import WebhookBundle
 from webhook.connections import MAX_BODY_BYTES
 from webhook.metrics import Metrics
 from webhook.review import CHECKS, Lookups, Rejected, deny, parse_review, review
@@ -46,7 +46,7 @@ Readiness = Callable[[], list[str]]
 class Runtime:
     """Everything a view needs besides the request."""
 
-    bundle: Bundle
+    bundle: WebhookBundle
     lookups: Lookups
     metrics: Metrics
     readiness: Readiness

@@ -12,8 +12,8 @@ from typing import Any, Final
 
 from kubernetes import client
 
-from compiler.kinds import scheduled_machine as sm
-from controllers.runtime.informer import Informer
+from api.kinds import scheduled_machine as sm
+from runtime.informer import Informer
 
 BY_NAMESPACE: Final = "namespace"
 

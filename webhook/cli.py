@@ -74,8 +74,8 @@ def register(subparsers: Any) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from controllers.runtime.kube import KubeconfigError
-    from webhook.bundle import BundleError
+    from api.bundle import BundleError
+    from runtime.kube import KubeconfigError
     from webhook.certificates import CertificateError, Lifetimes
     from webhook.server import ServeOptions, serve
 

@@ -35,12 +35,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from compiler.kinds import scheduled_capacity as scap
-from compiler.kinds.scheduled_machine import governed_node
+from api.bundle import Consumer, HostGovernanceAction
+from api.kinds import scheduled_capacity as scap
+from api.kinds.scheduled_machine import governed_node
 from policies.admission_eval import NamespaceRequired, PolicySet
 from policies.admission_eval import review as evaluate_policies
 from policies.admission_eval.vap import reasons_to_code
-from webhook.bundle import Bundle, Consumer, HostGovernanceAction
+from webhook.bundle import WebhookBundle
 from webhook.ownership import ownership_changes
 
 HOST_GOVERNANCE: Final = "host-governance"
@@ -362,7 +363,7 @@ def _operation_refusal(uid: str, request: Mapping[str, Any], consumer: Consumer,
     return None
 
 
-def review_target_guard(request: Mapping[str, Any], bundle: Bundle) -> Response:
+def review_target_guard(request: Mapping[str, Any], bundle: WebhookBundle) -> Response:
     """The capacity controller's identity may change one allowlisted field, nothing else."""
     uid = str(request["uid"])
     try:
@@ -428,7 +429,7 @@ class Lookups:
     namespaces: NamespaceLookup
 
 
-def review(check: str, request: Mapping[str, Any], bundle: Bundle, lookups: Lookups) -> Response:
+def review(check: str, request: Mapping[str, Any], bundle: WebhookBundle, lookups: Lookups) -> Response:
     """Decide `request` with `check`; host governance and the polyfill always allow requests in
     the excluded namespaces."""
     uid = str(request["uid"])

@@ -40,11 +40,11 @@ from gunicorn.app.base import BaseApplication
 from kubernetes import client
 from urllib3.exceptions import HTTPError
 
-from compiler.emit.identities import WEBHOOK, WEBHOOK_CONFIGURATION, WEBHOOK_TLS_SECRET
-from controllers.runtime.informer import Informer
-from controllers.runtime.kube import load_client
+from api.identities import WEBHOOK, WEBHOOK_CONFIGURATION, WEBHOOK_TLS_SECRET
+from runtime.informer import Informer
+from runtime.kube import load_client
 from webhook.app import Runtime, create_app, utcnow
-from webhook.bundle import Bundle, load_bundle
+from webhook.bundle import WebhookBundle, load_bundle
 from webhook.caches import MachinesByNamespace, NamespaceObjects, machine_informer, namespace_informer
 from webhook.connections import AdmissionWorker, ConnectionLimits, WSGIGateway, observe_cuts
 from webhook.certificates import (
@@ -93,18 +93,18 @@ class ServeOptions:
         return ConnectionLimits.for_timeout(webhook_timeout_s)
 
 
-def _secret_namespace(options: ServeOptions, bundle: Bundle) -> str:
+def _secret_namespace(options: ServeOptions, bundle: WebhookBundle) -> str:
     return options.namespace or os.environ.get("POD_NAMESPACE") or bundle.namespace
 
 
-def _keeper(api: client.ApiClient, options: ServeOptions, bundle: Bundle) -> SecretKeeper:
+def _keeper(api: client.ApiClient, options: ServeOptions, bundle: WebhookBundle) -> SecretKeeper:
     namespace = _secret_namespace(options, bundle)
     return SecretKeeper(api, namespace, WEBHOOK_TLS_SECRET, WEBHOOK_CONFIGURATION,
                         options.lifetimes,
                         ServingNames.for_service(WEBHOOK, namespace, options.tls_sans))
 
 
-def initial_certificate(options: ServeOptions, bundle: Bundle, scratch: Path) -> tuple[Path, Path]:
+def initial_certificate(options: ServeOptions, bundle: WebhookBundle, scratch: Path) -> tuple[Path, Path]:
     """The files gunicorn starts with: the mounted pair, or the Secret's (created if need be)."""
     if options.certificate_mode == "files":
         assert options.tls_cert is not None and options.tls_key is not None
@@ -195,7 +195,7 @@ class Worker:
         return problems
 
 
-def start_worker(options: ServeOptions, bundle: Bundle, cert: Path, key: Path,
+def start_worker(options: ServeOptions, bundle: WebhookBundle, cert: Path, key: Path,
                  scratch: Path) -> tuple[Runtime, Worker]:
     api = load_client(options.kubeconfig)
     metrics = Metrics()
@@ -284,7 +284,7 @@ def _body_too_large(path: str) -> None:
         _METRICS.rejected.labels(path.rsplit("/", 1)[-1] or "none", "413").inc()
 
 
-def _webhook_factory(options: ServeOptions, bundle: Bundle, cert: Path, key: Path,
+def _webhook_factory(options: ServeOptions, bundle: WebhookBundle, cert: Path, key: Path,
                      scratch: Path) -> Callable[[], Any]:
     def factory() -> Any:
         global _METRICS

@@ -39,9 +39,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from controllers.capacity import localrun  # noqa: E402
-from controllers.runtime import kube  # noqa: E402
-from controllers.runtime.informer import Informer  # noqa: E402
+from devcluster import localrun  # noqa: E402
+from runtime import kube  # noqa: E402
+from runtime.informer import Informer  # noqa: E402
 
 NS = "agents"
 ACTIVE = 10

@@ -15,18 +15,17 @@ import hashlib
 from dataclasses import dataclass
 from typing import Final
 
-from compiler.emit.identities import (
+from api.identities import (
     BUNDLE_KEY,
     BUNDLE_MOUNT,
     CAPACITY_CONTROLLER,
-    PROVIDER_COMMANDS,
     WEBHOOK,
     WEBHOOK_PORT,
     lease_name,
-    provider_component,
 )
+from api.providers import BUILTIN_PROVIDERS, BuiltinProvider
 from compiler.repo import Repo
-from compiler.spec import BuiltinProvider, CustomProvider
+from compiler.spec import CustomProvider
 
 MAX_NAME: Final = 63
 """Label values (app.kubernetes.io/name carries the component) are limited to 63 characters."""
@@ -62,10 +61,11 @@ def capacity_controller(repo: Repo) -> Component:
 
 
 def builtin_provider(repo: Repo, kind: BuiltinProvider) -> Component:
-    name = provider_component(kind)
+    provider = BUILTIN_PROVIDERS[kind]
+    name = provider.identity
     return Component(
         name=name,
-        args=("provider", PROVIDER_COMMANDS[kind], "--bundle", BUNDLE_PATH),
+        args=("provider", provider.command, "--bundle", BUNDLE_PATH),
         replicas=repo.platform.spec.controller_replicas,
         leases=partition_leases(repo, name),
         provider_kind=kind,

@@ -13,13 +13,14 @@ from typing import Any, Final
 from pydantic import BaseModel
 
 from compiler.emit.base import CRDS, Artifact, labels
-from compiler.kinds import providers as provider_kinds
-from compiler.kinds import scheduled_capacity as scap
-from compiler.kinds import scheduled_machine as sm
-from compiler.kinds import tenant_limit
+from api.kinds import providers as provider_kinds
+from api.kinds import scheduled_capacity as scap
+from api.kinds import scheduled_machine as sm
+from api.kinds import tenant_limit
+from api.providers import BUILTIN_PROVIDERS, BuiltinProvider
 from compiler.repo import Repo
 from compiler.schema import structural_schema
-from compiler.spec import BuiltinProvider, CustomProvider
+from compiler.spec import CustomProvider
 
 CATEGORY: Final = "fivespot"
 
@@ -90,22 +91,14 @@ _PROVIDER_COLUMNS: Final = (
     _AGE,
 )
 
-_BUILTIN_SPECS: Final[dict[BuiltinProvider, tuple[str, tuple[str, ...], type[BaseModel]]]] = {
-    BuiltinProvider.MANUAL: ("manualschedules", ("ms",), provider_kinds.ManualScheduleSpec),
-    BuiltinProvider.TIME_BASED: ("timebasedspotschedules", ("tbss",),
-                                 provider_kinds.TimeBasedSpotScheduleSpec),
-    BuiltinProvider.CAPITAL_MARKETS: ("capitalmarketsschedules", ("cms",),
-                                      provider_kinds.CapitalMarketsScheduleSpec),
-}
-
-
 @functools.cache  # a constant per kind, like TENANT_LIMIT; its schema costs ~6 ms to generate
 def builtin_provider(kind: BuiltinProvider) -> KindInfo:
-    plural, short, spec_model = _BUILTIN_SPECS[kind]
+    provider = BUILTIN_PROVIDERS[kind]
     return KindInfo(
-        group=scap.PROVIDER_GROUP, version=provider_kinds.VERSION, kind=kind.value, plural=plural,
-        short_names=short, description=_doc(spec_model), spec=structural_schema(spec_model),
-        status=_PROVIDER_STATUS, columns=_PROVIDER_COLUMNS,
+        group=provider.group, version=provider.version, kind=provider.kind,
+        plural=provider.plural, short_names=provider.short_names,
+        description=_doc(provider.spec_model), spec=structural_schema(provider.spec_model),
+        status=structural_schema(provider.status_model), columns=_PROVIDER_COLUMNS,
     )
 
 

@@ -15,7 +15,7 @@ from pathlib import PurePosixPath
 from typing import Any, Final
 
 from compiler.emit.base import ADMISSION, CRDS, LAYERS, SYNC_WAVES, WORKLOADS, Artifact, metadata
-from compiler.emit.identities import WEBHOOK_CONFIGURATION
+from api.identities import WEBHOOK_CONFIGURATION
 from compiler.repo import Repo
 
 SYNC_WAVE: Final = "argocd.argoproj.io/sync-wave"

@@ -54,9 +54,9 @@ from typing import Any, Final
 from compiler.emit import crds
 from compiler.emit.base import RBAC, Artifact, labels, metadata
 from compiler.emit.components import Component, components, custom_identities
-from compiler.emit.identities import WEBHOOK_CONFIGURATION, WEBHOOK_TLS_SECRET
-from compiler.kinds import scheduled_capacity as scap
-from compiler.kinds import scheduled_machine as sm
+from api.identities import WEBHOOK_CONFIGURATION, WEBHOOK_TLS_SECRET
+from api.kinds import scheduled_capacity as scap
+from api.kinds import scheduled_machine as sm
 from compiler.repo import Repo
 from compiler.spec import CertificateMode
 

@@ -24,11 +24,11 @@ from pydantic import ValidationError
 
 from compiler.diagnostics import CompileError, Diagnostic
 from compiler.emit.base import SCHEDULES, Artifact, metadata
-from compiler.kinds.providers import CAPITAL_MARKETS_SCHEDULE, VERSION, CapitalMarketsScheduleSpec
-from compiler.kinds.scheduled_capacity import PROVIDER_GROUP
+from api.kinds.providers import VERSION, CapitalMarketsScheduleSpec
+from api.kinds.scheduled_capacity import PROVIDER_GROUP
+from api.providers import CAPITAL_MARKETS_SCHEDULE, BuiltinProvider
 from compiler.repo import CalendarDeclaration, Repo
-from compiler.spec import BuiltinProvider
-from controllers.providers.exchange import (
+from compiler.calendars import (
     CalendarBuildFailed,
     CalendarsUnavailable,
     InexpressibleCalendar,

@@ -38,7 +38,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from compiler.emit.base import ADMISSION, WORKLOADS, Artifact, metadata
-from compiler.emit.identities import (
+from api.identities import (
     CAPACITY_CONTROLLER,
     METRICS_PORT,
     WEBHOOK,
@@ -48,7 +48,7 @@ from compiler.emit.identities import (
     service_account_user,
 )
 from compiler.emit.workloads import WEBHOOK_PORT_NAME, cert_manager, selector
-from compiler.kinds import scheduled_capacity as scap
+from api.kinds import scheduled_capacity as scap
 from compiler.repo import Repo
 from compiler.spec import NetworkPeer
 

@@ -35,7 +35,7 @@ from typing import Any, Final
 from compiler.emit.base import WORKLOADS, Artifact, labels, metadata
 from compiler.emit.bundle import bundle_json
 from compiler.emit.components import Component, components, custom_identities
-from compiler.emit.identities import (
+from api.identities import (
     BUNDLE_CONFIGMAP,
     BUNDLE_MOUNT,
     METRICS_PORT,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
-from compiler.kinds.scheduled_capacity import Condition, ConditionStatus
+from api.kinds.scheduled_capacity import Condition, ConditionStatus
 
 READY: Final = "Ready"
 SPOT_SCHEDULE_RESOLVED: Final = "SpotScheduleResolved"

@@ -33,10 +33,11 @@ from typing import Any, Final
 
 from kubernetes import client
 
-from compiler.emit.identities import CAPACITY_CONTROLLER
-from compiler.kinds import scheduled_capacity as scap
-from compiler.kinds import scheduled_machine as sm
-from compiler.kinds.scheduled_capacity import (
+from api.bundle import Bundle, Consumer
+from api.identities import CAPACITY_CONTROLLER
+from api.kinds import scheduled_capacity as scap
+from api.kinds import scheduled_machine as sm
+from api.kinds.scheduled_capacity import (
     INACTIVE_VALUE,
     ConditionStatus,
     Phase,
@@ -47,7 +48,6 @@ from compiler.kinds.scheduled_capacity import (
 from controllers.capacity import conditions as cond
 from controllers.capacity.decide import Decision, Event, decide, refusal, write_failed
 from controllers.capacity.observations import (
-    AllowlistEntry,
     DecisionInput,
     InvalidSpec,
     LookupFailed,
@@ -56,7 +56,6 @@ from controllers.capacity.observations import (
     TargetFound,
     TargetNotFound,
     TargetObservation,
-    allowlist_entry,
     observe_machines,
     observe_schedule,
     observe_target,
@@ -65,15 +64,15 @@ from controllers.capacity.observations import (
 )
 from controllers.capacity.patches import status_patch, target_patch
 from controllers.capacity.watches import KindWatches
-from controllers.runtime import kube, metrics
-from controllers.runtime.cache import DELETED, MODIFIED, Obj, strip
-from controllers.runtime.clock import SYSTEM_CLOCK, Clock
-from controllers.runtime.controller import Controller, Result
-from controllers.runtime.informer import DEFAULT_STALL_AFTER_S, DEFAULT_WATCH_TIMEOUT_S, Informer
-from controllers.runtime.kube import ResolvedKind
-from controllers.runtime.leaderelection import LeaderElector, Timing, leases_for
-from controllers.runtime.partitions import Partitions
-from controllers.runtime.workqueue import WorkQueue
+from runtime import kube, metrics
+from runtime.cache import DELETED, MODIFIED, Obj, strip
+from runtime.clock import SYSTEM_CLOCK, Clock
+from runtime.controller import Controller, Result
+from runtime.informer import DEFAULT_STALL_AFTER_S, DEFAULT_WATCH_TIMEOUT_S, Informer
+from runtime.kube import ResolvedKind
+from runtime.leaderelection import LeaderElector, Timing, leases_for
+from runtime.partitions import Partitions
+from runtime.workqueue import WorkQueue
 
 log = logging.getLogger("fivespot.capacity")
 
@@ -91,7 +90,7 @@ BY_NODE: Final = "node"
 class Settings:
     """Everything the controller is configured with (the CLI fills it from flags and bundle)."""
 
-    bundle: Mapping[str, Any]
+    bundle: Bundle
     identity: str
     namespace: str
     """Install namespace: where the partition Leases live."""
@@ -158,7 +157,7 @@ def newer(a: Obj | None, b: Obj | None) -> Obj | None:
 
 
 def guard_write(
-    spec: ScheduledCapacitySpec | InvalidSpec, entry: AllowlistEntry | None, decision: Decision
+    spec: ScheduledCapacitySpec | InvalidSpec, entry: Consumer | None, decision: Decision
 ) -> str | None:
     """Why the shell must not send `decision.write`, or None. Defence in depth: `decide` already
     refused, but the write is the security-relevant act, so the bundle check is repeated here."""
@@ -184,9 +183,6 @@ class CapacityController:
         self.settings = settings
         self.clock = clock
         self.partitions = settings.partitions
-        self.consumers: list[Mapping[str, object]] = [
-            c for c in settings.bundle.get("consumers") or [] if isinstance(c, Mapping)
-        ]
         self.queue = WorkQueue("capacity")
         self.scaps = self._informer(scap.GROUP, scap.VERSION, scap.PLURAL)
         self.machines = self._informer(sm.GROUP, sm.VERSION, sm.PLURAL)
@@ -198,10 +194,10 @@ class CapacityController:
                                      retry_s=settings.resolve_retry_s, on_resolved=self._on_kind_resolved)
         self.targets = KindWatches(api_client, self._informer_for, self._on_target,
                                    retry_s=settings.resolve_retry_s, on_resolved=self._on_kind_resolved)
-        for provider in settings.bundle.get("providers") or []:
-            self.providers.want(str(provider["group"]), str(provider["kind"]))
-        for consumer in self.consumers:
-            self.targets.want(str(consumer.get("group", "")), str(consumer.get("kind", "")))
+        for provider in settings.bundle.providers:
+            self.providers.want(provider.group, provider.kind)
+        for consumer in settings.bundle.consumers:
+            self.targets.want(consumer.group, consumer.kind)
         self.elector = LeaderElector(
             api_client, settings.namespace,
             leases_for(CAPACITY_CONTROLLER, self.partitions.campaign), settings.identity,
@@ -384,7 +380,8 @@ class CapacityController:
         target: TargetObservation = TargetNotFound()
         machines: MachinesObservation = ()
         if isinstance(spec, ScheduledCapacitySpec):
-            entry = allowlist_entry(self.consumers, spec.target_ref.group, spec.target_ref.kind)
+            entry = self.settings.bundle.consumer_of_kind(spec.target_ref.group,
+                                                          spec.target_ref.kind)
             if refusal(spec, entry) is None:
                 schedule = self._observe_schedule(spec, namespace)
                 target = self._observe_target(spec, namespace, fresh=False)
@@ -420,7 +417,7 @@ class CapacityController:
 
     def _write_target(
         self, key: str, partition: str, spec: ScheduledCapacitySpec | InvalidSpec,
-        entry: AllowlistEntry | None, decision: Decision, inp: DecisionInput,
+        entry: Consumer | None, decision: Decision, inp: DecisionInput,
     ) -> Result | None:
         """Send the one merge patch; None when it landed, else what the reconcile returns."""
         assert isinstance(spec, ScheduledCapacitySpec) and decision.write is not None

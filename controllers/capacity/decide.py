@@ -10,7 +10,7 @@ state is in the status that goes in and comes out.
 Rules, in order of precedence (seed 000 and DESIGN section 4 are the authority):
 
 1. Refusal (phase Error, never a write). A spec that failed the model, a capacity path or drained
-   path that fails `policies.fieldpath`, a target kind with no allowlist entry, a path the
+   path that fails `api.fieldpath`, a target kind with no allowlist entry, a path the
    consumer does not allow, a drained path other than the consumer's, or an activeValue above the
    consumer's maximum. Checked before anything else, including the kill switch: a field the
    controller may not name cannot be written, not even with 0. The field is left as it was.
@@ -62,7 +62,9 @@ from datetime import datetime, timezone
 from enum import Enum
 from typing import Literal
 
-from compiler.kinds.scheduled_capacity import (
+from api.bundle import Consumer
+from api.fieldpath import capacity_path_error, drained_path_error
+from api.kinds.scheduled_capacity import (
     INACTIVE_VALUE,
     Condition,
     ConditionStatus,
@@ -76,7 +78,6 @@ from controllers.capacity import conditions as cond
 from controllers.capacity.conditions import Observation, Reason
 from controllers.capacity.observations import (
     ABSENT,
-    AllowlistEntry,
     DecisionInput,
     InvalidSpec,
     LookupFailed,
@@ -89,7 +90,6 @@ from controllers.capacity.observations import (
     as_count,
 )
 from controllers.capacity.patches import status_patch, target_patch
-from policies.fieldpath import capacity_path_error, drained_path_error
 
 __all__ = [
     "Decision",
@@ -254,7 +254,7 @@ def write_failed(inp: DecisionInput, decision: Decision, error: str) -> Schedule
 # --- refusal -----------------------------------------------------------------------------------
 
 
-def refusal(spec: ScheduledCapacitySpec | InvalidSpec, entry: AllowlistEntry | None) -> Refusal | None:
+def refusal(spec: ScheduledCapacitySpec | InvalidSpec, entry: Consumer | None) -> Refusal | None:
     """Why this spec may not be acted on with this allowlist entry, or None when it may.
 
     Re-checks the field-path rule itself rather than trusting the model, because the spec may

@@ -19,9 +19,10 @@ from typing import Final
 
 from pydantic import ValidationError
 
-from compiler.kinds.scheduled_capacity import ScheduledCapacitySpec, ScheduledCapacityStatus
-from compiler.kinds.scheduled_machine import governed_node
-from policies.fieldpath import capacity_path_error, drained_path_error, split_path
+from api.bundle import Consumer
+from api.kinds.scheduled_capacity import ScheduledCapacitySpec, ScheduledCapacityStatus
+from api.kinds.scheduled_machine import governed_node
+from api.fieldpath import capacity_path_error, drained_path_error, split_path
 
 
 class Absent(Enum):
@@ -96,52 +97,6 @@ MachinesObservation = tuple[MachineNode, ...] | LookupFailed
 
 
 @dataclass(frozen=True)
-class AllowlistEntry:
-    """The compiled bundle's entry for one CapacityConsumer: what the controller may write."""
-
-    group: str
-    kind: str
-    resource: str
-    capacity_paths: frozenset[str]
-    drained_path: str | None
-    max_active_value: int
-
-
-def allowlist_entry(
-    consumers: Iterable[Mapping[str, object]], group: str, kind: str
-) -> AllowlistEntry | None:
-    """The compiled bundle's `consumers` entry for a target's group and kind, or None.
-
-    The compiler refuses two consumers for one group and kind, so the first match is the only one.
-    An entry that does not have the bundle's shape is treated as absent, which refuses the write.
-    """
-    for consumer in consumers:
-        if consumer.get("group") != group or consumer.get("kind") != kind:
-            continue
-        paths = consumer.get("capacityPaths")
-        drained = consumer.get("drainedPath")
-        ceiling = as_count(consumer.get("maxActiveValue"))
-        resource = consumer.get("resource")
-        if (
-            not isinstance(paths, list)
-            or not all(isinstance(p, str) for p in paths)
-            or not (drained is None or isinstance(drained, str))
-            or ceiling is None
-            or not isinstance(resource, str)
-        ):
-            return None
-        return AllowlistEntry(
-            group=group,
-            kind=kind,
-            resource=resource,
-            capacity_paths=frozenset(paths),
-            drained_path=drained,
-            max_active_value=ceiling,
-        )
-    return None
-
-
-@dataclass(frozen=True)
 class InvalidSpec:
     """A spec that failed the model (an older CRD admitted it); `errors` are human-readable."""
 
@@ -160,7 +115,8 @@ class DecisionInput:
     schedule: ScheduleObservation
     target: TargetObservation
     machines: MachinesObservation
-    allowlist: AllowlistEntry | None
+    allowlist: Consumer | None
+    """The compiled bundle's entry for the target's kind: what the controller may write."""
     prior: ScheduledCapacityStatus | None
     now: datetime
 

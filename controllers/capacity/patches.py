@@ -14,8 +14,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from compiler.kinds.scheduled_capacity import ScheduledCapacityStatus
-from policies.fieldpath import capacity_path_error, split_path
+from api.kinds.scheduled_capacity import ScheduledCapacityStatus
+from api.fieldpath import capacity_path_error, split_path
 
 
 def target_patch(path: str, value: int) -> dict[str, Any]:

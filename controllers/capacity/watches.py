@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 from kubernetes import client
 
-from controllers.runtime import kube
-from controllers.runtime.informer import EventHandler, Informer
-from controllers.runtime.kube import ResolvedKind
+from runtime import kube
+from runtime.informer import EventHandler, Informer
+from runtime.kube import ResolvedKind
 
 log = logging.getLogger("fivespot.capacity.watches")
 

@@ -18,7 +18,7 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any, Final
 
-from compiler.kinds.providers import CapitalMarketsScheduleSpec
+from api.kinds.providers import CapitalMarketsScheduleSpec
 from controllers.providers import intervals
 from controllers.providers.status import Decision, evaluate_spec
 

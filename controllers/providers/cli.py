@@ -43,12 +43,12 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """The process: check the inputs, start, wait for SIGTERM, stop cleanly."""
+    from api.bundle import BundleError
     from controllers.providers.controller import PROVIDER_TYPES, ProviderController, bundle_lists
-    from controllers.runtime import kube, logs
-    from controllers.runtime.bundle import BundleError
-    from controllers.runtime.health import HealthServer
-    from controllers.runtime.leaderelection import default_identity
-    from controllers.runtime.signals import stop_event_on_signals
+    from runtime import kube, logs
+    from runtime.health import HealthServer
+    from runtime.leaderelection import default_identity
+    from runtime.signals import stop_event_on_signals
 
     logs.configure(args.log_level)
     provider = PROVIDER_TYPES[args.name]
@@ -66,8 +66,7 @@ def run(args: argparse.Namespace) -> int:
 
     stop = stop_event_on_signals(threading.Event())
     identity = args.identity or default_identity()
-    lease_namespace = (args.lease_namespace or os.environ.get("POD_NAMESPACE")
-                       or str(bundle["namespace"]))
+    lease_namespace = args.lease_namespace or os.environ.get("POD_NAMESPACE") or bundle.namespace
     controller = ProviderController(
         api, provider, partitions,
         lease_namespace=lease_namespace, identity=identity, workers=args.workers,

@@ -21,34 +21,26 @@ import logging
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from kubernetes import client
 
-from compiler.emit.identities import PROVIDER_COMMANDS, provider_component
-from compiler.kinds.providers import (
-    CAPITAL_MARKETS_SCHEDULE,
-    MANUAL_SCHEDULE,
-    TIME_BASED_SPOT_SCHEDULE,
-    VERSION,
-    ProviderKind,
-)
-from compiler.kinds.scheduled_capacity import PROVIDER_GROUP
-from compiler.spec import BuiltinProvider
+from api.bundle import Bundle
+from api.providers import BUILTIN_PROVIDERS, BuiltinProvider, ProviderKind
 from controllers.providers import capital_markets, manual, time_based
 from controllers.providers.reconcile import Evaluate, plan, requeue_delay
-from controllers.runtime import kube, metrics
-from controllers.runtime.cache import DELETED, Obj
-from controllers.runtime.clock import SYSTEM_CLOCK, Clock
-from controllers.runtime.controller import Controller, Result
-from controllers.runtime.informer import (
+from runtime import kube, metrics
+from runtime.cache import DELETED, Obj
+from runtime.clock import SYSTEM_CLOCK, Clock
+from runtime.controller import Controller, Result
+from runtime.informer import (
     DEFAULT_STALL_AFTER_S,
     DEFAULT_WATCH_TIMEOUT_S,
     Informer,
 )
-from controllers.runtime.leaderelection import LeaderElector, Timing, leases_for
-from controllers.runtime.partitions import Partitions
-from controllers.runtime.workqueue import WorkQueue
+from runtime.leaderelection import LeaderElector, Timing, leases_for
+from runtime.partitions import Partitions
+from runtime.workqueue import WorkQueue
 
 log = logging.getLogger("fivespot.provider")
 
@@ -64,41 +56,37 @@ second each time."""
 
 @dataclass(frozen=True)
 class ProviderType:
-    """A built-in provider: its command name, its kind, and its pure decision."""
+    """A built-in provider: its kind (from the registry, `api.providers`) and its pure decision."""
 
-    builtin: BuiltinProvider
     kind: ProviderKind
     evaluate: Evaluate
 
     @property
     def command(self) -> str:
-        return PROVIDER_COMMANDS[self.builtin]
+        return self.kind.command
 
     @property
     def component(self) -> str:
         """Deployment, ServiceAccount and lease-name prefix (`fivespot-provider-<command>`)."""
-        return provider_component(self.builtin)
+        return self.kind.identity
 
+
+EVALUATORS: Final[Mapping[BuiltinProvider, Evaluate]] = {
+    BuiltinProvider.MANUAL: manual.evaluate,
+    BuiltinProvider.TIME_BASED: time_based.evaluate,
+    BuiltinProvider.CAPITAL_MARKETS: capital_markets.evaluate,
+}
+"""The decision of each built-in provider kind."""
 
 PROVIDER_TYPES: Final = {
-    t.command: t
-    for t in (
-        ProviderType(BuiltinProvider.MANUAL, MANUAL_SCHEDULE, manual.evaluate),
-        ProviderType(BuiltinProvider.TIME_BASED, TIME_BASED_SPOT_SCHEDULE, time_based.evaluate),
-        ProviderType(BuiltinProvider.CAPITAL_MARKETS, CAPITAL_MARKETS_SCHEDULE,
-                     capital_markets.evaluate),
-    )
+    kind.command: ProviderType(kind, EVALUATORS[kind.builtin]) for kind in BUILTIN_PROVIDERS.values()
 }
 """By command name: manual, time-based, capital-markets."""
 
 
-def bundle_lists(bundle: Mapping[str, Any], provider: ProviderType) -> bool:
+def bundle_lists(bundle: Bundle, provider: ProviderType) -> bool:
     """Whether the compiled bundle installs this provider's kind (its CRD and RBAC exist)."""
-    return any(
-        isinstance(p, Mapping) and p.get("group") == PROVIDER_GROUP
-        and p.get("kind") == provider.kind.kind
-        for p in bundle.get("providers") or []
-    )
+    return bundle.installs_provider(provider.kind.group, provider.kind.kind)
 
 
 class ProviderController:
@@ -125,7 +113,7 @@ class ProviderController:
         self.name = provider.component
         self._clock = clock
         self._plural = provider.kind.plural
-        self.informer = Informer(api_client, PROVIDER_GROUP, VERSION, self._plural,
+        self.informer = Informer(api_client, provider.kind.group, provider.kind.version, self._plural,
                                  resync_s=resync_s, stall_after_s=stall_after_s,
                                  watch_timeout_s=watch_timeout_s, clock=clock)
         self.queue = WorkQueue(self.name, clock=clock)
@@ -206,8 +194,8 @@ class ProviderController:
         if decided.patch is not None:
             if not self.elector.is_leading(partition):
                 return None
-            path = kube.resource_path(PROVIDER_GROUP, VERSION, self._plural, namespace, name,
-                                      "status")
+            path = kube.resource_path(self.provider.kind.group, self.provider.kind.version,
+                                      self._plural, namespace, name, "status")
             try:
                 kube.merge_patch(self.api_client, path, decided.patch, field_manager=self.name)
             except kube.ApiError as error:

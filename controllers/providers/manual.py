@@ -11,7 +11,7 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any, Final
 
-from compiler.kinds.providers import ManualScheduleSpec
+from api.kinds.providers import ManualScheduleSpec
 from controllers.providers.status import Decision, evaluate_spec
 
 REASON_RECONCILED: Final = "Reconciled"

@@ -21,7 +21,7 @@ from typing import Any, Final, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from compiler.kinds.providers import Condition, ProviderStatus
+from api.kinds.providers import Condition, ProviderStatus
 from controllers.providers.intervals import require_aware
 
 READY: Final = "Ready"

@@ -17,7 +17,7 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any, Final
 
-from compiler.kinds.providers import (
+from api.kinds.providers import (
     TimeBasedSpotScheduleSpec,
     hour_ranges,
     parse_days,

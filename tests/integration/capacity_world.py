@@ -15,8 +15,8 @@ from typing import Any, TypeVar
 
 from kubernetes import client
 
-from controllers.capacity import localrun
-from controllers.runtime import kube
+from devcluster import localrun
+from runtime import kube
 
 T = TypeVar("T")
 NS = "agents"

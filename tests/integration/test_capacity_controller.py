@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from controllers.capacity import localrun
+from devcluster import localrun
 from tests.integration.capacity_world import (
     MANUAL,
     ControllerProcess,
@@ -21,7 +21,7 @@ from tests.integration.capacity_world import (
     path,
     unique,
 )
-from controllers.runtime import kube
+from runtime import kube
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from kubernetes import client
 
-from controllers.capacity import localrun
+from devcluster import localrun
 from tests.integration.capacity_world import ControllerProcess, World, eventually, unique
 
 LEASE_DURATION_S = 4.0

@@ -17,8 +17,8 @@ import yaml
 
 from compiler.output import write_tree
 from compiler.pipeline import compile_repo
-from controllers.capacity import localrun
-from controllers.runtime import kube
+from devcluster import localrun
+from runtime import kube
 from devcluster.build import cached_binaries, ensure_binaries
 from devcluster.clients import admin_client
 from devcluster.controlplane import ControlPlane

@@ -24,7 +24,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from compiler.kinds.providers import (
+from api.kinds.providers import (
     CapitalMarketsScheduleSpec,
     DAYS_MESSAGE,
     HOURS_MESSAGE,
@@ -36,9 +36,10 @@ from compiler.pipeline import compile_repo
 from controllers.providers import capital_markets
 from controllers.providers.controller import PROVIDER_TYPES, ProviderController
 from controllers.providers.status import rfc3339
-from controllers.runtime.clock import SYSTEM_CLOCK, Clock
-from controllers.runtime.leaderelection import Timing
-from controllers.runtime.partitions import Partitions
+from runtime.clock import SYSTEM_CLOCK, Clock
+from runtime.leaderelection import Timing
+from api.bundle import parse_bundle
+from runtime.partitions import Partitions
 from devcluster.clients import client_as_service_account, service_account_kubeconfig
 from devcluster.kubectl import install, kubectl
 
@@ -89,7 +90,7 @@ def run_provider(installed: Path, kubeconfig: Path) -> Iterator[RunProvider]:
         provider = PROVIDER_TYPES[command]
         api = client_as_service_account(kubeconfig, INSTALL_NS, provider.component, create=False)
         controller = ProviderController(
-            api, provider, Partitions.from_bundle(bundle), lease_namespace=INSTALL_NS,
+            api, provider, Partitions.from_bundle(parse_bundle(bundle)), lease_namespace=INSTALL_NS,
             identity=f"test-{command}-{os.getpid()}", workers=2, timing=FAST_LEASES, clock=clock)
         stop = threading.Event()
         started.append((controller, stop))
@@ -374,7 +375,7 @@ def test_a_status_computed_from_a_stale_object_is_refused_not_written(
 ) -> None:
     from controllers.providers import manual
     from controllers.providers.reconcile import plan
-    from controllers.runtime import kube
+    from runtime import kube
 
     stale = _create(admin, namespace, "manualschedules", "ManualSchedule", "raced", {"enabled": True})
     _patch_spec(admin, namespace, "manualschedules", "raced", {"enabled": False})

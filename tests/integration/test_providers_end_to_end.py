@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from controllers.capacity import localrun
-from controllers.runtime import kube
+from devcluster import localrun
+from runtime import kube
 from devcluster.clients import service_account_kubeconfig
 from tests.integration.capacity_world import MANUAL, ControllerProcess, World, eventually, path, unique
 

@@ -20,11 +20,11 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from api.providers import BuiltinProvider
 from compiler.emit import rbac, webhook, workloads
 from compiler.output import to_yaml
 from compiler.repo import Repo
 from compiler.spec import (
-    BuiltinProvider,
     CapacityConsumer,
     CustomProvider,
     Platform,

@@ -6,14 +6,17 @@ earlier events, so a row starts from a status the controller would really have w
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from compiler.kinds.scheduled_capacity import (
+from api.bundle import Bundle, BundleError, Consumer, parse_bundle
+from api.kinds.scheduled_capacity import (
     Capacity,
     ConditionStatus,
     Phase,
@@ -32,7 +35,6 @@ from controllers.capacity.conditions import (
 from controllers.capacity.decide import Decision, decide, status_patch, target_patch, write_failed
 from controllers.capacity.observations import (
     ABSENT,
-    AllowlistEntry,
     DecisionInput,
     LookupFailed,
     MachineNode,
@@ -44,7 +46,6 @@ from controllers.capacity.observations import (
     TargetObservation,
     Unresolved,
     UnresolvedReason,
-    allowlist_entry,
     observe_machines,
     observe_schedule,
     observe_target,
@@ -52,14 +53,17 @@ from controllers.capacity.observations import (
     parse_status,
 )
 
+GOLDEN_BUNDLE = Path(__file__).parent / "golden" / "agent-sandbox" / "bundle.json"
 NOW = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 TIMEOUT = timedelta(minutes=15)
 ACTIVE_VALUE = 10
-ENTRY = AllowlistEntry(
+ENTRY = Consumer(
+    name="agents",
     group="pools.example.com",
+    version="v1",
     kind="Pool",
     resource="pools",
-    capacity_paths=frozenset({"spec.warmReplicas", "spec.pool.size"}),
+    capacity_paths=("spec.warmReplicas", "spec.pool.size"),
     drained_path="status.inUse",
     max_active_value=16,
 )
@@ -91,7 +95,7 @@ def given(
     schedule: ScheduleObservation = Resolved(True),
     target: TargetObservation = TargetFound(0, 0),
     machines: MachinesObservation = (),
-    allowlist: AllowlistEntry | None = ENTRY,
+    allowlist: Consumer | None = ENTRY,
     prior: ScheduledCapacityStatus | None = None,
     now: datetime = NOW,
     generation: int = 1,
@@ -542,7 +546,7 @@ TABLE = [
     ),
     Row(
         "an allowlist entry for another kind does not allow this target",
-        lambda: given(allowlist=replace(ENTRY, kind="OtherPool")),
+        lambda: given(allowlist=ENTRY.model_copy(update={"kind": "OtherPool"})),
         None,
         Phase.ERROR,
         {READY: (F, "TargetNotAllowlisted")},
@@ -570,7 +574,7 @@ TABLE = [
     ),
     Row(
         "a handback on a consumer without a drain counter is refused",
-        lambda: given(allowlist=replace(ENTRY, drained_path=None)),
+        lambda: given(allowlist=ENTRY.model_copy(update={"drained_path": None})),
         None,
         Phase.ERROR,
         {READY: (F, "DrainedPathNotAllowlisted")},
@@ -893,13 +897,21 @@ BUNDLE_CONSUMERS: list[dict[str, Any]] = [
 ]
 
 
+def bundle_with(consumers: list[dict[str, Any]]) -> Bundle:
+    data = json.loads(GOLDEN_BUNDLE.read_text())
+    data["consumers"] = consumers
+    return parse_bundle(data)
+
+
 def test_allowlist_entry_finds_the_bundle_consumer_by_group_and_kind() -> None:
-    assert allowlist_entry(BUNDLE_CONSUMERS, "pools.example.com", "Pool") == ENTRY
-    assert allowlist_entry(BUNDLE_CONSUMERS, "apps", "Deployment") == AllowlistEntry(
-        "apps", "Deployment", "deployments", frozenset({"spec.replicas"}), None, 3
+    bundle = bundle_with(BUNDLE_CONSUMERS)
+    assert bundle.consumer_of_kind("pools.example.com", "Pool") == ENTRY
+    assert bundle.consumer_of_kind("apps", "Deployment") == Consumer(
+        name="other", group="apps", version="v1", kind="Deployment", resource="deployments",
+        capacity_paths=("spec.replicas",), drained_path=None, max_active_value=3,
     )
-    assert allowlist_entry(BUNDLE_CONSUMERS, "pools.example.com", "Deployment") is None
-    assert allowlist_entry(BUNDLE_CONSUMERS, "", "Pool") is None
+    assert bundle.consumer_of_kind("pools.example.com", "Deployment") is None
+    assert bundle.consumer_of_kind("", "Pool") is None
 
 
 @pytest.mark.parametrize(
@@ -908,8 +920,9 @@ def test_allowlist_entry_finds_the_bundle_consumer_by_group_and_kind() -> None:
     ids=["paths-not-a-list", "ceiling-not-a-number", "drained-not-a-string", "resource-missing"],
 )
 def test_a_malformed_bundle_entry_allows_nothing(broken: dict[str, Any]) -> None:
-    consumers = [{**BUNDLE_CONSUMERS[1], **broken}]
-    assert allowlist_entry(consumers, "pools.example.com", "Pool") is None
+    # The bundle is refused whole (the process does not start), so the entry allows nothing.
+    with pytest.raises(BundleError):
+        bundle_with([{**BUNDLE_CONSUMERS[1], **broken}])
 
 
 def test_a_failed_write_changes_only_capacity_written_and_repeats_without_a_patch() -> None:

@@ -1,5 +1,5 @@
 """The ScheduledCapacity and ScheduledMachine models: their rules agree with the field-path rule
-of `policies.fieldpath` and with the CEL the API server will run, and their schemas carry what
+of `api.fieldpath` and with the CEL the API server will run, and their schemas carry what
 the CRD emitter needs (descriptions, bounds, camelCase names, CEL rules that compile).
 """
 
@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
-from compiler.kinds.scheduled_capacity import (
+from api.kinds.scheduled_capacity import (
     CAPACITY_PATH_CEL,
     DRAINED_PATH_CEL,
     HANDBACK_TIMEOUT_CEL,
@@ -31,13 +31,13 @@ from compiler.kinds.scheduled_capacity import (
     cel_string,
     parse_duration,
 )
-from compiler.kinds.scheduled_machine import (
+from api.kinds.scheduled_machine import (
     ScheduledMachineSpec,
     ScheduledMachineStatus,
     governed_node,
 )
 from policies.cel.engine import CRD_VARIABLES, CelEvaluationError, compile_expression
-from policies.fieldpath import (
+from api.fieldpath import (
     CAPACITY_PATH_MESSAGE,
     CAPACITY_PATH_PATTERN,
     DRAINED_PATH_MESSAGE,

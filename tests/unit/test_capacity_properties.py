@@ -17,7 +17,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compiler.kinds.scheduled_capacity import (
+from api.bundle import Consumer
+from api.kinds.scheduled_capacity import (
     ConditionStatus,
     Phase,
     ScheduledCapacitySpec,
@@ -27,7 +28,6 @@ from controllers.capacity.conditions import READY
 from controllers.capacity.decide import Decision, decide, status_patch
 from controllers.capacity.observations import (
     ABSENT,
-    AllowlistEntry,
     DecisionInput,
     LookupFailed,
     MachineNode,
@@ -41,15 +41,17 @@ from controllers.capacity.observations import (
     UnresolvedReason,
     parse_spec,
 )
-from policies.fieldpath import capacity_path_error
+from api.fieldpath import capacity_path_error
 
 NOW = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 NODES = ("worker-1", "worker-3", "worker-5")
-ENTRY = AllowlistEntry(
+ENTRY = Consumer(
+    name="agents",
     group="pools.example.com",
+    version="v1",
     kind="Pool",
     resource="pools",
-    capacity_paths=frozenset({"spec.warmReplicas", "spec.pool.size"}),
+    capacity_paths=("spec.warmReplicas", "spec.pool.size"),
     drained_path="status.inUse",
     max_active_value=16,
 )
@@ -127,12 +129,12 @@ MACHINES: tuple[MachinesObservation, ...] = (
     *(tuple(m for m, keep in zip(_ON, mask) if keep) for mask in product((False, True), repeat=4)),
     LookupFailed("list timeout"),
 )
-ALLOWLISTS: tuple[AllowlistEntry | None, ...] = (
+ALLOWLISTS: tuple[Consumer | None, ...] = (
     *(ENTRY,) * 12,
     None,
-    replace(ENTRY, max_active_value=5),
-    replace(ENTRY, drained_path=None),
-    replace(ENTRY, kind="OtherPool"),
+    ENTRY.model_copy(update={"max_active_value": 5}),
+    ENTRY.model_copy(update={"drained_path": None}),
+    ENTRY.model_copy(update={"kind": "OtherPool"}),
 )
 
 # Built once: a strategy computes its label by hashing every element, which for frozen models is

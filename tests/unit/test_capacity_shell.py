@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from compiler.kinds.scheduled_capacity import ScheduledCapacityStatus
+from api.bundle import Consumer
+from api.kinds.scheduled_capacity import ScheduledCapacityStatus
 from controllers.capacity.controller import (
     BY_NODE,
     BY_SCHEDULE,
@@ -21,12 +22,12 @@ from controllers.capacity.controller import (
     scap_references,
 )
 from controllers.capacity.decide import Decision
-from controllers.capacity.observations import AllowlistEntry, parse_spec
+from controllers.capacity.observations import parse_spec
 from controllers.cli import register
 
-ENTRY = AllowlistEntry(group="pools.example.com", kind="Pool", resource="pools",
-                       capacity_paths=frozenset({"spec.warmReplicas"}), drained_path="status.inUse",
-                       max_active_value=16)
+ENTRY = Consumer(name="pools", group="pools.example.com", version="v1", kind="Pool",
+                 resource="pools", capacity_paths=("spec.warmReplicas",), drained_path="status.inUse",
+                 max_active_value=16)
 
 
 def scap(**spec: Any) -> dict[str, Any]:
@@ -83,9 +84,9 @@ def test_the_write_guard_allows_only_an_allowlisted_path_and_zero_or_the_active_
     assert guard_write(spec, ENTRY, decision(None)) is None
     assert "neither 0 nor" in str(guard_write(spec, ENTRY, decision(7)))
     assert "not spec.capacity.path" in str(guard_write(spec, ENTRY, decision(10, "spec.other")))
-    other_consumer = AllowlistEntry(group="pools.example.com", kind="Pool", resource="pools",
-                                    capacity_paths=frozenset({"spec.size"}), drained_path=None,
-                                    max_active_value=16)
+    other_consumer = Consumer(name="pools", group="pools.example.com", version="v1", kind="Pool",
+                              resource="pools", capacity_paths=("spec.size",), drained_path=None,
+                              max_active_value=16)
     assert "not a capacity path" in str(guard_write(spec, other_consumer, decision(10)))
     assert "no CapacityConsumer" in str(guard_write(spec, None, decision(0)))
 

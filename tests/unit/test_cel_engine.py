@@ -23,7 +23,7 @@ from policies.cel import (
     CelEvaluationError,
     compile_expression,
 )
-from policies.fieldpath import CAPACITY_PATH_PATTERN, capacity_path_error
+from api.fieldpath import CAPACITY_PATH_PATTERN, capacity_path_error
 
 SELF = ["self"]
 

@@ -18,9 +18,10 @@ import pytest
 from compiler.diagnostics import CompileError
 from compiler.emit.base import LAYERS, SCHEDULES, SYNC_WAVES, WORKLOADS
 from compiler.emit.schedules import EXCHANGE_ANNOTATION, YEARS_ANNOTATION
-from compiler.kinds.providers import CapitalMarketsScheduleSpec
+from api.kinds.providers import CapitalMarketsScheduleSpec
 from compiler.pipeline import compile_repo
-from controllers.providers import capital_markets, exchange
+from compiler import calendars as exchange
+from controllers.providers import capital_markets
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "agent-sandbox" / "config"

@@ -8,9 +8,10 @@ import pytest
 
 from compiler.emit import rbac, workloads
 from compiler.emit.base import RBAC, Artifact
-from compiler.emit.identities import lease_name
+from api.identities import lease_name
 from compiler.repo import Repo
-from compiler.spec import BuiltinProvider, CapacityConsumer, CustomProvider, Platform, TenantPolicy
+from api.providers import BuiltinProvider
+from compiler.spec import CapacityConsumer, CustomProvider, Platform, TenantPolicy
 
 API = "config.5spot.finos.org/v1alpha1"
 NS = "fivespot-test"

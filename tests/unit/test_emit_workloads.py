@@ -14,7 +14,8 @@ from compiler.emit.base import WORKLOADS
 from compiler.emit.bundle import bundle_json
 from compiler.loader import load_repo
 from compiler.repo import Repo, assemble
-from compiler.spec import BuiltinProvider, CapacityConsumer, CustomProvider, Platform
+from api.providers import BuiltinProvider
+from compiler.spec import CapacityConsumer, CustomProvider, Platform
 
 API = "config.5spot.finos.org/v1alpha1"
 NS = "fivespot-test"

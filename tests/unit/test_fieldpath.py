@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from policies.fieldpath import capacity_path_error, drained_path_error
+from api.fieldpath import capacity_path_error, drained_path_error
 
 
 @pytest.mark.parametrize(

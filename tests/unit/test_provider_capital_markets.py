@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from compiler.kinds.providers import (
+from api.kinds.providers import (
     CLOCK_RULE,
     CLOSE_CLOCK_RULE,
     DATE_PATTERN,

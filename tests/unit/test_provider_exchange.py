@@ -8,9 +8,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from compiler.kinds.providers import CapitalMarketsScheduleSpec
+from api.kinds.providers import CapitalMarketsScheduleSpec
 from controllers.providers import capital_markets as cm
-from controllers.providers.exchange import (
+from compiler.calendars import (
     CalendarsUnavailable,
     ExchangeCalendar,
     ExchangeSession,

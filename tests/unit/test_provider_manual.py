@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from compiler.kinds.providers import ManualScheduleSpec
+from api.kinds.providers import ManualScheduleSpec
 from controllers.providers import manual
 
 NOW = dt.datetime(2026, 11, 30, 12, 0, 0, 123456, tzinfo=dt.timezone.utc)

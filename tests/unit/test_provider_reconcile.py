@@ -4,7 +4,6 @@ and how long until the next boundary; and the command's refusals before anything
 from __future__ import annotations
 
 import datetime as dt
-import json
 from pathlib import Path
 from typing import Any
 
@@ -95,17 +94,18 @@ def test_a_boundary_already_past_is_due_at_once() -> None:
 def test_the_example_bundle_installs_all_three_providers_and_nothing_else_is_assumed() -> None:
     compiled = bundle(load(ROOT / "examples" / "agent-sandbox" / "config"))
     assert all(bundle_lists(compiled, p) for p in PROVIDER_TYPES.values())
-    only_manual = {**compiled, "providers": [p for p in compiled["providers"]
-                                              if p["kind"] == "ManualSchedule"]}
+    only_manual = compiled.model_copy(update={"providers": tuple(
+        p for p in compiled.providers if p.kind == "ManualSchedule")})
     assert [bundle_lists(only_manual, PROVIDER_TYPES[c]) for c in sorted(PROVIDER_TYPES)] == \
         [False, True, False]
 
 
 def test_the_command_refuses_a_provider_the_bundle_does_not_install(tmp_path: Path) -> None:
     compiled = bundle(load(ROOT / "examples" / "agent-sandbox" / "config"))
-    compiled["providers"] = [p for p in compiled["providers"] if p["kind"] == "ManualSchedule"]
+    compiled = compiled.model_copy(update={"providers": tuple(
+        p for p in compiled.providers if p.kind == "ManualSchedule")})
     path = tmp_path / "bundle.json"
-    path.write_text(json.dumps(compiled))
+    path.write_text(compiled.to_json())
     assert main(["time-based", "--bundle", str(path), "--kubeconfig", "/nonexistent"]) == 2
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from compiler.kinds.providers import Condition, ProviderStatus
+from api.kinds.providers import Condition, ProviderStatus
 from controllers.providers import capital_markets, time_based
 from controllers.providers.status import (
     MAX_MESSAGE_LENGTH,

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from compiler.kinds.providers import (
+from api.kinds.providers import (
     DAYS_RULE,
     HOURS_RULE,
     TIMEZONE_RULE,

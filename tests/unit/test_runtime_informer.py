@@ -6,8 +6,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from controllers.runtime.cache import ADDED, DELETED, MODIFIED, Cache
-from controllers.runtime.informer import (
+from runtime.cache import ADDED, DELETED, MODIFIED, Cache
+from runtime.informer import (
     handle_watch_event,
     is_stalled,
     iter_lines,

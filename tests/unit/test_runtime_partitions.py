@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
 import pytest
 
-from controllers.runtime.partitions import Partitions
+from api.bundle import Bundle, parse_bundle
+from runtime.partitions import Partitions
 
-BUNDLE = {"partitions": [{"name": "agents", "namespaces": ["agents", "agents-2"]},
-                         {"name": "default", "namespaces": []}]}
+GOLDEN_BUNDLE = Path(__file__).parent / "golden" / "agent-sandbox" / "bundle.json"
+
+
+def bundle_with(partitions: list[dict[str, Any]]) -> Bundle:
+    data = json.loads(GOLDEN_BUNDLE.read_text())
+    data["partitions"] = partitions
+    return parse_bundle(data)
+
+
+BUNDLE = bundle_with([{"name": "agents", "namespaces": ["agents", "agents-2"]},
+                      {"name": "default", "namespaces": []}])
 
 
 def test_a_listed_namespace_belongs_to_its_partition_and_any_other_to_default() -> None:
@@ -25,7 +39,7 @@ def test_without_a_default_partition_an_unlisted_namespace_has_no_owner() -> Non
 
 
 def test_a_bundle_without_partitions_has_a_default_that_takes_everything() -> None:
-    partitions = Partitions.from_bundle({})
+    partitions = Partitions.from_bundle(bundle_with([]))
     assert partitions.names == ("default",)
     assert partitions.of("anything") == "default"
 

@@ -9,8 +9,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from controllers.runtime.controller import Controller, Result
-from controllers.runtime.workqueue import ExponentialBackoff, WorkQueue
+from runtime.controller import Controller, Result
+from runtime.workqueue import ExponentialBackoff, WorkQueue
 
 
 class FakeClock:

@@ -12,16 +12,24 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from webhook.app import MAX_BODY_BYTES, Runtime, create_app
-from webhook.bundle import parse_bundle
 from webhook.metrics import Metrics
 from webhook.review import Lookups
-from tests.unit.test_webhook_review import CAPACITY, MACHINES, bundle_data, guard, pool, request, scap
+from tests.unit.test_webhook_review import (
+    CAPACITY,
+    MACHINES,
+    bundle_data,
+    guard,
+    parse_webhook_bundle,
+    pool,
+    request,
+    scap,
+)
 
 PROBLEMS: list[str] = []
 
 
 def make_runtime() -> Runtime:
-    return Runtime(parse_bundle(bundle_data(polyfill=True)), Lookups(MACHINES, lambda n: None),
+    return Runtime(parse_webhook_bundle(bundle_data(polyfill=True)), Lookups(MACHINES, lambda n: None),
                    Metrics(), lambda: list(PROBLEMS))
 
 

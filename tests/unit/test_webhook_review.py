@@ -12,7 +12,9 @@ import pytest
 
 from policies.admission_eval import PolicySet
 from policies.admission_eval import review as evaluate
-from webhook.bundle import Bundle, BundleError, parse_bundle
+from api.bundle import BundleError
+from api.bundle import parse_bundle as parse_api_bundle
+from webhook.bundle import WebhookBundle, prepare
 from webhook.review import (
     HOST_GOVERNANCE,
     TARGET_GUARD,
@@ -37,9 +39,13 @@ def bundle_data(**webhook: Any) -> dict[str, Any]:
     return data
 
 
+def parse_webhook_bundle(data: Any) -> WebhookBundle:
+    return prepare(parse_api_bundle(data))
+
+
 @pytest.fixture(scope="module")
-def bundle() -> Bundle:
-    return parse_bundle(bundle_data(polyfill=True))
+def bundle() -> WebhookBundle:
+    return parse_webhook_bundle(bundle_data(polyfill=True))
 
 
 def scap(name: str = "cap", namespace: str = "agents", node: str | None = "worker-3",
@@ -147,21 +153,21 @@ def guard(new: dict[str, Any] | None, old: dict[str, Any] | None, operation: str
                    resource="virtualmachinepools", sub=sub)
 
 
-def test_the_capacity_identity_may_change_the_allowlisted_field(bundle: Bundle) -> None:
+def test_the_capacity_identity_may_change_the_allowlisted_field(bundle: WebhookBundle) -> None:
     new = pool(warm=7)
     new["metadata"].update(resourceVersion="11", generation=4,
                            managedFields=[{"manager": "fivespot-capacity-controller"}])
     assert review_target_guard(guard(new, pool(warm=2)), bundle).allowed
 
 
-def test_adding_the_allowlisted_field_is_allowed_but_not_together_with_a_new_spec(bundle: Bundle) -> None:
+def test_adding_the_allowlisted_field_is_allowed_but_not_together_with_a_new_spec(bundle: WebhookBundle) -> None:
     old = pool(warm=None)
     del old["spec"]
     assert review_target_guard(guard(pool(warm=3), old), bundle).verdict == "denied"  # template too
     assert review_target_guard(guard(pool(warm=3), pool(warm=None)), bundle).allowed
 
 
-def test_any_other_change_by_the_capacity_identity_is_denied_naming_the_fields(bundle: Bundle) -> None:
+def test_any_other_change_by_the_capacity_identity_is_denied_naming_the_fields(bundle: WebhookBundle) -> None:
     response = review_target_guard(guard(pool(warm=3, labels={"a": "c"}), pool(warm=2)), bundle)
     assert not response.allowed and response.code == 403
     assert (response.message or "").startswith(
@@ -171,7 +177,7 @@ def test_any_other_change_by_the_capacity_identity_is_denied_naming_the_fields(b
         (response.message or "")
 
 
-def test_a_type_change_that_python_would_call_equal_is_still_a_change(bundle: Bundle) -> None:
+def test_a_type_change_that_python_would_call_equal_is_still_a_change(bundle: WebhookBundle) -> None:
     new = pool()
     new["spec"]["template"] = {"image": "sandbox:1", "replicas": True}
     old = pool()
@@ -180,7 +186,7 @@ def test_a_type_change_that_python_would_call_equal_is_still_a_change(bundle: Bu
     assert not review_target_guard(guard(new, old), bundle).allowed
 
 
-def test_the_capacity_value_must_be_an_integer_within_the_consumer_ceiling(bundle: Bundle) -> None:
+def test_the_capacity_value_must_be_an_integer_within_the_consumer_ceiling(bundle: WebhookBundle) -> None:
     for bad in (33, -1, 2.5, True, "4"):
         response = review_target_guard(guard(pool(warm=bad), pool(warm=2)), bundle)  # type: ignore[arg-type]
         assert not response.allowed, bad
@@ -195,14 +201,14 @@ def test_the_capacity_value_must_be_an_integer_within_the_consumer_ceiling(bundl
                "to the consumer"),
 ])
 def test_the_capacity_identity_may_never_create_or_delete_a_target(
-        bundle: Bundle, operation: str, words: str) -> None:
+        bundle: WebhookBundle, operation: str, words: str) -> None:
     new, old = (pool(), None) if operation == "CREATE" else (None, pool())
     response = review_target_guard(guard(new, old, operation=operation), bundle)
     assert not response.allowed and words in (response.message or "")
 
 
 @pytest.mark.parametrize("sub", ["status", "scale", "anything"])
-def test_a_subresource_write_by_the_capacity_identity_is_denied(bundle: Bundle, sub: str) -> None:
+def test_a_subresource_write_by_the_capacity_identity_is_denied(bundle: WebhookBundle, sub: str) -> None:
     for operation in ("UPDATE", "CREATE"):
         response = review_target_guard(guard(pool(), pool(), operation=operation, sub=sub), bundle)
         assert not response.allowed
@@ -212,7 +218,7 @@ def test_a_subresource_write_by_the_capacity_identity_is_denied(bundle: Bundle, 
             "object itself")
 
 
-def test_field_ownership_is_judged_and_a_wipe_of_it_is_denied_saying_whose(bundle: Bundle) -> None:
+def test_field_ownership_is_judged_and_a_wipe_of_it_is_denied_saying_whose(bundle: WebhookBundle) -> None:
     owned = [{"manager": "kubectl-create", "operation": "Update",
               "fieldsV1": {"f:metadata": {"f:labels": {"f:a": {}}}, "f:spec": {"f:template": {}}}}]
     response = review_target_guard(guard(pool(warm=2), pool(warm=2, managedFields=owned)), bundle)
@@ -228,7 +234,7 @@ def test_field_ownership_is_judged_and_a_wipe_of_it_is_denied_saying_whose(bundl
                                      pool(warm=2, managedFields=owned)), bundle).allowed
 
 
-def test_other_identities_and_other_kinds_are_not_the_guards_business(bundle: Bundle) -> None:
+def test_other_identities_and_other_kinds_are_not_the_guards_business(bundle: WebhookBundle) -> None:
     assert review_target_guard(guard(pool(labels={"x": "y"}), pool(), user="alice"), bundle).allowed
     other = request(pool(), operation="DELETE", user=CAPACITY, group="apps", resource="deployments")
     assert review_target_guard(other, bundle).allowed
@@ -238,7 +244,7 @@ def test_other_identities_and_other_kinds_are_not_the_guards_business(bundle: Bu
 
 
 def test_the_polyfill_denies_exactly_as_the_shared_evaluator_with_the_check_name_first(
-        bundle: Bundle) -> None:
+        bundle: WebhookBundle) -> None:
     assert bundle.policies is not None
     outside = request(scap(namespace="team-x", node=None), namespace="team-x")
     expected = evaluate(bundle.policies, outside)
@@ -257,7 +263,7 @@ def test_the_polyfill_reads_the_namespace_object_only_when_a_binding_needs_its_l
         if obj["kind"] == "ValidatingAdmissionPolicyBinding" and \
                 obj["metadata"]["name"] == "fivespot-scap-tenancy":
             obj["spec"]["matchResources"] = {"namespaceSelector": {"matchLabels": {"tier": "tenant"}}}
-    policies = parse_bundle(data).policies
+    policies = parse_webhook_bundle(data).policies
     assert policies is not None
     outside = request(scap(namespace="team-x", node=None), namespace="team-x")
     unknown = review_polyfill(outside, policies, lambda name: None)
@@ -271,7 +277,7 @@ def test_the_polyfill_reads_the_namespace_object_only_when_a_binding_needs_its_l
 
 
 def test_without_the_polyfill_enabled_the_polyfill_path_allows_everything() -> None:
-    plain = parse_bundle(bundle_data(polyfill=False))
+    plain = parse_webhook_bundle(bundle_data(polyfill=False))
     outside = request(scap(namespace="team-x", node=None), namespace="team-x")
     assert plain.policies is None
     assert review(VAP_POLYFILL, outside, plain, Lookups({}, lambda n: None)).allowed
@@ -282,7 +288,7 @@ def test_without_the_polyfill_enabled_the_polyfill_path_allows_everything() -> N
 
 @pytest.mark.parametrize("namespace", ["5spot-system", "kube-system"])
 def test_host_governance_and_the_polyfill_never_decide_in_the_webhooks_own_namespace_or_kube_system(
-        bundle: Bundle, namespace: str) -> None:
+        bundle: WebhookBundle, namespace: str) -> None:
     lookups = Lookups({namespace: [machine("sm", "worker-3", namespace)]}, lambda n: None)
     conflicted = request(scap(namespace=namespace), namespace=namespace)
     assert review(HOST_GOVERNANCE, conflicted, bundle, lookups).allowed
@@ -292,7 +298,7 @@ def test_host_governance_and_the_polyfill_never_decide_in_the_webhooks_own_names
 
 @pytest.mark.parametrize("namespace", ["5spot-system", "kube-system"])
 def test_the_target_guard_decides_the_capacity_identitys_writes_in_every_namespace(
-        bundle: Bundle, namespace: str) -> None:
+        bundle: WebhookBundle, namespace: str) -> None:
     lookups = Lookups({}, lambda n: None)
     deleting = guard(None, pool(), operation="DELETE")
     relabelling = guard(pool(labels={"a": "z"}), pool())
@@ -334,10 +340,10 @@ def test_a_bundle_from_another_release_is_refused_with_what_to_do() -> None:
     data = copy.deepcopy(bundle_data())
     data["bundleVersion"] = 2
     with pytest.raises(BundleError, match="recompile with the same fivespot release"):
-        parse_bundle(data)
+        parse_webhook_bundle(data)
 
 
-def test_the_polyfill_compiles_the_bundles_policies_with_the_shared_evaluator(bundle: Bundle) -> None:
+def test_the_polyfill_compiles_the_bundles_policies_with_the_shared_evaluator(bundle: WebhookBundle) -> None:
     assert isinstance(bundle.policies, PolicySet)
     assert set(bundle.policies.policies) == {"fivespot-scap-tenancy", "fivespot-scap-schedule-kinds",
                                              "fivespot-tenant-limits"}

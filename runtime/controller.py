@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from controllers.runtime import metrics
-from controllers.runtime.workqueue import WorkQueue
+from runtime import metrics
+from runtime.workqueue import WorkQueue
 
 log = logging.getLogger("fivespot.controller")
 

@@ -26,13 +26,11 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Annotated, Any, Final, Literal
 from zoneinfo import ZoneInfo
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
     ConfigDict,
     Field,
     StrictBool,
@@ -41,8 +39,8 @@ from pydantic import (
     model_validator,
 )
 
-from compiler.kinds.base import KindModel
-from compiler.kinds.scheduled_capacity import (
+from api.kinds.base import KindModel
+from api.kinds.scheduled_capacity import (
     CONDITION_REASON_PATTERN,
     CONDITION_TYPE_PATTERN,
     MAX_CONDITIONS,
@@ -613,35 +611,3 @@ class ProviderStatus(_Model):
 ManualScheduleStatus = ProviderStatus
 TimeBasedSpotScheduleStatus = ProviderStatus
 CapitalMarketsScheduleStatus = ProviderStatus
-
-
-@dataclass(frozen=True)
-class ProviderKind:
-    """What the compiler needs to emit one built-in provider CRD."""
-
-    kind: str
-    plural: str
-    singular: str
-    short_names: tuple[str, ...]
-    spec_model: type[BaseModel]
-    status_model: type[ProviderStatus]
-
-    @property
-    def crd_name(self) -> str:
-        """`<plural>.<group>`, the CRD's metadata.name."""
-        return f"{self.plural}.{PROVIDER_GROUP}"
-
-
-MANUAL_SCHEDULE: Final = ProviderKind(
-    "ManualSchedule", "manualschedules", "manualschedule", ("ms",), ManualScheduleSpec,
-    ProviderStatus,
-)
-TIME_BASED_SPOT_SCHEDULE: Final = ProviderKind(
-    "TimeBasedSpotSchedule", "timebasedspotschedules", "timebasedspotschedule", ("tbss",),
-    TimeBasedSpotScheduleSpec, ProviderStatus,
-)
-CAPITAL_MARKETS_SCHEDULE: Final = ProviderKind(
-    "CapitalMarketsSchedule", "capitalmarketsschedules", "capitalmarketsschedule", ("cms",),
-    CapitalMarketsScheduleSpec, ProviderStatus,
-)
-BUILTIN_PROVIDERS: Final = (MANUAL_SCHEDULE, TIME_BASED_SPOT_SCHEDULE, CAPITAL_MARKETS_SCHEDULE)

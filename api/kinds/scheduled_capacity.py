@@ -7,7 +7,7 @@ estimate finite, and the admission-time rules ride along as `x-kubernetes-valida
 capacity controller parses objects with them, so what admission accepts and what the reconciler
 expects cannot drift apart.
 
-The field-path rule itself lives in `policies.fieldpath`; this module only attaches it, as the
+The field-path rule itself lives in `api.fieldpath`; this module only attaches it, as the
 schema `pattern` and as a CEL `self.matches(...)` rule built from the same constant.
 """
 
@@ -21,8 +21,8 @@ from typing import Any, Final
 
 from pydantic import Field, field_validator
 
-from compiler.kinds.base import KindModel
-from policies.fieldpath import (
+from api.kinds.base import KindModel
+from api.fieldpath import (
     CAPACITY_PATH_MESSAGE,
     CAPACITY_PATH_PATTERN,
     DRAINED_PATH_MESSAGE,

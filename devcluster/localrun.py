@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Final
 
-from compiler.emit.identities import CAPACITY_CONTROLLER
+from api.identities import CAPACITY_CONTROLLER
 
-ROOT: Final = Path(__file__).resolve().parents[2]
+ROOT: Final = Path(__file__).resolve().parents[1]
 EXAMPLE: Final = ROOT / "examples" / "agent-sandbox"
 CONSUMER_CRD: Final = EXAMPLE / "consumer" / "virtualmachinepools.yaml"
 INSTALL_NAMESPACE: Final = "5spot-system"
@@ -46,7 +46,7 @@ def compile_and_install(
 
 
 def remove_webhook_configuration(kubeconfig: Path) -> None:
-    from compiler.emit.identities import WEBHOOK_CONFIGURATION
+    from api.identities import WEBHOOK_CONFIGURATION
     from devcluster.kubectl import kubectl
 
     kubectl(kubeconfig, "delete", "validatingwebhookconfiguration", WEBHOOK_CONFIGURATION,
@@ -70,7 +70,7 @@ def _tenant_namespaces(out_dir: Path) -> set[str]:
 
 def ensure_namespaces(kubeconfig: Path, names: set[str]) -> None:
     """Create each namespace unless it exists (409 is fine: other tests share them)."""
-    from controllers.runtime import kube
+    from runtime import kube
     from devcluster.clients import admin_client
 
     api = admin_client(kubeconfig)

@@ -35,8 +35,8 @@ from typing import Any, Final
 
 from kubernetes import client
 
-from controllers.runtime import kube, metrics
-from controllers.runtime.cache import (
+from runtime import kube, metrics
+from runtime.cache import (
     ADDED,
     DELETED,
     MODIFIED,
@@ -47,7 +47,7 @@ from controllers.runtime.cache import (
     Obj,
     resource_version,
 )
-from controllers.runtime.clock import SYSTEM_CLOCK, Clock
+from runtime.clock import SYSTEM_CLOCK, Clock
 
 log = logging.getLogger("fivespot.informer")
 

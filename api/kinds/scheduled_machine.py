@@ -16,8 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.config import JsonDict
 from pydantic.alias_generators import to_camel
 
-from compiler.kinds.base import KindModel
-from compiler.kinds.scheduled_capacity import (
+from api.kinds.base import KindModel
+from api.kinds.scheduled_capacity import (
     DNS_SUBDOMAIN_PATTERN,
     HANDBACK_TIMEOUT_PATTERN,
     MAX_CONDITIONS,

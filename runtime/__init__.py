@@ -7,13 +7,13 @@ election with a pure decision function, a health/metrics server, JSON logs. Ever
 takes an injected clock.
 """
 
-from controllers.runtime.cache import ADDED, DELETED, MODIFIED, RESYNC, Cache, Delta
-from controllers.runtime.clock import SYSTEM_CLOCK, Clock, SystemClock
-from controllers.runtime.controller import Controller, Result
-from controllers.runtime.health import HealthServer
-from controllers.runtime.informer import EventHandler, Informer
-from controllers.runtime.kube import ApiError, ResolvedKind, load_client, merge_patch, resolve_kind
-from controllers.runtime.leaderelection import (
+from runtime.cache import ADDED, DELETED, MODIFIED, RESYNC, Cache, Delta
+from runtime.clock import SYSTEM_CLOCK, Clock, SystemClock
+from runtime.controller import Controller, Result
+from runtime.health import HealthServer
+from runtime.informer import EventHandler, Informer
+from runtime.kube import ApiError, ResolvedKind, load_client, merge_patch, resolve_kind
+from runtime.leaderelection import (
     Action,
     LeaderElector,
     LeaseView,
@@ -23,8 +23,8 @@ from controllers.runtime.leaderelection import (
     default_identity,
     leases_for,
 )
-from controllers.runtime.partitions import Partitions
-from controllers.runtime.workqueue import ExponentialBackoff, WorkQueue
+from runtime.partitions import Partitions
+from runtime.workqueue import ExponentialBackoff, WorkQueue
 
 __all__ = [
     "ADDED", "DELETED", "MODIFIED", "RESYNC", "SYSTEM_CLOCK",

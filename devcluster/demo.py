@@ -1,4 +1,4 @@
-"""`make demo` (`python -m controllers.demo`): the capacity controller doing its whole job on a
+"""`make demo` (`python -m devcluster.demo`): the capacity controller doing its whole job on a
 real local control plane, as separate processes with their compiled identities.
 
 It starts the control plane (or uses `--kubeconfig`), compiles and installs the agent-sandbox
@@ -24,8 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from controllers.capacity import localrun
-from controllers.runtime import kube
+from devcluster import localrun
+from runtime import kube
 
 NS = "agents"
 POOL, SCHEDULE, SCAP = "demo-pool", "demo-window", "demo-capacity"
@@ -77,7 +77,7 @@ class Demo:
         if importlib.util.find_spec("webhook.cli") is None:
             print("   note: no webhook module in this checkout; admission runs on the VAPs alone")
             return False
-        from compiler.emit.identities import WEBHOOK, WEBHOOK_CONFIGURATION
+        from api.identities import WEBHOOK, WEBHOOK_CONFIGURATION
         from webhook.tls import issue, new_ca
 
         now = datetime.datetime.now(datetime.timezone.utc)
@@ -109,10 +109,9 @@ class Demo:
             print("   note: no provider module in this checkout; the demo writes the "
                   "ManualSchedule's status itself, as its provider would")
             return
-        from compiler.emit.identities import provider_component
-        from compiler.spec import BuiltinProvider
+        from api.providers import MANUAL_SCHEDULE
 
-        identity = provider_component(BuiltinProvider.MANUAL)
+        identity = MANUAL_SCHEDULE.identity
         self.spawn("provider-manual", ["-m", "controllers.providers", "manual", "--bundle", str(bundle),
                                        "--kubeconfig", str(self.sa_kubeconfig(identity)),
                                        "--metrics-port", "0", "--identity", "demo-provider"])
@@ -234,7 +233,7 @@ def _listening(port: int) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m controllers.demo", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m devcluster.demo", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--kubeconfig", type=Path,
                         help="use this running cluster (e.g. .cluster/kubeconfig from `make cluster`)")

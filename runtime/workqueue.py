@@ -22,8 +22,8 @@ import threading
 from collections import deque
 from typing import Final
 
-from controllers.runtime import metrics
-from controllers.runtime.clock import SYSTEM_CLOCK, Clock
+from runtime import metrics
+from runtime.clock import SYSTEM_CLOCK, Clock
 
 DEFAULT_BASE_DELAY_S: Final = 0.05
 DEFAULT_MAX_DELAY_S: Final = 60.0

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from controllers.runtime.kube import object_key
+from runtime.kube import object_key
 
 ADDED: Final = "ADDED"
 MODIFIED: Final = "MODIFIED"

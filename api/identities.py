@@ -1,14 +1,14 @@
-"""The names of fivespot's components and identities, shared by every emitter and the runtime.
+"""The names of fivespot's components and identities, shared by the compiler and the processes.
 
 One identity per component (seed 000: compromising one must not grant another's powers): the
-capacity controller, the webhook, and one per built-in provider.
+capacity controller, the webhook, and one per built-in provider (`api.providers` lists them).
+The compiler names Deployments, ServiceAccounts, Roles and Lease names with these; the running
+processes look for the same names, so RBAC and what a process asks for cannot disagree.
 """
 
 from __future__ import annotations
 
 from typing import Final
-
-from compiler.spec import BuiltinProvider
 
 CAPACITY_CONTROLLER: Final = "fivespot-capacity-controller"
 WEBHOOK: Final = "fivespot-webhook"
@@ -20,15 +20,10 @@ WEBHOOK_CONFIGURATION: Final = "fivespot-webhook"
 METRICS_PORT: Final = 8080
 WEBHOOK_PORT: Final = 8443
 
-PROVIDER_COMMANDS: Final = {
-    BuiltinProvider.MANUAL: "manual",
-    BuiltinProvider.TIME_BASED: "time-based",
-    BuiltinProvider.CAPITAL_MARKETS: "capital-markets",
-}
 
-
-def provider_component(kind: BuiltinProvider) -> str:
-    return f"fivespot-provider-{PROVIDER_COMMANDS[kind]}"
+def provider_identity(command: str) -> str:
+    """A built-in provider's component name: `fivespot-provider-<command>`."""
+    return f"fivespot-provider-{command}"
 
 
 def service_account_user(namespace: str, name: str) -> str:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
+
+from api.bundle import Bundle
 
 DEFAULT: Final = "default"
 
@@ -51,11 +53,8 @@ class Partitions:
         return cls(tuple(sorted(names)), dict(by_namespace))
 
     @classmethod
-    def from_bundle(cls, bundle: Mapping[str, Any]) -> "Partitions":
-        return cls.from_pairs(
-            (str(p["name"]), [str(n) for n in p.get("namespaces") or []])
-            for p in bundle.get("partitions") or []
-        )
+    def from_bundle(cls, bundle: Bundle) -> "Partitions":
+        return cls.from_pairs((p.name, p.namespaces) for p in bundle.partitions)
 
     def of(self, namespace: str | None) -> str | None:
         """The partition that owns `namespace`, or None when no partition takes it."""

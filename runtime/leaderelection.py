@@ -35,8 +35,9 @@ from typing import Any, Final
 
 from kubernetes import client
 
-from controllers.runtime import kube, metrics
-from controllers.runtime.clock import SYSTEM_CLOCK, Clock
+from api.identities import lease_name
+from runtime import kube, metrics
+from runtime.clock import SYSTEM_CLOCK, Clock
 
 log = logging.getLogger("fivespot.leaderelection")
 
@@ -398,7 +399,5 @@ def _view(raw: Mapping[str, Any] | None, now: float) -> LeaseView:
 
 
 def leases_for(component: str, partitions: Iterable[str]) -> dict[str, str]:
-    """partition -> lease name, with the compiler's naming (so RBAC names match)."""
-    from compiler.emit.identities import lease_name
-
+    """partition -> lease name, with the compiled RBAC's naming (`api.identities`)."""
     return {p: lease_name(component, p) for p in partitions}

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 from zoneinfo import ZoneInfo
 
-from compiler.kinds.providers import DAY_NAMES, MAX_CALENDAR_DATES
+from api.kinds.providers import DAY_NAMES, MAX_CALENDAR_DATES
 
 INSTALL_HINT: Final = "pip install fivespot[calendars]"
 MAX_YEARS: Final = 30
