@@ -20,7 +20,11 @@ import yaml
 from kubernetes import client, config
 from kubernetes.client.rest import RESTResponse
 
+ApiClient = client.ApiClient
+"""The connection every request goes over (the `kubernetes` client's pool and credentials)."""
+
 MERGE_PATCH: Final = "application/merge-patch+json"
+JSON_PATCH: Final = "application/json-patch+json"
 JSON: Final = "application/json"
 DEFAULT_TIMEOUT: Final = (5.0, 30.0)
 """(connect, read) seconds for ordinary requests."""

@@ -10,10 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-from kubernetes import client
-
 from api.kinds import scheduled_machine as sm
 from runtime.informer import Informer
+from runtime.kube import ApiClient
 
 BY_NAMESPACE: Final = "namespace"
 
@@ -40,13 +39,13 @@ class MachinesByNamespace(Mapping[str, list[dict[str, Any]]]):
         return sum(1 for _ in self)
 
 
-def machine_informer(api: client.ApiClient) -> Informer:
+def machine_informer(api: ApiClient) -> Informer:
     informer = Informer(api, sm.GROUP, sm.VERSION, sm.PLURAL)
     informer.add_index(BY_NAMESPACE, _namespace_of)
     return informer
 
 
-def namespace_informer(api: client.ApiClient) -> Informer:
+def namespace_informer(api: ApiClient) -> Informer:
     return Informer(api, "", "v1", "namespaces")
 
 

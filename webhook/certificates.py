@@ -43,9 +43,8 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from kubernetes import client
-from kubernetes.client.rest import ApiException
-
+from runtime import kube
+from runtime.kube import ApiClient
 from webhook import tls
 
 log = logging.getLogger(__name__)
@@ -294,11 +293,10 @@ class CertificateError(RuntimeError):
 class SecretKeeper:
     """Keeps the TLS Secret and the configuration's caBundle right; one `reconcile` per tick."""
 
-    def __init__(self, api: client.ApiClient, namespace: str, secret_name: str,
+    def __init__(self, api: ApiClient, namespace: str, secret_name: str,
                  configuration_name: str, lifetimes: Lifetimes, names: ServingNames,
                  clock: Clock = utcnow) -> None:
-        self.core = client.CoreV1Api(api)
-        self.registration = client.AdmissionregistrationV1Api(api)
+        self.api = api
         self.namespace = namespace
         self.secret_name = secret_name
         self.configuration_name = configuration_name
@@ -314,28 +312,36 @@ class SecretKeeper:
         self.inject_ca_bundle(state.ca_bundle)
         return state
 
+    def _secret_path(self, name: str | None = None) -> str:
+        return kube.resource_path("", "v1", "secrets", self.namespace, name)
+
+    def _configuration_path(self) -> str:
+        return kube.resource_path("admissionregistration.k8s.io", "v1",
+                                  "validatingwebhookconfigurations", None, self.configuration_name)
+
     def _settle_secret(self) -> TLSState:
         for _ in range(8):
+            secret: dict[str, Any] | None
             try:
-                secret = self.core.read_namespaced_secret(self.secret_name, self.namespace)
-            except ApiException as error:
-                if error.status != 404:
+                secret = kube.request(self.api, "GET", self._secret_path(self.secret_name))
+            except kube.ApiError as error:
+                if not error.not_found:
                     raise CertificateError(f"reading Secret {self.namespace}/{self.secret_name}: "
                                            f"{error.status} {error.reason}") from None
                 secret = None
-            current = TLSState.from_secret_data(secret.data if secret else None)
+            current = TLSState.from_secret_data(secret.get("data") if secret else None)
             wanted = plan(current, self.clock(), self.lifetimes, self.names)
             if wanted is None:
                 assert current is not None
                 return current
             try:
                 self._write(secret, wanted)
-            except ApiException as error:
-                if error.status == 409:
+            except kube.ApiError as error:
+                if error.conflict:
                     continue  # someone else wrote first: adopt theirs
                 raise CertificateError(
                     f"writing Secret {self.namespace}/{self.secret_name}: {error.status} "
-                    f"{error.reason}: {_message(error)}") from None
+                    f"{error.reason}: {error.message}") from None
             self.rotations += 1
             log.info("wrote %s/%s: serving certificate valid until %s, %d CA(s) in the bundle",
                      self.namespace, self.secret_name, wanted.serving_cert.not_valid_after_utc,
@@ -344,72 +350,66 @@ class SecretKeeper:
         raise CertificateError(f"Secret {self.namespace}/{self.secret_name} kept changing under "
                                "us; will retry")
 
-    def _write(self, existing: Any, state: TLSState) -> None:
+    def _write(self, existing: dict[str, Any] | None, state: TLSState) -> None:
         if existing is None:
-            body = client.V1Secret(
-                metadata=client.V1ObjectMeta(name=self.secret_name, namespace=self.namespace,
-                                             labels=dict(MANAGED_BY_LABEL)),
-                type=SECRET_TYPE, data=state.secret_data())
-            self.core.create_namespaced_secret(self.namespace, body)
+            body = {
+                "apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": self.secret_name, "namespace": self.namespace,
+                             "labels": dict(MANAGED_BY_LABEL)},
+                "type": SECRET_TYPE, "data": state.secret_data(),
+            }
+            kube.request(self.api, "POST", self._secret_path(), body=body)
             return
-        if existing.type not in (None, SECRET_TYPE):
+        if existing.get("type") not in (None, SECRET_TYPE):
             raise CertificateError(
-                f"Secret {self.namespace}/{self.secret_name} has type {existing.type}, not "
+                f"Secret {self.namespace}/{self.secret_name} has type {existing.get('type')}, not "
                 f"{SECRET_TYPE}, and a Secret's type cannot change; delete it and the webhook "
                 "recreates it")
-        existing.data = state.secret_data()
-        self.core.replace_namespaced_secret(self.secret_name, self.namespace, existing)
+        # A replace of what was read: its resourceVersion makes a concurrent writer's win a 409.
+        replacement = {**existing, "data": state.secret_data()}
+        kube.request(self.api, "PUT", self._secret_path(self.secret_name), body=replacement)
 
     def inject_ca_bundle(self, bundle: bytes) -> bool:
         """Patch every webhook's caBundle to `bundle`; True when something changed. A missing
         configuration is not an error (GitOps may not have applied it yet)."""
         encoded = base64.b64encode(bundle).decode()
         try:
-            configuration = self.registration.read_validating_webhook_configuration(
-                self.configuration_name)
-        except ApiException as error:
-            if error.status == 404:
+            configuration = kube.request(self.api, "GET", self._configuration_path())
+        except kube.ApiError as error:
+            if error.not_found:
                 log.warning("ValidatingWebhookConfiguration %s does not exist yet; the caBundle "
                             "is injected once it does", self.configuration_name)
                 return False
             raise CertificateError(f"reading ValidatingWebhookConfiguration "
                                    f"{self.configuration_name}: {error.status} {error.reason}") from None
-        operations = ca_bundle_patch(configuration.webhooks or [], encoded)
+        operations = ca_bundle_patch(configuration.get("webhooks") or [], encoded)
         if not operations:
             return False
         try:
-            self.registration.patch_validating_webhook_configuration(self.configuration_name,
-                                                                     operations)
-        except ApiException as error:
+            kube.request(self.api, "PATCH", self._configuration_path(), body=operations,
+                         content_type=kube.JSON_PATCH)
+        except kube.ApiError as error:
             if error.status in (409, 422):  # reordered under us (a `test` failed): next tick
                 return False
             raise CertificateError(f"patching the caBundle of {self.configuration_name}: "
-                                   f"{error.status} {error.reason}: {_message(error)}") from None
+                                   f"{error.status} {error.reason}: {error.message}") from None
         log.info("injected a caBundle of %d CA(s) into %s", bundle.count(b"BEGIN CERTIFICATE"),
                  self.configuration_name)
         return True
 
 
-def ca_bundle_patch(webhooks: Sequence[Any], encoded: str) -> list[dict[str, Any]]:
+def ca_bundle_patch(webhooks: Sequence[Mapping[str, Any]], encoded: str) -> list[dict[str, Any]]:
     """JSON-patch operations setting every webhook's caBundle, each guarded by its name."""
     operations: list[dict[str, Any]] = []
     for index, hook in enumerate(webhooks):
-        current = hook.client_config.ca_bundle if hook.client_config else None
+        current = (hook.get("clientConfig") or {}).get("caBundle")
         if current == encoded:
             continue
-        operations.append({"op": "test", "path": f"/webhooks/{index}/name", "value": hook.name})
+        operations.append({"op": "test", "path": f"/webhooks/{index}/name",
+                           "value": hook.get("name")})
         operations.append({"op": "add", "path": f"/webhooks/{index}/clientConfig/caBundle",
                            "value": encoded})
     return operations
-
-
-def _message(error: ApiException) -> str:
-    import json
-
-    try:
-        return str(json.loads(error.body or "{}").get("message", ""))
-    except ValueError:
-        return str(error.body or "")
 
 
 # --- the loop --------------------------------------------------------------------------------------

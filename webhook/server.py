@@ -37,12 +37,10 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from gunicorn.app.base import BaseApplication
-from kubernetes import client
-from urllib3.exceptions import HTTPError
 
 from api.identities import WEBHOOK, WEBHOOK_CONFIGURATION, WEBHOOK_TLS_SECRET
 from runtime.informer import Informer
-from runtime.kube import load_client
+from runtime.kube import ApiClient, ApiError, load_client
 from webhook.app import Runtime, create_app, utcnow
 from webhook.bundle import WebhookBundle, load_bundle
 from webhook.caches import MachinesByNamespace, NamespaceObjects, machine_informer, namespace_informer
@@ -97,7 +95,7 @@ def _secret_namespace(options: ServeOptions, bundle: WebhookBundle) -> str:
     return options.namespace or os.environ.get("POD_NAMESPACE") or bundle.namespace
 
 
-def _keeper(api: client.ApiClient, options: ServeOptions, bundle: WebhookBundle) -> SecretKeeper:
+def _keeper(api: ApiClient, options: ServeOptions, bundle: WebhookBundle) -> SecretKeeper:
     namespace = _secret_namespace(options, bundle)
     return SecretKeeper(api, namespace, WEBHOOK_TLS_SECRET, WEBHOOK_CONFIGURATION,
                         options.lifetimes,
@@ -117,7 +115,7 @@ def initial_certificate(options: ServeOptions, bundle: WebhookBundle, scratch: P
             try:
                 state = keeper.reconcile()
                 break
-            except (CertificateError, client.ApiException, OSError, HTTPError) as error:
+            except (CertificateError, ApiError, OSError) as error:
                 if time.monotonic() > deadline:
                     raise CertificateError(f"no serving certificate after {STARTUP_DEADLINE_S:.0f}s: "
                                            f"{error}") from None

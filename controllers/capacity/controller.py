@@ -31,8 +31,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
-from kubernetes import client
-
 from api.bundle import Bundle, Consumer
 from api.identities import CAPACITY_CONTROLLER
 from api.kinds import scheduled_capacity as scap
@@ -69,7 +67,7 @@ from runtime.cache import DELETED, MODIFIED, Obj, strip
 from runtime.clock import SYSTEM_CLOCK, Clock
 from runtime.controller import Controller, Result
 from runtime.informer import DEFAULT_STALL_AFTER_S, DEFAULT_WATCH_TIMEOUT_S, Informer
-from runtime.kube import ResolvedKind
+from runtime.kube import ApiClient, ResolvedKind
 from runtime.leaderelection import LeaderElector, Timing, leases_for
 from runtime.partitions import Partitions
 from runtime.workqueue import WorkQueue
@@ -178,7 +176,7 @@ def guard_write(
 class CapacityController:
     """Wires informers, the queue, the workers, the elector and the reconcile."""
 
-    def __init__(self, api_client: client.ApiClient, settings: Settings, *, clock: Clock = SYSTEM_CLOCK):
+    def __init__(self, api_client: ApiClient, settings: Settings, *, clock: Clock = SYSTEM_CLOCK):
         self.api = api_client
         self.settings = settings
         self.clock = clock

@@ -14,11 +14,9 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kubernetes import client
-
 from runtime import kube
 from runtime.informer import EventHandler, Informer
-from runtime.kube import ResolvedKind
+from runtime.kube import ApiClient, ResolvedKind
 
 log = logging.getLogger("fivespot.capacity.watches")
 
@@ -45,7 +43,7 @@ class KindWatches:
 
     def __init__(
         self,
-        api_client: client.ApiClient,
+        api_client: ApiClient,
         make_informer: InformerFactory,
         handler: EventHandler,
         *,

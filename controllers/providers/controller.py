@@ -23,8 +23,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from kubernetes import client
-
 from api.bundle import Bundle
 from api.providers import BUILTIN_PROVIDERS, BuiltinProvider, ProviderKind
 from controllers.providers import capital_markets, manual, time_based
@@ -38,6 +36,7 @@ from runtime.informer import (
     DEFAULT_WATCH_TIMEOUT_S,
     Informer,
 )
+from runtime.kube import ApiClient
 from runtime.leaderelection import LeaderElector, Timing, leases_for
 from runtime.partitions import Partitions
 from runtime.workqueue import WorkQueue
@@ -94,7 +93,7 @@ class ProviderController:
 
     def __init__(
         self,
-        api_client: client.ApiClient,
+        api_client: ApiClient,
         provider: ProviderType,
         partitions: Partitions,
         *,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import datetime
+from typing import Any
 
 import pytest
 from cryptography import x509
@@ -126,19 +127,15 @@ def test_lifetimes_that_leave_no_room_for_the_overlap_are_refused() -> None:
         Lifetimes(ca=DAY, serving=2 * DAY)
 
 
-class _Config:
-    def __init__(self, bundle: str | None) -> None:
-        self.ca_bundle = bundle
-
-
-class _Hook:
-    def __init__(self, name: str, bundle: str | None) -> None:
-        self.name, self.client_config = name, _Config(bundle)
+def _hook(name: str, bundle: str | None) -> dict[str, Any]:
+    """A webhook entry as the API server returns it (caBundle absent when None)."""
+    config = {"service": {"name": "fivespot-webhook"}}
+    return {"name": name, "clientConfig": config if bundle is None else {**config, "caBundle": bundle}}
 
 
 def test_the_cabundle_patch_touches_only_stale_cabundle_fields_each_guarded_by_name() -> None:
-    hooks = [_Hook("a.5spot.finos.org", "NEW"), _Hook("b.5spot.finos.org", None)]
+    hooks = [_hook("a.5spot.finos.org", "NEW"), _hook("b.5spot.finos.org", None)]
     assert ca_bundle_patch(hooks, "NEW") == [
         {"op": "test", "path": "/webhooks/1/name", "value": "b.5spot.finos.org"},
         {"op": "add", "path": "/webhooks/1/clientConfig/caBundle", "value": "NEW"}]
-    assert ca_bundle_patch([_Hook("a", "NEW")], "NEW") == []
+    assert ca_bundle_patch([_hook("a", "NEW")], "NEW") == []
