@@ -117,7 +117,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
 
 
 def _run_example(args: argparse.Namespace) -> int:
-    from compiler.checking import render_test_table, run_compiled_fixtures
+    from compiler.offline_check import render_test_table, run_compiled_fixtures
     from compiler.output import write_tree
     from compiler.ownership import check_target
     from compiler.pipeline import compile_repo
@@ -133,7 +133,7 @@ def _run_example(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from compiler.checking import check, render_check_json, render_check_table
+    from compiler.offline_check import check, render_check_json, render_check_table
 
     results = check(args.policies, args.objects, old=args.old, namespaces=args.namespaces)
     print(render_check_json(results) if args.output == "json" else render_check_table(results))
@@ -141,7 +141,7 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _test(args: argparse.Namespace) -> int:
-    from compiler.checking import render_test_json, render_test_table, run_fixtures
+    from compiler.offline_check import render_test_json, render_test_table, run_fixtures
 
     results = run_fixtures(args.config_dir)
     print(render_test_json(results) if args.output == "json" else render_test_table(results))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from compiler import celcheck
+from compiler import cel_preflight
 from compiler.diagnostics import CompileError
 from compiler.emit import (
     admission,
@@ -44,7 +44,7 @@ def load(config_dir: Path) -> Repo:
 def build(repo: Repo) -> Compiled:
     artifacts = [a for emit in OBJECT_EMITTERS for a in emit(repo)]
     _no_path_twice(artifacts)
-    problems = celcheck.check(repo, artifacts)
+    problems = cel_preflight.check(repo, artifacts)
     if problems:
         raise CompileError(problems)
     artifacts = gitops.decorate(artifacts)

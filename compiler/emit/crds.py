@@ -19,7 +19,7 @@ from api.kinds import scheduled_machine as sm
 from api.kinds import tenant_limit
 from api.providers import BUILTIN_PROVIDERS, BuiltinProvider
 from compiler.repo import Repo
-from compiler.schema import structural_schema
+from compiler.openapi import structural_schema
 from compiler.spec import CustomProvider
 
 CATEGORY: Final = "fivespot"

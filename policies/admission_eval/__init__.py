@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from policies.admission_eval.checker import Checker, Request, UnknownKind, admission_request
+from policies.admission_eval.chain import Checker, Request, UnknownKind, admission_request
 from policies.admission_eval.result import CRD_RULE, SCHEMA, VAP, Verdict, Violation
-from policies.admission_eval.schema import SchemaError
+from policies.admission_eval.structural import SchemaError
 from policies.admission_eval.vap import NamespaceRequired, PolicyConfigError, PolicySet
 
 

@@ -13,10 +13,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from policies.admission_eval import schema as structural
-from policies.admission_eval.result import CRD_RULE, SCHEMA, Violation
+from policies.admission_eval import celrules, pruning, structural, validation
 from policies.admission_eval.regex import Pattern
-from policies.admission_eval.schema import BLOCKED_MESSAGE, BLOCKING, FieldError, Node
+from policies.admission_eval.result import CRD_RULE, SCHEMA, Violation
+from policies.admission_eval.structural import BLOCKED_MESSAGE, BLOCKING, FieldError, Node
 from policies.cel import ABSENT
 
 _DNS_SUBDOMAIN: Final = Pattern(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -58,7 +58,7 @@ class Admitted:
 def compile_crds(crds: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], CustomResourceKind]:
     """(apiVersion, kind) -> compiled kind, for every served version of every CRD.
 
-    Raises schema.SchemaError when a rule or pattern does not compile.
+    Raises structural.SchemaError when a rule or pattern does not compile.
     """
     kinds: dict[tuple[str, str], CustomResourceKind] = {}
     for crd in crds:
@@ -77,10 +77,39 @@ def compile_crds(crds: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], Cus
                 plural=str(names.get("plural", "")),
                 namespaced=spec.get("scope", "Namespaced") == "Namespaced",
                 status_subresource="status" in ((version.get("subresources") or {})),
-                schema=structural.compile_schema(with_root_fields(openapi)),
+                schema=compile_schema(with_root_fields(openapi)),
             )
             kinds[(kind.api_version, kind.kind)] = kind
     return kinds
+
+
+def compile_schema(schema: Mapping[str, Any], *, root: bool = True) -> Node:
+    """An `openAPIV3Schema` compiled (`structural`), with each pass's closure on every node.
+
+    Raises structural.SchemaError naming the rule or pattern at fault.
+    """
+    node = structural.compile_structure(schema, root=root)
+    _attach_walks(node)
+    return node
+
+
+# `compile_schema` gives every node three closures, built from its children's: `normalise` (prune
+# and default), `check` (structural validation) and `check_rules` (the CEL rules). What a walk needs
+# about a node (its keywords, its children by name, which subtrees have work) is captured once as
+# closure variables, so checking an object is one call per value that has something to do, with
+# no schema keyword lookups; values whose normalisation is the identity are stored without a call,
+# and subtrees without rules are never walked for rules. The walks make exactly the calls, in the
+# same order, that the API server's prune / default / validate / CEL passes make.
+
+
+def _attach_walks(node: Node) -> None:
+    """Build the closures of `node` and everything below it, children first."""
+    for child in (*(node.properties or {}).values(), node.additional, node.items):
+        if child is not None:
+            _attach_walks(child)
+    node.normalise = pruning.build_normaliser(node)
+    node.check = validation.build_validator(node)
+    node.check_rules = celrules.build_rule_walker(node) if node.rules_below else None
 
 
 def with_root_fields(openapi: Mapping[str, Any]) -> dict[str, Any]:
@@ -98,8 +127,8 @@ def admit(kind: CustomResourceKind, operation: str, obj: Mapping[str, Any],
           old: Mapping[str, Any] | None) -> Admitted:
     """Decode and validate `obj` (and, for UPDATE, against `old`) as the API server would."""
     warnings: list[str] = []
-    new = structural.prune_and_default(dict(obj), kind.schema, warnings)
-    stored = structural.prune_and_default(dict(old), kind.schema, []) if old is not None else None
+    new = pruning.prune_and_default(dict(obj), kind.schema, warnings)
+    stored = pruning.prune_and_default(dict(old), kind.schema, []) if old is not None else None
     if kind.status_subresource:
         new.pop("status", None)
         if stored is not None and "status" in stored:
@@ -107,7 +136,7 @@ def admit(kind: CustomResourceKind, operation: str, obj: Mapping[str, Any],
     errors: list[FieldError] = []
     errors += _metadata_errors(new, stored)
     old_root: Any = stored if stored is not None and operation == "UPDATE" else ABSENT
-    structural.validate(new, old_root, kind.schema, "", errors)
+    validation.validate(new, old_root, kind.schema, "", errors)
     schema_errors = list(errors)
     rule_errors: list[FieldError] = []
     if any(e.type in BLOCKING for e in schema_errors):
@@ -115,8 +144,8 @@ def admit(kind: CustomResourceKind, operation: str, obj: Mapping[str, Any],
             # The API server reports this as one more field error, with no field (`<nil>`).
             schema_errors.append(FieldError("", structural.INVALID, f"Invalid value: null: {BLOCKED_MESSAGE}"))
     else:
-        structural.validate_rules(new, old_root, kind.schema, "", rule_errors, root=True,
-                                  schema_ok=not schema_errors)
+        celrules.validate_rules(new, old_root, kind.schema, "", rule_errors, root=True,
+                                schema_ok=not schema_errors)
     violations = tuple(
         [Violation(SCHEMA, kind.crd_name, e.path or None, e.message, reason=e.type)
          for e in schema_errors]

@@ -16,8 +16,9 @@ from policies.admission_eval import (
     SchemaError,
     review,
 )
-from policies.admission_eval.crd import with_root_fields
-from policies.admission_eval.schema import Pattern, compile_schema, prune_and_default
+from policies.admission_eval.crd import compile_schema, with_root_fields
+from policies.admission_eval.pruning import prune_and_default
+from policies.admission_eval.regex import Pattern
 
 import re2
 

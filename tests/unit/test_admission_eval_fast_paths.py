@@ -16,8 +16,9 @@ import pytest
 
 from policies.admission_eval import Checker, PolicySet, Request, review
 from policies.admission_eval import projection
-from policies.admission_eval.crd import with_root_fields
-from policies.admission_eval.schema import FieldError, compile_schema, validate
+from policies.admission_eval.crd import compile_schema, with_root_fields
+from policies.admission_eval.structural import FieldError
+from policies.admission_eval.validation import validate
 from policies.cel import ABSENT, ADMISSION_VARIABLES, CelEvaluationError, compile_expression
 
 GROUP = "example.com"

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from policies.admission_eval.schema import json_type
+from policies.admission_eval.structural import json_type
 
 _DROP = {"title", "additionalProperties", "uniqueItems", "examples"}
 

@@ -1,0 +1,181 @@
+"""The CEL rule walk: every `x-kubernetes-validations` rule of a custom resource, as the API
+server runs them.
+
+apiextensions-apiserver's `schema/cel`: rules run only on values that exist, and only when the
+structural validation reported no blocking error (`crd` decides that); at the root, `self`
+sees only `metadata.name` and `generateName`; on UPDATE an unchanged node runs only its
+transition rules (the others are ratcheted), and `oldSelf` correlates by map keys in
+`x-kubernetes-list-type: map` lists. The rules themselves were compiled with the schema
+(`structural`); each node's walk is a closure built once (`build_rule_walker`, attached by
+`crd.compile_schema`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from policies.admission_eval.structural import (
+    DUPLICATE,
+    FORBIDDEN,
+    INVALID,
+    REQUIRED,
+    FieldError,
+    Node,
+    Rule,
+    RuleWalker,
+    correlate_items,
+    join_path,
+    path_prefix,
+    strictly_equal,
+    type_ok,
+)
+from policies.cel import ABSENT, CelEvaluationError
+
+def validate_rules(value: Any, old: Any, node: Node, path: str, errors: list[FieldError],
+                   *, root: bool = False, schema_ok: bool = False) -> None:
+    """Run every `x-kubernetes-validations` rule on `value` and below (values that exist).
+
+    Where `old` equals `value` (UPDATE of an unchanged node) only transition rules run: the
+    API server ratchets the others. `schema_ok`: `validate` of the same value and old value
+    reported no error, so every schema `pattern` it checked matched; a rule that is exactly
+    `self.matches()` of its node's own pattern is then known to hold without running it again.
+    """
+    if node.check_rules is not None:
+        node.check_rules(value, old, path, errors, root, schema_ok)
+
+
+def build_rule_walker(node: Node) -> RuleWalker:
+    """The rule walk of a node with rules at or below it: its own rules, then only the children
+    that have rules below them."""
+    rules, transition_below, proven_below = node.rules, node.transition_below, node.proven_below
+    objects = node.type in (None, "object")
+    declared = frozenset(node.properties or ())
+    walkers = {key: child.check_rules for key, child in (node.properties or {}).items()
+               if child.check_rules is not None}
+    additional = node.additional.check_rules if node.additional is not None else None
+    items = node.items.check_rules if node.items is not None else None
+    # With one child to walk (and no map values), it is looked up rather than searched for.
+    only_child = next(iter(walkers.items())) if len(walkers) == 1 and additional is None else None
+
+    def check_rules(value: Any, old: Any, path: str, errors: list[FieldError], root: bool,
+                    schema_ok: bool) -> None:
+        if value is None or (schema_ok and proven_below):
+            return
+        unchanged = old is not ABSENT and strictly_equal(value, old)
+        if unchanged and not transition_below:
+            return
+        if rules and type_ok(value, node):
+            self_value = _root_view(value) if root else value
+            old_value = _root_view(old) if root and isinstance(old, dict) else old
+            for rule in rules:
+                if unchanged and not rule.compiled.transition:
+                    continue
+                error = _run_rule(rule, self_value, old_value, node, path)
+                if error is not None:
+                    errors.append(error)
+        if isinstance(value, dict):
+            if not objects:
+                return
+            old_map = old if isinstance(old, dict) else None
+            if only_child is not None:
+                only_key, only_walk = only_child
+                if only_key in value:
+                    only_walk(value[only_key], old_map.get(only_key, ABSENT) if old_map is not None
+                              else ABSENT, join_path(path, only_key), errors, False, schema_ok)
+                return
+            prefix = path_prefix(path)
+            for key, item in value.items():
+                walk = walkers.get(key)
+                if walk is not None:
+                    child_path = prefix + key
+                elif additional is not None and key not in declared:
+                    walk, child_path = additional, f"{path}[{key}]"
+                else:
+                    continue
+                walk(item, old_map.get(key, ABSENT) if old_map is not None else ABSENT, child_path,
+                     errors, False, schema_ok)
+        elif isinstance(value, list) and items is not None:
+            olds = correlate_items(value, old, node)
+            for index, item in enumerate(value):
+                items(item, olds[index], f"{path}[{index}]", errors, False, schema_ok)
+
+    return _with_pattern_fast_path(node, check_rules) or check_rules
+
+
+def _with_pattern_fast_path(node: Node, check_rules: RuleWalker) -> RuleWalker | None:
+    """For a string leaf whose rules are all `self.matches('<constant>')`: a walk that decides a
+    new string value matching every pattern with RE2 alone (skipping the patterns the structural
+    check already matched, when it reported nothing), and hands anything else (a mismatch,
+    another type, null, an UPDATE) to `check_rules`, which reports exactly as without it."""
+    patterns = [rule.pattern for rule in node.rules if rule.pattern is not None]
+    if (node.type != "string" or node.int_or_string or not node.rules
+            or len(patterns) != len(node.rules)):
+        return None
+    searches = tuple(pattern.search for pattern in patterns)
+    schema_pattern = node.pattern[0] if node.pattern is not None else None
+    unproven = tuple(pattern.search for pattern in patterns if pattern.source != schema_pattern)
+
+    def check_pattern_leaf(value: Any, old: Any, path: str, errors: list[FieldError], root: bool,
+                           schema_ok: bool) -> None:
+        if value.__class__ is not str or old is not ABSENT or root or not all(
+                search(value) for search in (unproven if schema_ok else searches)):
+            check_rules(value, old, path, errors, root, schema_ok)
+
+    return check_pattern_leaf
+
+
+def _root_view(obj: dict[str, Any]) -> dict[str, Any]:
+    """At the root, CEL sees only `metadata.name` and `metadata.generateName`."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        return obj
+    view = dict(obj)
+    view["metadata"] = {k: meta[k] for k in ("name", "generateName") if k in meta}
+    return view
+
+
+def _run_rule(rule: Rule, value: Any, old: Any, node: Node, path: str) -> FieldError | None:
+    try:
+        if rule.pattern is not None and isinstance(value, str):
+            verdict: bool | None = rule.pattern.search(value)
+        else:
+            verdict = rule.compiled.evaluate(value, old)
+    except CelEvaluationError as error:
+        return FieldError(path, INVALID, f'Invalid value: "{_cel_type(node)}": '
+                                         f"{error.message} evaluating rule: {rule.rule}", rule.rule)
+    if verdict is None or verdict:
+        return None
+    message = _rule_message(rule, value, old)
+    target = path
+    if rule.field_path:
+        target = path + rule.field_path if rule.field_path.startswith("[") else path + (
+            rule.field_path if rule.field_path.startswith(".") else "." + rule.field_path)
+        target = target.lstrip(".")
+    if rule.reason == FORBIDDEN:
+        return FieldError(target, FORBIDDEN, f"Forbidden: {message}", rule.rule)
+    if rule.reason == REQUIRED:
+        return FieldError(target, REQUIRED, f"Required value: {message}", rule.rule)
+    if rule.reason == DUPLICATE:
+        return FieldError(target, DUPLICATE, f'Duplicate value: "{_cel_type(node)}": {message}',
+                          rule.rule)
+    return FieldError(target, INVALID, f'Invalid value: "{_cel_type(node)}": {message}', rule.rule)
+
+
+def _cel_type(node: Node) -> str:
+    return str(node.type or "object")
+
+
+def _rule_message(rule: Rule, value: Any, old: Any) -> str:
+    if rule.message_expression is not None:
+        activation: dict[str, Any] = {"self": value}
+        if old is not ABSENT:
+            activation["oldSelf"] = old
+        try:
+            text = rule.message_expression.evaluate(activation)
+        except CelEvaluationError:
+            text = None
+        if isinstance(text, str) and text.strip() and "\n" not in text:
+            return text.strip()
+    if rule.message:
+        return rule.message
+    return f"failed rule: {rule.rule}"
