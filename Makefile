@@ -13,7 +13,7 @@ LOWEST_INTEGRATION := tests/integration/test_control_plane_is_real.py \
 CLUSTER_DIR := .cluster
 EXAMPLE := examples/agent-sandbox
 
-.PHONY: install run test unit integration test-lowest typecheck controlplane cluster cluster-down clean golden demo bench bench-compile bench-check bench-webhook bench-capacity bench-providers image image-lock
+.PHONY: install run test unit integration test-lowest typecheck imports controlplane cluster cluster-down clean golden demo bench bench-compile bench-check bench-webhook bench-capacity bench-providers image image-lock
 
 install: $(STAMP)
 
@@ -34,9 +34,10 @@ $(LOWEST_STAMP): pyproject.toml tools/lower_bounds.py $(STAMP)
 	$(LOWEST)/bin/python -m pip install --quiet -c $(LOWEST)/constraints.txt -e '.[dev,calendars]'
 	@touch $@
 
-# Builds (or reuses) the control plane, then the whole suite: unit tests, the lower bounds, then
-# integration tests. pytest exits 5 when it collects no test; make treats that as a failure.
-test: install controlplane typecheck
+# Builds (or reuses) the control plane, then the whole suite: the type check, the layer contracts,
+# unit tests, the lower bounds, then integration tests. pytest exits 5 when it collects no test;
+# make treats that as a failure.
+test: install controlplane typecheck imports
 	$(BIN)/python -m pytest -m unit
 	$(MAKE) --no-print-directory test-lowest
 	$(BIN)/python -m pytest -m integration
@@ -58,6 +59,10 @@ typecheck: install
 	$(BIN)/python -m mypy
 	$(BIN)/python -m mypy --strict image/build.py
 
+# The layers (README "Layout"): every contract in .importlinter must hold.
+imports: install
+	$(BIN)/lint-imports
+
 controlplane: install
 	$(BIN)/python -m devcluster build
 
@@ -68,7 +73,7 @@ cluster-down: install
 	$(BIN)/python -m devcluster down --state-dir $(CLUSTER_DIR)
 
 clean:
-	rm -rf $(VENV) $(LOWEST) out .pytest_cache .mypy_cache .hypothesis
+	rm -rf $(VENV) $(LOWEST) out .pytest_cache .mypy_cache .hypothesis .import_linter_cache
 
 golden: install
 	$(BIN)/fivespot compile $(EXAMPLE)/config --out tests/unit/golden/agent-sandbox

@@ -11,9 +11,9 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from api.providers import BuiltinProvider
 from compiler.diagnostics import CompileError, Diagnostic, Location, field_path
 from compiler.loader import LoadedDocument, LoadResult, SourceDocument
-from api.providers import BuiltinProvider
 from compiler.spec import (
     CapacityConsumer,
     CustomProvider,

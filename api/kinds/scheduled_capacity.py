@@ -21,7 +21,6 @@ from typing import Any, Final
 
 from pydantic import Field, field_validator
 
-from api.kinds.base import KindModel
 from api.fieldpath import (
     CAPACITY_PATH_MESSAGE,
     CAPACITY_PATH_PATTERN,
@@ -29,6 +28,7 @@ from api.fieldpath import (
     DRAINED_PATH_PATTERN,
     MAX_PATH_LENGTH,
 )
+from api.kinds.base import KindModel
 
 GROUP: Final = "5spot.finos.org"
 VERSION: Final = "v1alpha1"

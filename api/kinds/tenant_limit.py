@@ -11,8 +11,8 @@ from typing import Final
 
 from pydantic import Field
 
-from api.kinds.base import KindModel
 from api.fieldpath import CAPACITY_PATH_PATTERN, MAX_PATH_LENGTH
+from api.kinds.base import KindModel
 
 GROUP: Final = "policy.5spot.finos.org"
 VERSION: Final = "v1alpha1"

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from compiler.emit.base import ADMISSION, Artifact, metadata
 from api.kinds import scheduled_capacity as scap
 from api.kinds import tenant_limit
+from compiler.emit.base import ADMISSION, Artifact, metadata
 from compiler.repo import Repo
 from compiler.spec import TenantPolicy
 from policies import admission as rules

@@ -12,14 +12,14 @@ from typing import Any, Final
 
 from pydantic import BaseModel
 
-from compiler.emit.base import CRDS, Artifact, labels
 from api.kinds import providers as provider_kinds
 from api.kinds import scheduled_capacity as scap
 from api.kinds import scheduled_machine as sm
 from api.kinds import tenant_limit
 from api.providers import BUILTIN_PROVIDERS, BuiltinProvider
-from compiler.repo import Repo
+from compiler.emit.base import CRDS, Artifact, labels
 from compiler.openapi import structural_schema
+from compiler.repo import Repo
 from compiler.spec import CustomProvider
 
 CATEGORY: Final = "fivespot"

@@ -14,8 +14,8 @@ import copy
 from pathlib import PurePosixPath
 from typing import Any, Final
 
-from compiler.emit.base import ADMISSION, CRDS, LAYERS, SYNC_WAVES, WORKLOADS, Artifact, metadata
 from api.identities import WEBHOOK_CONFIGURATION
+from compiler.emit.base import ADMISSION, CRDS, LAYERS, SYNC_WAVES, WORKLOADS, Artifact, metadata
 from compiler.repo import Repo
 
 SYNC_WAVE: Final = "argocd.argoproj.io/sync-wave"

@@ -51,12 +51,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-from compiler.emit import crds
-from compiler.emit.base import RBAC, Artifact, labels, metadata
-from compiler.emit.components import Component, components, custom_identities
 from api.identities import WEBHOOK_CONFIGURATION, WEBHOOK_TLS_SECRET
 from api.kinds import scheduled_capacity as scap
 from api.kinds import scheduled_machine as sm
+from compiler.emit import crds
+from compiler.emit.base import RBAC, Artifact, labels, metadata
+from compiler.emit.components import Component, components, custom_identities
 from compiler.repo import Repo
 from compiler.spec import CertificateMode
 

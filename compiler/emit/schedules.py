@@ -22,12 +22,9 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
-from compiler.diagnostics import CompileError, Diagnostic
-from compiler.emit.base import SCHEDULES, Artifact, metadata
 from api.kinds.providers import VERSION, CapitalMarketsScheduleSpec
 from api.kinds.scheduled_capacity import PROVIDER_GROUP
 from api.providers import CAPITAL_MARKETS_SCHEDULE, BuiltinProvider
-from compiler.repo import CalendarDeclaration, Repo
 from compiler.calendars import (
     CalendarBuildFailed,
     CalendarsUnavailable,
@@ -35,6 +32,9 @@ from compiler.calendars import (
     UnknownExchange,
     resolve_exchange,
 )
+from compiler.diagnostics import CompileError, Diagnostic
+from compiler.emit.base import SCHEDULES, Artifact, metadata
+from compiler.repo import CalendarDeclaration, Repo
 
 COMPONENT: Final = "fivespot-calendar"
 EXCHANGE_ANNOTATION: Final = f"{PROVIDER_GROUP}/exchange"

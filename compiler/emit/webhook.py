@@ -37,7 +37,6 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from compiler.emit.base import ADMISSION, WORKLOADS, Artifact, metadata
 from api.identities import (
     CAPACITY_CONTROLLER,
     METRICS_PORT,
@@ -47,8 +46,9 @@ from api.identities import (
     WEBHOOK_TLS_SECRET,
     service_account_user,
 )
-from compiler.emit.workloads import WEBHOOK_PORT_NAME, cert_manager, selector
 from api.kinds import scheduled_capacity as scap
+from compiler.emit.base import ADMISSION, WORKLOADS, Artifact, metadata
+from compiler.emit.workloads import WEBHOOK_PORT_NAME, cert_manager, selector
 from compiler.repo import Repo
 from compiler.spec import NetworkPeer
 

@@ -32,9 +32,6 @@ import copy
 import hashlib
 from typing import Any, Final
 
-from compiler.emit.base import WORKLOADS, Artifact, labels, metadata
-from compiler.emit.bundle import bundle_json
-from compiler.emit.components import Component, components, custom_identities
 from api.identities import (
     BUNDLE_CONFIGMAP,
     BUNDLE_MOUNT,
@@ -42,6 +39,9 @@ from api.identities import (
     WEBHOOK_PORT,
     WEBHOOK_TLS_SECRET,
 )
+from compiler.emit.base import WORKLOADS, Artifact, labels, metadata
+from compiler.emit.bundle import bundle_json
+from compiler.emit.components import Component, components, custom_identities
 from compiler.repo import Repo
 from compiler.spec import CertificateMode
 

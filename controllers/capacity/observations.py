@@ -20,9 +20,9 @@ from typing import Final
 from pydantic import ValidationError
 
 from api.bundle import Consumer
+from api.fieldpath import capacity_path_error, drained_path_error, split_path
 from api.kinds.scheduled_capacity import ScheduledCapacitySpec, ScheduledCapacityStatus
 from api.kinds.scheduled_machine import governed_node
-from api.fieldpath import capacity_path_error, drained_path_error, split_path
 
 
 class Absent(Enum):

@@ -14,8 +14,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from api.kinds.scheduled_capacity import ScheduledCapacityStatus
 from api.fieldpath import capacity_path_error, split_path
+from api.kinds.scheduled_capacity import ScheduledCapacityStatus
 
 
 def target_patch(path: str, value: int) -> dict[str, Any]:

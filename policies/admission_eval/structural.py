@@ -25,7 +25,6 @@ import re2
 
 from policies.admission_eval import formats
 from policies.admission_eval.regex import Pattern
-from policies.cel import checked
 from policies.cel import (
     ABSENT,
     CRD_VARIABLES,
@@ -36,6 +35,7 @@ from policies.cel import (
     compile_expression,
     references_old_self,
 )
+from policies.cel import checked
 
 # Field error types, as k8s.io/apimachinery/pkg/util/validation/field names them.
 INVALID: Final = "FieldValueInvalid"

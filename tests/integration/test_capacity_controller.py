@@ -13,6 +13,7 @@ import pytest
 from kubernetes import client
 
 from devcluster import localrun
+from runtime import kube
 from tests.integration.capacity_world import (
     MANUAL,
     ControllerProcess,
@@ -21,7 +22,6 @@ from tests.integration.capacity_world import (
     path,
     unique,
 )
-from runtime import kube
 
 
 @pytest.fixture(scope="module")

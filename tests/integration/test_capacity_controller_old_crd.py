@@ -18,11 +18,11 @@ import yaml
 from compiler.output import write_tree
 from compiler.pipeline import compile_repo
 from devcluster import localrun
-from runtime import kube
 from devcluster.build import cached_binaries, ensure_binaries
 from devcluster.clients import admin_client
 from devcluster.controlplane import ControlPlane
 from devcluster.kubectl import apply, wait_established
+from runtime import kube
 from tests.integration.capacity_world import ControllerProcess, World, eventually, unique
 
 SCAP_CRD = "scheduledcapacities.5spot.finos.org"

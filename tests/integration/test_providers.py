@@ -24,6 +24,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from api.bundle import parse_bundle
 from api.kinds.providers import (
     CapitalMarketsScheduleSpec,
     DAYS_MESSAGE,
@@ -36,12 +37,11 @@ from compiler.pipeline import compile_repo
 from controllers.providers import capital_markets
 from controllers.providers.controller import PROVIDER_TYPES, ProviderController
 from controllers.providers.status import rfc3339
-from runtime.clock import SYSTEM_CLOCK, Clock
-from runtime.leaderelection import Timing
-from api.bundle import parse_bundle
-from runtime.partitions import Partitions
 from devcluster.clients import client_as_service_account, service_account_kubeconfig
 from devcluster.kubectl import install, kubectl
+from runtime.clock import SYSTEM_CLOCK, Clock
+from runtime.leaderelection import Timing
+from runtime.partitions import Partitions
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "agent-sandbox"

@@ -14,8 +14,8 @@ import pytest
 from kubernetes import client
 
 from devcluster import localrun
-from runtime import kube
 from devcluster.clients import service_account_kubeconfig
+from runtime import kube
 from tests.integration.capacity_world import MANUAL, ControllerProcess, World, eventually, path, unique
 
 ROOT = Path(__file__).resolve().parents[2]

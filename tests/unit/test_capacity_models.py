@@ -15,6 +15,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
+from api.fieldpath import (
+    CAPACITY_PATH_MESSAGE,
+    CAPACITY_PATH_PATTERN,
+    DRAINED_PATH_MESSAGE,
+    DRAINED_PATH_PATTERN,
+    MAX_PATH_LENGTH,
+    capacity_path_error,
+    drained_path_error,
+)
 from api.kinds.scheduled_capacity import (
     CAPACITY_PATH_CEL,
     DRAINED_PATH_CEL,
@@ -37,15 +46,6 @@ from api.kinds.scheduled_machine import (
     governed_node,
 )
 from policies.cel.engine import CRD_VARIABLES, CelEvaluationError, compile_expression
-from api.fieldpath import (
-    CAPACITY_PATH_MESSAGE,
-    CAPACITY_PATH_PATTERN,
-    DRAINED_PATH_MESSAGE,
-    DRAINED_PATH_PATTERN,
-    MAX_PATH_LENGTH,
-    capacity_path_error,
-    drained_path_error,
-)
 
 CAPACITY_PATHS = [
     "spec.warmReplicas", "spec.a", "spec.pool.size", "spec.a.b.c.d.e.f.g", "spec.x9Y",

@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from api.bundle import Consumer
+from api.fieldpath import capacity_path_error
 from api.kinds.scheduled_capacity import (
     ConditionStatus,
     Phase,
@@ -41,7 +42,6 @@ from controllers.capacity.observations import (
     UnresolvedReason,
     parse_spec,
 )
-from api.fieldpath import capacity_path_error
 
 NOW = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 NODES = ("worker-1", "worker-3", "worker-5")

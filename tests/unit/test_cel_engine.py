@@ -17,13 +17,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from api.fieldpath import CAPACITY_PATH_PATTERN, capacity_path_error
 from policies.cel import (
     CRD_VARIABLES,
     CelCompileError,
     CelEvaluationError,
     compile_expression,
 )
-from api.fieldpath import CAPACITY_PATH_PATTERN, capacity_path_error
 
 SELF = ["self"]
 

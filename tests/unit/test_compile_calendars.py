@@ -15,12 +15,12 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from api.kinds.providers import CapitalMarketsScheduleSpec
+from compiler import calendars as exchange
 from compiler.diagnostics import CompileError
 from compiler.emit.base import LAYERS, SCHEDULES, SYNC_WAVES, WORKLOADS
 from compiler.emit.schedules import EXCHANGE_ANNOTATION, YEARS_ANNOTATION
-from api.kinds.providers import CapitalMarketsScheduleSpec
 from compiler.pipeline import compile_repo
-from compiler import calendars as exchange
 from controllers.providers import capital_markets
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
+from api.identities import lease_name
+from api.providers import BuiltinProvider
 from compiler.emit import rbac, workloads
 from compiler.emit.base import RBAC, Artifact
-from api.identities import lease_name
 from compiler.repo import Repo
-from api.providers import BuiltinProvider
 from compiler.spec import CapacityConsumer, CustomProvider, Platform, TenantPolicy
 
 API = "config.5spot.finos.org/v1alpha1"

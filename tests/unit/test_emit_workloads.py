@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 import yaml
 
+from api.providers import BuiltinProvider
 from compiler.emit import workloads
 from compiler.emit.base import WORKLOADS
 from compiler.emit.bundle import bundle_json
 from compiler.loader import load_repo
 from compiler.repo import Repo, assemble
-from api.providers import BuiltinProvider
 from compiler.spec import CapacityConsumer, CustomProvider, Platform
 
 API = "config.5spot.finos.org/v1alpha1"

@@ -9,7 +9,6 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from api.kinds.providers import CapitalMarketsScheduleSpec
-from controllers.providers import capital_markets as cm
 from compiler.calendars import (
     CalendarsUnavailable,
     ExchangeCalendar,
@@ -18,6 +17,7 @@ from compiler.calendars import (
     expand_exchange,
     resolve_exchange,
 )
+from controllers.providers import capital_markets as cm
 
 NY = ZoneInfo("America/New_York")
 UTC = dt.timezone.utc

@@ -11,9 +11,6 @@ from flask.testing import FlaskClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from webhook.app import MAX_BODY_BYTES, Runtime, create_app
-from webhook.metrics import Metrics
-from webhook.review import Lookups
 from tests.unit.test_webhook_review import (
     CAPACITY,
     MACHINES,
@@ -24,6 +21,9 @@ from tests.unit.test_webhook_review import (
     request,
     scap,
 )
+from webhook.app import MAX_BODY_BYTES, Runtime, create_app
+from webhook.metrics import Metrics
+from webhook.review import Lookups
 
 PROBLEMS: list[str] = []
 

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from policies.admission_eval import PolicySet
-from policies.admission_eval import review as evaluate
 from api.bundle import BundleError
 from api.bundle import parse_bundle as parse_api_bundle
+from policies.admission_eval import PolicySet
+from policies.admission_eval import review as evaluate
 from webhook.bundle import WebhookBundle, prepare
 from webhook.review import (
     HOST_GOVERNANCE,

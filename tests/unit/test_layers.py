@@ -1,0 +1,108 @@
+"""The layers hold: the import-linter contracts pass, a forbidden import fails them, and each
+process loads only its own layers.
+
+`make test` runs `lint-imports` on the checkout; these tests prove the check can fail (a planted
+import in a temporary copy of the tree breaks the contract it should) and check what the
+contracts cannot see: the modules a process really has loaded after importing its entry point.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("api", "runtime", "policies", "compiler", "webhook", "controllers", "devcluster")
+LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
+
+
+def lint_imports(tree: Path) -> subprocess.CompletedProcess[str]:
+    """`lint-imports` on `tree`, whose packages shadow the installed ones (PYTHONPATH first)."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    return subprocess.run([str(LINT_IMPORTS), "--no-cache", "--config", str(tree / ".importlinter")],
+                          cwd=tree, env=env, capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """A copy of the checkout's packages and contracts."""
+    for package in PACKAGES:
+        shutil.copytree(ROOT / package, tmp_path / package,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / ".importlinter", tmp_path / ".importlinter")
+    return tmp_path
+
+
+def plant(tree: Path, module: str, line: str) -> None:
+    path = tree / (module.replace(".", "/") + ".py")
+    path.write_text(path.read_text() + f"\n{line}  # planted by test_layers\n")
+
+
+def test_the_checkout_keeps_every_contract() -> None:
+    result = lint_imports(ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 broken" in result.stdout
+
+
+def test_an_unchanged_copy_keeps_every_contract(tree: Path) -> None:
+    result = lint_imports(tree)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("module,line,broken", [
+    ("webhook.review", "import compiler.pipeline",
+     "Layers: devcluster > compiler | webhook | controllers"),
+    ("controllers.capacity.decide", "from webhook import review",
+     "Layers: devcluster > compiler | webhook | controllers"),
+    ("api.kinds.base", "import runtime.kube",
+     "Layers: devcluster > compiler | webhook | controllers"),
+    ("runtime.cache", "import controllers.cli",
+     "Layers: devcluster > compiler | webhook | controllers"),
+    ("controllers.providers.manual", "import devcluster.kubectl",
+     "Layers: devcluster > compiler | webhook | controllers"),
+    ("controllers.capacity.decide", "from kubernetes import client",
+     "Only the runtime talks to the API server"),
+    ("compiler.emit.rbac", "from runtime import kube",
+     "The compiler and the checker run offline"),
+    ("controllers.cli", "import flask",
+     "Only the webhook serves HTTP admission"),
+], ids=["webhook-imports-compiler", "controllers-import-webhook", "api-imports-runtime",
+        "runtime-imports-controllers", "shipped-code-imports-devcluster",
+        "controller-imports-the-client", "compiler-imports-runtime", "controller-serves-http"])
+def test_a_planted_forbidden_import_breaks_its_contract(tree: Path, module: str, line: str,
+                                                        broken: str) -> None:
+    plant(tree, module, line)
+    result = lint_imports(tree)
+    assert result.returncode != 0, result.stdout
+    failed = result.stdout.split("Broken contracts", 1)[-1]
+    assert broken in failed and module in failed, result.stdout
+
+
+def _loaded_after(statement: str) -> set[str]:
+    code = f"import sys; {statement}; print(' '.join(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=ROOT)
+    return {name.split(".")[0] for name in out.stdout.split()}
+
+
+def test_the_webhook_process_does_not_load_the_compiler_or_the_controllers() -> None:
+    loaded = _loaded_after("import webhook.cli, webhook.server")  # what `webhook serve` runs
+    assert "webhook" in loaded and "runtime" in loaded
+    assert not loaded & {"compiler", "controllers", "devcluster"}
+
+
+def test_the_controller_processes_do_not_load_the_compiler_or_the_webhook() -> None:
+    loaded = _loaded_after("import controllers.cli, controllers.capacity.controller, "
+                           "controllers.providers.cli, controllers.providers.controller")
+    assert "controllers" in loaded and "runtime" in loaded
+    assert not loaded & {"compiler", "webhook", "devcluster", "flask", "gunicorn"}
+
+
+def test_the_compiler_does_not_load_the_runtime_or_the_kubernetes_client() -> None:
+    loaded = _loaded_after("import compiler.pipeline, compiler.offline_check")
+    assert not loaded & {"runtime", "kubernetes", "webhook", "controllers", "devcluster"}
