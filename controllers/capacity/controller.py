@@ -61,12 +61,12 @@ from controllers.capacity.observations import (
     parse_status,
 )
 from controllers.capacity.patches import status_patch, target_patch
-from controllers.capacity.watches import KindWatches
 from runtime import kube, metrics
 from runtime.cache import DELETED, MODIFIED, Obj, strip
 from runtime.clock import SYSTEM_CLOCK, Clock
 from runtime.controller import Controller, Result
 from runtime.informer import DEFAULT_STALL_AFTER_S, DEFAULT_WATCH_TIMEOUT_S, Informer
+from runtime.kindwatches import KindWatches
 from runtime.kube import ApiClient, ResolvedKind
 from runtime.leaderelection import LeaderElector, Timing, leases_for
 from runtime.partitions import Partitions

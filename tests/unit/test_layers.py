@@ -83,6 +83,30 @@ def test_a_planted_forbidden_import_breaks_its_contract(tree: Path, module: str,
     assert broken in failed and module in failed, result.stdout
 
 
+def test_no_top_level_package_imports_another_that_imports_it_back() -> None:
+    import grimp
+
+    graph = grimp.build_graph(*PACKAGES)
+    edges: dict[str, set[str]] = {p: set() for p in PACKAGES}
+    for importer in graph.modules:
+        for imported in graph.find_modules_directly_imported_by(importer):
+            a, b = importer.split(".")[0], imported.split(".")[0]
+            if a != b:
+                edges[a].add(b)
+    done: set[str] = set()
+
+    def visit(package: str, path: tuple[str, ...]) -> None:
+        assert package not in path, f"import cycle: {' -> '.join((*path, package))}"
+        if package not in done:
+            for other in sorted(edges[package]):
+                visit(other, (*path, package))
+            done.add(package)
+
+    for package in PACKAGES:
+        visit(package, ())
+    assert edges["api"] == set() and edges["runtime"] == {"api"}
+
+
 def _loaded_after(statement: str) -> set[str]:
     code = f"import sys; {statement}; print(' '.join(sorted(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,

@@ -1,10 +1,10 @@
-"""Watches on kinds the capacity controller does not own: providers and consumer targets.
+"""Watches on kinds a controller does not own, named by group + kind (providers, targets).
 
-Both are resolved by group + kind through discovery, in whatever version the API server serves
-(provider contract: never a pinned version). A kind whose CRD is not installed is *unresolved*:
-ScheduledCapacities that use it report it (ProviderCRDNotInstalled) and the resolver retries in
-the background, so installing the CRD later starts its informer and re-queues exactly the
-objects that were waiting for it.
+Each kind is resolved through discovery, in whatever version the API server serves (provider
+contract: never a pinned version). A kind whose CRD is not installed is *unresolved*: the
+controller reports it on the objects that use it (the capacity controller's
+ProviderCRDNotInstalled) and the resolver retries in the background, so installing the CRD later
+starts its informer and re-queues exactly the objects that were waiting for it.
 """
 
 from __future__ import annotations
