@@ -44,7 +44,6 @@ from api.kinds.scheduled_capacity import (
     CONDITION_REASON_PATTERN,
     CONDITION_TYPE_PATTERN,
     MAX_CONDITIONS,
-    PROVIDER_GROUP,
     cel_string,
 )
 
