@@ -1,20 +1,20 @@
-"""The `fivespot` command line; each subcommand is a thin shell over a package's pure functions.
+"""The compiler's commands: `fivespot compile`, `run-example`, `check` and `test`.
 
-Exit codes (`commandline.exitcodes`): 0 success, 1 a verdict the user asked about is negative
-(stale output, a denied object, a failing fixture), 2 bad input (with `FILE:LINE:COL: field:
-message` on stderr, or a refused `--out`), 3 an internal error; every handler runs behind
-`commandline.boundary`, so none of them ends in a traceback.
+`register(subparsers)` adds them to the `fivespot` parser (`fivespot.cli`). Each handler is a thin
+shell over the compiler's pure functions, and reports the errors these commands expect (the
+diagnostics of a repo or an object file that is wrong, a refused `--out`) itself, with exit code
+2; anything else is the boundary's (`commandline.boundary`).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
+import functools
 import sys
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
-from commandline import boundary, exitcodes
+from commandline import exitcodes
 from compiler.diagnostics import CompileError, InputError
 
 EXIT_OK, EXIT_NEGATIVE, EXIT_BAD_INPUT = exitcodes.OK, exitcodes.NEGATIVE, exitcodes.BAD_INPUT
@@ -60,30 +60,22 @@ def _summary(compiled: object, out: Path) -> str:
     return "\n".join(lines)
 
 
-# Long-running commands live with their packages; they import the Kubernetes client, so they are
-# loaded only when asked for, and `fivespot compile` in CI starts in a tenth of a second.
-RUNTIME_COMMANDS: dict[str, tuple[str, str]] = {
-    "controller": ("controllers.cli", "run a controller (capacity)"),
-    "provider": ("controllers.providers.cli", "run a built-in schedule provider"),
-    "webhook": ("webhook.cli", "serve the admission webhook"),
-}
+Handler = Callable[[argparse.Namespace], int]
 
 
-def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="fivespot", description=__doc__)
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-
+def register(sub: Any) -> None:
+    """Add compile, run-example, check and test to a parser's subcommands."""
     compile_ = sub.add_parser("compile", help="compile a config repo into cluster artifacts")
     compile_.add_argument("config_dir", type=Path, metavar="CONFIG_DIR")
     compile_.add_argument("--out", type=Path, required=True, metavar="OUT_DIR")
     compile_.add_argument("--check", action="store_true",
                           help="exit 1 with a unified diff when OUT_DIR is not what CONFIG_DIR compiles to")
-    compile_.set_defaults(handler=_compile)
+    compile_.set_defaults(handler=_reported(_compile))
 
     example = sub.add_parser("run-example", help="compile an example repo and show its fixtures' verdicts")
     example.add_argument("config_dir", type=Path, metavar="EXAMPLE_DIR")
     example.add_argument("--out", type=Path, required=True, metavar="OUT_DIR")
-    example.set_defaults(handler=_run_example)
+    example.set_defaults(handler=_reported(_run_example))
 
     check = sub.add_parser(
         "check", help="decide objects as the API server's admission would, without a cluster",
@@ -98,22 +90,14 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     check.add_argument("--old", type=Path, metavar="OLD.yaml",
                        help="previous versions: an object found here is checked as an UPDATE")
     check.add_argument("-o", "--output", choices=("table", "json"), default="table")
-    check.set_defaults(handler=_check)
+    check.set_defaults(handler=_reported(_check))
 
     test = sub.add_parser("test", help="compile a config repo in memory and run its fixtures",
                           description="Exit 0 when every fixture gets its expected verdict, 1 "
                                       "when any does not, 2 on bad input.")
     test.add_argument("config_dir", type=Path, metavar="CONFIG_DIR")
     test.add_argument("-o", "--output", choices=("table", "json"), default="table")
-    test.set_defaults(handler=_test)
-
-    wanted = next((a for a in argv if not a.startswith("-")), None)
-    for name, (module, summary) in RUNTIME_COMMANDS.items():
-        if name == wanted:
-            importlib.import_module(module).register(sub)
-        else:
-            sub.add_parser(name, help=summary)
-    return parser
+    test.set_defaults(handler=_reported(_test))
 
 
 def _run_example(args: argparse.Namespace) -> int:
@@ -148,31 +132,18 @@ def _test(args: argparse.Namespace) -> int:
     return EXIT_OK if all(r.passed for r in results) else EXIT_NEGATIVE
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    arguments = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(arguments)
-    boundary.add_debug_flag(parser)
-    args = parser.parse_args(arguments)
-    handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
-    if handler is None:
-        parser.print_help()
-        return EXIT_BAD_INPUT
-    command = " ".join(["fivespot", *_command_words(args)])
-    return boundary.run(command, lambda: _handle(handler, args), debug=args.debug)
+def _reported(handler: Handler) -> Handler:
+    """`handler` with the errors these commands expect reported (see `_handle`)."""
+
+    @functools.wraps(handler)
+    def reported(args: argparse.Namespace) -> int:
+        return _handle(handler, args)
+
+    return reported
 
 
-def _command_words(args: argparse.Namespace) -> list[str]:
-    """`compile`, `webhook serve`, `provider manual`: the words that name what ran."""
-    words = [args.command]
-    for attribute in ("webhook_command", "controller", "name"):
-        value = getattr(args, attribute, None)
-        if isinstance(value, str):
-            words.append(value)
-    return words
-
-
-def _handle(handler: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
-    """The handler's exit code, with the errors every fivespot command expects reported."""
+def _handle(handler: Handler, args: argparse.Namespace) -> int:
+    """The handler's exit code, with the errors the compiler's commands expect reported."""
     from compiler.ownership import OutputRefused
 
     try:
@@ -192,7 +163,3 @@ def _diagnostics(diagnostics: Sequence[object], outcome: str) -> int:
     count = len(diagnostics)
     print(f"{count} error{'s' if count != 1 else ''}; {outcome}", file=sys.stderr)
     return EXIT_BAD_INPUT
-
-
-if __name__ == "__main__":
-    sys.exit(main())

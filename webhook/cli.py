@@ -1,6 +1,6 @@
 """`fivespot webhook serve ...`: the command line of the admission webhook.
 
-`register(subparsers)` adds the `webhook` command to the `fivespot` parser (compiler/cli.py);
+`register(subparsers)` adds the `webhook` command to the `fivespot` parser (`fivespot/cli.py`);
 `python -m webhook serve ...` runs the same parser on its own. The flags the compiled Deployment
 passes are `--bundle`, `--port` and, in cert-manager mode, `--cert-dir`; the rest have production
 defaults and exist for local runs and tests (short certificate lifetimes force rotations).

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from compiler.cli import main
+from fivespot.cli import main
 from compiler.output import write_tree
 from compiler.pipeline import compile_repo
 

@@ -18,9 +18,9 @@ import pytest
 import compiler.output
 import compiler.pipeline
 from commandline import boundary, exitcodes
-from compiler.cli import main
+from fivespot.cli import main
 from compiler.output import with_manifest, write_tree
-from controllers.runtime import logs
+from runtime import logs
 from tests.unit.outtree import files_of
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "agent-sandbox" / "config"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from compiler.cli import main
+from fivespot.cli import main
 
 exchange_calendars = pytest.importorskip("exchange_calendars")
 

@@ -64,7 +64,7 @@ def test_a_repo_without_consumers_has_no_capacity_component() -> None:
 
 
 def test_check_mode_passes_when_output_is_current(capsys: pytest.CaptureFixture[str]) -> None:
-    from compiler.cli import main
+    from fivespot.cli import main
 
     assert main(["compile", str(EXAMPLE), "--out", str(GOLDEN), "--check"]) == 0
     assert "up to date" in capsys.readouterr().out
@@ -75,7 +75,7 @@ def test_check_mode_fails_with_a_unified_diff_when_output_is_stale(
 ) -> None:
     import shutil
 
-    from compiler.cli import main
+    from fivespot.cli import main
 
     stale = tmp_path / "out"
     shutil.copytree(GOLDEN, stale)

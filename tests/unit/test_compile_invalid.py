@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from compiler.cli import main
+from fivespot.cli import main
 from compiler.output import write_tree
 from compiler.ownership import MANIFEST
 

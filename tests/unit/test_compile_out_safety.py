@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from compiler.cli import main
+from fivespot.cli import main
 from compiler.output import with_manifest, write_tree
 from compiler.ownership import MANIFEST, MARKER
 from compiler.pipeline import compile_repo

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from compiler.cli import main
+from fivespot.cli import main
 from compiler.output import with_manifest, write_tree
 from compiler.pipeline import compile_repo
 from compiler.swap import atomic_exchange_available

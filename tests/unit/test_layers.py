@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("api", "runtime", "policies", "compiler", "webhook", "controllers", "devcluster")
+PACKAGES = ("fivespot", "api", "commandline", "runtime", "policies", "compiler", "webhook",
+            "controllers", "devcluster")
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 
 
@@ -56,15 +57,15 @@ def test_an_unchanged_copy_keeps_every_contract(tree: Path) -> None:
 
 @pytest.mark.parametrize("module,line,broken", [
     ("webhook.review", "import compiler.pipeline",
-     "Layers: devcluster > compiler | webhook | controllers"),
+     "Layers: fivespot > devcluster > compiler | webhook | controllers"),
     ("controllers.capacity.decide", "from webhook import review",
-     "Layers: devcluster > compiler | webhook | controllers"),
+     "Layers: fivespot > devcluster > compiler | webhook | controllers"),
     ("api.kinds.base", "import runtime.kube",
-     "Layers: devcluster > compiler | webhook | controllers"),
+     "Layers: fivespot > devcluster > compiler | webhook | controllers"),
     ("runtime.cache", "import controllers.cli",
-     "Layers: devcluster > compiler | webhook | controllers"),
+     "Layers: fivespot > devcluster > compiler | webhook | controllers"),
     ("controllers.providers.manual", "import devcluster.kubectl",
-     "Layers: devcluster > compiler | webhook | controllers"),
+     "Layers: fivespot > devcluster > compiler | webhook | controllers"),
     ("controllers.capacity.decide", "from kubernetes import client",
      "Only the runtime talks to the API server"),
     ("compiler.emit.rbac", "from runtime import kube",

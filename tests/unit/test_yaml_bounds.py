@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from compiler.cli import main
+from fivespot.cli import main
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "agent-sandbox" / "config"
 PLATFORM = ("apiVersion: config.5spot.finos.org/v1alpha1\nkind: Platform\n"

@@ -1,0 +1,6 @@
+"""The `fivespot` command: the top of the house, one table of subcommands over the packages.
+
+It owns no behaviour of its own: each subcommand is registered by the package it belongs to
+(`compiler.cli`, `webhook.cli`, `controllers.cli`, `controllers.providers.cli`) and runs behind
+`commandline.boundary`.
+"""

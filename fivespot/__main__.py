@@ -1,0 +1,7 @@
+"""`python -m fivespot ...`: the `fivespot` command without its console script."""
+
+import sys
+
+from fivespot.cli import main
+
+sys.exit(main())
