@@ -8,6 +8,7 @@ contracts cannot see: the modules a process really has loaded after importing it
 
 from __future__ import annotations
 
+import configparser
 import os
 import shutil
 import subprocess
@@ -17,8 +18,17 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("fivespot", "api", "commandline", "runtime", "policies", "compiler", "webhook",
-            "controllers", "devcluster")
+CONTRACTS = ROOT / ".importlinter"
+
+
+def _root_packages() -> tuple[str, ...]:
+    parser = configparser.ConfigParser()
+    parser.read(CONTRACTS)
+    return tuple(parser["importlinter"]["root_packages"].split())
+
+
+PACKAGES = _root_packages()
+"""Every package the contracts cover (`.importlinter`'s root_packages)."""
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 
 
@@ -35,13 +45,23 @@ def tree(tmp_path: Path) -> Path:
     for package in PACKAGES:
         shutil.copytree(ROOT / package, tmp_path / package,
                         ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(ROOT / ".importlinter", tmp_path / ".importlinter")
+    shutil.copy(CONTRACTS, tmp_path / ".importlinter")
     return tmp_path
 
 
 def plant(tree: Path, module: str, line: str) -> None:
     path = tree / (module.replace(".", "/") + ".py")
     path.write_text(path.read_text() + f"\n{line}  # planted by test_layers\n")
+
+
+def test_the_contracts_the_type_check_and_the_wheel_cover_every_package() -> None:
+    import tomllib
+
+    shipped = {p.name for p in ROOT.iterdir() if (p / "__init__.py").exists()} - {"tests", "bench"}
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]
+    assert set(PACKAGES) == shipped
+    assert set(project["mypy"]["packages"]) == shipped
+    assert {p.rstrip("*") for p in project["setuptools"]["packages"]["find"]["include"]} == shipped
 
 
 def test_the_checkout_keeps_every_contract() -> None:
