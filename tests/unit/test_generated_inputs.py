@@ -27,8 +27,8 @@ from typing import Any, Final
 import pytest
 import yaml
 
-import compiler.checking
-from compiler.cli import main
+import compiler.offline_check
+from fivespot.cli import main
 from compiler.ownership import MANIFEST, parse_manifest
 from tests.unit.mutations import RepoMutator
 from tests.unit.outtree import files_of
@@ -183,8 +183,8 @@ def _objects() -> dict[str, list[Any]]:
 def test_generated_object_files_never_crash_check(
         policies: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
-    loaded = compiler.checking.load_checker([policies])
-    monkeypatch.setattr(compiler.checking, "load_checker", lambda roots: loaded)
+    loaded = compiler.offline_check.load_checker([policies])
+    monkeypatch.setattr(compiler.offline_check, "load_checker", lambda roots: loaded)
     rng = random.Random(SEED)
     base = _objects()
     mutator = RepoMutator(base)
