@@ -22,6 +22,9 @@ log = logging.getLogger("fivespot.capacity.watches")
 
 GroupKind = tuple[str, str]
 
+NOT_SERVED = "not served by the API server"
+"""`Watched.last_error` of a kind discovery does not list: its CRD is not installed."""
+
 
 @dataclass
 class Watched:
@@ -90,7 +93,7 @@ class KindWatches:
                                                        "error": error.message[:300]})
                 continue
             if resolved is None:
-                watched.last_error = "not served by the API server"
+                watched.last_error = NOT_SERVED
                 continue
             informer = self._make(resolved)
             informer.add_handler(self._handler)

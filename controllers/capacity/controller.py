@@ -43,19 +43,17 @@ from api.kinds.scheduled_capacity import (
     ScheduledCapacityStatus,
     api_group,
 )
+from api.provider_contract import LookupFailed, ScheduleObservation
 from controllers.capacity import conditions as cond
 from controllers.capacity.decide import Decision, Event, decide, refusal, write_failed
 from controllers.capacity.observations import (
     DecisionInput,
     InvalidSpec,
-    LookupFailed,
     MachinesObservation,
-    ScheduleObservation,
     TargetFound,
     TargetNotFound,
     TargetObservation,
     observe_machines,
-    observe_schedule,
     observe_target,
     parse_spec,
     parse_status,
@@ -70,6 +68,7 @@ from runtime.kindwatches import KindWatches
 from runtime.kube import ApiClient, ResolvedKind
 from runtime.leaderelection import LeaderElector, Timing, leases_for
 from runtime.partitions import Partitions
+from runtime.schedules import read_schedule
 from runtime.workqueue import WorkQueue
 
 log = logging.getLogger("fivespot.capacity")
@@ -315,17 +314,8 @@ class CapacityController:
         return newer(cached, own)
 
     def _observe_schedule(self, spec: ScheduledCapacitySpec, namespace: str) -> ScheduleObservation:
-        group = api_group(spec.schedule.api_version)
-        self.providers.want(group, spec.schedule.kind)
-        watched = self.providers.get(group, spec.schedule.kind)
-        if watched is None or watched.informer is None:
-            if watched is not None and watched.last_error == "not served by the API server":
-                return observe_schedule(None, crd_installed=False)
-            return LookupFailed(f"resolving {spec.schedule.kind}.{group}: "
-                                f"{(watched.last_error if watched else None) or 'pending'}")
-        if not watched.informer.has_synced():
-            return LookupFailed(f"the {spec.schedule.kind} cache has not synced yet")
-        return observe_schedule(watched.informer.get(namespace, spec.schedule.name))
+        return read_schedule(self.providers, namespace, api_group(spec.schedule.api_version),
+                             spec.schedule.kind, spec.schedule.name)
 
     def _target_kind(self, spec: ScheduledCapacitySpec) -> tuple[ResolvedKind | None, str | None]:
         watched = self.targets.get(spec.target_ref.group, spec.target_ref.kind)

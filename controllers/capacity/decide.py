@@ -74,19 +74,16 @@ from api.kinds.scheduled_capacity import (
     ScheduleState,
     api_group,
 )
+from api.provider_contract import LookupFailed, Resolved, ScheduleObservation, Unresolved
 from controllers.capacity import conditions as cond
 from controllers.capacity.conditions import Observation, Reason
 from controllers.capacity.observations import (
     ABSENT,
     DecisionInput,
     InvalidSpec,
-    LookupFailed,
     MachineNode,
-    Resolved,
-    ScheduleObservation,
     TargetFound,
     TargetNotFound,
-    Unresolved,
     as_count,
 )
 from controllers.capacity.patches import status_patch, target_patch

@@ -1,8 +1,9 @@
 """What the capacity controller's I/O shell observed, as frozen values for `decide`.
 
 The shell does the API calls; this module fixes the vocabulary it reports them in, and holds the
-few pure translations from raw objects (the provider contract, a field at a dotted path, a
-ScheduledMachine's nodeRef) so that the shell stays a thin loop with no judgement of its own.
+few pure translations from raw objects (a field at a dotted path, a ScheduledMachine's nodeRef;
+the provider contract is `api.provider_contract`, shared with every other consumer of a
+provider) so that the shell stays a thin loop with no judgement of its own.
 Each observation distinguishes "looked and it is not there" from "could not look" (a transient
 API error), because the seed treats them differently: the first is reported and acted on, the
 second flips nothing.
@@ -14,7 +15,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import Enum, StrEnum
+from enum import Enum
 from typing import Final
 
 from pydantic import ValidationError
@@ -23,6 +24,7 @@ from api.bundle import Consumer
 from api.fieldpath import capacity_path_error, drained_path_error, split_path
 from api.kinds.scheduled_capacity import ScheduledCapacitySpec, ScheduledCapacityStatus
 from api.kinds.scheduled_machine import governed_node
+from api.provider_contract import LookupFailed, ScheduleObservation
 
 
 class Absent(Enum):
@@ -32,41 +34,6 @@ class Absent(Enum):
 
 
 ABSENT: Final = Absent.ABSENT
-
-
-@dataclass(frozen=True)
-class LookupFailed:
-    """A transient API error (timeout, 5xx, throttling): the shell could not look."""
-
-    message: str
-
-
-@dataclass(frozen=True)
-class Resolved:
-    """The provider object exists and its status can be trusted."""
-
-    active: bool
-
-
-class UnresolvedReason(StrEnum):
-    """Why a provider reference does not resolve, per the provider contract."""
-
-    CRD_NOT_INSTALLED = "ProviderCRDNotInstalled"
-    NOT_FOUND = "ScheduleNotFound"
-    ACTIVE_MISSING = "ActiveMissing"
-    ACTIVE_NOT_BOOL = "ActiveNotBool"
-    NOT_READY = "ScheduleNotReady"
-
-
-@dataclass(frozen=True)
-class Unresolved:
-    """The shell looked and the reference does not resolve; `message` says what it saw."""
-
-    reason: UnresolvedReason
-    message: str
-
-
-ScheduleObservation = Resolved | Unresolved | LookupFailed
 
 
 @dataclass(frozen=True)
@@ -168,56 +135,6 @@ def as_count(value: object) -> int | None:
         return value
     if isinstance(value, float) and math.isfinite(value) and value.is_integer():
         return int(value)
-    return None
-
-
-def observe_schedule(
-    provider: Mapping[str, object] | None, *, crd_installed: bool = True
-) -> Resolved | Unresolved:
-    """Apply the provider contract to a provider object the shell fetched (None on 404).
-
-    Only `status` is read: `status.active` must be a bool, and a `Ready` condition, if present,
-    must be True.
-    """
-    if not crd_installed:
-        return Unresolved(
-            UnresolvedReason.CRD_NOT_INSTALLED,
-            "the provider kind is not served by the API server; install its CRD",
-        )
-    if provider is None:
-        return Unresolved(
-            UnresolvedReason.NOT_FOUND,
-            "the provider object does not exist in this namespace; create it or fix spec.schedule",
-        )
-    status = provider.get("status")
-    status = status if isinstance(status, Mapping) else {}
-    if "active" not in status:
-        return Unresolved(
-            UnresolvedReason.ACTIVE_MISSING,
-            "the provider has not published status.active; is its controller running?",
-        )
-    active = status["active"]
-    if not isinstance(active, bool):
-        return Unresolved(
-            UnresolvedReason.ACTIVE_NOT_BOOL,
-            f"the provider's status.active is {active!r}, not a boolean",
-        )
-    ready = _ready_condition(status.get("conditions"))
-    if ready is not None and ready.get("status") != "True":
-        return Unresolved(
-            UnresolvedReason.NOT_READY,
-            f"the provider reports Ready={ready.get('status')!s} "
-            f"({ready.get('reason')!s}: {ready.get('message')!s})",
-        )
-    return Resolved(active)
-
-
-def _ready_condition(conditions: object) -> Mapping[str, object] | None:
-    if not isinstance(conditions, list):
-        return None
-    for condition in conditions:
-        if isinstance(condition, Mapping) and condition.get("type") == "Ready":
-            return condition
     return None
 
 

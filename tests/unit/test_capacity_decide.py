@@ -23,6 +23,13 @@ from api.kinds.scheduled_capacity import (
     ScheduledCapacitySpec,
     ScheduledCapacityStatus,
 )
+from api.provider_contract import (
+    LookupFailed,
+    Resolved,
+    ScheduleObservation,
+    Unresolved,
+    UnresolvedReason,
+)
 from controllers.capacity.conditions import (
     CAPACITY_WRITTEN,
     CONDITION_TYPES,
@@ -36,18 +43,12 @@ from controllers.capacity.decide import Decision, decide, status_patch, target_p
 from controllers.capacity.observations import (
     ABSENT,
     DecisionInput,
-    LookupFailed,
     MachineNode,
     MachinesObservation,
-    Resolved,
-    ScheduleObservation,
     TargetFound,
     TargetNotFound,
     TargetObservation,
-    Unresolved,
-    UnresolvedReason,
     observe_machines,
-    observe_schedule,
     observe_target,
     parse_spec,
     parse_status,
@@ -808,47 +809,6 @@ def test_a_naive_clock_is_refused() -> None:
 
 
 # --- observations the shell builds ---------------------------------------------------------------
-
-
-def _provider(status: dict[str, Any] | None) -> dict[str, Any]:
-    obj: dict[str, Any] = {"metadata": {"name": "desk"}, "spec": {"enabled": True}}
-    if status is not None:
-        obj["status"] = status
-    return obj
-
-
-@pytest.mark.parametrize(
-    ("provider", "crd", "expected"),
-    [
-        (_provider({"active": True}), True, Resolved(True)),
-        (_provider({"active": False, "conditions": [{"type": "Ready", "status": "True"}]}), True, Resolved(False)),
-        (_provider({"active": True, "conditions": [{"type": "Ready", "status": "False"}]}), True,
-         UnresolvedReason.NOT_READY),
-        (_provider({"active": True, "conditions": [{"type": "Ready", "status": "Unknown"}]}), True,
-         UnresolvedReason.NOT_READY),
-        (_provider({"active": "true"}), True, UnresolvedReason.ACTIVE_NOT_BOOL),
-        (_provider({}), True, UnresolvedReason.ACTIVE_MISSING),
-        (_provider(None), True, UnresolvedReason.ACTIVE_MISSING),
-        (None, True, UnresolvedReason.NOT_FOUND),
-        (None, False, UnresolvedReason.CRD_NOT_INSTALLED),
-    ],
-    ids=["active", "inactive-and-ready", "ready-false", "ready-unknown", "active-not-bool",
-         "active-missing", "no-status", "object-missing", "crd-missing"],
-)
-def test_observe_schedule_applies_the_provider_contract(
-    provider: dict[str, Any] | None, crd: bool, expected: Resolved | UnresolvedReason
-) -> None:
-    observed = observe_schedule(provider, crd_installed=crd)
-    if isinstance(expected, Resolved):
-        assert observed == expected
-    else:
-        assert isinstance(observed, Unresolved) and observed.reason is expected
-
-
-def test_observe_schedule_ignores_the_provider_spec() -> None:
-    provider = _provider({"active": False})
-    provider["spec"] = {"enabled": True, "active": True}
-    assert observe_schedule(provider) == Resolved(False)
 
 
 def test_observe_target_reads_the_two_paths_and_reports_absence() -> None:

@@ -25,21 +25,23 @@ from api.kinds.scheduled_capacity import (
     ScheduledCapacitySpec,
     ScheduledCapacityStatus,
 )
+from api.provider_contract import (
+    LookupFailed,
+    Resolved,
+    ScheduleObservation,
+    Unresolved,
+    UnresolvedReason,
+)
 from controllers.capacity.conditions import READY
 from controllers.capacity.decide import Decision, decide, status_patch
 from controllers.capacity.observations import (
     ABSENT,
     DecisionInput,
-    LookupFailed,
     MachineNode,
     MachinesObservation,
-    Resolved,
-    ScheduleObservation,
     TargetFound,
     TargetNotFound,
     TargetObservation,
-    Unresolved,
-    UnresolvedReason,
     parse_spec,
 )
 
