@@ -72,6 +72,46 @@ class Provider(_Part):
     version: StrictStr
 
 
+class EmbeddableKind(_Part):
+    """A bootstrap or infrastructure kind a ScheduledMachine may embed."""
+
+    group: StrictStr
+    version: StrictStr
+    kind: StrictStr
+    resource: StrictStr
+
+
+class Cluster(_Part):
+    """A CAPI Cluster ScheduledMachines may join (its kubeconfig: `<name>-kubeconfig`)."""
+
+    namespace: StrictStr
+    name: StrictStr
+
+
+class Machines(_Part):
+    """What the machine controller may create (a `MachineProvisioning`), and where."""
+
+    clusters: tuple[Cluster, ...] = Field(min_length=1)
+    bootstrap: tuple[EmbeddableKind, ...] = Field(min_length=1)
+    infrastructure: tuple[EmbeddableKind, ...] = Field(min_length=1)
+    machine_version: StrictStr
+    capacity_installed: StrictBool = False
+    """Whether ScheduledCapacity is installed (the machine side then reports shared hosts)."""
+
+    @property
+    def namespaces(self) -> tuple[str, ...]:
+        return tuple(sorted({c.namespace for c in self.clusters}))
+
+    def allows_cluster(self, namespace: str, name: str) -> bool:
+        return any((c.namespace, c.name) == (namespace, name) for c in self.clusters)
+
+    def bootstrap_kind(self, group: str, kind: str) -> EmbeddableKind | None:
+        return next((k for k in self.bootstrap if (k.group, k.kind) == (group, kind)), None)
+
+    def infrastructure_kind(self, group: str, kind: str) -> EmbeddableKind | None:
+        return next((k for k in self.infrastructure if (k.group, k.kind) == (group, kind)), None)
+
+
 class WebhookSettings(_Part):
     host_governance: HostGovernanceAction
     polyfill: StrictBool
@@ -101,6 +141,8 @@ class Bundle(_Part):
     providers: tuple[Provider, ...]
     webhook: WebhookSettings
     admission: Admission
+    machines: Machines | None = None
+    """Set when the repo declares MachineProvisioning (a machine controller is installed)."""
 
     def consumer_for(self, group: str, resource: str) -> Consumer | None:
         """The consumer of a group and resource (how admission requests name a kind)."""
@@ -117,6 +159,8 @@ class Bundle(_Part):
     def to_json(self) -> str:
         """The bundle as `fivespot compile` writes it: sorted keys, two-space indent."""
         data = self.model_dump(mode="json", by_alias=True)
+        if data.get("machines") is None:
+            data.pop("machines", None)  # a repo without machines compiles as it always did
         return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
 

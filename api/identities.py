@@ -1,7 +1,7 @@
 """The names of fivespot's components and identities, shared by the compiler and the processes.
 
 One identity per component (seed 000: compromising one must not grant another's powers): the
-capacity controller, the webhook, and one per built-in provider (`api.providers` lists them).
+capacity controller, the machine controller, the webhook, and one per built-in provider (`api.providers` lists them).
 The compiler names Deployments, ServiceAccounts, Roles and Lease names with these; the running
 processes look for the same names, so RBAC and what a process asks for cannot disagree.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Final
 
 CAPACITY_CONTROLLER: Final = "fivespot-capacity-controller"
+MACHINE_CONTROLLER: Final = "fivespot-machine-controller"
 WEBHOOK: Final = "fivespot-webhook"
 BUNDLE_CONFIGMAP: Final = "fivespot-bundle"
 BUNDLE_KEY: Final = "bundle.json"
@@ -29,6 +30,14 @@ def provider_identity(command: str) -> str:
 def service_account_user(namespace: str, name: str) -> str:
     """The username the API server gives requests made by that ServiceAccount."""
     return f"system:serviceaccount:{namespace}:{name}"
+
+
+def kubeconfig_secret(cluster: str) -> str:
+    """The Secret CAPI writes a workload cluster's admin kubeconfig to (key `value`)."""
+    return f"{cluster}-kubeconfig"
+
+
+KUBECONFIG_SECRET_KEY: Final = "value"
 
 
 def lease_name(component: str, partition: str) -> str:

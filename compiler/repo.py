@@ -20,6 +20,7 @@ from compiler.spec import (
     Enforcement,
     ExchangeCalendarSpec,
     Fixture,
+    MachineProvisioning,
     Platform,
     ScheduleProvider,
     TenantPolicy,
@@ -59,6 +60,8 @@ class Repo:
     """Custom provider kind -> the document and path of its declaration, to place errors."""
     calendars: tuple[CalendarDeclaration, ...] = ()
     """Every declared exchange calendar, in file order (the emitter sorts what it writes)."""
+    machines: MachineProvisioning | None = None
+    """The one MachineProvisioning, if any: fivespot then reconciles ScheduledMachines."""
 
     @property
     def namespace(self) -> str:
@@ -68,6 +71,11 @@ class Repo:
     def has_capacity(self) -> bool:
         """No CapacityConsumer, no capacity component: no CRD, controller, RBAC or Deployment."""
         return bool(self.consumers)
+
+    @property
+    def has_machines(self) -> bool:
+        """No MachineProvisioning, no machine controller: the ScheduledMachine CRD stays thin."""
+        return self.machines is not None
 
     @property
     def provider_kinds(self) -> tuple[str, ...]:
@@ -122,6 +130,13 @@ def assemble(loaded: LoadResult) -> Repo:
     builtin, custom, custom_sources, provider_problems = _providers(providers)
     diagnostics += provider_problems
 
+    provisioning = by_kind.get("MachineProvisioning", [])
+    for extra in provisioning[1:]:
+        diagnostics.append(Diagnostic(
+            extra.source.locate(("kind",)), "kind",
+            "a repo has at most one MachineProvisioning (list every cluster and kind in it); "
+            f"another is at {provisioning[0].source.locate(())}"))
+
     if diagnostics or not platforms:
         raise CompileError(diagnostics)
     sources = {(d.kind, d.name): d.source.locate(()) for d in loaded.documents}
@@ -135,6 +150,7 @@ def assemble(loaded: LoadResult) -> Repo:
         sources=sources,
         custom_provider_sources=custom_sources,
         calendars=_calendars(providers),
+        machines=provisioning[0].model if provisioning else None,
     )
 
 

@@ -489,6 +489,77 @@ class ScheduleProviderSpec(_Strict):
     )
 
 
+# --- MachineProvisioning --------------------------------------------------------------------
+
+
+CAPI_GROUP: Final = "cluster.x-k8s.io"
+
+
+class CapiCluster(_Strict):
+    namespace: NamespaceName = Field(
+        description="The namespace of the CAPI Cluster; ScheduledMachines naming it live here.")
+    name: Name = Field(description="The Cluster's name; its kubeconfig is the Secret "
+                       "<name>-kubeconfig in the same namespace (CAPI's convention).")
+
+
+class EmbeddableKind(_Strict):
+    group: str = Field(pattern=DNS_SUBDOMAIN_PATTERN, max_length=253,
+                       description="API group, e.g. bootstrap.cluster.x-k8s.io.")
+    version: str = Field(pattern=VERSION_PATTERN, max_length=63,
+                         description="A served version, e.g. v1beta2.")
+    kind: str = Field(pattern=KIND_PATTERN, max_length=63, description="Kind, e.g. KubeadmConfig.")
+    resource: str = Field(pattern=PLURAL_PATTERN, max_length=63,
+                          description="Plural resource name, e.g. kubeadmconfigs.")
+
+
+def _unique_kinds(kinds: list[EmbeddableKind]) -> list[EmbeddableKind]:
+    seen: set[tuple[str, str]] = set()
+    for kind in kinds:
+        if (kind.group, kind.kind) in seen:
+            raise ValueError(f"{kind.kind}.{kind.group} is listed twice")
+        seen.add((kind.group, kind.kind))
+    return kinds
+
+
+class MachineProvisioningSpec(_Strict):
+    """Which CAPI clusters ScheduledMachines may join and which objects they may embed. Its
+    presence installs fivespot's machine controller, its identity and the full ScheduledMachine
+    CRD."""
+
+    clusters: list[CapiCluster] = Field(
+        min_length=1, max_length=256,
+        description="The CAPI Clusters machines may join; their namespaces are the only ones "
+        "where the machine controller may create Machines.")
+    bootstrap: list[EmbeddableKind] = Field(
+        min_length=1, max_length=16,
+        description="Bootstrap kinds a ScheduledMachine's bootstrapSpec may be.")
+    infrastructure: list[EmbeddableKind] = Field(
+        min_length=1, max_length=16,
+        description="Infrastructure kinds a ScheduledMachine's infrastructureSpec may be.")
+    machine_version: str = Field(
+        default="v1beta2", pattern=VERSION_PATTERN, max_length=63,
+        description=f"The served version of {CAPI_GROUP} Machines to create.")
+
+    @field_validator("clusters")
+    @classmethod
+    def _clusters_once(cls, clusters: list[CapiCluster]) -> list[CapiCluster]:
+        seen = set()
+        for cluster in clusters:
+            if (cluster.namespace, cluster.name) in seen:
+                raise ValueError(f"cluster {cluster.namespace}/{cluster.name} is listed twice")
+            seen.add((cluster.namespace, cluster.name))
+        return clusters
+
+    @field_validator("bootstrap", "infrastructure")
+    @classmethod
+    def _kinds_once(cls, kinds: list[EmbeddableKind]) -> list[EmbeddableKind]:
+        return _unique_kinds(kinds)
+
+    @property
+    def namespaces(self) -> tuple[str, ...]:
+        return tuple(sorted({c.namespace for c in self.clusters}))
+
+
 # --- TenantPolicy ----------------------------------------------------------------------------
 
 
@@ -583,6 +654,11 @@ class TenantPolicy(_Document):
     spec: TenantPolicySpec
 
 
+class MachineProvisioning(_Document):
+    kind: Literal["MachineProvisioning"]
+    spec: MachineProvisioningSpec
+
+
 class Fixture(_Document):
     kind: Literal["Fixture"]
     spec: FixtureSpec
@@ -593,5 +669,6 @@ DOCUMENT_KINDS: Final[dict[str, type[_Document]]] = {
     "CapacityConsumer": CapacityConsumer,
     "ScheduleProvider": ScheduleProvider,
     "TenantPolicy": TenantPolicy,
+    "MachineProvisioning": MachineProvisioning,
     "Fixture": Fixture,
 }

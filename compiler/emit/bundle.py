@@ -8,8 +8,19 @@ Built here from the repo, written as `bundle.json` at the top of OUT_DIR (for lo
 from __future__ import annotations
 
 import functools
+from typing import Any
 
-from api.bundle import Admission, Bundle, Consumer, Partition, Provider, WebhookSettings
+from api.bundle import (
+    Admission,
+    Bundle,
+    Cluster,
+    Consumer,
+    EmbeddableKind,
+    Machines,
+    Partition,
+    Provider,
+    WebhookSettings,
+)
 from api.identities import (
     BUNDLE_CONFIGMAP,
     BUNDLE_KEY,
@@ -49,6 +60,25 @@ def bundle(repo: Repo) -> Bundle:
             policies=tuple(admission.policies(repo)) if repo.has_capacity else (),
             params=tuple(admission.params(repo)) if repo.has_capacity else (),
         ),
+        machines=machines(repo),
+    )
+
+
+def machines(repo: Repo) -> Machines | None:
+    if repo.machines is None:
+        return None
+    spec = repo.machines.spec
+
+    def kinds(declared: list[Any]) -> tuple[EmbeddableKind, ...]:
+        return tuple(sorted((EmbeddableKind(group=k.group, version=k.version, kind=k.kind,
+                                            resource=k.resource) for k in declared),
+                            key=lambda k: (k.group, k.kind)))
+
+    return Machines(
+        clusters=tuple(sorted((Cluster(namespace=c.namespace, name=c.name) for c in spec.clusters),
+                              key=lambda c: (c.namespace, c.name))),
+        bootstrap=kinds(spec.bootstrap), infrastructure=kinds(spec.infrastructure),
+        machine_version=spec.machine_version, capacity_installed=repo.has_capacity,
     )
 
 

@@ -19,6 +19,7 @@ from api.identities import (
     BUNDLE_KEY,
     BUNDLE_MOUNT,
     CAPACITY_CONTROLLER,
+    MACHINE_CONTROLLER,
     WEBHOOK,
     WEBHOOK_PORT,
     lease_name,
@@ -45,6 +46,8 @@ class Component:
     serves_admission: bool = False
     provider_kind: BuiltinProvider | None = None
     """The kind a built-in provider reconciles; None for the other components."""
+    reconciles_machines: bool = False
+    """The machine controller (ScheduledMachine -> CAPI Machines)."""
 
 
 def partition_leases(repo: Repo, component: str) -> tuple[str, ...]:
@@ -57,6 +60,16 @@ def capacity_controller(repo: Repo) -> Component:
         args=("controller", "capacity", "--bundle", BUNDLE_PATH),
         replicas=repo.platform.spec.controller_replicas,
         leases=partition_leases(repo, CAPACITY_CONTROLLER),
+    )
+
+
+def machine_controller(repo: Repo) -> Component:
+    return Component(
+        name=MACHINE_CONTROLLER,
+        args=("controller", "machine", "--bundle", BUNDLE_PATH),
+        replicas=repo.platform.spec.controller_replicas,
+        leases=partition_leases(repo, MACHINE_CONTROLLER),
+        reconciles_machines=True,
     )
 
 
@@ -87,6 +100,8 @@ def components(repo: Repo) -> list[Component]:
     found = [builtin_provider(repo, kind) for kind in repo.builtin_providers]
     if repo.has_capacity:
         found.append(capacity_controller(repo))
+    if repo.has_machines:
+        found.append(machine_controller(repo))
     if repo.has_webhook:
         found.append(webhook(repo))
     return sorted(found, key=lambda c: c.name)

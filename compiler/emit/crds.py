@@ -5,6 +5,7 @@ also read objects with.
 
 from __future__ import annotations
 
+import copy
 import functools
 
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ from pydantic import BaseModel
 
 from api.kinds import providers as provider_kinds
 from api.kinds import scheduled_capacity as scap
+from api.kinds import machine_lifecycle
 from api.kinds import scheduled_machine as sm
 from api.kinds import tenant_limit
 from api.providers import BUILTIN_PROVIDERS, BuiltinProvider
@@ -83,6 +85,40 @@ SCHEDULED_MACHINE: Final = KindInfo(
     ),
 )
 
+_MACHINE_SPEC: Final = structural_schema(machine_lifecycle.MachineSpec)
+_MACHINE_STATUS: Final = structural_schema(machine_lifecycle.MachineStatus)
+MACHINE_COLUMNS: Final = (
+    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+    {"name": "Ready", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Ready\")].status"},
+    {"name": "InSchedule", "type": "boolean", "jsonPath": ".status.inSchedule"},
+    {"name": "Enabled", "type": "boolean", "jsonPath": ".spec.enabled"},
+    {"name": "Schedule", "type": "string", "jsonPath": ".spec.schedule.name"},
+    {"name": "KillSwitch", "type": "boolean", "jsonPath": ".spec.killSwitch"},
+    {"name": "Node", "type": "string", "jsonPath": ".status.nodeRef.name"},
+    _AGE,
+)
+
+
+def reconciled_machine(repo: Repo) -> KindInfo:
+    """ScheduledMachine when fivespot's machine controller reconciles it: the full schema, the
+    embedded objects narrowed to the kinds the repo's MachineProvisioning allows."""
+    assert repo.machines is not None
+    spec = copy.deepcopy(_MACHINE_SPEC)
+    for field, kinds in (("bootstrapSpec", repo.machines.spec.bootstrap),
+                         ("infrastructureSpec", repo.machines.spec.infrastructure)):
+        rule = machine_lifecycle.embedded_kind_rule(
+            f"spec.{field}", [(k.group, k.kind) for k in kinds])
+        spec["properties"][field].setdefault("x-kubernetes-validations", []).append(rule)
+    return KindInfo(
+        group=sm.GROUP, version=sm.VERSION, kind=sm.KIND, plural=sm.PLURAL,
+        short_names=sm.SHORT_NAMES,
+        description="A CAPI Machine fivespot creates while a spot schedule says active, and "
+                    "drains (cordon, evictions honouring PodDisruptionBudgets, nodeDrainTimeout) "
+                    "and deletes when it does not.",
+        spec=spec, status=_MACHINE_STATUS, columns=MACHINE_COLUMNS,
+    )
+
+
 _PROVIDER_STATUS: Final = structural_schema(provider_kinds.ProviderStatus)
 _PROVIDER_COLUMNS: Final = (
     {"name": "Active", "type": "boolean", "jsonPath": ".status.active"},
@@ -128,10 +164,12 @@ def provider_infos(repo: Repo) -> list[KindInfo]:
 def kinds(repo: Repo) -> list[KindInfo]:
     """Every CRD this repo installs, in a fixed order."""
     found: list[KindInfo] = []
+    if repo.has_machines:
+        found.append(reconciled_machine(repo))
+    elif repo.has_capacity and repo.platform.spec.install_scheduled_machine_crd:
+        found.append(SCHEDULED_MACHINE)
     if repo.has_capacity:
         found.append(SCHEDULED_CAPACITY)
-        if repo.platform.spec.install_scheduled_machine_crd:
-            found.append(SCHEDULED_MACHINE)
     found += provider_infos(repo)
     if repo.emits_vaps and repo.tenants:
         found.append(TENANT_LIMIT)

@@ -21,6 +21,23 @@ Capacity controller (`fivespot-capacity-controller`, only when the repo has a co
     restrict by name (the name is not known before the object exists), and get, update on its
     own lease names only (one per partition) — leader election per partition.
 
+Machine controller (`fivespot-machine-controller`, only when the repo has a MachineProvisioning)
+  - scheduledmachines: get, list, watch; scheduledmachines/status: get, patch, update — it
+    reconciles them and keeps all its state in status.
+  - every provider plural: get, list, watch — like the capacity controller, status only.
+  - scheduledcapacities: get, list, watch (only when the capacity CRD is installed) — to report
+    a ScheduledMachine whose node a ScheduledCapacity also names (one host, one governor).
+  - events: create, patch; leases: as for the capacity controller.
+  - a Role in each namespace of a declared CAPI Cluster, nowhere else:
+    machines (cluster.x-k8s.io): get, list, watch, create, delete — it creates the Machine
+    while the schedule is active and deletes it after the drain (watched per namespace, so no
+    cluster-wide read); each declared bootstrap and infrastructure resource: get, create,
+    delete — the objects the Machine references; secrets: get on exactly the declared
+    clusters' `<cluster>-kubeconfig`, by name — CAPI's kubeconfig of the workload cluster,
+    where the drain happens. No patch or update of any CAPI object, no other Secret, and
+    nothing of the capacity side: this identity can never write a capacity field, and the
+    capacity identity holds no CAPI verb.
+
 Built-in provider (`fivespot-provider-<manual|time-based|capital-markets>`)
   - its own plural: get, list, watch — it reconciles its kind.
   - its own `<plural>/status`: get, update, patch — the only write of a provider is its status.
@@ -51,14 +68,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-from api.identities import WEBHOOK_CONFIGURATION, WEBHOOK_TLS_SECRET
+from api.identities import (
+    MACHINE_CONTROLLER,
+    WEBHOOK_CONFIGURATION,
+    WEBHOOK_TLS_SECRET,
+    kubeconfig_secret,
+)
 from api.kinds import scheduled_capacity as scap
 from api.kinds import scheduled_machine as sm
 from compiler.emit import crds
 from compiler.emit.base import RBAC, Artifact, labels, metadata
 from compiler.emit.components import Component, components, custom_identities
 from compiler.repo import Repo
-from compiler.spec import CertificateMode
+from compiler.spec import CAPI_GROUP, CertificateMode
 
 RBAC_API: Final = "rbac.authorization.k8s.io/v1"
 RBAC_GROUP: Final = "rbac.authorization.k8s.io"
@@ -139,6 +161,54 @@ def capacity_rules(repo: Repo) -> list[Rule]:
     return normalize(rules + _consumer_rules(repo))
 
 
+CREATE_DELETE: Final = ("create", "delete", "get")
+
+
+def machine_rules(repo: Repo) -> list[Rule]:
+    rules = [
+        Rule(sm.GROUP, (sm.PLURAL,), READ),
+        Rule(sm.GROUP, (f"{sm.PLURAL}/status",), WRITE_STATUS),
+        _events(),
+    ]
+    if repo.has_capacity:
+        rules.append(Rule(scap.GROUP, (scap.PLURAL,), READ))
+    if plurals := _provider_plurals(repo):
+        rules.append(Rule(scap.PROVIDER_GROUP, plurals, READ))
+    return normalize(rules)
+
+
+def machine_namespace_rules(repo: Repo, namespace: str) -> list[Rule]:
+    """What the machine controller may do in one namespace of a declared CAPI Cluster."""
+    assert repo.machines is not None
+    spec = repo.machines.spec
+    rules = [Rule(CAPI_GROUP, ("machines",), READ + ("create", "delete"))]
+    for kind in spec.bootstrap + spec.infrastructure:
+        rules.append(Rule(kind.group, (kind.resource,), CREATE_DELETE))
+    secrets = tuple(sorted(kubeconfig_secret(c.name) for c in spec.clusters
+                           if c.namespace == namespace))
+    rules.append(Rule("", ("secrets",), ("get",), secrets))
+    return normalize(rules)
+
+
+def machine_tenant_role_name() -> str:
+    return f"{MACHINE_CONTROLLER}-capi"
+
+
+def machine_tenant_identity(repo: Repo, component: Component) -> list[Artifact]:
+    """A Role and RoleBinding in each namespace of a declared cluster."""
+    if repo.machines is None:
+        return []
+    name = machine_tenant_role_name()
+    artifacts = []
+    for ns in repo.machines.spec.namespaces:
+        for obj in (_role("Role", name, component.name, machine_namespace_rules(repo, ns), ns),
+                    _binding("RoleBinding", "Role", name, component.name, component.name,
+                             repo.namespace, ns)):
+            artifacts.append(Artifact(
+                RBAC, f"{RBAC}/{ns}/{name}.{obj['kind'].lower()}.yaml", obj))
+    return artifacts
+
+
 def provider_rules(plural: str, *, reports: bool) -> list[Rule]:
     rules = [Rule(scap.PROVIDER_GROUP, (plural,), READ),
              Rule(scap.PROVIDER_GROUP, (f"{plural}/status",), WRITE_STATUS)]
@@ -182,6 +252,8 @@ def cluster_rules(repo: Repo, component: Component) -> list[Rule]:
         return provider_rules(crds.builtin_provider(component.provider_kind).plural, reports=True)
     if component.serves_admission:
         return webhook_rules(repo)
+    if component.reconciles_machines:
+        return machine_rules(repo)
     return capacity_rules(repo)
 
 
@@ -244,6 +316,8 @@ def emit(repo: Repo) -> list[Artifact]:
     for component in components(repo):
         artifacts += cluster_identity(component.name, cluster_rules(repo, component), repo.namespace)
         artifacts += namespace_identity(repo, component)
+        if component.reconciles_machines:
+            artifacts += machine_tenant_identity(repo, component)
     for identity, provider in custom_identities(repo):
         artifacts += cluster_identity(identity, provider_rules(provider.plural_name, reports=False),
                                       repo.namespace)
