@@ -1,0 +1,519 @@
+"""The machine controller's whole judgement, as one pure function: `decide(DecisionInput)`.
+
+The shell observes (spec, provider, the CAPI objects by their chosen names, and — only when the
+decision asks for it with `needs_node` — the node and its pods in the workload cluster), calls
+`decide`, performs `actions` in order (stopping at the first that fails, to retry), then writes
+`status` and records `events`. All state is in status, so a restart loses nothing: the objects
+have fixed names (a second create is an AlreadyExists, never a second Machine) and the shutdown
+clocks (`shutdownStartedAt`, `drainStartedAt`) are latched there.
+
+Rules, in order of precedence:
+
+1. Refusal (phase Error, nothing created or deleted): a spec the model rejects, a cluster or an
+   embedded kind the bundle does not allow, or an object with a chosen name that this
+   ScheduledMachine does not own (never touched: it is someone else's).
+2. Transient lookups flip nothing: a CAPI object that could not be read returns the prior status
+   and `transient` (retry with backoff). A provider lookup that failed is transient too, unless
+   the answer does not depend on it (kill switch, disabled).
+3. `killSwitch` -> Terminated: the Machine is deleted at once (no grace, no drain), then the
+   bootstrap and infrastructure objects. Reported with a Warning event.
+4. Out of schedule (provider inactive, or never resolved; or `enabled: false` -> Disabled): the
+   shutdown starts (`shutdownStartedAt`), waits `gracefulShutdownTimeout`, then the drain starts
+   (`drainStartedAt`): the node is cordoned and tainted `5spot.finos.org/shutting-down:NoSchedule`,
+   its pods are evicted through the Eviction API as `kubectl drain --ignore-daemonsets` would
+   (PodDisruptionBudgets respected: a refused eviction is retried), and once no such pod is left,
+   or `nodeDrainTimeout` after the drain started, the Machine is deleted; then the bootstrap and
+   infrastructure objects. Inactive (or Disabled) once everything is gone. A machine that never
+   got a node is deleted after the grace period with nothing to drain; a workload cluster that
+   cannot be reached is retried until `nodeDrainTimeout`, then the Machine is deleted anyway
+   (Warning), as CAPI's own nodeDrainTimeout does.
+5. In schedule: the bootstrap object, the infrastructure object and the Machine referencing them
+   exist (created in that order, owned by the ScheduledMachine); Pending until the Machine has a
+   node, then Active (Ready=True). A schedule that reopens during the grace period cancels the
+   shutdown; once the drain has begun it is not reversed (seed 000: the node is going) — the
+   removal completes and a new Machine is created.
+
+The schedule follows the provider contract: a resolved provider's `status.active` is followed;
+an unresolved one holds the last resolved answer (`status.spotSchedule.active`) and says why in
+`SpotScheduleResolved=False`; never resolved means out of schedule, so nothing is created.
+
+HostGovernanceConflict=True is reported (and a Warning event on the transition) while a
+ScheduledCapacity names this machine's node; the capacity side holds its value at 0, and this
+side keeps the machine as the schedule says (one host, one governor: the machine wins).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Final, Literal
+
+from api.kinds.machine_lifecycle import (
+    MachinePhase,
+    MachineSpec,
+    MachineStatus,
+    ObjectRef,
+    SpotSchedule,
+)
+from api.kinds.scheduled_capacity import ConditionStatus
+from api.kinds.scheduled_machine import NodeRef
+from controllers.capacity import conditions as cond
+from controllers.capacity.conditions import Observation
+from controllers.machine.observations import (
+    DecisionInput,
+    Foreign,
+    InvalidSpec,
+    LookupFailed,
+    NodeGone,
+    NodeSeen,
+    Owned,
+    PodOnNode,
+    Resolved,
+    Unresolved,
+)
+
+READY: Final = cond.READY
+SPOT_SCHEDULE_RESOLVED: Final = cond.SPOT_SCHEDULE_RESOLVED
+MACHINE_CREATED: Final = "MachineCreated"
+NODE_DRAINED: Final = "NodeDrained"
+HOST_GOVERNANCE_CONFLICT: Final = cond.HOST_GOVERNANCE_CONFLICT
+
+POLL: Final = timedelta(seconds=5)
+"""How soon to look again while waiting on something no watch reports (evictions, deletions of
+bootstrap/infrastructure objects, an unreachable workload cluster)."""
+
+
+class Reason:
+    IN_SCHEDULE: Final = "InSchedule"
+    AWAITING_NODE: Final = "AwaitingNode"
+    MACHINE_DELETING: Final = "AwaitingMachineDeletion"
+    SCHEDULE_INACTIVE: Final = "ScheduleInactive"
+    SCHEDULE_NEVER_RESOLVED: Final = "ScheduleNeverResolved"
+    DISABLED: Final = "Disabled"
+    KILL_SWITCH: Final = "KillSwitch"
+    GRACE_PERIOD: Final = "GracefulShutdown"
+    DRAINING: Final = "Draining"
+    DRAINED: Final = "Drained"
+    DRAIN_TIMED_OUT: Final = "DrainTimedOut"
+    NO_NODE: Final = "NoNode"
+    NOT_DRAINING: Final = "NotDraining"
+    WORKLOAD_UNREACHABLE: Final = "WorkloadClusterUnreachable"
+    CREATED: Final = "Created"
+    NOT_CREATED: Final = "NotCreated"
+    RESOLVED: Final = "Resolved"
+    SCHEDULE_LOOKUP_FAILED: Final = "ScheduleLookupFailed"
+    INVALID_SPEC: Final = "InvalidSpec"
+    NOT_ALLOWED: Final = "NotAllowedByPlatform"
+    NAME_TAKEN: Final = "NameTaken"
+    CONFLICT: Final = "NodeAlsoNamedByScheduledCapacity"
+    NO_CONFLICT: Final = "NoScheduledCapacityOnNode"
+    SHUTDOWN_CANCELLED: Final = "ShutdownCancelled"
+    SHUTDOWN_STARTED: Final = "ShutdownStarted"
+    DRAIN_STARTED: Final = "DrainStarted"
+    MACHINE_DELETED: Final = "MachineDeleted"
+    REOPENED_WHILE_DRAINING: Final = "ReopenedWhileDraining"
+
+
+class Part(StrEnum):
+    """The three objects the controller creates, in creation order."""
+
+    BOOTSTRAP = "bootstrap"
+    INFRASTRUCTURE = "infrastructure"
+    MACHINE = "machine"
+
+
+@dataclass(frozen=True)
+class Create:
+    part: Part
+
+
+@dataclass(frozen=True)
+class Delete:
+    part: Part
+
+
+@dataclass(frozen=True)
+class Cordon:
+    """Mark the node unschedulable and add the shutting-down taint (one node patch)."""
+
+    node: str
+
+
+@dataclass(frozen=True)
+class Evict:
+    """Ask the Eviction API for each pod; a refusal (a PodDisruptionBudget) is not a failure."""
+
+    pods: tuple[PodOnNode, ...]
+
+
+Action = Create | Delete | Cordon | Evict
+
+
+@dataclass(frozen=True)
+class Event:
+    type: Literal["Normal", "Warning"]
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Decision:
+    actions: tuple[Action, ...]
+    status: MachineStatus
+    requeue_at: datetime | None
+    events: tuple[Event, ...]
+    transient: str | None = None
+    needs_node: bool = False
+    """The shell must observe the node (and its pods) and decide again."""
+    resolution_error: str | None = None
+    """The reason the provider did not resolve, for `fivespot_spot_schedule_resolution_errors_total`."""
+
+
+# --- the schedule ---------------------------------------------------------------------------
+
+
+def spot_schedule(inp: DecisionInput) -> SpotSchedule:
+    """The provider's answer to record: resolved, or the last resolved one held with the reason."""
+    prior = inp.prior.spot_schedule if inp.prior is not None else None
+    held = prior.active if prior is not None else None
+    since = prior.last_transition_time if prior is not None else None
+    obs = inp.schedule
+    if isinstance(obs, Resolved):
+        changed = held is None or held != obs.active
+        return SpotSchedule(resolved=True, active=obs.active, reason=Reason.RESOLVED,
+                            message=f"the provider reports active={str(obs.active).lower()}",
+                            provider_generation=inp.provider_generation,
+                            last_transition_time=inp.now if changed else since)
+    if isinstance(obs, Unresolved):
+        return SpotSchedule(resolved=False, active=held, reason=obs.reason.value,
+                            message=_held(obs.message, held),
+                            provider_generation=inp.provider_generation,
+                            last_transition_time=since)
+    return SpotSchedule(resolved=False, active=held, reason=Reason.SCHEDULE_LOOKUP_FAILED,
+                        message=_held(obs.message, held), provider_generation=inp.provider_generation,
+                        last_transition_time=since)
+
+
+def _held(message: str, held: bool | None) -> str:
+    if held is None:
+        return f"{message}; never resolved, so the machine stays out of the cluster"
+    return f"{message}; holding the last resolved answer active={str(held).lower()}"
+
+
+def _schedule_condition(spot: SpotSchedule) -> Observation:
+    if spot.resolved:
+        return cond.true(SPOT_SCHEDULE_RESOLVED, Reason.RESOLVED, spot.message)
+    return cond.false(SPOT_SCHEDULE_RESOLVED, spot.reason, spot.message)
+
+
+# --- helpers --------------------------------------------------------------------------------
+
+
+def _owned(obs: object) -> Owned | None:
+    return obs if isinstance(obs, Owned) else None
+
+
+def _ref(inp: DecisionInput, part: Part) -> ObjectRef | None:
+    obs = {Part.MACHINE: inp.machine, Part.BOOTSTRAP: inp.bootstrap,
+           Part.INFRASTRUCTURE: inp.infrastructure}[part]
+    if not isinstance(obs, Owned) or isinstance(inp.spec, InvalidSpec):
+        return None
+    api_version, kind = {
+        Part.MACHINE: (inp.machine_api_version, "Machine"),
+        Part.BOOTSTRAP: (inp.spec.bootstrap_spec.api_version, inp.spec.bootstrap_spec.kind),
+        Part.INFRASTRUCTURE: (inp.spec.infrastructure_spec.api_version,
+                              inp.spec.infrastructure_spec.kind)}[part]
+    return ObjectRef(api_version=api_version, kind=kind, name=obs.name, namespace=inp.namespace,
+                     uid=obs.uid or None)
+
+
+def _status(inp: DecisionInput, phase: MachinePhase, message: str, observations: list[Observation],
+            **fields: object) -> MachineStatus:
+    """The new status: the prior one with these fields, the references of what exists now, and
+    the conditions merged (lastTransitionTime moves only on a flip). Validated, so a value of
+    the wrong shape fails here rather than in the API server."""
+    prior = inp.prior or MachineStatus()
+    conditions = cond.merge(prior.conditions, tuple(observations), inp.now, inp.generation)
+    data = prior.model_dump(by_alias=False)
+    data.update({"phase": phase, "message": message[:1024], "observed_generation": inp.generation,
+                 "conditions": conditions, "machine_ref": _ref(inp, Part.MACHINE),
+                 "bootstrap_ref": _ref(inp, Part.BOOTSTRAP),
+                 "infrastructure_ref": _ref(inp, Part.INFRASTRUCTURE)})
+    data.update(fields)
+    return MachineStatus.model_validate(
+        {k: (v.model_dump(by_alias=False) if hasattr(v, "model_dump") else v)
+         for k, v in data.items()})
+
+
+def _conflict(inp: DecisionInput, node: str | None) -> tuple[Observation, list[Event]]:
+    if node is not None and inp.capacity_on_node:
+        names = ", ".join(inp.capacity_on_node)
+        message = (f"node {node} is also named by ScheduledCapacity {names} (spec.nodeName); a "
+                   "host is governed by a ScheduledMachine or a ScheduledCapacity, never both: "
+                   "the capacity side holds its value at 0. Point spec.nodeName elsewhere or "
+                   "unset it")
+        was = inp.prior.condition(HOST_GOVERNANCE_CONFLICT) if inp.prior else None
+        events = [] if was is not None and was.status is ConditionStatus.TRUE else [
+            Event("Warning", Reason.CONFLICT, message)]
+        return cond.true(HOST_GOVERNANCE_CONFLICT, Reason.CONFLICT, message), events
+    return cond.false(HOST_GOVERNANCE_CONFLICT, Reason.NO_CONFLICT,
+                      "no ScheduledCapacity names this machine's node"), []
+
+
+def _phase_event(inp: DecisionInput, phase: MachinePhase, reason: str, message: str,
+                 type_: Literal["Normal", "Warning"] = "Normal") -> list[Event]:
+    before = inp.prior.phase if inp.prior is not None else None
+    return [] if before is phase else [Event(type_, reason, message)]
+
+
+def _refused(inp: DecisionInput, reason: str, message: str) -> Decision:
+    status = _status(inp, MachinePhase.ERROR, message, [
+        cond.false(READY, reason, message)], in_schedule=False)
+    return Decision((), status, None, tuple(_phase_event(inp, MachinePhase.ERROR, reason, message,
+                                                          "Warning")))
+
+
+def _cleanup(inp: DecisionInput) -> tuple[Action, ...]:
+    """Delete the bootstrap and infrastructure objects once the Machine is gone."""
+    return tuple(Delete(part) for part, obs in ((Part.BOOTSTRAP, inp.bootstrap),
+                                                (Part.INFRASTRUCTURE, inp.infrastructure))
+                 if isinstance(obs, Owned) and not obs.deleting)
+
+
+# --- decide ---------------------------------------------------------------------------------
+
+
+def decide(inp: DecisionInput) -> Decision:
+    spec = inp.spec
+    if isinstance(spec, InvalidSpec):
+        return _refused(inp, Reason.INVALID_SPEC,
+                        "the spec is invalid (an older CRD admitted it): " + "; ".join(spec.errors)
+                        + ". Nothing is created or deleted until it is fixed")
+    if inp.refusal is not None:
+        return _refused(inp, Reason.NOT_ALLOWED, inp.refusal + ". Nothing is created or deleted "
+                        "until it is fixed")
+    for part, obs in ((Part.MACHINE, inp.machine), (Part.BOOTSTRAP, inp.bootstrap),
+                      (Part.INFRASTRUCTURE, inp.infrastructure)):
+        if isinstance(obs, Foreign):
+            return _refused(inp, Reason.NAME_TAKEN,
+                            f"a {part.value} object named {obs.name} exists and is not owned by "
+                            "this ScheduledMachine; it is left alone. Delete or rename it, or "
+                            "rename this ScheduledMachine")
+    for part, obs in ((Part.MACHINE, inp.machine), (Part.BOOTSTRAP, inp.bootstrap),
+                      (Part.INFRASTRUCTURE, inp.infrastructure)):
+        if isinstance(obs, LookupFailed):
+            return _transient(inp, f"reading the {part.value} object: {obs.message}")
+    spot = spot_schedule(inp)
+    resolution_error = None if spot.resolved else spot.reason
+    if spec.kill_switch:
+        decision = _kill(inp, spec, spot)
+    elif not spec.enabled:
+        decision = _out_of_schedule(inp, spec, spot, MachinePhase.DISABLED, Reason.DISABLED,
+                                    "spec.enabled is false")
+    elif isinstance(inp.schedule, LookupFailed) and spot.active is not None:
+        return _transient(inp, f"reading the schedule provider: {inp.schedule.message}",
+                          resolution_error)
+    elif spot.active:
+        decision = _in_schedule(inp, spec, spot)
+    else:
+        reason = Reason.SCHEDULE_INACTIVE if spot.active is False else Reason.SCHEDULE_NEVER_RESOLVED
+        why = ("the schedule is inactive" if spot.active is False
+               else "the schedule has never resolved")
+        decision = _out_of_schedule(inp, spec, spot, MachinePhase.INACTIVE, reason, why)
+    return replace(decision, resolution_error=resolution_error)
+
+
+def _transient(inp: DecisionInput, why: str, resolution_error: str | None = None) -> Decision:
+    status = inp.prior or MachineStatus()
+    return Decision((), status, None, (), transient=why, resolution_error=resolution_error)
+
+
+def _node_ref(machine: Owned | None) -> NodeRef | None:
+    return NodeRef(name=machine.node) if machine is not None and machine.node else None
+
+
+def _in_schedule(inp: DecisionInput, spec: MachineSpec, spot: SpotSchedule) -> Decision:
+    prior = inp.prior or MachineStatus()
+    machine = _owned(inp.machine)
+    if prior.drain_started_at is not None and machine is not None:
+        return _remove(inp, spec, spot, MachinePhase.INACTIVE, Reason.REOPENED_WHILE_DRAINING,
+                       "the schedule reopened after the drain had begun; a drain is not reversed, "
+                       "so the machine is removed and then created again")
+    events: list[Event] = []
+    if prior.shutdown_started_at is not None:
+        events.append(Event("Normal", Reason.SHUTDOWN_CANCELLED,
+                            "the schedule reopened during the graceful shutdown period; the "
+                            "machine stays"))
+    schedule_obs = _schedule_condition(spot)
+    conflict, conflict_events = _conflict(inp, machine.node if machine else None)
+    events += conflict_events
+    if machine is not None and machine.deleting:
+        message = "waiting for the previous Machine to be deleted before creating it again"
+        status = _status(inp, MachinePhase.PENDING, message, [
+            cond.false(READY, Reason.MACHINE_DELETING, message), schedule_obs,
+            cond.false(MACHINE_CREATED, Reason.MACHINE_DELETING, message), conflict],
+            in_schedule=True, spot_schedule=spot, shutdown_started_at=None, drain_started_at=None,
+            node_ref=None)
+        return Decision((), status, inp.now + POLL, tuple(events))
+    actions: list[Action] = []
+    for part, obs in ((Part.BOOTSTRAP, inp.bootstrap), (Part.INFRASTRUCTURE, inp.infrastructure),
+                      (Part.MACHINE, inp.machine)):
+        if obs is None:
+            actions.append(Create(part))
+    created = cond.true(MACHINE_CREATED, Reason.CREATED,
+                        "the bootstrap object, the infrastructure object and the Machine exist")
+    if machine is None:
+        created = cond.false(MACHINE_CREATED, Reason.NOT_CREATED, "creating the CAPI objects")
+        events += _phase_event(inp, MachinePhase.PENDING, Reason.IN_SCHEDULE,
+                               "the schedule is active: creating the bootstrap object, the "
+                               "infrastructure object and the Machine")
+    if machine is not None and machine.node:
+        message = f"the Machine is in the cluster as node {machine.node}"
+        phase = MachinePhase.ACTIVE
+        ready = cond.true(READY, Reason.IN_SCHEDULE, message)
+        events += _phase_event(inp, phase, Reason.IN_SCHEDULE, message)
+    else:
+        message = "the schedule is active; waiting for the Machine to get a node (status.nodeRef)"
+        phase = MachinePhase.PENDING
+        ready = cond.false(READY, Reason.AWAITING_NODE, message)
+    drained = cond.false(NODE_DRAINED, Reason.NOT_DRAINING, "the machine is in schedule")
+    status = _status(inp, phase, message, [ready, schedule_obs, created, drained, conflict],
+                     in_schedule=True, spot_schedule=spot, shutdown_started_at=None,
+                     drain_started_at=None, node_ref=_node_ref(machine))
+    return Decision(tuple(actions), status, None, tuple(events))
+
+
+def _kill(inp: DecisionInput, spec: MachineSpec, spot: SpotSchedule) -> Decision:
+    machine = _owned(inp.machine)
+    message = ("spec.killSwitch is set: the Machine is deleted immediately, without the graceful "
+               "shutdown period and without waiting for the node to drain")
+    actions: tuple[Action, ...]
+    if machine is not None:
+        actions = () if machine.deleting else (Delete(Part.MACHINE),)
+    else:
+        actions = _cleanup(inp)
+    remaining = machine is not None or bool(_cleanup(inp)) or any(
+        isinstance(o, Owned) for o in (inp.bootstrap, inp.infrastructure))
+    events = _phase_event(inp, MachinePhase.TERMINATED, Reason.KILL_SWITCH, message, "Warning")
+    conflict, conflict_events = _conflict(inp, machine.node if machine else None)
+    status = _status(inp, MachinePhase.TERMINATED, message, [
+        cond.false(READY, Reason.KILL_SWITCH, message), _schedule_condition(spot),
+        cond.false(MACHINE_CREATED, Reason.KILL_SWITCH, message),
+        cond.false(NODE_DRAINED, Reason.KILL_SWITCH, "the drain was skipped (kill switch)"),
+        conflict], in_schedule=False, spot_schedule=spot, node_ref=_node_ref(machine))
+    return Decision(actions, status, inp.now + POLL if remaining else None,
+                    tuple(events + conflict_events))
+
+
+def _out_of_schedule(inp: DecisionInput, spec: MachineSpec, spot: SpotSchedule,
+                     final: MachinePhase, reason: str, why: str) -> Decision:
+    return _remove(inp, spec, spot, final, reason, why)
+
+
+def _remove(inp: DecisionInput, spec: MachineSpec, spot: SpotSchedule, final: MachinePhase,
+            reason: str, why: str) -> Decision:
+    """The safe path out: grace, cordon and taint, evictions, nodeDrainTimeout, delete."""
+    prior = inp.prior or MachineStatus()
+    machine = _owned(inp.machine)
+    schedule_obs = _schedule_condition(spot)
+    conflict, events = _conflict(inp, machine.node if machine else None)
+    common: dict[str, object] = {"in_schedule": False, "spot_schedule": spot}
+
+    def shutting(message: str, drained: Observation, actions: tuple[Action, ...],
+                 requeue: datetime | None, more: list[Event], **fields: object) -> Decision:
+        status = _status(inp, MachinePhase.SHUTTING_DOWN, message, [
+            cond.false(READY, reason, message), schedule_obs,
+            cond.true(MACHINE_CREATED, Reason.CREATED, "the Machine exists"), drained, conflict],
+            **common, node_ref=_node_ref(machine), **fields)
+        return Decision(actions, status, requeue, tuple(events + more))
+
+    if machine is None:
+        cleanup = _cleanup(inp)
+        leftovers = any(isinstance(o, Owned) for o in (inp.bootstrap, inp.infrastructure))
+        message = (f"{why}: the machine is not in the cluster" if not leftovers
+                   else f"{why}: the Machine is gone; deleting its bootstrap and infrastructure objects")
+        phase_events = [] if leftovers else _phase_event(inp, final, reason, message)
+        deleted = ([Event("Normal", Reason.MACHINE_DELETED, "the Machine is deleted")]
+                   if prior.machine_ref is not None and prior.phase is MachinePhase.SHUTTING_DOWN
+                   and not leftovers else [])
+        drained_before = prior.condition(NODE_DRAINED)
+        drained = (cond.kept(prior.conditions, cond.false(NODE_DRAINED, Reason.NO_NODE, message))
+                   if drained_before is not None else
+                   cond.false(NODE_DRAINED, Reason.NO_NODE, "the machine has no node"))
+        status = _status(inp, final, message, [
+            cond.false(READY, reason, message), schedule_obs,
+            cond.false(MACHINE_CREATED, reason, message), drained, conflict],
+            **common, node_ref=None, shutdown_started_at=None, drain_started_at=None)
+        return Decision(cleanup, status, inp.now + POLL if leftovers else None,
+                        tuple(events + phase_events + deleted))
+    if machine.deleting:
+        message = f"{why}: waiting for the Machine to be deleted"
+        return shutting(message, cond.kept(prior.conditions, cond.false(
+            NODE_DRAINED, Reason.DRAINING, message)), (), inp.now + POLL, [],
+            shutdown_started_at=prior.shutdown_started_at or inp.now,
+            drain_started_at=prior.drain_started_at)
+    started = prior.shutdown_started_at or inp.now
+    more: list[Event] = []
+    if prior.shutdown_started_at is None:
+        more.append(Event("Normal", Reason.SHUTDOWN_STARTED,
+                          f"{why}: the node is drained after the graceful shutdown period "
+                          f"({spec.graceful_shutdown_timeout}), then the Machine is deleted"))
+    grace_ends = started + spec.grace
+    if inp.now < grace_ends and prior.drain_started_at is None:
+        message = (f"{why}: graceful shutdown period until {grace_ends.isoformat()}, then the node "
+                   "is cordoned and drained")
+        return shutting(message, cond.false(NODE_DRAINED, Reason.GRACE_PERIOD, message), (),
+                        grace_ends, more, shutdown_started_at=started, drain_started_at=None)
+    drain_started = prior.drain_started_at or inp.now
+    deadline = drain_started + spec.drain_timeout
+    fields: dict[str, object] = {"shutdown_started_at": started, "drain_started_at": drain_started}
+    if machine.node is None:
+        message = f"{why}: the Machine never got a node, so there is nothing to drain; deleting it"
+        return shutting(message, cond.true(NODE_DRAINED, Reason.NO_NODE, message),
+                        (Delete(Part.MACHINE),), inp.now + POLL, more, **fields)
+    if inp.node is None:
+        return Decision((), MachineStatus(), None, (), needs_node=True)
+    if prior.drain_started_at is None:
+        more.append(Event("Normal", Reason.DRAIN_STARTED,
+                          f"cordoning node {machine.node} and evicting its pods; the Machine is "
+                          f"deleted once it is drained, or at {deadline.isoformat()} "
+                          f"(nodeDrainTimeout {spec.node_drain_timeout})"))
+    node = inp.node
+    if isinstance(node, LookupFailed):
+        if inp.now >= deadline:
+            message = (f"{why}: the workload cluster could not be reached to drain node "
+                       f"{machine.node} ({node.message}) within nodeDrainTimeout "
+                       f"{spec.node_drain_timeout}; deleting the Machine anyway")
+            return shutting(message, cond.false(NODE_DRAINED, Reason.WORKLOAD_UNREACHABLE, message),
+                            (Delete(Part.MACHINE),), inp.now + POLL,
+                            more + [Event("Warning", Reason.DRAIN_TIMED_OUT, message)], **fields)
+        message = (f"{why}: cannot reach the workload cluster to drain node {machine.node} "
+                   f"({node.message}); retrying until {deadline.isoformat()}")
+        return shutting(message, cond.false(NODE_DRAINED, Reason.WORKLOAD_UNREACHABLE, message), (),
+                        min(inp.now + POLL, deadline), more, **fields)
+    if isinstance(node, NodeGone) or not node.pods:
+        message = f"{why}: node {machine.node} is drained; deleting the Machine"
+        return shutting(message, cond.true(NODE_DRAINED, Reason.DRAINED, message),
+                        (Delete(Part.MACHINE),), inp.now + POLL,
+                        more + [Event("Normal", Reason.DRAINED, message)], **fields)
+    assert isinstance(node, NodeSeen)
+    pods = ", ".join(f"{p.namespace}/{p.name}" for p in node.pods[:10])
+    if len(node.pods) > 10:
+        pods += f" and {len(node.pods) - 10} more"
+    if inp.now >= deadline:
+        message = (f"{why}: node {machine.node} did not drain within nodeDrainTimeout "
+                   f"{spec.node_drain_timeout} (still running: {pods}); deleting the Machine anyway")
+        return shutting(message, cond.false(NODE_DRAINED, Reason.DRAIN_TIMED_OUT, message),
+                        (Delete(Part.MACHINE),), inp.now + POLL,
+                        more + [Event("Warning", Reason.DRAIN_TIMED_OUT, message)], **fields)
+    actions: list[Action] = []
+    if not (node.cordoned and node.tainted):
+        actions.append(Cordon(node.name))
+    evictable = tuple(p for p in node.pods if not p.terminating)
+    if evictable:
+        actions.append(Evict(evictable))
+    message = (f"{why}: draining node {machine.node}: {len(node.pods)} pod(s) left ({pods}); "
+               f"the Machine is deleted at {deadline.isoformat()} at the latest")
+    return shutting(message, cond.false(NODE_DRAINED, Reason.DRAINING, message), tuple(actions),
+                    min(inp.now + POLL, deadline), more, **fields)
