@@ -62,11 +62,21 @@ def add_capacity(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
+def add_machine(subparsers: Any) -> argparse.ArgumentParser:
+    """The `machine` subcommand: ScheduledMachine -> CAPI Machines."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "machine", help="run the ScheduledMachine controller (CAPI Machines by schedule)")
+    add_runtime_flags(parser)
+    parser.set_defaults(handler=run_machine)
+    return parser
+
+
 def register(subparsers: Any) -> None:
-    """Add `controller capacity` to a parser's subcommands."""
+    """Add `controller capacity` and `controller machine` to a parser's subcommands."""
     controller = subparsers.add_parser("controller", help="run a fivespot controller")
     sub = controller.add_subparsers(dest="controller", metavar="CONTROLLER", required=True)
     add_capacity(sub)
+    add_machine(sub)
 
 
 def runtime_inputs(args: argparse.Namespace) -> tuple[Bundle, Partitions, Timing]:
@@ -118,6 +128,47 @@ def run_capacity(args: argparse.Namespace) -> int:
     health.add_readiness("caches", controller.ready)
     health.start()
     log.info("capacity controller starting", extra={
+        "identity": settings.identity, "partitions": list(partitions.campaign),
+        "metrics_port": health.port, "lease_namespace": settings.namespace, "pid": os.getpid()})
+    controller.start()
+    stop.wait()
+    log.info("stopping: releasing leases", extra={"identity": settings.identity})
+    controller.stop()
+    health.stop()
+    return EXIT_OK
+
+
+def run_machine(args: argparse.Namespace) -> int:
+    from controllers.machine.controller import MachineController, Settings as MachineSettings
+    from runtime.health import HealthServer
+    from runtime.kube import load_client
+    from runtime.signals import stop_event_on_signals
+
+    logs.configure(args.log_level)
+    try:
+        bundle, partitions, timing = runtime_inputs(args)
+        if bundle.machines is None:
+            raise ValueError(f"{args.bundle}: the bundle declares no MachineProvisioning, so there "
+                             "are no ScheduledMachines to reconcile; add one to the config repo "
+                             "and compile again")
+        api = load_client(args.kubeconfig)
+    except (BundleError, ValueError) as error:
+        log.error("cannot start", extra={"error": str(error)})
+        return EXIT_BAD_INPUT
+    settings = MachineSettings(
+        bundle=bundle,
+        identity=args.identity or default_identity(),
+        namespace=args.lease_namespace or os.environ.get("POD_NAMESPACE") or bundle.namespace,
+        partitions=partitions, timing=timing, workers=args.workers, resync_s=args.resync,
+        stall_after_s=args.stall_after, watch_timeout_s=args.watch_timeout,
+    )
+    stop = stop_event_on_signals(threading.Event())
+    controller = MachineController(api, settings)
+    health = HealthServer(args.metrics_port)
+    health.add_liveness("workers", controller.alive)
+    health.add_readiness("caches", controller.ready)
+    health.start()
+    log.info("machine controller starting", extra={
         "identity": settings.identity, "partitions": list(partitions.campaign),
         "metrics_port": health.port, "lease_namespace": settings.namespace, "pid": os.getpid()})
     controller.start()

@@ -24,6 +24,7 @@ ApiClient = client.ApiClient
 """The connection every request goes over (the `kubernetes` client's pool and credentials)."""
 
 MERGE_PATCH: Final = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH: Final = "application/strategic-merge-patch+json"
 JSON_PATCH: Final = "application/json-patch+json"
 JSON: Final = "application/json"
 DEFAULT_TIMEOUT: Final = (5.0, 30.0)
@@ -88,6 +89,23 @@ def load_client(kubeconfig: Path | None = None) -> client.ApiClient:
             raise KubeconfigError(f"cannot load kubeconfig {path}: {reason}") from error
         raise KubeconfigError("no --kubeconfig or $KUBECONFIG, and no in-cluster ServiceAccount "
                               f"({reason}): pass --kubeconfig") from error
+    configuration.connection_pool_maxsize = POOL_SIZE
+    return client.ApiClient(configuration)
+
+
+def client_from_kubeconfig(data: bytes, *, source: str = "kubeconfig") -> client.ApiClient:
+    """A client from kubeconfig bytes (CAPI's `<cluster>-kubeconfig` Secret, say), without a file.
+
+    Raises KubeconfigError naming `source` when the bytes are not a usable kubeconfig."""
+    configuration = client.Configuration()
+    try:
+        raw = yaml.safe_load(data)
+        if not isinstance(raw, dict):
+            raise ValueError("not a kubeconfig mapping")
+        config.load_kube_config_from_dict(raw, client_configuration=configuration)
+    except (config.ConfigException, yaml.YAMLError, OSError, ValueError, TypeError,
+            KeyError) as error:
+        raise KubeconfigError(f"{source}: {' '.join(str(error).split())}") from error
     configuration.connection_pool_maxsize = POOL_SIZE
     return client.ApiClient(configuration)
 

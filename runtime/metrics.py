@@ -61,3 +61,10 @@ WATCH_STALLS: Final = Counter(
 WATCH_HEALTHY: Final = Gauge(
     "fivespot_watch_healthy", "1 while the watch is synced and not stalled.", ["resource"]
 )
+SPOT_SCHEDULE_RESOLUTION_ERRORS: Final = Counter(
+    "fivespot_spot_schedule_resolution_errors_total",
+    "Reconciles whose spot-schedule reference did not resolve (seed 001), by reason: "
+    "ProviderCRDNotInstalled, ScheduleNotFound, ActiveMissing, ActiveNotBool, ScheduleNotReady, "
+    "ScheduleLookupFailed.",
+    ["controller", "reason"],
+)

@@ -1,0 +1,587 @@
+"""The machine controller's I/O shell around `decide`: watch, observe, decide, act, report.
+
+One reconcile of one ScheduledMachine:
+
+1. only if this replica leads the namespace's partition (checked again before acting);
+2. observe, in the management cluster: the object and its prior status, the provider's status
+   (group + kind through discovery, any served version), the Machine (from a per-namespace
+   watch: the identity may read Machines only in the declared clusters' namespaces), the
+   bootstrap and infrastructure objects (read by name), and the ScheduledCapacities naming
+   the machine's node; "cache not synced" and API errors are LookupFailed, never absent;
+3. `decide`; when it asks for the node (`needs_node`), read the workload cluster through CAPI's
+   `<cluster>-kubeconfig` Secret — the node and the pods bound to it — and decide again;
+4. the actions, in order: create (AlreadyExists is success: the next reconcile judges the
+   owner), delete (with a UID precondition), cordon + taint (one strategic merge patch of the
+   node), evictions (a 429 from a PodDisruptionBudget is an answer, retried at the next poll);
+   the first failure stops the rest and retries with backoff, before the status records it;
+5. the status patch (only when changed, conditional on the resourceVersion read), the Events,
+   the requeue at the decision's deadline.
+
+Machine, provider and ScheduledCapacity events re-queue the ScheduledMachines they concern; the
+informers' slow resync is the backstop. Everything is in status and the object names are
+fixed, so a SIGKILL at any point loses nothing and can never create a second Machine.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any, Final
+
+from api.bundle import Bundle, Machines
+from api.identities import KUBECONFIG_SECRET_KEY, MACHINE_CONTROLLER, kubeconfig_secret
+from api.kinds import machine_lifecycle as sm
+from api.kinds import scheduled_capacity as scap
+from api.kinds.machine_lifecycle import MachineSpec
+from api.kinds.scheduled_capacity import api_group
+from controllers.machine import objects
+from controllers.machine.decide import (
+    Cordon,
+    Create,
+    Decision,
+    Delete,
+    Event,
+    Evict,
+    Part,
+    decide,
+)
+from controllers.machine.observations import (
+    DecisionInput,
+    InvalidSpec,
+    LookupFailed,
+    NodeObservation,
+    Owned,
+    ObjectObservation,
+    ScheduleObservation,
+    observe_node,
+    observe_owned,
+    observe_schedule,
+    parse_spec,
+    parse_status,
+    provider_generation,
+)
+from runtime import kube, metrics
+from runtime.cache import MODIFIED, Obj, strip
+from runtime.clock import SYSTEM_CLOCK, Clock
+from runtime.controller import Controller, Result
+from runtime.informer import DEFAULT_STALL_AFTER_S, DEFAULT_WATCH_TIMEOUT_S, Informer
+from runtime.kindwatches import KindWatches
+from runtime.kube import ApiClient, ResolvedKind
+from runtime.leaderelection import LeaderElector, Timing, leases_for
+from runtime.partitions import Partitions
+from runtime.workqueue import WorkQueue
+
+log = logging.getLogger("fivespot.machine")
+
+FIELD_MANAGER: Final = MACHINE_CONTROLLER
+REPORTING_CONTROLLER: Final = "5spot.finos.org/machine-controller"
+BY_SCHEDULE: Final = "schedule"
+REQUEUE_SLACK_S: Final = 0.05
+
+
+@dataclass(frozen=True)
+class Settings:
+    bundle: Bundle
+    identity: str
+    namespace: str
+    partitions: Partitions
+    timing: Timing = field(default_factory=Timing)
+    workers: int = 4
+    resync_s: float = 300.0
+    stall_after_s: float = DEFAULT_STALL_AFTER_S
+    watch_timeout_s: float = DEFAULT_WATCH_TIMEOUT_S
+    resolve_retry_s: float = 5.0
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def schedule_key(obj: Obj) -> list[str]:
+    meta, spec = _mapping(obj.get("metadata")), _mapping(obj.get("spec"))
+    schedule = _mapping(spec.get("schedule"))
+    if not schedule:
+        return []
+    return [f"{meta.get('namespace')}/{api_group(str(schedule.get('apiVersion', '')))}/"
+            f"{schedule.get('kind')}/{schedule.get('name')}"]
+
+
+def refusal(machines: Machines, namespace: str, spec: MachineSpec) -> str | None:
+    """Why the compiled MachineProvisioning does not allow this spec, or None. The CRD's CEL
+    rules refuse an embedded kind at admission already; this is the check that still holds
+    when the installed CRD is older than the bundle."""
+    if not machines.allows_cluster(namespace, spec.cluster_name):
+        allowed = ", ".join(f"{c.namespace}/{c.name}" for c in machines.clusters)
+        return (f"spec.clusterName {spec.cluster_name} in namespace {namespace} is not a cluster "
+                f"the platform declares (MachineProvisioning clusters: {allowed})")
+    if machines.bootstrap_kind(spec.bootstrap_spec.group, spec.bootstrap_spec.kind) is None:
+        return (f"spec.bootstrapSpec {spec.bootstrap_spec.kind}.{spec.bootstrap_spec.group} is not "
+                "a bootstrap kind the platform allows")
+    if machines.infrastructure_kind(spec.infrastructure_spec.group,
+                                    spec.infrastructure_spec.kind) is None:
+        return (f"spec.infrastructureSpec {spec.infrastructure_spec.kind}."
+                f"{spec.infrastructure_spec.group} is not an infrastructure kind the platform allows")
+    return None
+
+
+class MachineController:
+    """ScheduledMachines in, CAPI Machines out, one Lease-elected leader per partition."""
+
+    def __init__(self, api_client: ApiClient, settings: Settings, clock: Clock = SYSTEM_CLOCK):
+        if settings.bundle.machines is None:
+            raise ValueError("the bundle declares no MachineProvisioning: there is nothing for "
+                             "the machine controller to do; compile a repo with one")
+        self.api = api_client
+        self.settings = settings
+        self.machines_cfg: Machines = settings.bundle.machines
+        self.clock = clock
+        self.partitions = settings.partitions
+        self.queue = WorkQueue(MACHINE_CONTROLLER)
+        self.sms = self._informer(sm.GROUP, sm.VERSION, sm.PLURAL)
+        self.sms.add_index(BY_SCHEDULE, schedule_key)
+        self.sms.add_handler(self._on_sm)
+        self.capi: dict[str, Informer] = {}
+        for namespace in self.machines_cfg.namespaces:
+            informer = self._informer(objects.CAPI_GROUP, self.machines_cfg.machine_version,
+                                      "machines", namespace)
+            informer.add_handler(self._on_owned)
+            self.capi[namespace] = informer
+        self.scaps: Informer | None = None
+        if self.machines_cfg.capacity_installed:
+            self.scaps = self._informer(scap.GROUP, scap.VERSION, scap.PLURAL)
+            self.scaps.add_handler(self._on_scap)
+        self.providers = KindWatches(api_client, self._informer_for, self._on_provider,
+                                     retry_s=settings.resolve_retry_s,
+                                     on_resolved=self._on_kind_resolved)
+        self.elector = LeaderElector(
+            api_client, settings.namespace, leases_for(MACHINE_CONTROLLER, self.partitions.campaign),
+            settings.identity, timing=settings.timing, clock=clock, controller=MACHINE_CONTROLLER,
+            on_started_leading=self._on_started_leading)
+        self.workers = Controller(MACHINE_CONTROLLER, self.queue, self.reconcile,
+                                  workers=settings.workers)
+        self._own_writes: dict[str, Obj] = {}
+        self._own_lock = threading.Lock()
+        self._workload: dict[tuple[str, str], tuple[str, ApiClient]] = {}
+        self._workload_lock = threading.Lock()
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    def _watches(self) -> list[Informer]:
+        found = [self.sms, *self.capi.values(), *self.providers.informers()]
+        return found + ([self.scaps] if self.scaps is not None else [])
+
+    def start(self, sync_timeout_s: float = 30.0) -> None:
+        self.sms.start()
+        for informer in self.capi.values():
+            informer.start()
+        if self.scaps is not None:
+            self.scaps.start()
+        self.providers.resolve_now()
+        self.providers.start()
+        for informer in self._watches():
+            if not informer.wait_synced(sync_timeout_s):
+                log.warning("cache not synced yet; starting anyway", extra={"resource": informer.name})
+        self.workers.start()
+        self.elector.start()
+
+    def stop(self) -> None:
+        self.workers.stop()
+        self.elector.stop(release=True)
+        self.providers.stop()
+        for informer in self._watches():
+            informer.stop()
+        with self._workload_lock:
+            for _, client in self._workload.values():
+                client.close()
+
+    def ready(self) -> bool:
+        return all(i.healthy() for i in self._watches())
+
+    def alive(self) -> bool:
+        return self.workers.alive()
+
+    # --- events -> keys -------------------------------------------------------------------------
+
+    def _enqueue(self, key: str) -> None:
+        namespace, _ = kube.split_key(key)
+        partition = self.partitions.of(namespace)
+        if partition is not None and self.elector.is_leading(partition):
+            self.queue.add(key)
+
+    def _on_sm(self, event: str, obj: Obj, old: Obj | None) -> None:
+        key = kube.object_key(obj)
+        with self._own_lock:
+            own = self._own_writes.get(key)
+            if own is not None and _rv(obj) >= _rv(own):
+                del self._own_writes[key]
+        if event == MODIFIED and old is not None and _generation(obj) == _generation(old):
+            return  # a status-only change (usually ours)
+        self._enqueue(key)
+
+    def _on_owned(self, event: str, obj: Obj, old: Obj | None) -> None:
+        meta = _mapping(obj.get("metadata"))
+        for ref in meta.get("ownerReferences") or []:
+            if isinstance(ref, Mapping) and ref.get("kind") == sm.KIND:
+                self._enqueue(f"{meta.get('namespace')}/{ref.get('name')}")
+
+    def _on_provider(self, event: str, obj: Obj, old: Obj | None) -> None:
+        meta = _mapping(obj.get("metadata"))
+        key = (f"{meta.get('namespace')}/{api_group(str(obj.get('apiVersion', '')))}/"
+               f"{obj.get('kind')}/{meta.get('name')}")
+        for found in self.sms.by_index(BY_SCHEDULE, key):
+            self._enqueue(kube.object_key(found))
+
+    def _on_scap(self, event: str, obj: Obj, old: Obj | None) -> None:
+        namespace = _mapping(obj.get("metadata")).get("namespace")
+        for found in self.sms.list(str(namespace)):
+            self._enqueue(kube.object_key(found))
+
+    def _on_kind_resolved(self, group_kind: tuple[str, str]) -> None:
+        for obj in self.sms.list():
+            if any(f"/{group_kind[0]}/{group_kind[1]}/" in k for k in schedule_key(obj)):
+                self._enqueue(kube.object_key(obj))
+
+    def _on_started_leading(self, partition: str) -> None:
+        for obj in self.sms.list():
+            if self.partitions.of(_mapping(obj.get("metadata")).get("namespace")) == partition:
+                self.queue.add(kube.object_key(obj))
+
+    # --- observing ------------------------------------------------------------------------------
+
+    def _informer_for(self, resolved: ResolvedKind) -> Informer:
+        return self._informer(resolved.group, resolved.version, resolved.plural)
+
+    def _informer(self, group: str, version: str, plural: str,
+                  namespace: str | None = None) -> Informer:
+        s = self.settings
+        return Informer(self.api, group, version, plural, namespace, resync_s=s.resync_s,
+                        stall_after_s=s.stall_after_s, watch_timeout_s=s.watch_timeout_s)
+
+    def _current(self, key: str) -> Obj | None:
+        namespace, name = kube.split_key(key)
+        cached = self.sms.get(namespace, name)
+        if cached is None:
+            return None
+        with self._own_lock:
+            own = self._own_writes.get(key)
+        return own if own is not None and _rv(own) > _rv(cached) else cached
+
+    def _observe_schedule(self, spec: MachineSpec, namespace: str
+                          ) -> tuple[ScheduleObservation, int | None]:
+        group = api_group(spec.schedule.api_version)
+        self.providers.want(group, spec.schedule.kind)
+        watched = self.providers.get(group, spec.schedule.kind)
+        if watched is None or watched.informer is None:
+            if watched is not None and watched.last_error == "not served by the API server":
+                return observe_schedule(None, crd_installed=False), None
+            return LookupFailed(f"resolving {spec.schedule.kind}.{group}: "
+                                f"{(watched.last_error if watched else None) or 'pending'}"), None
+        if not watched.informer.has_synced():
+            return LookupFailed(f"the {spec.schedule.kind} cache has not synced yet"), None
+        provider = watched.informer.get(namespace, spec.schedule.name)
+        return observe_schedule(provider), provider_generation(provider)
+
+    def _observe_machine(self, namespace: str, name: str, uid: str) -> ObjectObservation:
+        informer = self.capi.get(namespace)
+        if informer is None or not informer.has_synced():
+            return LookupFailed("the Machine cache has not synced yet")
+        return observe_owned(informer.get(namespace, name), uid)
+
+    def _embedded_path(self, obj: sm.EmbeddedObject, namespace: str, name: str | None = None,
+                       bootstrap: bool = True) -> str:
+        kinds = self.machines_cfg.bootstrap if bootstrap else self.machines_cfg.infrastructure
+        kind = next(k for k in kinds if (k.group, k.kind) == (obj.group, obj.kind))
+        version = obj.api_version.rpartition("/")[2]
+        return kube.resource_path(kind.group, version, kind.resource, namespace, name)
+
+    def _observe_embedded(self, obj: sm.EmbeddedObject, namespace: str, name: str, uid: str,
+                          bootstrap: bool) -> ObjectObservation:
+        try:
+            found = kube.request(self.api, "GET", self._embedded_path(obj, namespace, name, bootstrap))
+        except kube.ApiError as error:
+            if error.not_found:
+                return None
+            return LookupFailed(str(error)[:300])
+        return observe_owned(found, uid)
+
+    def _capacity_on(self, namespace: str, node: str | None) -> tuple[str, ...]:
+        if node is None or self.scaps is None:
+            return ()
+        return tuple(sorted(
+            str(_mapping(o.get("metadata")).get("name")) for o in self.scaps.list(namespace)
+            if _mapping(o.get("spec")).get("nodeName") == node))
+
+    def workload_client(self, namespace: str, cluster: str) -> ApiClient:
+        """A client for the workload cluster, from CAPI's kubeconfig Secret (re-read each time;
+        the client is rebuilt only when the Secret changed)."""
+        secret = kube.request(self.api, "GET", kube.resource_path(
+            "", "v1", "secrets", namespace, kubeconfig_secret(cluster)))
+        version = str(_mapping(secret.get("metadata")).get("resourceVersion"))
+        with self._workload_lock:
+            cached = self._workload.get((namespace, cluster))
+            if cached is not None and cached[0] == version:
+                return cached[1]
+        raw = _mapping(secret.get("data")).get(KUBECONFIG_SECRET_KEY)
+        if not isinstance(raw, str):
+            raise kube.KubeconfigError(f"Secret {namespace}/{kubeconfig_secret(cluster)} has no "
+                                       f"key {KUBECONFIG_SECRET_KEY}")
+        client = kube.client_from_kubeconfig(
+            base64.b64decode(raw), source=f"Secret {namespace}/{kubeconfig_secret(cluster)}")
+        with self._workload_lock:
+            old = self._workload.get((namespace, cluster))
+            self._workload[(namespace, cluster)] = (version, client)
+        if old is not None:
+            old[1].close()
+        return client
+
+    def _observe_node(self, namespace: str, cluster: str, node: str) -> NodeObservation:
+        try:
+            workload = self.workload_client(namespace, cluster)
+            try:
+                found: Obj | None = kube.request(workload, "GET",
+                                                 kube.resource_path("", "v1", "nodes", None, node))
+            except kube.ApiError as error:
+                if not error.not_found:
+                    raise
+                found = None
+            pods = kube.request(workload, "GET", "/api/v1/pods",
+                                query={"fieldSelector": f"spec.nodeName={node}"}) if found else {}
+        except (kube.ApiError, kube.KubeconfigError) as error:
+            return LookupFailed(str(error)[:300])
+        raw_items = pods.get("items")
+        items = raw_items if isinstance(raw_items, list) else []
+        return observe_node(found, [p for p in items if isinstance(p, Mapping)])
+
+    # --- the reconcile --------------------------------------------------------------------------
+
+    def reconcile(self, key: str) -> Result:
+        namespace, name = kube.split_key(key)
+        if namespace is None:
+            return Result()
+        partition = self.partitions.of(namespace)
+        if partition is None or not self.elector.is_leading(partition):
+            return Result()
+        obj = self._current(key)
+        if obj is None:
+            return Result()
+        meta = _mapping(obj.get("metadata"))
+        uid = str(meta.get("uid", ""))
+        spec = parse_spec(obj.get("spec"))
+        raw_status = obj.get("status") if isinstance(obj.get("status"), Mapping) else None
+        prior = parse_status(raw_status)
+        n = objects.names(name)
+        inp = DecisionInput(
+            namespace=namespace, name=name, uid=uid, generation=int(meta.get("generation") or 0),
+            spec=spec, refusal=None, schedule=LookupFailed("not read: the spec is refused"),
+            provider_generation=None, prior=prior, machine=None, bootstrap=None,
+            infrastructure=None, node=None, capacity_on_node=(), now=self.clock.now(),
+            machine_api_version=f"{objects.CAPI_GROUP}/{self.machines_cfg.machine_version}")
+        if isinstance(spec, MachineSpec):
+            why = refusal(self.machines_cfg, namespace, spec)
+            inp = replace(inp, refusal=why)
+            if why is None:
+                schedule, generation = self._observe_schedule(spec, namespace)
+                machine = self._observe_machine(namespace, n.machine, uid)
+                node_name = machine.node if isinstance(machine, Owned) else None
+                inp = replace(
+                    inp, schedule=schedule, provider_generation=generation, machine=machine,
+                    bootstrap=self._observe_embedded(spec.bootstrap_spec, namespace, n.bootstrap,
+                                                     uid, True),
+                    infrastructure=self._observe_embedded(spec.infrastructure_spec, namespace,
+                                                          n.infrastructure, uid, False),
+                    capacity_on_node=self._capacity_on(namespace, node_name))
+        decision = decide(inp)
+        if decision.needs_node and isinstance(spec, MachineSpec):
+            node = getattr(inp.machine, "node", None)
+            assert isinstance(node, str)
+            inp = replace(inp, node=self._observe_node(namespace, spec.cluster_name, node),
+                          now=self.clock.now())
+            decision = decide(inp)
+        if decision.resolution_error is not None:
+            metrics.SPOT_SCHEDULE_RESOLUTION_ERRORS.labels(
+                controller=MACHINE_CONTROLLER, reason=decision.resolution_error).inc()
+        if decision.transient is not None:
+            log.info("transient lookup failure; nothing changed, retrying",
+                     extra={"key": key, "why": decision.transient})
+            return Result(retry=True)
+        if not self.elector.is_leading(partition):
+            return Result()
+        if not self._act(key, inp, decision, obj):
+            return Result(retry=True)
+        if not self._write_status(key, partition, obj, raw_status, decision):
+            return Result(retry=True)
+        for event in decision.events:
+            self._record_event(obj, event)
+        return self._requeue(decision.requeue_at)
+
+    def _requeue(self, at: datetime | None) -> Result:
+        if at is None:
+            return Result()
+        return Result(requeue_after_s=max((at - self.clock.now()).total_seconds(), 0.0)
+                      + REQUEUE_SLACK_S)
+
+    # --- acting ---------------------------------------------------------------------------------
+
+    def _act(self, key: str, inp: DecisionInput, decision: Decision, obj: Obj) -> bool:
+        """Perform the actions in order; False (retry) at the first that failed."""
+        spec = inp.spec
+        assert not decision.actions or isinstance(spec, MachineSpec)
+        for action in decision.actions:
+            assert isinstance(spec, MachineSpec)
+            try:
+                if isinstance(action, Create):
+                    self._create(inp, spec, action.part)
+                elif isinstance(action, Delete):
+                    self._delete(inp, spec, action.part)
+                elif isinstance(action, Cordon):
+                    self._cordon(inp.namespace, spec.cluster_name, action.node)
+                elif isinstance(action, Evict):
+                    self._evict(key, inp.namespace, spec.cluster_name, action)
+            except (kube.ApiError, kube.KubeconfigError) as error:
+                log.warning("action failed; retrying", extra={
+                    "key": key, "action": type(action).__name__, "error": str(error)[:300]})
+                return False
+        return True
+
+    def _part_path(self, inp: DecisionInput, spec: MachineSpec, part: Part,
+                   named: bool) -> tuple[str, str]:
+        n = objects.names(inp.name)
+        if part is Part.MACHINE:
+            return kube.resource_path(objects.CAPI_GROUP, self.machines_cfg.machine_version,
+                                      "machines", inp.namespace, n.machine if named else None), n.machine
+        if part is Part.BOOTSTRAP:
+            return self._embedded_path(spec.bootstrap_spec, inp.namespace,
+                                       n.bootstrap if named else None, True), n.bootstrap
+        return self._embedded_path(spec.infrastructure_spec, inp.namespace,
+                                   n.infrastructure if named else None, False), n.infrastructure
+
+    def _create(self, inp: DecisionInput, spec: MachineSpec, part: Part) -> None:
+        path, name = self._part_path(inp, spec, part, named=False)
+        if part is Part.MACHINE:
+            body = objects.machine(spec, inp.name, inp.uid, inp.namespace,
+                                   self.machines_cfg.machine_version)
+        else:
+            template = spec.bootstrap_spec if part is Part.BOOTSTRAP else spec.infrastructure_spec
+            body = objects.embedded(template, spec, inp.name, inp.uid, name, inp.namespace)
+        try:
+            kube.request(self.api, "POST", path, body=body, query={"fieldManager": FIELD_MANAGER})
+        except kube.ApiError as error:
+            if error.conflict:
+                return  # it exists: the next reconcile reads it and judges its owner
+            raise
+        metrics.WRITES.labels(controller=MACHINE_CONTROLLER, what=part.value).inc()
+        log.info("created", extra={"key": f"{inp.namespace}/{inp.name}", "part": part.value,
+                                   "object": f"{body['kind']}/{inp.namespace}/{name}",
+                                   "identity": self.settings.identity})
+
+    def _delete(self, inp: DecisionInput, spec: MachineSpec, part: Part) -> None:
+        observed = {Part.MACHINE: inp.machine, Part.BOOTSTRAP: inp.bootstrap,
+                    Part.INFRASTRUCTURE: inp.infrastructure}[part]
+        uid = getattr(observed, "uid", None)
+        if not uid:
+            return
+        path, name = self._part_path(inp, spec, part, named=True)
+        try:
+            kube.request(self.api, "DELETE", path, body=objects.delete_options(uid))
+        except kube.ApiError as error:
+            if error.not_found or error.conflict:
+                return  # gone already, or replaced by another object (never ours to delete)
+            raise
+        metrics.WRITES.labels(controller=MACHINE_CONTROLLER, what=f"delete-{part.value}").inc()
+        log.info("deleted", extra={"key": f"{inp.namespace}/{inp.name}", "part": part.value,
+                                   "object": f"{inp.namespace}/{name}", "uid": uid,
+                                   "identity": self.settings.identity})
+
+    def _cordon(self, namespace: str, cluster: str, node: str) -> None:
+        workload = self.workload_client(namespace, cluster)
+        kube.request(workload, "PATCH", kube.resource_path("", "v1", "nodes", None, node),
+                     body=objects.cordon_patch(), content_type=kube.STRATEGIC_MERGE_PATCH,
+                     query={"fieldManager": FIELD_MANAGER})
+        log.info("cordoned and tainted", extra={"node": node, "cluster": f"{namespace}/{cluster}"})
+
+    def _evict(self, key: str, namespace: str, cluster: str, action: Evict) -> None:
+        workload = self.workload_client(namespace, cluster)
+        for pod in action.pods:
+            path = kube.resource_path("", "v1", "pods", pod.namespace, pod.name, "eviction")
+            try:
+                kube.request(workload, "POST", path, body=objects.eviction(pod.namespace, pod.name))
+            except kube.ApiError as error:
+                if error.not_found:
+                    continue
+                if error.status == 429:  # a PodDisruptionBudget allows no disruption right now
+                    log.info("eviction refused by a disruption budget; retrying", extra={
+                        "key": key, "pod": f"{pod.namespace}/{pod.name}", "error": error.message[:200]})
+                    continue
+                if error.transient:
+                    raise
+                log.warning("eviction failed", extra={"key": key, "pod": f"{pod.namespace}/{pod.name}",
+                                                      "error": str(error)[:300]})
+                continue
+            log.info("evicted", extra={"key": key, "pod": f"{pod.namespace}/{pod.name}"})
+
+    # --- reporting ------------------------------------------------------------------------------
+
+    def _write_status(self, key: str, partition: str, obj: Obj, raw: Mapping[str, Any] | None,
+                      decision: Decision) -> bool:
+        patch = objects.status_patch(raw, decision.status)
+        if patch is None or not self.elector.is_leading(partition):
+            return True
+        namespace, name = kube.split_key(key)
+        body = {"metadata": {"resourceVersion": _mapping(obj.get("metadata")).get("resourceVersion")},
+                **patch}
+        path = kube.resource_path(sm.GROUP, sm.VERSION, sm.PLURAL, namespace, name, "status")
+        try:
+            answer = kube.merge_patch(self.api, path, body, field_manager=FIELD_MANAGER)
+        except kube.ApiError as error:
+            level = logging.INFO if error.conflict else logging.WARNING
+            log.log(level, "status write failed; retrying", extra={"key": key, "error": str(error)[:300]})
+            return False
+        metrics.WRITES.labels(controller=MACHINE_CONTROLLER, what="status").inc()
+        with self._own_lock:
+            self._own_writes[key] = strip(answer)
+        if raw is None or raw.get("phase") != decision.status.phase.value:
+            log.info("phase", extra={"key": key, "phase": decision.status.phase.value,
+                                     "message": decision.status.message[:300]})
+        return True
+
+    def _record_event(self, obj: Obj, event: Event) -> None:
+        meta = _mapping(obj.get("metadata"))
+        body = {
+            "apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "metadata": {"generateName": f"{meta.get('name')}-", "namespace": meta.get("namespace")},
+            "eventTime": self.clock.now().strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            "reportingController": REPORTING_CONTROLLER,
+            "reportingInstance": self.settings.identity[:128],
+            "action": "Reconcile", "reason": event.reason[:128], "note": event.message[:1024],
+            "type": event.type,
+            "regarding": {"apiVersion": f"{sm.GROUP}/{sm.VERSION}", "kind": sm.KIND,
+                          "name": meta.get("name"), "namespace": meta.get("namespace"),
+                          "uid": meta.get("uid")},
+        }
+        path = kube.resource_path("events.k8s.io", "v1", "events", str(meta.get("namespace")))
+        try:
+            kube.request(self.api, "POST", path, body=body, timeout=(2.0, 5.0))
+        except kube.ApiError as error:
+            log.info("could not record an event", extra={"reason": event.reason,
+                                                         "error": str(error)[:200]})
+        log_level = logging.WARNING if event.type == "Warning" else logging.INFO
+        log.log(log_level, "event", extra={"key": f"{meta.get('namespace')}/{meta.get('name')}",
+                                           "reason": event.reason, "note": event.message[:300]})
+
+
+def _rv(obj: Obj) -> int:
+    try:
+        return int(_mapping(obj.get("metadata")).get("resourceVersion", 0))
+    except (TypeError, ValueError):
+        return 0
+
+
+def _generation(obj: Obj) -> object:
+    return _mapping(obj.get("metadata")).get("generation")
+
+
+__all__ = ["MachineController", "Settings", "refusal"]
