@@ -25,7 +25,7 @@ import urllib.error
 import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import yaml
 
@@ -152,9 +152,17 @@ class ControlPlane:
     leaves them running after it exits, to be stopped by `stop()` from a later process.
     """
 
-    def __init__(self, binaries: Binaries, state_dir: Path | None = None, *, owned: bool = True):
+    def __init__(self, binaries: Binaries, state_dir: Path | None = None, *, owned: bool = True,
+                 bind_address: str = "127.0.0.1", apiserver_args: Sequence[str] = (),
+                 controllers: Sequence[str] = ("validatingadmissionpolicy-status-controller",)):
+        """`bind_address`, `apiserver_args` and `controllers` (kube-controller-manager's) are for
+        tests that need more of a cluster, e.g. pods on their own network (0.0.0.0, the
+        deployment and endpoint controllers, webhooks routed to endpoints)."""
         self.binaries = binaries
         self.owned = owned
+        self.bind_address = bind_address
+        self.apiserver_args = tuple(apiserver_args)
+        self.controllers = tuple(controllers)
         self._tmp_state = state_dir is None
         self.state_dir = state_dir or Path(tempfile.mkdtemp(prefix="fivespot-cp-"))
         self.processes: list[tuple[str, subprocess.Popen[bytes]]] = []
@@ -203,7 +211,7 @@ class ControlPlane:
         self._spawn("kube-apiserver", [
             str(self.binaries.kube_apiserver),
             f"--etcd-servers={etcd_url}",
-            f"--secure-port={secure_port}", "--bind-address=127.0.0.1",
+            f"--secure-port={secure_port}", f"--bind-address={self.bind_address}",
             "--advertise-address=127.0.0.1",
             f"--cert-dir={self.state_dir / 'apiserver-certs'}",
             f"--tls-cert-file={c.serving_cert}", f"--tls-private-key-file={c.serving_key}",
@@ -214,7 +222,7 @@ class ControlPlane:
             f"--service-account-issuer={self.server}/",
             f"--service-account-key-file={c.sa_public}",
             f"--service-account-signing-key-file={c.sa_private}",
-            "--v=1",
+            "--v=1", *self.apiserver_args,
         ])
         self._write_kubeconfig()
         self._record()
@@ -225,7 +233,7 @@ class ControlPlane:
         self._spawn("kube-controller-manager", [
             str(self.binaries.kube_controller_manager),
             f"--kubeconfig={self.kubeconfig}",
-            "--controllers=validatingadmissionpolicy-status-controller",
+            f"--controllers={','.join(self.controllers)}",
             "--leader-elect=false", "--secure-port=0",
             "--use-service-account-credentials=false", "--v=1",
         ])

@@ -545,7 +545,7 @@ class MachineController:
             self._own_writes[key] = strip(answer)
         if raw is None or raw.get("phase") != decision.status.phase.value:
             log.info("phase", extra={"key": key, "phase": decision.status.phase.value,
-                                     "message": decision.status.message[:300]})
+                                     "why": decision.status.message[:300]})
         return True
 
     def _record_event(self, obj: Obj, event: Event) -> None:

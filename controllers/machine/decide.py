@@ -82,6 +82,8 @@ HOST_GOVERNANCE_CONFLICT: Final = cond.HOST_GOVERNANCE_CONFLICT
 POLL: Final = timedelta(seconds=5)
 """How soon to look again while waiting on something no watch reports (evictions, deletions of
 bootstrap/infrastructure objects, an unreachable workload cluster)."""
+RECHECK: Final = timedelta(seconds=1)
+"""How soon to list the node's pods again after cordoning it."""
 
 
 class Reason:
@@ -492,6 +494,14 @@ def _remove(inp: DecisionInput, spec: MachineSpec, spot: SpotSchedule, final: Ma
                    f"({node.message}); retrying until {deadline.isoformat()}")
         return shutting(message, cond.false(NODE_DRAINED, Reason.WORKLOAD_UNREACHABLE, message), (),
                         min(inp.now + POLL, deadline), more, **fields)
+    if isinstance(node, NodeSeen) and not (node.cordoned and node.tainted):
+        # Cordon first, and look at the pods again only once nothing new can be scheduled there.
+        evictable = tuple(p for p in node.pods if not p.terminating)
+        message = (f"{why}: cordoning node {machine.node} and evicting its pods; the Machine is "
+                   f"deleted at {deadline.isoformat()} at the latest")
+        return shutting(message, cond.false(NODE_DRAINED, Reason.DRAINING, message),
+                        (Cordon(node.name),) + ((Evict(evictable),) if evictable else ()),
+                        inp.now + RECHECK, more, **fields)
     if isinstance(node, NodeGone) or not node.pods:
         message = f"{why}: node {machine.node} is drained; deleting the Machine"
         return shutting(message, cond.true(NODE_DRAINED, Reason.DRAINED, message),
@@ -508,8 +518,6 @@ def _remove(inp: DecisionInput, spec: MachineSpec, spot: SpotSchedule, final: Ma
                         (Delete(Part.MACHINE),), inp.now + POLL,
                         more + [Event("Warning", Reason.DRAIN_TIMED_OUT, message)], **fields)
     actions: list[Action] = []
-    if not (node.cordoned and node.tainted):
-        actions.append(Cordon(node.name))
     evictable = tuple(p for p in node.pods if not p.terminating)
     if evictable:
         actions.append(Evict(evictable))

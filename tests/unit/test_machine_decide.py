@@ -152,6 +152,13 @@ def test_after_the_grace_period_the_node_is_cordoned_and_its_pods_evicted() -> N
     assert "DrainStarted" in [e.reason for e in decision.events]
 
 
+def test_a_node_is_cordoned_before_its_emptiness_counts_as_drained() -> None:
+    empty = NodeSeen("node-1", cordoned=False, tainted=False, pods=())
+    decision = shutting_down(timedelta(minutes=2), empty)
+    assert decision.actions == (Cordon("node-1"),)
+    assert decision.requeue_at == T0 + timedelta(minutes=2, seconds=1)
+
+
 def test_a_drained_node_gets_its_machine_deleted() -> None:
     node = NodeSeen("node-1", cordoned=True, tainted=True, pods=())
     decision = shutting_down(timedelta(minutes=2), node)

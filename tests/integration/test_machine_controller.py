@@ -1,0 +1,542 @@
+"""The machine controller end to end against two real control planes.
+
+- management: the real Cluster API CRDs (Machine v1beta2, Cluster, KubeadmConfig, DevMachine, from
+  tests/integration/testdata/cluster-api), a config repo with both patterns compiled and
+  installed (the agent-sandbox example plus a MachineProvisioning for cluster `trading/desk`),
+  and the machine controller as a separate process running as its own ServiceAccount with the
+  compiled RBAC;
+- workload: a second control plane, reached only through the `desk-kubeconfig` Secret (CAPI's
+  naming convention), whose kube-controller-manager runs the disruption controller, so
+  PodDisruptionBudgets and the Eviction API are real.
+
+No CAPI controllers and no kubelet run, so this test plays their parts, minimally: as CAPI, it
+sets a Machine's status.nodeRef once it has created the Node; as the kubelet, it marks a pod
+Ready and finishes the deletion of pods that an eviction marked for deletion. Provider status is
+written directly, as a provider publishes it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from devcluster import localrun
+from devcluster.clients import admin_client, service_account_kubeconfig
+from devcluster.kubectl import apply, kubectl, wait_established
+from runtime import kube
+from tests.integration.capacity_world import FAST_LEASES, eventually, unique
+from tests.integration.conftest import own_control_plane
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+CAPI_CRDS = Path(__file__).parent / "testdata" / "cluster-api"
+NS = "trading"
+CLUSTER = "desk"
+MACHINE_SA = "fivespot-machine-controller"
+CAPACITY_SA = "fivespot-capacity-controller"
+SM = ("5spot.finos.org", "v1beta1", "scheduledmachines")
+MANUAL = ("spotschedules.5spot.finos.org", "v1alpha1", "manualschedules")
+MACHINES = ("cluster.x-k8s.io", "v1beta2", "machines")
+KUBEADM = ("bootstrap.cluster.x-k8s.io", "v1beta2", "kubeadmconfigs")
+DEVMACHINES = ("infrastructure.cluster.x-k8s.io", "v1beta2", "devmachines")
+TAINT = "5spot.finos.org/shutting-down"
+
+MACHINES_YAML = f"""
+apiVersion: config.5spot.finos.org/v1alpha1
+kind: MachineProvisioning
+metadata:
+  name: capi
+spec:
+  clusters:
+    - {{namespace: {NS}, name: {CLUSTER}}}
+  bootstrap:
+    - {{group: bootstrap.cluster.x-k8s.io, version: v1beta2, kind: KubeadmConfig, resource: kubeadmconfigs}}
+  infrastructure:
+    - {{group: infrastructure.cluster.x-k8s.io, version: v1beta2, kind: DevMachine, resource: devmachines}}
+"""
+
+
+def p(kind: tuple[str, str, str], name: str | None = None, sub: str | None = None,
+      ns: str | None = NS) -> str:
+    return kube.resource_path(*kind, namespace=ns, name=name, subresource=sub)
+
+
+# --- the two clusters -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def workload() -> Iterator[Any]:
+    with own_control_plane(controllers=("disruption-controller",)) as plane:
+        yield plane
+
+
+@pytest.fixture(scope="module")
+def management(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    with own_control_plane() as plane:
+        yield plane
+
+
+@pytest.fixture(scope="module")
+def mgmt(management: Any) -> Iterator[client.ApiClient]:
+    api = admin_client(management.kubeconfig)
+    yield api
+    api.close()
+
+
+@pytest.fixture(scope="module")
+def wl(workload: Any) -> Iterator[client.ApiClient]:
+    api = admin_client(workload.kubeconfig)
+    yield api
+    api.close()
+
+
+@pytest.fixture(scope="module")
+def installed(management: Any, workload: Any, mgmt: client.ApiClient,
+              tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Both patterns compiled and installed on the management plane; the bundle's path."""
+    work = tmp_path_factory.mktemp("machines")
+    config = work / "config"
+    config.mkdir()
+    for source in (localrun.EXAMPLE / "config").glob("*.yaml"):
+        (config / source.name).write_text(source.read_text())
+    (config / "machines.yaml").write_text(MACHINES_YAML)
+    for crd in sorted(CAPI_CRDS.glob("*.yaml")):
+        apply(management.kubeconfig, crd)
+    wait_established(management.kubeconfig, [c.stem.split("_", 1)[1] + "." + c.stem.split("_", 1)[0]
+                                             for c in sorted(CAPI_CRDS.glob("*.yaml"))])
+    localrun.ensure_namespaces(management.kubeconfig, {NS})
+    bundle = localrun.compile_and_install(management.kubeconfig, work / "out", config)
+    # What CAPI does for every Cluster: its admin kubeconfig in <cluster>-kubeconfig, key value.
+    kube.request(mgmt, "POST", p(("", "v1", "secrets")), body={
+        "metadata": {"name": f"{CLUSTER}-kubeconfig", "labels": {"cluster.x-k8s.io/cluster-name": CLUSTER}},
+        "type": "cluster.x-k8s.io/secret",
+        "data": {"value": base64.b64encode(workload.kubeconfig.read_bytes()).decode()}})
+    kube.request(mgmt, "POST", p(("", "v1", "secrets")), body={
+        "metadata": {"name": "unrelated"}, "data": {"value": "c2VjcmV0"}})
+    kube.request(mgmt, "POST", p(("cluster.x-k8s.io", "v1beta2", "clusters")), body={
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+        "metadata": {"name": CLUSTER}, "spec": {"clusterNetwork": {"pods": {"cidrBlocks": ["10.244.0.0/16"]}}}})
+    return bundle
+
+
+class MachineControllerProcess:
+    def __init__(self, kubeconfig: Path, bundle: Path, log_file: Path):
+        self.kubeconfig, self.bundle, self.log_file = kubeconfig, bundle, log_file
+        self.process: subprocess.Popen[bytes] | None = None
+        self.identity = unique("machine-it")
+
+    def start(self) -> "MachineControllerProcess":
+        argv = [sys.executable, "-m", "controllers", "machine", "--bundle", str(self.bundle),
+                "--kubeconfig", str(self.kubeconfig), "--identity", self.identity,
+                "--metrics-port", "0", *FAST_LEASES]
+        with open(self.log_file, "ab") as log:
+            self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+                                            env={**os.environ, "PYTHONPATH": str(ROOT)},
+                                            start_new_session=True)
+        eventually(lambda: self.entry("machine controller starting"), 30, "the start line")
+        eventually(lambda: self.leading(), 20, "leading partition default")
+        return self
+
+    def entries(self) -> list[dict[str, Any]]:
+        found = []
+        for line in self.log_file.read_text(errors="replace").splitlines():
+            try:
+                found.append(json.loads(line))
+            except ValueError:
+                continue
+        return found
+
+    def entry(self, msg: str) -> dict[str, Any] | None:
+        assert self.process is not None
+        return next((e for e in reversed(self.entries())
+                     if e.get("msg") == msg and e.get("pid", self.process.pid) == self.process.pid), None)
+
+    @property
+    def port(self) -> int:
+        started = self.entry("machine controller starting")
+        assert started is not None
+        return int(started["metrics_port"])
+
+    def metrics(self) -> str:
+        return localrun.http_get(self.port, "/metrics")[1]
+
+    def leading(self) -> bool:
+        return ('fivespot_is_leader{controller="fivespot-machine-controller",partition="default"} 1.0'
+                in self.metrics())
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(10)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@pytest.fixture(scope="module")
+def controller(installed: Path, management: Any, tmp_path_factory: pytest.TempPathFactory
+               ) -> Iterator[MachineControllerProcess]:
+    work = tmp_path_factory.mktemp("machine-controller")
+    sa = service_account_kubeconfig(management.kubeconfig, localrun.INSTALL_NAMESPACE, MACHINE_SA,
+                                    work / "machine.kubeconfig")
+    process = MachineControllerProcess(sa, installed, work / "controller.log").start()
+    yield process
+    process.stop()
+
+
+class Kubelet:
+    """Plays the kubelet's one part the drain needs: a pod marked for deletion is removed."""
+
+    def __init__(self, api: client.ApiClient):
+        self.api = api
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> "Kubelet":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.2):
+            try:
+                pods = kube.request(self.api, "GET", "/api/v1/pods")["items"]
+            except kube.ApiError:
+                continue
+            for pod in pods:
+                meta = pod["metadata"]
+                if meta.get("deletionTimestamp"):
+                    try:
+                        kube.request(self.api, "DELETE", p(("", "v1", "pods"), meta["name"],
+                                                           ns=meta["namespace"]),
+                                     body={"gracePeriodSeconds": 0})
+                    except kube.ApiError:
+                        pass
+
+
+@pytest.fixture(scope="module")
+def kubelet(wl: client.ApiClient) -> Iterator[Kubelet]:
+    with Kubelet(wl) as running:
+        yield running
+
+
+# --- the world a test sets up ---------------------------------------------------------------
+
+
+def schedule(mgmt: client.ApiClient, name: str, active: bool | None) -> None:
+    try:
+        kube.request(mgmt, "POST", p(MANUAL), body={
+            "apiVersion": "spotschedules.5spot.finos.org/v1alpha1", "kind": "ManualSchedule",
+            "metadata": {"name": name}, "spec": {"enabled": bool(active)}})
+    except kube.ApiError as error:
+        if not error.conflict:
+            raise
+    if active is not None:
+        publish(mgmt, name, active)
+
+
+def publish(mgmt: client.ApiClient, name: str, active: bool, ready: str = "True") -> None:
+    """What the ManualSchedule provider would publish (written directly, as the admin)."""
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    kube.merge_patch(mgmt, p(MANUAL, name, "status"), {"status": {
+        "active": active, "observedGeneration": 1, "lastTransitionTime": stamp,
+        "conditions": [{"type": "Ready", "status": ready, "reason": "Reconciled" if ready == "True"
+                        else "Stale", "message": "test", "lastTransitionTime": stamp}]}})
+
+
+def scheduled_machine(mgmt: client.ApiClient, name: str, schedule_name: str, **spec: Any) -> None:
+    kube.request(mgmt, "POST", p(SM), body={
+        "apiVersion": "5spot.finos.org/v1beta1", "kind": "ScheduledMachine",
+        "metadata": {"name": name},
+        "spec": {"schedule": {"apiVersion": "spotschedules.5spot.finos.org/v1alpha1",
+                              "kind": "ManualSchedule", "name": schedule_name},
+                 "clusterName": CLUSTER,
+                 "bootstrapSpec": {"apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2",
+                                   "kind": "KubeadmConfig", "metadata": {"labels": {"desk": "fx"}},
+                                   "spec": {"joinConfiguration": {"nodeRegistration": {"name": name}}}},
+                 "infrastructureSpec": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+                                        "kind": "DevMachine", "spec": {"backend": {"docker": {}}}},
+                 **spec}})
+
+
+def status(mgmt: client.ApiClient, name: str) -> dict[str, Any]:
+    return dict(kube.request(mgmt, "GET", p(SM, name)).get("status") or {})
+
+
+def wait_phase(mgmt: client.ApiClient, name: str, phase: str, timeout: float = 20) -> dict[str, Any]:
+    return eventually(lambda: (s := status(mgmt, name)).get("phase") == phase and s, timeout,
+                      f"{name} phase {phase}")
+
+
+def get(api: client.ApiClient, path: str) -> dict[str, Any] | None:
+    try:
+        return kube.request(api, "GET", path)
+    except kube.ApiError as error:
+        if error.not_found:
+            return None
+        raise
+
+
+def join_node(mgmt: client.ApiClient, wl: client.ApiClient, machine: str, node: str) -> None:
+    """CAPI's part: the Node exists in the workload cluster, and the Machine's nodeRef says so."""
+    kube.request(wl, "POST", "/api/v1/nodes", body={"metadata": {"name": node}})
+    kube.merge_patch(mgmt, p(MACHINES, machine, "status"), {"status": {"nodeRef": {"name": node}}})
+
+
+def pod(wl: client.ApiClient, ns: str, name: str, node: str, *, labels: dict[str, str] | None = None,
+        ready: bool = False, **meta: Any) -> None:
+    kube.request(wl, "POST", p(("", "v1", "pods"), ns=ns), body={
+        "metadata": {"name": name, "labels": labels or {}, **meta},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}})
+    if ready:  # the kubelet's report: Running and Ready, so the disruption budget counts it healthy
+        now = "2026-01-01T00:00:00Z"
+        kube.merge_patch(wl, p(("", "v1", "pods"), name, "status", ns=ns), {"status": {
+            "phase": "Running", "conditions": [{"type": "Ready", "status": "True",
+                                                "lastTransitionTime": now}]}})
+
+
+def workload_namespace(wl: client.ApiClient) -> str:
+    name = unique("apps")
+    kube.request(wl, "POST", "/api/v1/namespaces", body={"metadata": {"name": name}})
+    return name
+
+
+def active_machine(mgmt: client.ApiClient, wl: client.ApiClient, **spec: Any) -> tuple[str, str, str]:
+    """A ScheduledMachine whose schedule is on and whose Machine joined as a node."""
+    name, sched, node = unique("rack"), unique("ms"), unique("node")
+    schedule(mgmt, sched, True)
+    scheduled_machine(mgmt, name, sched, **spec)
+    eventually(lambda: get(mgmt, p(MACHINES, name)), 20, "the Machine")
+    join_node(mgmt, wl, name, node)
+    wait_phase(mgmt, name, "Active")
+    return name, sched, node
+
+
+# --- the tests ------------------------------------------------------------------------------
+
+
+def test_schedule_on_creates_the_machine_and_its_objects_owned_by_the_scheduled_machine(
+        controller: MachineControllerProcess, mgmt: client.ApiClient, wl: client.ApiClient,
+        management: Any) -> None:
+    name, sched, node = unique("rack"), unique("ms"), unique("node")
+    schedule(mgmt, sched, True)
+    scheduled_machine(mgmt, name, sched, nodeTaints=[{"key": "desk", "value": "fx", "effect": "NoSchedule"}],
+                      priority=7)
+    machine = eventually(lambda: get(mgmt, p(MACHINES, name)), 20, "the Machine")
+    uid = kube.request(mgmt, "GET", p(SM, name))["metadata"]["uid"]
+    boot = get(mgmt, p(KUBEADM, f"{name}-bootstrap"))
+    infra = get(mgmt, p(DEVMACHINES, f"{name}-infra"))
+    assert boot is not None and infra is not None
+    for obj in (machine, boot, infra):
+        refs = obj["metadata"]["ownerReferences"]
+        assert [(r["kind"], r["name"], r["uid"], r["controller"]) for r in refs] == [
+            ("ScheduledMachine", name, uid, True)]
+        assert obj["metadata"]["labels"]["cluster.x-k8s.io/cluster-name"] == CLUSTER
+    assert machine["spec"]["clusterName"] == CLUSTER
+    assert machine["spec"]["bootstrap"]["configRef"] == {
+        "apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfig", "name": f"{name}-bootstrap"}
+    assert machine["spec"]["infrastructureRef"] == {
+        "apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DevMachine", "name": f"{name}-infra"}
+    assert machine["spec"]["taints"] == [{"key": "desk", "value": "fx", "effect": "NoSchedule",
+                                          "propagation": "Always"}]
+    assert machine["metadata"]["labels"]["5spot.finos.org/priority"] == "7"
+    assert boot["metadata"]["labels"]["desk"] == "fx"
+    assert boot["spec"]["joinConfiguration"]["nodeRegistration"]["name"] == name
+    pending = eventually(lambda: (s := status(mgmt, name)).get("machineRef") and s, 10, "machineRef")
+    assert pending["phase"] == "Pending"
+    assert pending["bootstrapRef"]["name"] == f"{name}-bootstrap"
+    assert pending["infrastructureRef"]["kind"] == "DevMachine"
+    assert pending["machineRef"]["uid"] == machine["metadata"]["uid"]
+    join_node(mgmt, wl, name, node)
+    active = wait_phase(mgmt, name, "Active")
+    assert active["nodeRef"] == {"name": node}
+    assert active["inSchedule"] is True
+    # Seed 001's Verify step, as the guide writes it.
+    spot = json.loads(kubectl(management.kubeconfig, "-n", NS, "get", "scheduledmachine", name,
+                              "-o", "jsonpath={.status.spotSchedule}"))
+    assert spot["resolved"] is True and spot["active"] is True and spot["reason"] == "Resolved"
+    printed = kubectl(management.kubeconfig, "-n", NS, "get", "sm", name)
+    assert printed.split("\n")[0].split() == ["NAME", "PHASE", "READY", "INSCHEDULE", "ENABLED",
+                                              "SCHEDULE", "KILLSWITCH", "NODE", "AGE"]
+    assert printed.split("\n")[1].split()[:8] == [name, "Active", "True", "true", "true", sched,
+                                                  "false", node]
+
+
+def test_schedule_off_drains_through_the_grace_period_cordon_evictions_and_budget_then_deletes(
+        controller: MachineControllerProcess, mgmt: client.ApiClient, wl: client.ApiClient,
+        kubelet: Kubelet) -> None:
+    name, sched, node = active_machine(mgmt, wl, gracefulShutdownTimeout="2s", nodeDrainTimeout="8s")
+    apps = workload_namespace(wl)
+    pod(wl, apps, "free", node)
+    pod(wl, apps, "guarded", node, labels={"app": "db"}, ready=True)
+    pod(wl, apps, "ds-pod", node, ownerReferences=[{"apiVersion": "apps/v1", "kind": "DaemonSet",
+                                                    "name": "agent", "uid": "0f0f", "controller": True}])
+    pod(wl, apps, "static", node, annotations={"kubernetes.io/config.mirror": "hash"})
+    kube.request(wl, "POST", p(("policy", "v1", "poddisruptionbudgets"), ns=apps), body={
+        "metadata": {"name": "db"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}})
+    eventually(lambda: (get(wl, p(("policy", "v1", "poddisruptionbudgets"), "db", ns=apps)) or {})
+               .get("status", {}).get("observedGeneration") == 1, 30, "the disruption controller")
+    machine_uid = kube.request(mgmt, "GET", p(MACHINES, name))["metadata"]["uid"]
+
+    schedule(mgmt, sched, False)
+    shutting = wait_phase(mgmt, name, "ShuttingDown", 10)
+    assert shutting["shutdownStartedAt"]
+    assert not (get(wl, f"/api/v1/nodes/{node}") or {}).get("spec", {}).get("unschedulable"), \
+        "the node is left alone during the graceful shutdown period"
+    cordoned = eventually(lambda: (n := get(wl, f"/api/v1/nodes/{node}")) and
+                          n["spec"].get("unschedulable") and n, 10, "the cordon")
+    assert {"key": TAINT, "effect": "NoSchedule"} in [
+        {k: t[k] for k in ("key", "effect")} for t in cordoned["spec"]["taints"]]
+    eventually(lambda: get(wl, p(("", "v1", "pods"), "free", ns=apps)) is None, 10, "free evicted")
+    time.sleep(3)
+    assert get(wl, p(("", "v1", "pods"), "guarded", ns=apps)) is not None, "the budget keeps it"
+    assert get(mgmt, p(MACHINES, name)) is not None, "the Machine stays until nodeDrainTimeout"
+    assert "NodeDrained" in {c["type"] for c in status(mgmt, name)["conditions"]}
+    eventually(lambda: get(mgmt, p(MACHINES, name)) is None, 15, "the Machine deleted at the timeout")
+    inactive = wait_phase(mgmt, name, "Inactive", 15)
+    assert get(mgmt, p(KUBEADM, f"{name}-bootstrap")) is None
+    assert get(mgmt, p(DEVMACHINES, f"{name}-infra")) is None
+    assert "nodeRef" not in inactive and "machineRef" not in inactive
+    drained = {c["type"]: c for c in inactive["conditions"]}["NodeDrained"]
+    assert drained["reason"] == "DrainTimedOut" and f"{apps}/guarded" in drained["message"]
+    for left in ("ds-pod", "static"):
+        assert get(wl, p(("", "v1", "pods"), left, ns=apps)) is not None, f"{left} is not evicted"
+    deleted = [e for e in controller.entries() if e.get("msg") == "deleted" and e.get("part") == "machine"
+               and e.get("key") == f"{NS}/{name}"]
+    assert [e["uid"] for e in deleted] == [machine_uid]
+
+
+def test_a_drained_node_gets_its_machine_deleted_without_waiting_for_the_timeout(
+        controller: MachineControllerProcess, mgmt: client.ApiClient, wl: client.ApiClient,
+        kubelet: Kubelet) -> None:
+    name, sched, node = active_machine(mgmt, wl, nodeDrainTimeout="5m")
+    apps = workload_namespace(wl)
+    pod(wl, apps, "web", node)
+    schedule(mgmt, sched, False)
+    wait_phase(mgmt, name, "Inactive", 20)
+    assert get(wl, p(("", "v1", "pods"), "web", ns=apps)) is None
+
+
+def test_the_kill_switch_removes_the_machine_at_once_without_draining(
+        controller: MachineControllerProcess, mgmt: client.ApiClient, wl: client.ApiClient) -> None:
+    name, _, node = active_machine(mgmt, wl, gracefulShutdownTimeout="1h")
+    apps = workload_namespace(wl)
+    pod(wl, apps, "web", node)
+    kube.merge_patch(mgmt, p(SM, name), {"spec": {"killSwitch": True}})
+    eventually(lambda: get(mgmt, p(MACHINES, name)) is None, 10, "the Machine deleted")
+    terminated = wait_phase(mgmt, name, "Terminated")
+    assert not (get(wl, f"/api/v1/nodes/{node}") or {}).get("spec", {}).get("unschedulable")
+    assert get(wl, p(("", "v1", "pods"), "web", ns=apps)) is not None, "no eviction"
+    assert {c["type"]: c["reason"] for c in terminated["conditions"]}["Ready"] == "KillSwitch"
+    events = kube.request(mgmt, "GET", p(("events.k8s.io", "v1", "events")))["items"]
+    assert any(e["reason"] == "KillSwitch" and e["type"] == "Warning"
+               and e["regarding"]["name"] == name for e in events)
+
+
+def test_disabled_takes_the_safe_path_and_ends_disabled(
+        controller: MachineControllerProcess, mgmt: client.ApiClient, wl: client.ApiClient,
+        kubelet: Kubelet) -> None:
+    name, _, node = active_machine(mgmt, wl)
+    kube.merge_patch(mgmt, p(SM, name), {"spec": {"enabled": False}})
+    wait_phase(mgmt, name, "Disabled", 20)
+    assert (get(wl, f"/api/v1/nodes/{node}") or {})["spec"].get("unschedulable"), "drained first"
+    assert get(mgmt, p(MACHINES, name)) is None
+
+
+def test_a_schedule_that_never_resolved_creates_nothing_and_is_counted(
+        controller: MachineControllerProcess, mgmt: client.ApiClient) -> None:
+    name = unique("rack")
+    scheduled_machine(mgmt, name, "no-such-schedule")
+    inactive = wait_phase(mgmt, name, "Inactive")
+    assert inactive["spotSchedule"]["resolved"] is False
+    assert inactive["spotSchedule"]["reason"] == "ScheduleNotFound"
+    conditions = {c["type"]: c for c in inactive["conditions"]}
+    assert conditions["SpotScheduleResolved"]["status"] == "False"
+    assert get(mgmt, p(MACHINES, name)) is None
+    assert ('fivespot_spot_schedule_resolution_errors_total{controller="fivespot-machine-controller",'
+            'reason="ScheduleNotFound"}') in controller.metrics()
+
+
+def test_an_unresolved_provider_holds_the_last_state(
+        controller: MachineControllerProcess, mgmt: client.ApiClient, wl: client.ApiClient) -> None:
+    name, sched, _ = active_machine(mgmt, wl)
+    publish(mgmt, sched, False, ready="False")
+    eventually(lambda: status(mgmt, name)["spotSchedule"]["resolved"] is False, 10, "unresolved")
+    time.sleep(2)
+    held = status(mgmt, name)
+    assert held["phase"] == "Active" and held["spotSchedule"]["active"] is True
+    assert held["spotSchedule"]["reason"] == "ScheduleNotReady"
+    assert get(mgmt, p(MACHINES, name)) is not None
+
+
+def test_sigkill_while_shutting_down_loses_nothing_and_creates_no_second_machine(
+        controller: MachineControllerProcess, mgmt: client.ApiClient, wl: client.ApiClient,
+        kubelet: Kubelet) -> None:
+    name, sched, node = active_machine(mgmt, wl, gracefulShutdownTimeout="3s", nodeDrainTimeout="5m")
+    uid = kube.request(mgmt, "GET", p(MACHINES, name))["metadata"]["uid"]
+    controller.kill()
+    controller.start()
+    time.sleep(1)
+    assert kube.request(mgmt, "GET", p(MACHINES, name))["metadata"]["uid"] == uid, "same Machine"
+    schedule(mgmt, sched, False)
+    started = wait_phase(mgmt, name, "ShuttingDown", 10)["shutdownStartedAt"]
+    controller.kill()
+    controller.start()
+    assert status(mgmt, name)["shutdownStartedAt"] == started, "the grace clock survives"
+    wait_phase(mgmt, name, "Inactive", 20)
+    assert (get(wl, f"/api/v1/nodes/{node}") or {})["spec"].get("unschedulable")
+
+
+def test_rbac_the_machine_identity_holds_capi_verbs_only_where_declared_and_never_capacity(
+        controller: MachineControllerProcess, management: Any) -> None:
+    def can(sa: str, *args: str) -> bool:
+        answer = subprocess.run(
+            ["kubectl", "--kubeconfig", str(management.kubeconfig), "auth", "can-i", *args,
+             f"--as=system:serviceaccount:{localrun.INSTALL_NAMESPACE}:{sa}"],
+            capture_output=True, text=True, timeout=30)
+        return answer.stdout.strip() == "yes"
+
+    machine = MACHINE_SA
+    assert can(machine, "create", "machines.cluster.x-k8s.io", "-n", NS)
+    assert can(machine, "delete", "kubeadmconfigs.bootstrap.cluster.x-k8s.io", "-n", NS)
+    assert can(machine, "create", "devmachines.infrastructure.cluster.x-k8s.io", "-n", NS)
+    assert can(machine, "get", "secret/desk-kubeconfig", "-n", NS)
+    assert not can(machine, "get", "secret/unrelated", "-n", NS)
+    assert not can(machine, "list", "secrets", "-n", NS)
+    assert not can(machine, "create", "machines.cluster.x-k8s.io", "-n", "agents")
+    assert not can(machine, "patch", "machines.cluster.x-k8s.io", "-n", NS)
+    assert not can(machine, "create", "clusters.cluster.x-k8s.io", "-n", NS)
+    assert can(machine, "patch", "scheduledmachines.5spot.finos.org", "--subresource=status", "-n", NS)
+    assert not can(machine, "patch", "scheduledmachines.5spot.finos.org", "-n", NS)
+    assert can(machine, "list", "scheduledcapacities.5spot.finos.org", "-n", NS)
+    for verb in ("patch", "update", "create", "delete"):
+        assert not can(machine, verb, "virtualmachinepools.pools.agents.example.com", "-n", "agents")
+        assert not can(machine, verb, "scheduledcapacities.5spot.finos.org", "-n", "agents")
+    capacity = CAPACITY_SA
+    for verb in ("get", "list", "create", "delete", "patch"):
+        for resource in ("machines.cluster.x-k8s.io", "kubeadmconfigs.bootstrap.cluster.x-k8s.io",
+                         "devmachines.infrastructure.cluster.x-k8s.io"):
+            assert not can(capacity, verb, resource, "-n", NS)
+    assert not can(capacity, "get", "secret/desk-kubeconfig", "-n", NS)
+    assert can(capacity, "patch", "virtualmachinepools.pools.agents.example.com", "-n", "agents")
