@@ -540,3 +540,33 @@ def test_rbac_the_machine_identity_holds_capi_verbs_only_where_declared_and_neve
             assert not can(capacity, verb, resource, "-n", NS)
     assert not can(capacity, "get", "secret/desk-kubeconfig", "-n", NS)
     assert can(capacity, "patch", "virtualmachinepools.pools.agents.example.com", "-n", "agents")
+
+
+def test_admission_refuses_a_kind_the_platform_does_not_allow_and_a_chosen_name(
+        installed: Path, mgmt: client.ApiClient) -> None:
+    def refused(**changes: Any) -> str:
+        name = unique("rack")
+        body = {
+            "apiVersion": "5spot.finos.org/v1beta1", "kind": "ScheduledMachine",
+            "metadata": {"name": name},
+            "spec": {"schedule": {"apiVersion": "spotschedules.5spot.finos.org/v1alpha1",
+                                  "kind": "ManualSchedule", "name": "x"},
+                     "clusterName": CLUSTER,
+                     "bootstrapSpec": {"apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2",
+                                       "kind": "KubeadmConfig", "spec": {}},
+                     "infrastructureSpec": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+                                            "kind": "DevMachine", "spec": {}}}}
+        body["spec"].update(changes)
+        with pytest.raises(kube.ApiError) as error:
+            kube.request(mgmt, "POST", p(SM), body=body)
+        return error.value.message
+
+    message = refused(infrastructureSpec={"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+                                          "kind": "AWSMachine", "spec": {}})
+    assert "spec.infrastructureSpec must be one of the kinds the platform allows: DevMachine" in message
+    message = refused(bootstrapSpec={"apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2",
+                                     "kind": "KubeadmConfig", "metadata": {"name": "mine"}, "spec": {}})
+    assert "metadata.name, metadata.generateName and metadata.namespace are chosen" in message
+    message = refused(schedule={"apiVersion": "example.com/v1", "kind": "ManualSchedule", "name": "x"})
+    assert "spotschedules.5spot.finos.org" in message
+    assert "nodeDrainTimeout" in refused(nodeDrainTimeout="forever")
