@@ -59,7 +59,6 @@ from controllers.machine.observations import (
     ScheduleObservation,
     observe_node,
     observe_owned,
-    observe_schedule,
     parse_spec,
     parse_status,
     provider_generation,
@@ -73,6 +72,7 @@ from runtime.kindwatches import KindWatches
 from runtime.kube import ApiClient, ResolvedKind
 from runtime.leaderelection import LeaderElector, Timing, leases_for
 from runtime.partitions import Partitions
+from runtime.schedules import read_schedule
 from runtime.workqueue import WorkQueue
 
 log = logging.getLogger("fivespot.machine")
@@ -273,17 +273,12 @@ class MachineController:
     def _observe_schedule(self, spec: MachineSpec, namespace: str
                           ) -> tuple[ScheduleObservation, int | None]:
         group = api_group(spec.schedule.api_version)
-        self.providers.want(group, spec.schedule.kind)
+        observed = read_schedule(self.providers, namespace, group, spec.schedule.kind,
+                                 spec.schedule.name)
         watched = self.providers.get(group, spec.schedule.kind)
-        if watched is None or watched.informer is None:
-            if watched is not None and watched.last_error == "not served by the API server":
-                return observe_schedule(None, crd_installed=False), None
-            return LookupFailed(f"resolving {spec.schedule.kind}.{group}: "
-                                f"{(watched.last_error if watched else None) or 'pending'}"), None
-        if not watched.informer.has_synced():
-            return LookupFailed(f"the {spec.schedule.kind} cache has not synced yet"), None
-        provider = watched.informer.get(namespace, spec.schedule.name)
-        return observe_schedule(provider), provider_generation(provider)
+        provider = (watched.informer.get(namespace, spec.schedule.name)
+                    if watched is not None and watched.informer is not None else None)
+        return observed, provider_generation(provider)
 
     def _observe_machine(self, namespace: str, name: str, uid: str) -> ObjectObservation:
         informer = self.capi.get(namespace)

@@ -18,8 +18,7 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from api.kinds.machine_lifecycle import MachineSpec, MachineStatus
-from controllers.capacity.observations import (
-    InvalidSpec,
+from api.provider_contract import (
     LookupFailed,
     Resolved,
     ScheduleObservation,
@@ -27,6 +26,7 @@ from controllers.capacity.observations import (
     UnresolvedReason,
     observe_schedule,
 )
+from controllers.capacity.observations import InvalidSpec
 
 __all__ = [
     "DecisionInput", "Foreign", "InvalidSpec", "LookupFailed", "NodeGone", "NodeSeen", "Owned",
