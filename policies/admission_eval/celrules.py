@@ -12,7 +12,7 @@ transition rules (the others are ratcheted), and `oldSelf` correlates by map key
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from policies.admission_eval.structural import (
     DUPLICATE,
@@ -29,6 +29,7 @@ from policies.admission_eval.structural import (
     strictly_equal,
     type_ok,
 )
+from policies.admission_eval.gotext import OMIT, error_body
 from policies.cel import ABSENT, CelEvaluationError
 
 def validate_rules(value: Any, old: Any, node: Node, path: str, errors: list[FieldError],
@@ -135,14 +136,21 @@ def _root_view(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def _run_rule(rule: Rule, value: Any, old: Any, node: Node, path: str) -> FieldError | None:
+    """apiextensions-apiserver's `validateExpressions` for one rule: a runtime error is an Invalid
+    value naming the schema type, a false result an error of the rule's reason showing the value
+    (objects and arrays omitted)."""
     try:
         if rule.pattern is not None and isinstance(value, str):
             verdict: bool | None = rule.pattern.search(value)
         else:
             verdict = rule.compiled.evaluate(value, old)
     except CelEvaluationError as error:
-        return FieldError(path, INVALID, f'Invalid value: "{_cel_type(node)}": '
-                                         f"{error.message} evaluating rule: {rule.rule}", rule.rule)
+        if error.message.startswith("no such overload"):
+            detail = (f"'{error.message}': call arguments did not match a supported operator, "
+                      f"function or macro signature for rule: {_rule_text(rule)}")
+        else:
+            detail = f"{error.message} evaluating rule: {_rule_text(rule)}"
+        return FieldError(path, INVALID, error_body(INVALID, _schema_type(node), detail), rule.rule)
     if verdict is None or verdict:
         return None
     message = _rule_message(rule, value, old)
@@ -151,21 +159,28 @@ def _run_rule(rule: Rule, value: Any, old: Any, node: Node, path: str) -> FieldE
         target = path + rule.field_path if rule.field_path.startswith("[") else path + (
             rule.field_path if rule.field_path.startswith(".") else "." + rule.field_path)
         target = target.lstrip(".")
-    if rule.reason == FORBIDDEN:
-        return FieldError(target, FORBIDDEN, f"Forbidden: {message}", rule.rule)
-    if rule.reason == REQUIRED:
-        return FieldError(target, REQUIRED, f"Required value: {message}", rule.rule)
-    if rule.reason == DUPLICATE:
-        return FieldError(target, DUPLICATE, f'Duplicate value: "{_cel_type(node)}": {message}',
-                          rule.rule)
-    return FieldError(target, INVALID, f'Invalid value: "{_cel_type(node)}": {message}', rule.rule)
+    shown = OMIT if node.type in ("object", "array") else value
+    if rule.reason == DUPLICATE:  # field.Duplicate takes no detail
+        return FieldError(target, DUPLICATE, error_body(DUPLICATE, shown, ""), rule.rule)
+    return FieldError(target, rule.reason, error_body(rule.reason, shown, message), rule.rule)
 
 
-def _cel_type(node: Node) -> str:
-    return str(node.type or "object")
+def _schema_type(node: Node) -> str:
+    return str(node.type or "")
+
+
+def _rule_text(rule: Rule) -> str:
+    """`ruleErrorString`: the rule's message if it has one, else the rule itself."""
+    return (rule.message or rule.rule).strip()
+
+
+MAX_MESSAGE_BYTES: Final = 5 * 1024
+"""celconfig.MaxEvaluatedMessageExpressionSizeBytes."""
 
 
 def _rule_message(rule: Rule, value: Any, old: Any) -> str:
+    """`messageExpression`'s result when it gives a usable one (a non-empty single line of at most
+    5 KiB, trimmed), else `message`, else `failed rule: RULE`."""
     if rule.message_expression is not None:
         activation: dict[str, Any] = {"self": value}
         if old is not ABSENT:
@@ -174,8 +189,10 @@ def _rule_message(rule: Rule, value: Any, old: Any) -> str:
             text = rule.message_expression.evaluate(activation)
         except CelEvaluationError:
             text = None
-        if isinstance(text, str) and text.strip() and "\n" not in text:
-            return text.strip()
-    if rule.message:
-        return rule.message
-    return f"failed rule: {rule.rule}"
+        if isinstance(text, str):
+            text = text.strip()
+            if text and "\n" not in text and len(text.encode()) <= MAX_MESSAGE_BYTES:
+                return text
+    if rule.message and rule.message.strip():
+        return rule.message.strip()
+    return f"failed rule: {rule.rule.strip()}"

@@ -27,13 +27,13 @@ from policies.admission_eval.structural import (
     Node,
     Validator,
     correlate_items,
-    go_value,
     join_path,
     json_type,
     path_prefix,
     strictly_equal,
     type_ok,
 )
+from policies.admission_eval.gotext import bad_value, json_marshal, number_v, quote
 from policies.cel import ABSENT
 
 def validate(value: Any, old: Any, node: Node, path: str, errors: list[FieldError]) -> None:
@@ -70,13 +70,13 @@ def build_validator(node: Node) -> Validator:
         if not (isinstance(value, simple_type) if simple_type is not None
                 else trivially_typed or type_ok(value, node)):
             errors.append(FieldError(path, TYPE_INVALID,
-                                     f"Invalid value: {go_value(json_type(value))}: {path} in body "
+                                     f"Invalid value: {quote(json_type(value))}: {path} in body "
                                      f'must be of type {type_name}: "{json_type(value)}"'))
             return
         if enum is not None and not _in_enum(value, enum):
-            supported = ", ".join(go_value(e) for e in enum)
+            supported = ", ".join(quote(e if isinstance(e, str) else json_marshal(e)) for e in enum)
             errors.append(FieldError(path, NOT_SUPPORTED,
-                                     f"Unsupported value: {go_value(value)}: supported values: {supported}"))
+                                     f"Unsupported value: {bad_value(value)}: supported values: {supported}"))
         if body is not None:
             body(value, old, path, errors)
 
@@ -171,19 +171,20 @@ def _string_checks(node: Node) -> Validator | None:
 
     def check_string(value: str, old: Any, path: str, errors: list[FieldError]) -> None:
         if max_length is not None and len(value) > max_length:
-            errors.append(FieldError(path, TOO_LONG, f"Too long: may not be more than {max_length} bytes"))
+            errors.append(FieldError(path, TOO_LONG, f"Too long: may not be more than {max_length} "
+                                                     f"{'byte' if max_length == 1 else 'bytes'}"))
         if min_length is not None and len(value) < min_length:
             errors.append(FieldError(path, INVALID,
-                                     f"Invalid value: {go_value(value)}: {path} in body should be at "
+                                     f"Invalid value: {bad_value(value)}: {path} in body should be at "
                                      f"least {min_length} chars long"))
         if pattern is not None and not pattern[1].search(value):
             errors.append(FieldError(path, INVALID,
-                                     f"Invalid value: {go_value(value)}: {path} in body should match "
+                                     f"Invalid value: {bad_value(value)}: {path} in body should match "
                                      f"'{pattern[0]}'"))
         if format_check is not None and not format_check(value):
             errors.append(FieldError(path, TYPE_INVALID,
-                                     f"Invalid value: {go_value(value)}: {path} in body must be of type "
-                                     f"{format_name}: {go_value(value)}"))
+                                     f"Invalid value: {bad_value(value)}: {path} in body must be of type "
+                                     f"{format_name}: {quote(value)}"))
 
     return check_string
 
@@ -199,22 +200,30 @@ def _number_checks(node: Node) -> Validator | None:
             if value > maximum or (exclusive_maximum and value == maximum):
                 relation = "less than" if exclusive_maximum else "less than or equal to"
                 errors.append(FieldError(path, INVALID,
-                                         f"Invalid value: {go_value(value)}: {path} in body should be "
-                                         f"{relation} {go_value(maximum)}"))
+                                         f"Invalid value: {bad_value(value)}: {path} in body should be "
+                                         f"{relation} {_bound(value, maximum)}"))
         if minimum is not None:
             if value < minimum or (exclusive_minimum and value == minimum):
                 relation = "greater than" if exclusive_minimum else "greater than or equal to"
                 errors.append(FieldError(path, INVALID,
-                                         f"Invalid value: {go_value(value)}: {path} in body should be "
-                                         f"{relation} {go_value(minimum)}"))
+                                         f"Invalid value: {bad_value(value)}: {path} in body should be "
+                                         f"{relation} {_bound(value, minimum)}"))
         if multiple_of:
             quotient = value / multiple_of
             if not math.isclose(quotient, round(quotient), rel_tol=0, abs_tol=1e-9):
                 errors.append(FieldError(path, INVALID,
-                                         f"Invalid value: {go_value(value)}: {path} in body should be "
-                                         f"a multiple of {go_value(multiple_of)}"))
+                                         f"Invalid value: {bad_value(value)}: {path} in body should be "
+                                         f"a multiple of {_bound(value, multiple_of)}"))
 
     return check_number
+
+
+def _bound(value: Any, bound: float) -> str:
+    """A schema bound as kube-openapi prints it: as an int64 when both the value and the bound are
+    integers (its `...Int` checks), else as a float64 (`%v`)."""
+    if isinstance(value, int) and float(bound).is_integer():
+        return str(int(bound))
+    return number_v(float(bound))
 
 
 def _child_check(node: Node) -> Validator:
@@ -238,7 +247,8 @@ def _object_checks(node: Node) -> Validator:
                 errors.append(FieldError(join_path(path, key), REQUIRED, "Required value"))
         if max_properties is not None and len(value) > max_properties:
             errors.append(FieldError(path, TOO_MANY,
-                                     f"Too many: {len(value)}: must have at most {max_properties} items"))
+                                     f"Too many: {len(value)}: must have at most {max_properties} "
+                                     f"{'item' if max_properties == 1 else 'items'}"))
         if min_properties is not None and len(value) < min_properties:
             errors.append(FieldError(path, INVALID,
                                      f"Invalid value: {len(value)}: {path} in body should have at least "
@@ -252,7 +262,7 @@ def _object_checks(node: Node) -> Validator:
                 if check is not None:
                     check(item, ABSENT, prefix + key, errors)
                 elif additional is not None:
-                    additional(item, ABSENT, f"{path}[{key}]", errors)
+                    additional(item, ABSENT, f"{path}.{key}", errors)
             return
         _check_children(value, old, path, errors)
 
@@ -264,7 +274,7 @@ def _object_checks(node: Node) -> Validator:
             if check is not None:
                 child_path = prefix + key
             elif additional is not None:
-                check, child_path = additional, f"{path}[{key}]"
+                check, child_path = additional, join_path(path, key)
             else:
                 continue
             if not path and key == "metadata":
@@ -290,7 +300,8 @@ def _array_checks(node: Node) -> Validator:
     def check_array(value: list[Any], old: Any, path: str, errors: list[FieldError]) -> None:
         if max_items is not None and len(value) > max_items:
             errors.append(FieldError(path, TOO_MANY,
-                                     f"Too many: {len(value)}: must have at most {max_items} items"))
+                                     f"Too many: {len(value)}: must have at most {max_items} "
+                                     f"{'item' if max_items == 1 else 'items'}"))
         if min_items is not None and len(value) < min_items:
             errors.append(FieldError(path, INVALID,
                                      f"Invalid value: {len(value)}: {path} in body should have at least "
@@ -304,7 +315,7 @@ def _array_checks(node: Node) -> Validator:
             for index, item in enumerate(value):
                 if any(strictly_equal(item, s) for s in seen):
                     errors.append(FieldError(f"{path}[{index}]", DUPLICATE,
-                                             f"Duplicate value: {go_value(item)}"))
+                                             f"Duplicate value: {bad_value(item)}"))
                 seen.append(item)
         elif list_type == "map" and map_keys:
             keys_seen: set[str] = set()
@@ -313,9 +324,9 @@ def _array_checks(node: Node) -> Validator:
                     continue
                 key = json.dumps([item.get(k) for k in map_keys], sort_keys=True)
                 if key in keys_seen:
-                    shown = ", ".join(f"{go_value(k)}:{go_value(item.get(k))}" for k in map_keys)
+                    shown = {k: item.get(k) for k in map_keys if k in item}
                     errors.append(FieldError(f"{path}[{index}]", DUPLICATE,
-                                             f"Duplicate value: map[string]interface {{}}{{{shown}}}"))
+                                             f"Duplicate value: {json_marshal(shown)}"))
                 keys_seen.add(key)
 
     return check_array

@@ -359,6 +359,17 @@ _WORDING: Final = (
         r"no such attribute(s): \1",
     ),
     (re.compile(r"^divide by zero$"), "division by zero"),
+    # Conversions, as cel-go's String.ConvertToType / Double / Int words their failures.
+    (re.compile(r"^String to Duration conversion failed$"),
+     "type conversion error from 'string' to 'google.protobuf.Duration'"),
+    (re.compile(r"^String to Timestamp conversion failed$"),
+     "type conversion error from 'string' to 'google.protobuf.Timestamp'"),
+    (re.compile(r"^cannot convert string to (int|uint|double)$"),
+     r"type conversion error from 'string' to '\1'"),
+    (re.compile(r"^Type conversion error from '(\w+)' to '(\w+)'$"),
+     r"type conversion error from '\1' to '\2'"),
+    (re.compile(r"^double out of int64 range$"), "integer overflow"),
+    (re.compile(r"^(?:int64|double) out of uint64 range$"), "unsigned integer overflow"),
 )
 
 
