@@ -89,6 +89,11 @@ def register(sub: Any) -> None:
                        help="Namespace objects, for bindings that select namespaces by label")
     check.add_argument("--old", type=Path, metavar="OLD.yaml",
                        help="previous versions: an object found here is checked as an UPDATE")
+    check.add_argument("--field-validation", type=_field_validation, default="Strict",
+                       metavar="Strict|Warn|Ignore",
+                       help="the requests' fieldValidation, as kubectl sends it: Strict (its "
+                            "default) denies unknown and duplicate fields, Warn (`--validate=warn`) "
+                            "warns about them, Ignore (`--validate=false`) drops them silently")
     check.add_argument("-o", "--output", choices=("table", "json"), default="table")
     check.set_defaults(handler=_reported(_check))
 
@@ -98,6 +103,16 @@ def register(sub: Any) -> None:
     test.add_argument("config_dir", type=Path, metavar="CONFIG_DIR")
     test.add_argument("-o", "--output", choices=("table", "json"), default="table")
     test.set_defaults(handler=_reported(_test))
+
+
+def _field_validation(text: str) -> str:
+    """Strict, Warn or Ignore, in any case (kubectl's `--validate` spells them in lower case)."""
+    from policies.admission_eval import FIELD_VALIDATIONS
+
+    for mode in FIELD_VALIDATIONS:
+        if text.lower() == mode.lower():
+            return mode
+    raise argparse.ArgumentTypeError(f"{text!r}: expected one of {', '.join(FIELD_VALIDATIONS)}")
 
 
 def _run_example(args: argparse.Namespace) -> int:
@@ -119,7 +134,8 @@ def _run_example(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     from compiler.offline_check import check, render_check_json, render_check_table
 
-    results = check(args.policies, args.objects, old=args.old, namespaces=args.namespaces)
+    results = check(args.policies, args.objects, old=args.old, namespaces=args.namespaces,
+                    field_validation=args.field_validation)
     print(render_check_json(results) if args.output == "json" else render_check_table(results))
     return EXIT_OK if all(r.verdict.allowed for r in results) else EXIT_NEGATIVE
 

@@ -16,12 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-import yaml
-
 from compiler.diagnostics import Diagnostic, InputError, Location
-from compiler.yamlbounds import MAX_DEPTH, YamlTooLarge, check_bounds, construct
+from compiler.objectyaml import Document, read_documents
 from policies.admission_eval import (
     Checker,
+    FieldValidation,
     NamespaceRequired,
     PolicyConfigError,
     Request,
@@ -36,79 +35,6 @@ if TYPE_CHECKING:
 
 
 _POLICY_SUFFIXES: Final = (".yaml", ".yml")
-# libyaml's parser when present, as the config loader uses: the same nodes and marks, and no
-# pure-Python scanner, which is quadratic on some inputs (deep flow nesting) and recursive.
-_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-# --- reading YAML with positions -----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Document:
-    """One YAML document and where its fields are."""
-
-    file: str
-    data: Any
-    positions: Mapping[tuple[str, ...], Location]
-
-    def locate(self, *path: str) -> Location:
-        parts = tuple(path)
-        while parts and parts not in self.positions:
-            parts = parts[:-1]
-        return self.positions[parts]
-
-
-def read_documents(path: Path, shown: str | None = None) -> list[Document]:
-    """Every non-empty document of a YAML (or JSON) file; raises InputError."""
-    name = shown or str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError([Diagnostic(Location(name, 0, 0), "", "cannot read: no such file")]) from None
-    except (OSError, UnicodeDecodeError) as error:
-        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
-        raise InputError([Diagnostic(Location(name, 0, 0), "", f"cannot read: {reason}")]) from None
-    loader: yaml.SafeLoader | None = None
-    documents = []
-    try:
-        loader = _Loader(text)
-        while loader.check_node():
-            node = loader.get_node()
-            if node is None:
-                continue
-            check_bounds(node)
-            positions: dict[tuple[str, ...], Location] = {}
-            _positions(node, (), name, positions)
-            data = construct(loader, node)
-            if data is not None:
-                documents.append(Document(name, data, positions))
-    except yaml.MarkedYAMLError as error:
-        mark = error.problem_mark or error.context_mark
-        where = Location(name, mark.line + 1, mark.column + 1) if mark else Location(name, 0, 0)
-        raise InputError([Diagnostic(where, "", f"invalid YAML: {error.problem or error}")]) from None
-    except yaml.YAMLError as error:
-        raise InputError([Diagnostic(Location(name, 0, 0), "", f"invalid YAML: {' '.join(str(error).split())}")]) from None
-    except YamlTooLarge as error:
-        raise InputError([Diagnostic(Location(name, error.line, error.column), "",
-                                     f"refused: {error}")]) from None
-    except RecursionError:  # PyYAML's pure-Python parser (without libyaml) recurses per level
-        raise InputError([Diagnostic(Location(name, 0, 0), "",
-                                     f"refused: nested more than {MAX_DEPTH} levels deep")]) from None
-    finally:
-        if loader is not None:
-            loader.dispose()
-    return documents
-
-
-def _positions(node: yaml.Node, path: tuple[str, ...], file: str,
-               positions: dict[tuple[str, ...], Location]) -> None:
-    positions.setdefault(path, Location(file, node.start_mark.line + 1, node.start_mark.column + 1))
-    if isinstance(node, yaml.MappingNode) and len(path) < 3:
-        for key, value in node.value:
-            key_path = path + (str(key.value),)
-            positions[key_path] = Location(file, key.start_mark.line + 1, key.start_mark.column + 1)
-            _positions(value, key_path, file, positions)
 
 
 _META_STRINGS: Final = ("name", "namespace", "generateName", "uid", "resourceVersion")
@@ -148,7 +74,8 @@ def _objects(documents: Iterable[Document]) -> list[Document]:
     for document in documents:
         data = document.data
         if isinstance(data, dict) and data.get("kind") == "List" and isinstance(data.get("items"), list):
-            found += [Document(document.file, item, {(): document.locate()}) for item in data["items"]]
+            found += [Document(document.file, item, document.line, document.column)
+                      for item in data["items"]]
             continue
         if not isinstance(data, dict) or not data.get("apiVersion") or not data.get("kind"):
             problems.append(Diagnostic(document.locate(), "",
@@ -222,11 +149,15 @@ class Result:
     name: str
     operation: str
     verdict: Verdict
+    file: str = ""
+    line: int = 0
+    """Where the object starts in its input file."""
 
     def as_json(self) -> dict[str, Any]:
         return {
             "object": {"apiVersion": self.api_version, "kind": self.kind,
                        "namespace": self.namespace, "name": self.name},
+            "source": {"file": self.file, "line": self.line},
             "operation": self.operation, **self.verdict.as_json(),
         }
 
@@ -250,8 +181,10 @@ def _unknown_kind(document: Document, error: UnknownKind) -> Diagnostic:
 
 
 def check(policies: Sequence[Path], objects: Sequence[Path], old: Path | None = None,
-          namespaces: Path | None = None) -> list[Result]:
-    """Decide every object in `objects` (UPDATE where `old` holds its previous version)."""
+          namespaces: Path | None = None, field_validation: FieldValidation = "Strict"
+          ) -> list[Result]:
+    """Decide every object in `objects` (UPDATE where `old` holds its previous version), with
+    the request's `fieldValidation` (kubectl's default: Strict)."""
     checker = load_checker(policies)
     documents = _objects(d for path in objects for d in read_documents(path))
     old_documents = _objects(read_documents(old)) if old is not None else []
@@ -281,13 +214,15 @@ def check(policies: Sequence[Path], objects: Sequence[Path], old: Path | None = 
         request = Request(
             "UPDATE" if before is not None else "CREATE", document.data,
             before.data if before is not None else None,
-            namespace_objects.get(key[2]) if key[2] else None)
+            namespace_objects.get(key[2]) if key[2] else None,
+            field_validation=field_validation, duplicate_fields=document.duplicates)
         try:
             verdict = checker.check(request)
         except NamespaceRequired as error:
             problems.append(_namespace_needed(document, error, namespaces))
             continue
-        results.append(Result(key[0], key[1], key[2], key[3], request.operation, verdict))
+        results.append(Result(key[0], key[1], key[2], key[3], request.operation, verdict,
+                              document.file, document.line))
     if problems:
         raise InputError(problems)
     return results
@@ -363,7 +298,8 @@ def run_compiled_fixtures(compiled: Compiled, config_dir: Path) -> list[FixtureR
         if malformed:
             problems += [Diagnostic(where, field, message) for field, message in malformed]
             continue
-        request = Request(spec.operation, spec.object, spec.old_object)
+        request = Request(spec.operation, spec.object, spec.old_object,
+                          field_validation=spec.field_validation)
         try:
             verdict = checker.check(request)
         except UnknownKind as error:
@@ -387,7 +323,8 @@ def run_compiled_fixtures(compiled: Compiled, config_dir: Path) -> list[FixtureR
 def compare(expect: Mapping[str, Any], verdict: Verdict) -> list[str]:
     """Why `verdict` is not what `expect` says (empty when it is).
 
-    `allowed` must be equal. A `violations` list, when given, must match the actual violations
+    `allowed` must be equal, and so must `message` (the server's whole message) when given. A
+    `violations` list, when given, must match the actual violations
     one to one (each entry's policy and field equal, its message contained); likewise a
     `warnings` list (each text contained in a distinct warning). An omitted list is not checked.
     """
@@ -396,6 +333,10 @@ def compare(expect: Mapping[str, Any], verdict: Verdict) -> list[str]:
         got = "allowed" if verdict.allowed else "denied"
         want = "allowed" if expect.get("allowed") else "denied"
         problems.append(f"expected {want}, got {got}")
+    if "message" in expect:
+        got_message = verdict.status.message if verdict.status is not None else None
+        if got_message != expect["message"]:
+            problems.append(f"expected the message {expect['message']!r}, got {got_message!r}")
     wanted = list(expect.get("violations") or [])
     if wanted:
         pairs = _pair(wanted, list(verdict.violations), _violation_matches)
@@ -466,20 +407,27 @@ def _table(rows: list[list[str]]) -> str:
 
 
 def render_check_table(results: Sequence[Result]) -> str:
-    rows = [["OBJECT", "OPERATION", "VERDICT", "SOURCE", "POLICY", "FIELD", "MESSAGE"]]
+    """One row per violation or warning (one for an allowed object), then, for each denied
+    object, the API server's whole message, as kubectl prints it after `error when creating`."""
+    rows = [["INPUT", "OBJECT", "OPERATION", "VERDICT", "SOURCE", "POLICY", "FIELD", "MESSAGE"]]
+    errors = []
     for result in results:
         verdict = result.verdict
+        where = f"{result.file}:{result.line}"
         if verdict.allowed:
-            rows.append([result.label, result.operation, "allowed", "", "", "", ""])
+            rows.append([where, result.label, result.operation, "allowed", "", "", "", ""])
         for violation in verdict.violations:
-            rows.append([result.label, result.operation, "denied", violation.source,
+            rows.append([where, result.label, result.operation, "denied", violation.source,
                          violation.policy, violation.field or "-", violation.message])
         for warning in verdict.warnings:
-            rows.append([result.label, result.operation, "warning", "", "", "", warning])
+            rows.append([where, result.label, result.operation, "warning", "", "", "", warning])
+        if verdict.status is not None:
+            errors.append(f"{where}: Error from server ({verdict.status.reason}): "
+                          f"{verdict.status.message}")
     denied = sum(1 for r in results if not r.verdict.allowed)
     summary = f"{len(results)} object{'s' if len(results) != 1 else ''}: " \
               f"{len(results) - denied} allowed, {denied} denied"
-    return _table(rows) + "\n" + summary
+    return "\n".join([_table(rows), *(["", *errors, ""] if errors else []), summary])
 
 
 def render_check_json(results: Sequence[Result]) -> str:

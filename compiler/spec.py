@@ -609,6 +609,9 @@ class Expectation(_Strict):
     allowed: bool = Field(description="Whether admission allows the object.")
     violations: list[ExpectedViolation] = Field(default_factory=list, description="Expected denials.")
     warnings: list[str] = Field(default_factory=list, description="Texts the warnings contain.")
+    message: str | None = Field(default=None, description="The API server's whole message for the "
+                                "denial (what kubectl prints after `error when creating \"FILE\": `), "
+                                "byte for byte.")
 
 
 class FixtureSpec(_Strict):
@@ -616,6 +619,10 @@ class FixtureSpec(_Strict):
     object: dict[str, Any] = Field(description="The object under admission.")
     old_object: dict[str, Any] | None = Field(default=None, description="Previous object, for UPDATE.")
     expect: Expectation = Field(description="The verdict the API server must give.")
+    field_validation: Literal["Strict", "Warn", "Ignore"] = Field(
+        default="Strict", description="The request's fieldValidation: Strict (kubectl's default) "
+        "denies unknown and duplicate fields, Warn (`kubectl --validate=warn`) warns, Ignore "
+        "(`--validate=false`) drops them silently.")
 
     @model_validator(mode="after")
     def _update_has_old(self) -> "FixtureSpec":

@@ -16,7 +16,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from policies.admission_eval.chain import Checker, Request, UnknownKind, admission_request
+from policies.admission_eval.chain import (
+    FIELD_VALIDATIONS,
+    Checker,
+    FieldValidation,
+    Request,
+    UnknownKind,
+    admission_request,
+)
 from policies.admission_eval.result import CRD_RULE, SCHEMA, VAP, Verdict, Violation
 from policies.admission_eval.structural import SchemaError
 from policies.admission_eval.vap import NamespaceRequired, PolicyConfigError, PolicySet
@@ -36,9 +43,11 @@ def review(policies: PolicySet, request: Mapping[str, Any],
 
 __all__ = [
     "CRD_RULE",
+    "FIELD_VALIDATIONS",
     "SCHEMA",
     "VAP",
     "Checker",
+    "FieldValidation",
     "NamespaceRequired",
     "PolicyConfigError",
     "PolicySet",

@@ -11,14 +11,18 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from policies.admission_eval import crd
+from policies.admission_eval import crd, status
 from policies.admission_eval.crd import CustomResourceKind
-from policies.admission_eval.result import Verdict
+from policies.admission_eval.result import SCHEMA, Verdict, Violation
 from policies.admission_eval.vap import PolicySet
 
 DEFAULT_NAMESPACE: Final = "default"
 DEFAULT_USER: Final[Mapping[str, Any]] = {"username": "fivespot-check",
                                           "groups": ["system:authenticated"]}
+FieldValidation = Literal["Strict", "Warn", "Ignore"]
+FIELD_VALIDATIONS: Final[tuple[FieldValidation, ...]] = ("Strict", "Warn", "Ignore")
+"""The API server's `fieldValidation` modes; kubectl sends Strict unless told `--validate=warn`
+(Warn) or `--validate=false` (Ignore)."""
 
 
 class UnknownKind(LookupError):
@@ -40,6 +44,10 @@ class Request:
     old_object: Mapping[str, Any] | None = None
     namespace_object: Mapping[str, Any] | None = None
     user_info: Mapping[str, Any] = field(default_factory=lambda: dict(DEFAULT_USER))
+    field_validation: FieldValidation = "Strict"
+    duplicate_fields: tuple[str, ...] = ()
+    """Fields the input gave more than once (`spec.enabled`), as the strict decoder names them;
+    the reader finds them (a decoded mapping has lost them)."""
 
 
 def admission_request(kind: CustomResourceKind, operation: str, obj: Mapping[str, Any],
@@ -102,10 +110,28 @@ class Checker:
         namespace = (str((request.object.get("metadata") or {}).get("namespace") or DEFAULT_NAMESPACE)
                      if kind.namespaced else "")
         admitted = crd.admit(kind, request.operation, request.object, request.old_object)
+        target = status.Target(kind.kind, kind.group, kind.version, kind.plural,
+                               str((request.object.get("metadata") or {}).get("name") or ""))
+        undecodable = _field_problems(request, admitted.warnings)
+        if undecodable and request.field_validation == "Strict":
+            violations = tuple(Violation(SCHEMA, kind.crd_name, field_path, problem,
+                                         reason=status.STRICT_DECODING)
+                               for field_path, problem in undecodable)
+            return Verdict(False, violations, (), status=status.of(target, violations))
+        warnings = tuple(p for _, p in undecodable) if request.field_validation == "Warn" else ()
         if admitted.violations:
-            return Verdict(False, admitted.violations, admitted.warnings)
+            return Verdict(False, admitted.violations, warnings,
+                           status=status.of(target, admitted.violations))
         review = admission_request(kind, request.operation, admitted.object, admitted.old_object,
                                    request.user_info, namespace)
         outcome = self.policies.evaluate(review, request.namespace_object)
-        return Verdict(not outcome.violations, outcome.violations,
-                       admitted.warnings + outcome.warnings, outcome.audit)
+        return Verdict(not outcome.violations, outcome.violations, warnings + outcome.warnings,
+                       outcome.audit, status=status.of(target, outcome.violations))
+
+
+def _field_problems(request: Request, unknown: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(field, `duplicate field "f"` / `unknown field "f"`) in the strict decoder's order:
+    duplicates as found, then unknown fields sorted by path."""
+    found = [(path, f'duplicate field "{path}"') for path in request.duplicate_fields]
+    paths = sorted(text[len('unknown field "'):-1] for text in unknown)
+    return found + [(path, f'unknown field "{path}"') for path in paths]

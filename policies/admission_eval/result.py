@@ -7,7 +7,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+if TYPE_CHECKING:
+    from policies.admission_eval.status import Status
 
 Source = Literal["schema", "crd-rule", "vap"]
 SCHEMA: Final = "schema"
@@ -44,7 +47,13 @@ class Verdict:
     warnings: tuple[str, ...] = ()
     audit: tuple[str, ...] = field(default=(), compare=False)
     """Messages of failed validations bound with the Audit action (not shown to the client)."""
+    status: Status | None = field(default=None, compare=False)
+    """What the API server answers a denial with (its message is what kubectl prints)."""
 
     def as_json(self) -> dict[str, Any]:
-        return {"allowed": self.allowed, "violations": [v.as_json() for v in self.violations],
-                "warnings": list(self.warnings)}
+        shown: dict[str, Any] = {"allowed": self.allowed,
+                                 "violations": [v.as_json() for v in self.violations],
+                                 "warnings": list(self.warnings)}
+        if self.status is not None:
+            shown["status"] = self.status.as_json()
+        return shown
