@@ -89,7 +89,7 @@ def parse_documents(text: str, name: str, first_line: int = 1) -> list[Document]
                 _positions(node, (), name, offset, positions)
                 documents.append(Document(name, data, node.start_mark.line + 1 + offset,
                                           node.start_mark.column + 1, tuple(duplicates),
-                                          lambda found=positions: found))
+                                          _known(positions)))
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         where = (Location(name, mark.line + 1 + offset, mark.column + 1) if mark
@@ -108,6 +108,11 @@ def parse_documents(text: str, name: str, first_line: int = 1) -> list[Document]
         if loader is not None:
             loader.dispose()
     return documents
+
+
+def _known(positions: Mapping[tuple[str, ...], Location]
+           ) -> Callable[[], Mapping[tuple[str, ...], Location]]:
+    return lambda: positions
 
 
 def _positions(node: yaml.Node, path: tuple[str, ...], file: str, offset: int,

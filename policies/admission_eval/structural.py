@@ -364,6 +364,14 @@ def go_value(value: Any) -> str:
     return f'"{json_type(value)}"'
 
 
+_MAX_JSON_INTEGER: Final = float(2**53 - 1)
+
+
+def _json_integer(value: float) -> bool:
+    """go-openapi's `IsFloat64AJSONInteger`: a whole float within ±(2^53 - 1)."""
+    return value.is_integer() and -_MAX_JSON_INTEGER <= value <= _MAX_JSON_INTEGER
+
+
 def type_ok(value: Any, node: Node) -> bool:
     expected = node.type
     if node.int_or_string:
@@ -382,7 +390,7 @@ def type_ok(value: Any, node: Node) -> bool:
     if expected == "integer":
         if isinstance(value, bool):
             return False
-        return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+        return isinstance(value, int) or (isinstance(value, float) and _json_integer(value))
     if expected == "number":
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     return True

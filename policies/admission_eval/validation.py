@@ -57,6 +57,7 @@ def build_validator(node: Node) -> Validator:
     type_name = _type_name(node)
     enum = node.enum
     body = _value_checks(node)
+    by_value = _value_checks(node, by_value=True)
 
     def check(value: Any, old: Any, path: str, errors: list[FieldError]) -> None:
         if old is not ABSENT and strictly_equal(value, old):
@@ -72,6 +73,14 @@ def build_validator(node: Node) -> Validator:
             errors.append(FieldError(path, TYPE_INVALID,
                                      f"Invalid value: {quote(json_type(value))}: {path} in body "
                                      f'must be of type {type_name}: "{json_type(value)}"'))
+            # kube-openapi runs every validator that applies to the value's own kind too (a
+            # float in an integer field still meets `maximum`).
+            if enum is not None and not _in_enum(value, enum):
+                supported = ", ".join(quote(e if isinstance(e, str) else json_marshal(e)) for e in enum)
+                errors.append(FieldError(path, NOT_SUPPORTED,
+                                         f"Unsupported value: {bad_value(value)}: supported values: {supported}"))
+            if by_value is not None:
+                by_value(value, old, path, errors)
             return
         if enum is not None and not _in_enum(value, enum):
             supported = ", ".join(quote(e if isinstance(e, str) else json_marshal(e)) for e in enum)
@@ -121,14 +130,17 @@ def _in_enum(value: Any, enum: tuple[Any, ...]) -> bool:
                for e in enum)
 
 
-def _value_checks(node: Node) -> Validator | None:
+def _value_checks(node: Node, *, by_value: bool = False) -> Validator | None:
     """The checks after the type check, chosen once by the node's type; for an untyped (or
-    int-or-string) node, by the value's type at check time. None when there are none."""
+    int-or-string) node, or with `by_value`, by the value's type at check time. None when there
+    are none."""
     strings = _string_checks(node)
     numbers = _number_checks(node)
     objects = _object_checks(node)
     arrays = _array_checks(node)
-    if not node.int_or_string:
+    if by_value and strings is None and numbers is None and node.type != "object" and node.type != "array":
+        return None
+    if not node.int_or_string and not by_value:
         if node.type == "string":
             return strings
         if node.type in ("integer", "number"):
@@ -170,14 +182,15 @@ def _string_checks(node: Node) -> Validator | None:
         return None
 
     def check_string(value: str, old: Any, path: str, errors: list[FieldError]) -> None:
+        # maxLength, minLength, pattern: the first that fails is the only one reported
         if max_length is not None and len(value) > max_length:
             errors.append(FieldError(path, TOO_LONG, f"Too long: may not be more than {max_length} "
                                                      f"{'byte' if max_length == 1 else 'bytes'}"))
-        if min_length is not None and len(value) < min_length:
+        elif min_length is not None and len(value) < min_length:
             errors.append(FieldError(path, INVALID,
                                      f"Invalid value: {bad_value(value)}: {path} in body should be at "
                                      f"least {min_length} chars long"))
-        if pattern is not None and not pattern[1].search(value):
+        elif pattern is not None and not pattern[1].search(value):
             errors.append(FieldError(path, INVALID,
                                      f"Invalid value: {bad_value(value)}: {path} in body should match "
                                      f"'{pattern[0]}'"))

@@ -1,12 +1,18 @@
-"""The offline checker decides exactly as the real API server does, on a corpus of 200+ cases.
+"""The offline checker says exactly what the real API server says, on a corpus of 300+ cases.
 
 The compiled agent-sandbox example (its CRDs, the consumer's CRD, the policies, bindings and
 params) is applied to a real kube-apiserver; then every case (the example's fixtures, generated
-field paths, values at every boundary, and UPDATE pairs) goes through both `fivespot check`'s
-evaluator and a server-side dry-run create or update. Allowed/denied must agree in every case,
-and so must what denied it: the set of fields of a schema/CRD-rule denial, or the policy of a
-ValidatingAdmissionPolicy denial. The corpus is generated deterministically (fixed seeds), so a
-failure names a case that can be replayed.
+field paths, values at every boundary, unknown and duplicate fields, wrong types, non-ASCII
+values, and UPDATE pairs) goes through both `fivespot check`'s evaluator and a server-side
+dry-run create or update with `fieldValidation=Strict`, as kubectl sends it. The whole Status must
+be identical, byte for byte: code, reason, message and every cause (field, reason, message) in
+order. The corpus is generated deterministically (fixed seeds), so a failure names a case that
+can be replayed.
+
+One thing is not reproducible: when several ValidatingAdmissionPolicies deny, the server names
+the first of its policy cache, whose order is a Go map's (it changes when the cache is rebuilt).
+There the server's message must be the one fivespot gives for one of the policies it finds
+denying; fivespot names the first by binding name, and lists them all.
 """
 
 from __future__ import annotations
@@ -29,7 +35,8 @@ from kubernetes import client, dynamic
 from kubernetes.client.rest import ApiException
 
 from compiler.pipeline import compile_repo
-from policies.admission_eval import Checker, Request, Verdict
+from compiler.objectyaml import parse_documents
+from policies.admission_eval import Checker, Request, Verdict, status
 from tests.integration.test_control_plane_is_real import eventually
 
 ROOT: Final = Path(__file__).resolve().parents[2]
@@ -61,6 +68,8 @@ class Case:
     name: str
     object: dict[str, Any]
     old: dict[str, Any] | None = None
+    raw: str | None = None
+    """The request body as sent, when a decoded object cannot carry it (a duplicate field)."""
 
     @property
     def operation(self) -> str:
@@ -124,8 +133,9 @@ def generated_cases() -> list[Case]:
     rng = random.Random(SEED)
     cases: list[Case] = []
 
-    def add(name: str, obj: dict[str, Any], old: dict[str, Any] | None = None) -> None:
-        cases.append(Case(name, obj, old))
+    def add(name: str, obj: dict[str, Any], old: dict[str, Any] | None = None,
+            raw: str | None = None) -> None:
+        cases.append(Case(name, obj, old, raw))
 
     for i, path in enumerate(_draw(_paths(("spec", "status", "metadata", "Spec", "")), 70)):
         add(f"capacity-path-{i}:{path!r}", _with("spec.capacity.path", path))
@@ -168,13 +178,34 @@ def generated_cases() -> list[Case]:
                          ("spec.targetRef.name", ...), ("spec", ...), ("spec.enabled", None),
                          ("spec.nodeName", None), ("status", {"phase": "Bogus"})):
         add(f"shape:{field}={value!r}", _with(field, value))
+    for where, text in (("spec.nodeName", "n\u0153ud"), ("spec.nodeName", "node-\U0001F600"),
+                         ("spec.capacity.path", "spec.\u00e9t\u00e9"), ("spec.handback.timeout", "15m\u00a0"),
+                         ("spec.handback.timeout", "\u0661\u0665m"), ("spec.schedule.kind", "Manual\x01"),
+                         ("spec.handback.drainedPath", "status.in\tUse"), ("metadata.name", "p\u00f6\u00f6l"),
+                         ("spec.targetRef.name", "<sandboxes>&\u2028"), ("spec.schedule.name", "\u00e9" * 300)):
+        add(f"non-ascii:{where}={text[:12]!r}", _with(where, text))
+    for where, wrong in (("spec.capacity", []), ("spec.handback.timeout", 15), ("spec.nodeName", 1.5),
+                         ("spec.capacity.activeValue", 1e20), ("spec.capacity.activeValue", -0.5),
+                         ("spec.targetRef", "VirtualMachinePool"), ("spec.enabled", "yes"),
+                         ("spec.capacity.activeValue", 2**53 + 1), ("status", [1, 2])):
+        add(f"wrong-type:{where}={wrong!r}", _with(where, wrong))
+    for where, extra in (("spec.capacity.unit", "pods"), ("status.x", 1), ("metadata.extra", "e"),
+                         ("spec.schedule.namespace", "x"), ("spec.zzz", {"a": 1})):
+        add(f"unknown:{where}", _with(where, extra))
+    body = json.dumps(BASE)
+    for name, raw in (
+            ("spec.enabled", body[:-2] + ', "enabled": true, "enabled": false}}'),
+            ("spec.capacity.activeValue", body.replace('"activeValue": 8', '"activeValue": 8, "activeValue": 11')),
+            ("with-unknown", body[:-2] + ', "extra": 1, "enabled": true, "enabled": false}}'),
+            ("metadata.name", body.replace('"name": "warm-pool"', '"name": "warm-pool", "name": "other"'))):
+        add(f"duplicate:{name}", json.loads(raw), raw=raw)
     for i in range(20):  # random combinations of two boundary mutations
         first = rng.choice(cases[-60:])
         second = rng.choice(cases[:-60])
         merged = copy.deepcopy(first.object)
         merged["spec"] = {**second.object.get("spec", {}), **merged.get("spec", {})}
         add(f"combined-{i}:{first.name}+{second.name}", merged)
-    updates = [c for c in cases if not c.name.startswith("combined")
+    updates = [c for c in cases if not c.name.startswith(("combined", "duplicate", "non-ascii:metadata"))
                and _namespace(c.object) == TENANT and not c.name.startswith("metadata-name")]
     for i, case in enumerate(rng.sample(updates, 45)):
         add(f"update-{i}:{case.name}", copy.deepcopy(case.object), copy.deepcopy(BASE))
@@ -290,31 +321,51 @@ def _wait_for_policies(objects: client.CustomObjectsApi) -> None:
 
 # --- asking the server --------------------------------------------------------------------------
 
-_VAP_DENIAL: Final = re.compile(
-    r"ValidatingAdmissionPolicy '([^']+)' with binding '([^']+)' denied request: ")
-
 
 @dataclass(frozen=True)
 class Outcome:
     allowed: bool
-    fields: frozenset[str] = frozenset()
-    """Fields of a schema / CRD-rule (422) denial."""
-    policies: frozenset[str] = frozenset()
-    """The policy of a ValidatingAdmissionPolicy denial (the server reports the first)."""
-    detail: str = ""
+    status: dict[str, Any] | None = None
+    """code, reason, message and causes of the denial, as the server returned them."""
+
+    @property
+    def policies(self) -> frozenset[str]:
+        found = _VAP_DENIAL.search(self.status["message"]) if self.status else None
+        return frozenset({found.group(1)}) if found else frozenset()
+
+
+_VAP_DENIAL: Final = re.compile(r"ValidatingAdmissionPolicy '([^']+)' with binding '[^']+' denied request: ")
 
 
 def _namespace(obj: dict[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("namespace") or "default")
 
 
+def _post_raw(objects: client.CustomObjectsApi, namespace: str, body: str) -> None:
+    """POST a body as it is (the client would re-encode a decoded one, losing duplicates)."""
+    api = objects.api_client
+    url = (f"{api.configuration.host}/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}"
+           "?dryRun=All&fieldValidation=Strict")
+    response = api.rest_client.pool_manager.request(
+        "POST", url, body=body.encode(), headers={"Content-Type": "application/json",
+                                                  **api.default_headers})
+    if response.status >= 300:
+        error = ApiException(status=response.status, reason=response.reason)
+        error.body = response.data.decode()
+        raise error
+
+
 def server_verdict(objects: client.CustomObjectsApi, case: Case, suffix: str = "") -> Outcome:
+    """The server's answer to a dry-run create (or update from `case.old`) with kubectl's
+    default `fieldValidation=Strict`. An update goes to a fresh object named after `suffix`."""
     obj = copy.deepcopy(case.object)
     namespace = _namespace(obj)
     try:
-        if case.old is None:
+        if case.raw is not None:
+            _post_raw(objects, namespace, case.raw)
+        elif case.old is None:
             objects.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, obj,
-                                                    dry_run="All")
+                                                    dry_run="All", field_validation="Strict")
         else:
             old = copy.deepcopy(case.old)
             url_name = f"fidelity-{suffix}"
@@ -327,76 +378,101 @@ def server_verdict(objects: client.CustomObjectsApi, case: Case, suffix: str = "
                 obj["metadata"]["name"] = url_name
             try:
                 objects.replace_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL,
-                                                         url_name, obj, dry_run="All")
+                                                         url_name, obj, dry_run="All",
+                                                         field_validation="Strict")
             finally:
                 objects.delete_namespaced_custom_object(GROUP, VERSION, _namespace(old), PLURAL,
                                                         url_name)
     except ApiException as error:
-        return _denial(error)
+        return _denial(error, case, suffix)
     return Outcome(True)
 
 
-def _denial(error: ApiException) -> Outcome:
+def _denial(error: ApiException, case: Case, suffix: str) -> Outcome:
     try:
-        status = json.loads(error.body)
+        body = json.loads(error.body)
     except (TypeError, ValueError):
-        return Outcome(False, detail=f"{error.status} {error.body}")
-    message = str(status.get("message", ""))
-    vap = _VAP_DENIAL.search(message)
-    if vap:
-        return Outcome(False, policies=frozenset({vap.group(1)}), detail=message)
-    if status.get("reason") == "BadRequest" and "does not match the name on the URL" in message:
-        return Outcome(False, fields=frozenset({"metadata.name"}), detail=message)
-    causes = (status.get("details") or {}).get("causes") or []
-    # A field error without a path (the "rules were not checked" one) has field "<nil>".
-    fields = frozenset("" if c.get("field") in (None, "<nil>") else str(c["field"]) for c in causes)
-    return Outcome(False, fields=fields, detail=message)
+        return Outcome(False, {"code": error.status, "reason": "", "message": str(error.body),
+                               "causes": []})
+    answer = {"code": body.get("code"), "reason": body.get("reason"),
+              "message": str(body.get("message", "")),
+              "causes": list((body.get("details") or {}).get("causes") or [])}
+    if case.old is not None:  # the update went to fidelity-SUFFIX: show the object's own name
+        name = str((case.object.get("metadata") or {}).get("name"))
+        answer["message"] = answer["message"].replace(f'"fidelity-{suffix}"', f'"{name}"')
+    return Outcome(False, answer)
 
 
 # --- the comparison -----------------------------------------------------------------------------
 
 
-def disagreement(ours: Verdict, theirs: Outcome) -> str | None:
-    """Why the two verdicts differ, or None when they agree."""
-    if ours.allowed != theirs.allowed:
-        return f"allowed: ours {ours.allowed}, server {theirs.allowed} ({theirs.detail})"
-    if ours.allowed:
+def ours(cluster: Cluster, case: Case) -> Verdict:
+    """`fivespot check`'s verdict, reading a raw body as `fivespot check` reads a file."""
+    duplicates: tuple[str, ...] = ()
+    if case.raw is not None:
+        (document,) = parse_documents(case.raw, case.name)
+        duplicates = document.duplicates
+    return cluster.checker.check(Request(case.operation, case.object, case.old,  # type: ignore[arg-type]
+                                         cluster.namespaces.get(_namespace(case.object)),
+                                         duplicate_fields=duplicates))
+
+
+def disagreement(mine: Verdict, theirs: Outcome) -> str | None:
+    """Why the two answers differ (verdict, then the whole Status), or None when they agree."""
+    if mine.allowed != theirs.allowed:
+        shown = theirs.status["message"] if theirs.status else ""
+        return f"allowed: ours {mine.allowed}, server {theirs.allowed} ({shown})"
+    if mine.allowed:
         return None
-    vap = {v.policy for v in ours.violations if v.source == "vap"}
-    fields = {v.field or "" for v in ours.violations if v.source != "vap"}
-    if theirs.policies:
-        if fields or not theirs.policies <= vap:
-            return f"denied by: ours {sorted(vap)} {sorted(fields)}, server {sorted(theirs.policies)}"
+    assert theirs.status is not None
+    if theirs.status["reason"] == "BadRequest" and "does not match the name on the URL" in \
+            theirs.status["message"]:
+        # A rename: fivespot's immutable-name error; the server's handler refuses it before.
+        names = {v.field for v in mine.violations}
+        return None if names == {"metadata.name"} else f"rename: ours {sorted(map(str, names))}"
+    candidates = [mine.status] if mine.status is not None else []
+    if theirs.policies and mine.violations and mine.violations[0].source == "vap":
+        target = _target(mine)
+        candidates = [status.denied_by_policy(target, v) for v in mine.violations if v.source == "vap"]
+    wanted = json.dumps(theirs.status, ensure_ascii=False, sort_keys=True)
+    got = [json.dumps(c.as_json(), ensure_ascii=False, sort_keys=True) for c in candidates if c]
+    if wanted in got:
         return None
-    if vap or fields != set(theirs.fields):
-        return (f"denying fields: ours {sorted(fields)} (policies {sorted(vap)}), "
-                f"server {sorted(theirs.fields)} ({theirs.detail})")
-    return None
+    return f"status:\n    server {wanted}\n    ours   {' | '.join(got) or None}"
+
+
+def _target(verdict: Verdict) -> status.Target:
+    assert verdict.status is not None
+    found = re.match(r'^(\w+)\.(\S+) "(.*)" is forbidden: ', verdict.status.message)
+    assert found, verdict.status.message
+    return status.Target("ScheduledCapacity", found.group(2), VERSION, found.group(1), found.group(3))
 
 
 def test_corpus_is_deterministic_and_large_enough() -> None:
     first, second = corpus(), corpus()
-    assert [(c.name, c.object, c.old) for c in first] == [(c.name, c.object, c.old) for c in second]
-    assert len(first) >= 200
+    assert [(c.name, c.object, c.old, c.raw) for c in first] == \
+        [(c.name, c.object, c.old, c.raw) for c in second]
+    assert len(first) >= 300
     assert sum(1 for c in first if c.old is not None) >= 40
+    assert sum(1 for c in first if c.raw is not None) >= 4
 
 
-def test_offline_checker_agrees_with_the_api_server_on_every_case(cluster: Cluster) -> None:
+def test_offline_checker_gives_the_api_servers_whole_answer_on_every_case(cluster: Cluster) -> None:
     cases = corpus()
     disagreements = []
-    denied = 0
+    denied = causes = 0
     for index, case in enumerate(cases):
-        namespace = _namespace(case.object)
-        ours = cluster.checker.check(Request(case.operation, case.object, case.old,  # type: ignore[arg-type]
-                                             cluster.namespaces.get(namespace)))
+        mine = ours(cluster, case)
         theirs = server_verdict(cluster.objects, case, suffix=str(index))
         denied += not theirs.allowed
-        problem = disagreement(ours, theirs)
+        causes += len(theirs.status["causes"]) if theirs.status else 0
+        problem = disagreement(mine, theirs)
         if problem is not None:
             disagreements.append(f"{case.operation} {case.name}: {problem}")
     agreed = len(cases) - len(disagreements)
     summary = (f"fidelity corpus: {len(cases)} cases ({sum(c.old is not None for c in cases)} "
-               f"UPDATE, {denied} denied by the server); agreement {agreed}/{len(cases)} "
+               f"UPDATE, {denied} denied by the server with {causes} causes); whole Status "
+               f"identical (verdict, code, reason, message, every cause) {agreed}/{len(cases)} "
                f"({100 * agreed / len(cases):.1f}%)")
     print(summary)
     assert not disagreements, summary + "\n" + "\n".join(disagreements)

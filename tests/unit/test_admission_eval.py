@@ -281,3 +281,27 @@ def test_format_checks_give_a_verdict_for_strings_with_lone_surrogates() -> None
         check = checker(name)
         assert check is not None
         assert check("\ud800") is False, name
+
+
+def test_gotext_renders_values_as_the_servers_go_code_does() -> None:
+    from policies.admission_eval.gotext import bad_value, format_float, json_marshal, quote
+
+    # strconv.Quote: printable Unicode kept, controls and non-printables escaped
+    assert quote("a\x00b\u00a0c\U0001F600d\u00e9\x7f\t\"\\") == \
+        '"a\\x00b\\u00a0c\U0001F600d\u00e9\\x7f\\t\\"\\\\"'
+    # %v of float64: shortest form, exponent from 1e+21 as Go prints it
+    assert [format_float(v) for v in (1.5, 21.0, 1e6, 123456.0, 1e20, 1e21, 1e-4, 1e-5, -0.5)] == \
+        ["1.5", "21", "1e+06", "123456", "1e+20", "1e+21", "0.0001", "1e-05", "-0.5"]
+    assert [bad_value(v) for v in (8, True, "x", 2**63)] == ["8", "true", '"x"', "9.223372036854776e+18"]
+    # encoding/json: sorted keys, HTML-safe escapes
+    assert json_marshal({"b": "<x>\u2028", "a": [1, "\u00e9\x01"]}) == \
+        '{"a":[1,"\u00e9\\u0001"],"b":"\\u003cx\\u003e\\u2028"}'
+
+
+def test_the_wording_follows_the_pinned_control_plane_version() -> None:
+    from pathlib import Path
+
+    from policies.admission_eval.gotext import SERVER_VERSION
+
+    go_mod = Path(__file__).resolve().parents[2] / "tools" / "controlplane" / "kubernetes" / "go.mod"
+    assert f"k8s.io/kubernetes v{SERVER_VERSION} " in go_mod.read_text()

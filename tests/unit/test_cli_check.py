@@ -68,14 +68,21 @@ def test_a_denied_object_exits_one_and_json_has_the_issue_shape(
     assert json.loads(out) == {"results": [{
         "object": {"apiVersion": "5spot.finos.org/v1alpha1", "kind": "ScheduledCapacity",
                    "namespace": "agents", "name": "warm-pool"},
+        "source": {"file": str(objects), "line": 1},
         "operation": "UPDATE", "allowed": False,
         "violations": [{
             "source": "vap", "policy": "fivespot-tenant-limits", "field": "spec.capacity.activeValue",
-            "message": "ValidatingAdmissionPolicy 'fivespot-tenant-limits' with binding "
-                       "'fivespot-tenant-limits-agents' denied request: fivespot-tenant-limits: "
-                       "spec.capacity.activeValue 11 exceeds the limit 10 of TenantPolicy agents; "
-                       "set it to at most 10"}],
-        "warnings": []}]}
+            "message": DENIAL}],
+        "warnings": [],
+        "status": {"code": 403, "reason": "Forbidden",
+                   "message": f'scheduledcapacities.5spot.finos.org "warm-pool" is forbidden: {DENIAL}',
+                   "causes": [{"message": DENIAL}]}}]}
+
+
+DENIAL = ("ValidatingAdmissionPolicy 'fivespot-tenant-limits' with binding "
+          "'fivespot-tenant-limits-agents' denied request: fivespot-tenant-limits: "
+          "spec.capacity.activeValue 11 exceeds the limit 10 of TenantPolicy agents; "
+          "set it to at most 10")
 
 
 def test_unreadable_yaml_exits_two_with_its_position(out_dir: Path, tmp_path: Path,
@@ -152,7 +159,7 @@ def test_an_old_object_without_a_new_version_exits_two(out_dir: Path, tmp_path: 
 def test_fivespot_test_passes_on_the_bundled_example(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "test", str(EXAMPLE))
     assert code == 0
-    assert out.rstrip().endswith("71 fixtures: 71 passed, 0 failed")
+    assert out.rstrip().endswith("72 fixtures: 72 passed, 0 failed")
 
 
 def test_fivespot_test_fails_a_fixture_with_the_wrong_expectation(
@@ -174,3 +181,78 @@ def test_fivespot_test_fails_a_fixture_with_the_wrong_expectation(
         "expected denied, got allowed",
         'expected violation {"policy": "fivespot-tenant-limits", "field": '
         '"spec.capacity.activeValue"} not found']
+
+
+UNKNOWN_AND_DUPLICATE = """\
+# a comment first: the object starts on line 2
+apiVersion: 5spot.finos.org/v1alpha1
+kind: ScheduledCapacity
+metadata: {name: warm-pool, namespace: agents}
+spec:
+  zzz: 1
+  schedule: {apiVersion: spotschedules.5spot.finos.org/v1alpha1, kind: ManualSchedule, name: m}
+  targetRef: {apiVersion: pools.agents.example.com/v1alpha1, kind: VirtualMachinePool, name: p}
+  capacity: {path: spec.warmReplicas, activeValue: 5, unit: pods}
+  enabled: true
+  enabled: false
+"""
+
+
+def test_unknown_and_duplicate_fields_are_denied_by_default_as_the_strict_decoder_words_it(
+        out_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    objects = tmp_path / "objects.yaml"
+    objects.write_text(UNKNOWN_AND_DUPLICATE)
+    code, out, _ = run(capsys, "check", "--policies", str(out_dir), "-o", "json", str(objects))
+    assert code == 1
+    result = json.loads(out)["results"][0]
+    assert result["source"] == {"file": str(objects), "line": 2}
+    assert [(v["field"], v["message"]) for v in result["violations"]] == [
+        ("spec.enabled", 'duplicate field "spec.enabled"'),
+        ("spec.capacity.unit", 'unknown field "spec.capacity.unit"'),
+        ("spec.zzz", 'unknown field "spec.zzz"')]
+    assert result["status"] == {
+        "code": 400, "reason": "BadRequest", "causes": [],
+        "message": 'ScheduledCapacity in version "v1alpha1" cannot be handled as a '
+                   'ScheduledCapacity: strict decoding error: duplicate field "spec.enabled", '
+                   'unknown field "spec.capacity.unit", unknown field "spec.zzz"'}
+
+
+@pytest.mark.parametrize(("mode", "warnings"), [
+    ("warn", ['duplicate field "spec.enabled"', 'unknown field "spec.capacity.unit"',
+              'unknown field "spec.zzz"']),
+    ("Ignore", []),
+])
+def test_field_validation_warn_and_ignore_allow_them_as_kubectl_validate_warn_and_false_do(
+        out_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], mode: str,
+        warnings: list[str]) -> None:
+    objects = tmp_path / "objects.yaml"
+    objects.write_text(UNKNOWN_AND_DUPLICATE)
+    code, out, _ = run(capsys, "check", "--policies", str(out_dir), "--field-validation", mode,
+                       "-o", "json", str(objects))
+    assert code == 0
+    result = json.loads(out)["results"][0]
+    assert result["allowed"] and result["warnings"] == warnings and "status" not in result
+
+
+def test_an_unknown_field_validation_mode_is_a_usage_error(
+        out_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    objects = write(tmp_path / "objects.yaml", GOOD)
+    with pytest.raises(SystemExit) as raised:
+        main(["check", "--policies", str(out_dir), "--field-validation", "lax", str(objects)])
+    assert raised.value.code == 2
+    assert "'lax': expected one of Strict, Warn, Ignore" in capsys.readouterr().err
+
+
+def test_the_table_names_each_object_by_file_and_line_and_prints_the_servers_message(
+        out_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = json.loads(json.dumps(GOOD))
+    bad["metadata"]["name"] = "second"
+    bad["spec"]["capacity"]["activeValue"] = 11
+    objects = write(tmp_path / "objects.yaml", GOOD, bad)
+    code, out, _ = run(capsys, "check", "--policies", str(out_dir), str(objects))
+    assert code == 1
+    lines = out.splitlines()
+    assert lines[1].startswith(f"{objects}:1 ")
+    assert lines[2].startswith(f"{objects}:19 ")
+    assert (f'{objects}:19: Error from server (Forbidden): scheduledcapacities.5spot.finos.org '
+            f'"second" is forbidden: ValidatingAdmissionPolicy \'fivespot-tenant-limits\'') in out
