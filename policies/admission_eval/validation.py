@@ -152,7 +152,7 @@ def _value_checks(node: Node, *, by_value: bool = False) -> Validator | None:
         if node.type == "boolean":
             return None
 
-    def by_value(value: Any, old: Any, path: str, errors: list[FieldError]) -> None:
+    def dispatch(value: Any, old: Any, path: str, errors: list[FieldError]) -> None:
         if isinstance(value, str):
             if strings is not None:
                 strings(value, old, path, errors)
@@ -164,7 +164,7 @@ def _value_checks(node: Node, *, by_value: bool = False) -> Validator | None:
         elif isinstance(value, list):
             arrays(value, old, path, errors)
 
-    return by_value
+    return dispatch
 
 
 def _type_name(node: Node) -> str:

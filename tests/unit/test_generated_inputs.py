@@ -199,6 +199,8 @@ def test_generated_object_files_never_crash_check(
             argv += ["--old", str(old / "old.yaml")]
         if rng.random() < 0.2:
             argv += ["-o", "json"]
+        if rng.random() < 0.5:  # kubectl --validate=warn / false: unknown fields do not deny
+            argv += ["--field-validation", rng.choice(["Warn", "Ignore"])]
         code, err = _run([*argv, str(objects / "objects.yaml")])
         problem = _problem(case, code, err)
         assert problem is None, problem
