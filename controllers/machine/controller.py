@@ -47,6 +47,7 @@ from controllers.machine.decide import (
     Event,
     Evict,
     Part,
+    action_failed,
     decide,
 )
 from controllers.machine.observations import (
@@ -405,7 +406,11 @@ class MachineController:
             return Result(retry=True)
         if not self.elector.is_leading(partition):
             return Result()
-        if not self._act(key, inp, decision, obj):
+        done, report = self._act(key, inp, decision)
+        if not done:
+            if report is not None and self._write_status(key, partition, obj, raw_status, report):
+                for event in report.events:
+                    self._record_event(obj, event)
             return Result(retry=True)
         if not self._write_status(key, partition, obj, raw_status, decision):
             return Result(retry=True)
@@ -421,10 +426,11 @@ class MachineController:
 
     # --- acting ---------------------------------------------------------------------------------
 
-    def _act(self, key: str, inp: DecisionInput, decision: Decision, obj: Obj) -> bool:
-        """Perform the actions in order; False (retry) at the first that failed."""
+    def _act(self, key: str, inp: DecisionInput, decision: Decision) -> tuple[bool, Decision | None]:
+        """Perform the actions in order: (True, None) when all landed; (False, report) at the
+        first that failed, where `report` is the decision to write for a refusal a retry alone
+        will not fix (None for a transient failure: then nothing is written)."""
         spec = inp.spec
-        assert not decision.actions or isinstance(spec, MachineSpec)
         for action in decision.actions:
             assert isinstance(spec, MachineSpec)
             try:
@@ -439,8 +445,12 @@ class MachineController:
             except (kube.ApiError, kube.KubeconfigError) as error:
                 log.warning("action failed; retrying", extra={
                     "key": key, "action": type(action).__name__, "error": str(error)[:300]})
-                return False
-        return True
+                if isinstance(error, kube.ApiError) and error.transient:
+                    return False, None
+                return False, action_failed(inp, decision, action,
+                                            error.message if isinstance(error, kube.ApiError)
+                                            else str(error))
+        return True, None
 
     def _part_path(self, inp: DecisionInput, spec: MachineSpec, part: Part,
                    named: bool) -> tuple[str, str]:

@@ -13,8 +13,9 @@ Rules, in order of precedence:
    embedded kind the bundle does not allow, or an object with a chosen name that this
    ScheduledMachine does not own (never touched: it is someone else's).
 2. Transient lookups flip nothing: a CAPI object that could not be read returns the prior status
-   and `transient` (retry with backoff). A provider lookup that failed is transient too, unless
-   the answer does not depend on it (kill switch, disabled).
+   and `transient` (retry with backoff). A provider lookup that failed is transient too — also
+   on a first reconcile, so a restart's cold caches never read as "never resolved" — unless the
+   answer does not depend on it (kill switch, disabled).
 3. `killSwitch` -> Terminated: the Machine is deleted at once (no grace, no drain), then the
    bootstrap and infrastructure objects. Reported with a Warning event.
 4. Out of schedule (provider inactive, or never resolved; or `enabled: false` -> Disabled): the
@@ -115,6 +116,8 @@ class Reason:
     DRAIN_STARTED: Final = "DrainStarted"
     MACHINE_DELETED: Final = "MachineDeleted"
     REOPENED_WHILE_DRAINING: Final = "ReopenedWhileDraining"
+    CREATE_REJECTED: Final = "CreateRejected"
+    ACTION_FAILED: Final = "ActionFailed"
 
 
 class Part(StrEnum):
@@ -313,7 +316,10 @@ def decide(inp: DecisionInput) -> Decision:
     elif not spec.enabled:
         decision = _out_of_schedule(inp, spec, spot, MachinePhase.DISABLED, Reason.DISABLED,
                                     "spec.enabled is false")
-    elif isinstance(inp.schedule, LookupFailed) and spot.active is not None:
+    elif isinstance(inp.schedule, LookupFailed):
+        # Could not look (a kind still being resolved, a cache not synced, an API error): that
+        # is not "never resolved", even on a first reconcile or right after a restart, so it
+        # flips nothing — above all it never deletes what an earlier run created.
         return _transient(inp, f"reading the schedule provider: {inp.schedule.message}",
                           resolution_error)
     elif spot.active:
@@ -525,3 +531,31 @@ def _remove(inp: DecisionInput, spec: MachineSpec, spot: SpotSchedule, final: Ma
                f"the Machine is deleted at {deadline.isoformat()} at the latest")
     return shutting(message, cond.false(NODE_DRAINED, Reason.DRAINING, message), tuple(actions),
                     min(inp.now + POLL, deadline), more, **fields)
+
+
+def action_failed(inp: DecisionInput, decision: Decision, action: Action, message: str) -> Decision:
+    """What to report when the API server refused an action for a reason a retry alone will not
+    fix (the CAPI schema refuses an embedded spec, a permission is missing): the decided status
+    with the failure said plainly, phase Error for a refused create, and a Warning event when
+    the message is new. The shell keeps retrying with backoff, so a fix takes effect by itself."""
+    if isinstance(action, Create):
+        field = {Part.BOOTSTRAP: "spec.bootstrapSpec", Part.INFRASTRUCTURE: "spec.infrastructureSpec",
+                 Part.MACHINE: "the Machine"}[action.part]
+        text = (f"the API server refused to create the {action.part.value} object ({message}); "
+                f"fix {field}" if action.part is not Part.MACHINE else
+                f"the API server refused to create the Machine ({message})")
+        reason, phase = Reason.CREATE_REJECTED, MachinePhase.ERROR
+    else:
+        text = f"{type(action).__name__} failed: {message}; retrying"
+        reason, phase = Reason.ACTION_FAILED, decision.status.phase
+    text = text[:1024]
+    prior_ready = inp.prior.condition(READY) if inp.prior is not None else None
+    ready = cond.false(READY, reason, text)
+    others = tuple(Observation(c.type, c.status, c.reason, c.message, c.observed_generation)
+                   for c in decision.status.conditions if c.type != READY)
+    merged = cond.merge(decision.status.conditions, others + (ready,), inp.now, inp.generation)
+    status = decision.status.model_copy(update={"phase": phase, "message": text,
+                                                "conditions": merged})
+    new = prior_ready is None or prior_ready.message != text
+    events = (Event("Warning", reason, text),) if new else ()
+    return replace(decision, actions=(), status=status, events=events, requeue_at=None)

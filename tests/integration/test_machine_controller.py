@@ -26,6 +26,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -490,22 +491,128 @@ def test_an_unresolved_provider_holds_the_last_state(
     assert get(mgmt, p(MACHINES, name)) is not None
 
 
-def test_sigkill_while_shutting_down_loses_nothing_and_creates_no_second_machine(
+def created(controller: MachineControllerProcess, name: str) -> list[str]:
+    return [e["part"] for e in controller.entries()
+            if e.get("msg") == "created" and e.get("key") == f"{NS}/{name}"]
+
+
+def restart(controller: MachineControllerProcess) -> None:
+    """SIGKILL (no lease release, no goodbye), then a new process."""
+    controller.kill()
+    controller.start()
+
+
+def test_sigkill_while_pending_creates_each_object_once(
+        controller: MachineControllerProcess, mgmt: client.ApiClient, wl: client.ApiClient) -> None:
+    name, sched = unique("rack"), unique("ms")
+    schedule(mgmt, sched, True)
+    scheduled_machine(mgmt, name, sched)
+    eventually(lambda: created(controller, name), 20, "the first create")
+    restart(controller)
+    machine = eventually(lambda: get(mgmt, p(MACHINES, name)), 20, "the Machine")
+    eventually(lambda: status(mgmt, name).get("machineRef"), 10, "machineRef")
+    # The kill may land between a create and its log line; what matters is that no part is
+    # created twice (a second create is an AlreadyExists, not logged) and one Machine exists.
+    parts = created(controller, name)
+    assert len(parts) == len(set(parts)) and set(parts) <= {"bootstrap", "infrastructure", "machine"}
+    assert len([m for m in kube.request(mgmt, "GET", p(MACHINES))["items"]
+                if m["metadata"]["labels"].get("5spot.finos.org/scheduled-machine") == name]) == 1
+    join_node(mgmt, wl, name, unique("node"))
+    wait_phase(mgmt, name, "Active")
+    assert get(mgmt, p(MACHINES, name))["metadata"]["uid"] == machine["metadata"]["uid"]
+
+
+def test_sigkill_while_active_and_in_the_grace_period_loses_nothing(
         controller: MachineControllerProcess, mgmt: client.ApiClient, wl: client.ApiClient,
         kubelet: Kubelet) -> None:
-    name, sched, node = active_machine(mgmt, wl, gracefulShutdownTimeout="3s", nodeDrainTimeout="5m")
+    name, sched, node = active_machine(mgmt, wl, gracefulShutdownTimeout="4s", nodeDrainTimeout="5m")
     uid = kube.request(mgmt, "GET", p(MACHINES, name))["metadata"]["uid"]
-    controller.kill()
-    controller.start()
+    restart(controller)
     time.sleep(1)
     assert kube.request(mgmt, "GET", p(MACHINES, name))["metadata"]["uid"] == uid, "same Machine"
+    assert status(mgmt, name)["phase"] == "Active"
     schedule(mgmt, sched, False)
     started = wait_phase(mgmt, name, "ShuttingDown", 10)["shutdownStartedAt"]
-    controller.kill()
-    controller.start()
+    restart(controller)
     assert status(mgmt, name)["shutdownStartedAt"] == started, "the grace clock survives"
     wait_phase(mgmt, name, "Inactive", 20)
     assert (get(wl, f"/api/v1/nodes/{node}") or {})["spec"].get("unschedulable")
+    assert created(controller, name) == ["bootstrap", "infrastructure", "machine"]
+
+
+def test_sigkill_while_draining_keeps_the_drain_deadline(
+        controller: MachineControllerProcess, mgmt: client.ApiClient, wl: client.ApiClient,
+        kubelet: Kubelet) -> None:
+    name, sched, node = active_machine(mgmt, wl, nodeDrainTimeout="12s")
+    apps = workload_namespace(wl)
+    pod(wl, apps, "guarded", node, labels={"app": "db"}, ready=True)
+    kube.request(wl, "POST", p(("policy", "v1", "poddisruptionbudgets"), ns=apps), body={
+        "metadata": {"name": "db"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}})
+    eventually(lambda: (get(wl, p(("policy", "v1", "poddisruptionbudgets"), "db", ns=apps)) or {})
+               .get("status", {}).get("observedGeneration") == 1, 30, "the disruption controller")
+    schedule(mgmt, sched, False)
+    drain = eventually(lambda: status(mgmt, name).get("drainStartedAt"), 10, "the drain")
+    restart(controller)
+    assert status(mgmt, name)["drainStartedAt"] == drain
+    assert get(mgmt, p(MACHINES, name)) is not None
+    eventually(lambda: get(mgmt, p(MACHINES, name)) is None, 25, "the Machine deleted at the deadline")
+    done = wait_phase(mgmt, name, "Inactive", 15)
+    assert {c["type"]: c for c in done["conditions"]}["NodeDrained"]["reason"] == "DrainTimedOut"
+    deletes = [e for e in controller.entries() if e.get("msg") == "deleted"
+               and e.get("key") == f"{NS}/{name}" and e.get("part") == "machine"]
+    assert len(deletes) == 1
+    deleted_at = datetime.fromisoformat(deletes[0]["ts"])
+    waited = (deleted_at - datetime.fromisoformat(drain.replace("Z", "+00:00"))).total_seconds()
+    assert waited >= 11.5, f"deleted {waited:.1f}s after the drain began, before nodeDrainTimeout 12s"
+
+
+def test_sigkill_after_removal_recreates_nothing(
+        controller: MachineControllerProcess, mgmt: client.ApiClient, wl: client.ApiClient,
+        kubelet: Kubelet) -> None:
+    name, sched, _ = active_machine(mgmt, wl)
+    schedule(mgmt, sched, False)
+    wait_phase(mgmt, name, "Inactive", 20)
+    restart(controller)
+    time.sleep(2)
+    assert status(mgmt, name)["phase"] == "Inactive"
+    assert get(mgmt, p(MACHINES, name)) is None
+    assert created(controller, name) == ["bootstrap", "infrastructure", "machine"]
+
+
+def test_a_reopen_during_the_grace_period_keeps_the_machine(
+        controller: MachineControllerProcess, mgmt: client.ApiClient, wl: client.ApiClient) -> None:
+    name, sched, node = active_machine(mgmt, wl, gracefulShutdownTimeout="1h")
+    uid = kube.request(mgmt, "GET", p(MACHINES, name))["metadata"]["uid"]
+    schedule(mgmt, sched, False)
+    wait_phase(mgmt, name, "ShuttingDown", 10)
+    publish(mgmt, sched, True)
+    back = wait_phase(mgmt, name, "Active", 10)
+    assert "shutdownStartedAt" not in back
+    assert kube.request(mgmt, "GET", p(MACHINES, name))["metadata"]["uid"] == uid
+    assert not (get(wl, f"/api/v1/nodes/{node}") or {})["spec"].get("unschedulable")
+
+
+def test_a_reopen_after_the_drain_began_finishes_the_removal_then_creates_a_new_machine(
+        controller: MachineControllerProcess, mgmt: client.ApiClient, wl: client.ApiClient,
+        kubelet: Kubelet) -> None:
+    name, sched, node = active_machine(mgmt, wl, nodeDrainTimeout="6s")
+    apps = workload_namespace(wl)
+    pod(wl, apps, "guarded", node, labels={"app": "db"}, ready=True)
+    kube.request(wl, "POST", p(("policy", "v1", "poddisruptionbudgets"), ns=apps), body={
+        "metadata": {"name": "db"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}})
+    eventually(lambda: (get(wl, p(("policy", "v1", "poddisruptionbudgets"), "db", ns=apps)) or {})
+               .get("status", {}).get("observedGeneration") == 1, 30, "the disruption controller")
+    old = kube.request(mgmt, "GET", p(MACHINES, name))["metadata"]["uid"]
+    schedule(mgmt, sched, False)
+    eventually(lambda: status(mgmt, name).get("drainStartedAt"), 10, "the drain")
+    publish(mgmt, sched, True)
+    time.sleep(1)
+    assert status(mgmt, name)["phase"] == "ShuttingDown", "a drain is not reversed"
+    new = eventually(lambda: (m := get(mgmt, p(MACHINES, name))) and m["metadata"]["uid"] != old and m,
+                     25, "a new Machine")
+    assert new["metadata"]["ownerReferences"][0]["name"] == name
+    pending = wait_phase(mgmt, name, "Pending", 10)
+    assert "drainStartedAt" not in pending and pending["inSchedule"] is True
 
 
 def test_rbac_the_machine_identity_holds_capi_verbs_only_where_declared_and_never_capacity(
@@ -570,3 +677,90 @@ def test_admission_refuses_a_kind_the_platform_does_not_allow_and_a_chosen_name(
     message = refused(schedule={"apiVersion": "example.com/v1", "kind": "ManualSchedule", "name": "x"})
     assert "spotschedules.5spot.finos.org" in message
     assert "nodeDrainTimeout" in refused(nodeDrainTimeout="forever")
+
+
+def test_seed_001_guide_step_5_and_6_with_the_manual_provider_running(
+        controller: MachineControllerProcess, installed: Path, management: Any,
+        mgmt: client.ApiClient, wl: client.ApiClient, tmp_path: Path) -> None:
+    """The guide's ManualSchedule is fivespot's built-in one (same CRD shape, same one-line
+    reconcile: spec.enabled -> status.active), so its steps 1-4 are `fivespot compile` and the
+    provider's Deployment; steps 5 and 6 are followed here as written, with kubectl."""
+    sa = service_account_kubeconfig(management.kubeconfig, localrun.INSTALL_NAMESPACE,
+                                    "fivespot-provider-manual", tmp_path / "provider.kubeconfig")
+    log = open(tmp_path / "provider.log", "ab")
+    provider = subprocess.Popen(
+        [sys.executable, "-m", "controllers.providers", "manual", "--bundle", str(installed),
+         "--kubeconfig", str(sa), "--metrics-port", "0", *FAST_LEASES],
+        stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        start_new_session=True)
+    log.close()
+    kc = str(management.kubeconfig)
+    try:
+        # 5. Reference it from a ScheduledMachine (provider object in the same namespace).
+        kubectl(management.kubeconfig, "apply", "-f", "-", stdin=f"""
+apiVersion: spotschedules.5spot.finos.org/v1alpha1
+kind: ManualSchedule
+metadata: {{name: desk-override, namespace: {NS}}}
+spec: {{enabled: false}}
+---
+apiVersion: 5spot.finos.org/v1beta1
+kind: ScheduledMachine
+metadata: {{name: trading-desk-rack, namespace: {NS}}}
+spec:
+  schedule:
+    apiVersion: spotschedules.5spot.finos.org/v1alpha1
+    kind: ManualSchedule
+    name: desk-override
+  clusterName: {CLUSTER}
+  bootstrapSpec:
+    apiVersion: bootstrap.cluster.x-k8s.io/v1beta2
+    kind: KubeadmConfig
+    spec: {{joinConfiguration: {{nodeRegistration: {{name: trading-desk-rack}}}}}}
+  infrastructureSpec:
+    apiVersion: infrastructure.cluster.x-k8s.io/v1beta2
+    kind: DevMachine
+    spec: {{backend: {{docker: {{}}}}}}
+""")
+        wait_phase(mgmt, "trading-desk-rack", "Inactive", 30)
+        assert get(mgmt, p(MACHINES, "trading-desk-rack")) is None
+        # Then flip the toggle.
+        kubectl(management.kubeconfig, "-n", NS, "patch", "manualschedule", "desk-override",
+                "--type=merge", "-p", '{"spec":{"enabled":true}}')
+        eventually(lambda: get(mgmt, p(MACHINES, "trading-desk-rack")), 30, "the Machine")
+        # 6. Verify: the provider published its decision ...
+        active = eventually(lambda: subprocess.run(
+            ["kubectl", "--kubeconfig", kc, "-n", NS, "get", "manualschedule", "desk-override",
+             "-o", "jsonpath={.status.active}{\"\\n\"}"], capture_output=True, text=True).stdout
+            .strip() == "true", 20, "status.active true")
+        assert active
+        # ... and 5-Spot resolved it: the SM carries a SpotScheduleResolved condition.
+        spot = json.loads(kubectl(management.kubeconfig, "-n", NS, "get", "scheduledmachine",
+                                  "trading-desk-rack", "-o", "jsonpath={.status.spotSchedule}{\"\\n\"}"))
+        assert (spot["resolved"], spot["active"], spot["reason"]) == (True, True, "Resolved")
+        conditions = {c["type"]: c for c in status(mgmt, "trading-desk-rack")["conditions"]}
+        assert conditions["SpotScheduleResolved"]["status"] == "True"
+        # If the reference can't be resolved: SpotScheduleResolved=False, last state held, counted.
+        kubectl(management.kubeconfig, "-n", NS, "delete", "manualschedule", "desk-override")
+        held = eventually(lambda: (s := status(mgmt, "trading-desk-rack"))["spotSchedule"]["resolved"]
+                          is False and s, 20, "unresolved")
+        assert held["spotSchedule"]["reason"] == "ScheduleNotFound" and held["inSchedule"] is True
+        assert get(mgmt, p(MACHINES, "trading-desk-rack")) is not None, "last state held"
+        assert 'reason="ScheduleNotFound"' in controller.metrics()
+    finally:
+        os.killpg(provider.pid, signal.SIGTERM)
+        provider.wait(15)
+
+
+def test_an_embedded_spec_the_capi_schema_refuses_is_reported_on_the_scheduled_machine(
+        controller: MachineControllerProcess, mgmt: client.ApiClient) -> None:
+    name, sched = unique("rack"), unique("ms")
+    schedule(mgmt, sched, True)
+    scheduled_machine(mgmt, name, sched, bootstrapSpec={
+        "apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2", "kind": "KubeadmConfig", "spec": {}})
+    name2 = name
+    error = wait_phase(mgmt, name2, "Error", 20)
+    ready = {c["type"]: c for c in error["conditions"]}["Ready"]
+    assert ready["reason"] == "CreateRejected"
+    assert "KubeadmConfig" in ready["message"] and "at least 1 properties" in ready["message"]
+    assert "fix spec.bootstrapSpec" in ready["message"]
+    assert get(mgmt, p(MACHINES, name2)) is None, "no Machine without its bootstrap object"

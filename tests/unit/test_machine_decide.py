@@ -294,3 +294,27 @@ def test_embedded_objects_cannot_choose_their_name_or_namespace() -> None:
     parsed = parse_spec(bad)
     assert not isinstance(parsed, MachineSpec)
     assert any("metadata.name" in e for e in parsed.errors)
+
+
+def test_a_create_the_api_server_refuses_is_reported_as_an_error_naming_the_field() -> None:
+    from controllers.machine.decide import action_failed
+
+    decision = then(given())
+    failed = action_failed(given(), decision, Create(Part.BOOTSTRAP),
+                           "spec: Invalid value: 0: spec in body should have at least 1 properties")
+    assert failed.actions == () and failed.status.phase is MachinePhase.ERROR
+    assert condition(failed, READY) == ("False", "CreateRejected")
+    assert "fix spec.bootstrapSpec" in failed.status.message
+    assert [e.type for e in failed.events] == ["Warning"]
+    again = action_failed(given(prior=failed.status), decision, Create(Part.BOOTSTRAP),
+                          "spec: Invalid value: 0: spec in body should have at least 1 properties")
+    assert again.events == ()
+
+
+def test_a_provider_that_could_not_be_read_after_a_restart_deletes_nothing() -> None:
+    """Found by the SIGKILL test: a restart's first reconcile, the provider kind still being
+    resolved, objects created by the killed run and no status yet — must not read as 'never
+    resolved' and clean them up."""
+    decision = then(given(schedule=LookupFailed("resolving ManualSchedule: pending"),
+                          bootstrap=BOOT, infrastructure=INFRA))
+    assert decision.actions == () and decision.transient is not None
