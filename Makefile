@@ -13,7 +13,7 @@ LOWEST_INTEGRATION := tests/integration/test_control_plane_is_real.py \
 CLUSTER_DIR := .cluster
 EXAMPLE := examples/agent-sandbox
 
-.PHONY: install run test unit integration test-lowest typecheck imports controlplane cluster cluster-down clean golden demo bench bench-compile bench-check bench-webhook bench-capacity bench-providers image image-lock
+.PHONY: install run test unit integration test-lowest typecheck imports controlplane cluster cluster-down clean golden demo bench bench-compile bench-check bench-webhook bench-capacity bench-providers image image-lock reference kind
 
 install: $(STAMP)
 
@@ -78,11 +78,19 @@ clean:
 golden: install
 	$(BIN)/fivespot compile $(EXAMPLE)/config --out tests/unit/golden/agent-sandbox
 
+# Regenerate docs/reference.md (every kind, field by field) after a model changed.
+reference: install
+	$(BIN)/fivespot reference > docs/reference.md
+
 # The container image, without a container engine (image/build.py; needs apt, umoci, skopeo):
 # build/image/oci (OCI layout) and build/image/fivespot-VERSION.docker.tar (docker load, kind
 # load image-archive). Rebuilt only when an input changed; caches in ~/.cache/fivespot/image.
 image: install
 	$(BIN)/python image/build.py build --out build/image --reuse
+
+# kind, for users with Docker: create a kind cluster, load the image, compile CONFIG and install it.
+kind: image
+	image/kind.sh $(or $(CONFIG),$(EXAMPLE)/config)
 
 # Re-pin image/requirements.txt to what pyproject.toml allows today (then `make image`).
 image-lock: install

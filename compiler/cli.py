@@ -1,4 +1,5 @@
-"""The compiler's commands: `fivespot compile`, `run-example`, `check` and `test`.
+"""The compiler's commands: `fivespot init`, `schema`, `reference`, `compile`, `run-example`,
+`check` and `test`.
 
 `register(subparsers)` adds them to the `fivespot` parser (`fivespot.cli`). Each handler is a thin
 shell over the compiler's pure functions, and reports the errors these commands expect (the
@@ -64,17 +65,38 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 def register(sub: Any) -> None:
-    """Add compile, run-example, check and test to a parser's subcommands."""
+    """Add the compiler's commands to a parser's subcommands."""
+    init = sub.add_parser("init", help="scaffold a commented config repo that compiles and passes its fixtures",
+                          description="Write a config repo (one consumer, the built-in providers, one "
+                                      "tenant, fixtures, JSON Schemas) into DIR, which must be new or empty.")
+    init.add_argument("directory", type=Path, metavar="DIR", help="a new or empty folder")
+    init.set_defaults(handler=_init)
+
+    schema = sub.add_parser("schema", help="write the JSON Schemas of the config kinds, for editors",
+                            description="Write fivespot-config.schema.json (any config document) and "
+                                        "one schema per kind into DIR; without --out, print the "
+                                        "combined schema. Editors with the YAML language server "
+                                        "use them through `# yaml-language-server: $schema=PATH`.")
+    schema.add_argument("--out", type=Path, metavar="DIR", help="folder to write the schemas into")
+    schema.set_defaults(handler=_schema)
+
+    reference = sub.add_parser("reference", help="print the field reference of every kind (Markdown)")
+    reference.set_defaults(handler=_reference)
+
     compile_ = sub.add_parser("compile", help="compile a config repo into cluster artifacts")
-    compile_.add_argument("config_dir", type=Path, metavar="CONFIG_DIR")
-    compile_.add_argument("--out", type=Path, required=True, metavar="OUT_DIR")
+    compile_.add_argument("config_dir", type=Path, metavar="CONFIG_DIR",
+                          help="folder of config documents (*.yaml, any layout)")
+    compile_.add_argument("--out", type=Path, required=True, metavar="OUT_DIR",
+                          help="folder to write the cluster artifacts into")
     compile_.add_argument("--check", action="store_true",
                           help="exit 1 with a unified diff when OUT_DIR is not what CONFIG_DIR compiles to")
     compile_.set_defaults(handler=_reported(_compile))
 
     example = sub.add_parser("run-example", help="compile an example repo and show its fixtures' verdicts")
-    example.add_argument("config_dir", type=Path, metavar="EXAMPLE_DIR")
-    example.add_argument("--out", type=Path, required=True, metavar="OUT_DIR")
+    example.add_argument("config_dir", type=Path, metavar="EXAMPLE_DIR",
+                         help="an example config repo (e.g. examples/agent-sandbox/config)")
+    example.add_argument("--out", type=Path, required=True, metavar="OUT_DIR",
+                         help="folder to write its compiled output into")
     example.set_defaults(handler=_reported(_run_example))
 
     check = sub.add_parser(
@@ -82,7 +104,8 @@ def register(sub: Any) -> None:
         description="Evaluate each object against the compiled CRD schemas and rules and every "
                     "bound ValidatingAdmissionPolicy. Exit 0 when all are allowed, 1 when any is "
                     "denied, 2 on bad input.")
-    check.add_argument("objects", type=Path, nargs="+", metavar="OBJECTS.yaml")
+    check.add_argument("objects", type=Path, nargs="+", metavar="OBJECTS.yaml",
+                       help="files of objects to decide (multi-document YAML)")
     check.add_argument("--policies", type=Path, required=True, action="append", metavar="OUT_DIR",
                        help="output of `fivespot compile` (repeat to add more CRDs/policies)")
     check.add_argument("--namespaces", type=Path, metavar="NS.yaml",
@@ -94,14 +117,17 @@ def register(sub: Any) -> None:
                        help="the requests' fieldValidation, as kubectl sends it: Strict (its "
                             "default) denies unknown and duplicate fields, Warn (`--validate=warn`) "
                             "warns about them, Ignore (`--validate=false`) drops them silently")
-    check.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    check.add_argument("-o", "--output", choices=("table", "json"), default="table",
+                       help="table (default) or json")
     check.set_defaults(handler=_reported(_check))
 
     test = sub.add_parser("test", help="compile a config repo in memory and run its fixtures",
                           description="Exit 0 when every fixture gets its expected verdict, 1 "
                                       "when any does not, 2 on bad input.")
-    test.add_argument("config_dir", type=Path, metavar="CONFIG_DIR")
-    test.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    test.add_argument("config_dir", type=Path, metavar="CONFIG_DIR",
+                      help="the config repo whose Fixture documents to run")
+    test.add_argument("-o", "--output", choices=("table", "json"), default="table",
+                      help="table (default) or json")
     test.set_defaults(handler=_reported(_test))
 
 
@@ -113,6 +139,46 @@ def _field_validation(text: str) -> str:
         if text.lower() == mode.lower():
             return mode
     raise argparse.ArgumentTypeError(f"{text!r}: expected one of {', '.join(FIELD_VALIDATIONS)}")
+
+
+def _init(args: argparse.Namespace) -> int:
+    from compiler.scaffold import ScaffoldError, init
+
+    try:
+        written = init(args.directory)
+    except ScaffoldError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(f"wrote {len(written)} files into {args.directory}:")
+    for path in written:
+        print(f"  {path}")
+    print(f"next: fivespot test {args.directory} && fivespot compile {args.directory} --out OUT_DIR")
+    return EXIT_OK
+
+
+def _schema(args: argparse.Namespace) -> int:
+    from compiler.schemas import COMBINED, schema_files
+
+    files = schema_files()
+    if args.out is None:
+        sys.stdout.write(files[COMBINED])
+        return EXIT_OK
+    if args.out.exists() and not args.out.is_dir():
+        print(f"error: {args.out} is a file; --out names a folder", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    args.out.mkdir(parents=True, exist_ok=True)
+    for name, text in sorted(files.items()):
+        (args.out / name).write_text(text)
+    print(f"wrote {len(files)} JSON Schemas into {args.out} (start a config file with "
+          f"`# yaml-language-server: $schema={args.out / COMBINED}`)")
+    return EXIT_OK
+
+
+def _reference(args: argparse.Namespace) -> int:
+    from compiler.reference import render
+
+    sys.stdout.write(render())
+    return EXIT_OK
 
 
 def _run_example(args: argparse.Namespace) -> int:

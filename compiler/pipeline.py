@@ -14,6 +14,7 @@ from compiler.emit import (
     bundle,
     crds,
     gitops,
+    monitoring,
     rbac,
     readme,
     schedules,
@@ -26,7 +27,7 @@ from compiler.output import to_yaml
 from compiler.repo import Repo, assemble
 
 OBJECT_EMITTERS = (crds.emit, rbac.emit, admission.emit, webhook.emit, workloads.emit, bundle.emit,
-                   schedules.emit)
+                   schedules.emit, monitoring.emit)
 
 
 @dataclass(frozen=True)

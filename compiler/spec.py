@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import importlib.metadata
 from enum import StrEnum
 from typing import Annotated, Any, Final, Literal
 
@@ -35,6 +36,19 @@ from compiler.calendars import MAX_YEARS as MAX_CALENDAR_YEARS
 from compiler.specschema import SpecSchema
 
 CONFIG_GROUP: Final = "config.5spot.finos.org"
+IMAGE_REPOSITORY: Final = "ghcr.io/finos/fivespot"
+"""Where `make image` (image/build.py) names the image it builds."""
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("fivespot")
+    except importlib.metadata.PackageNotFoundError:  # a source tree that was never installed
+        return "0.0.0"
+
+
+VERSION: Final = _version()
+DEFAULT_IMAGE: Final = f"{IMAGE_REPOSITORY}:{VERSION}"
 CONFIG_API_VERSION: Final = f"{CONFIG_GROUP}/v1alpha1"
 
 PLURAL_PATTERN: Final = r"^[a-z][a-z0-9]*$"
@@ -285,9 +299,28 @@ class GitOps(_Strict):
     flux: Flux | None = Field(default=None, description="Emit Flux Kustomizations.")
 
 
+class Monitoring(_Strict):
+    """Prometheus Operator objects for the components (needs its CRDs in the cluster)."""
+
+    enabled: bool = Field(
+        default=False,
+        description="Emit a ServiceMonitor per component and a PrometheusRule with fivespot's "
+        "alerts (monitoring/ layer; the Prometheus Operator's CRDs must be installed).",
+    )
+    labels: dict[str, str] = Field(
+        default_factory=dict, max_length=16,
+        description="Labels added to the ServiceMonitors and the PrometheusRule, so your "
+        "Prometheus's serviceMonitorSelector and ruleSelector pick them (e.g. release: prometheus).",
+    )
+    interval: str = Field(default="30s", pattern=r"^([0-9]+(ms|s|m|h))+$",
+                          description="Scrape interval of each component's /metrics.")
+
+
 class PlatformSpec(_Strict):
     namespace: NamespaceName = Field(default="5spot-system", description="Install namespace.")
-    image: str = Field(max_length=512, min_length=1, description="The fivespot image all components run.")
+    image: str = Field(default=DEFAULT_IMAGE, max_length=512, min_length=1,
+                       description="The fivespot image all components run (default: the image "
+                       "`make image` builds for this version; push it to your registry and name it here).")
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(
         default="IfNotPresent", description="Pull policy of that image."
     )
@@ -307,6 +340,8 @@ class PlatformSpec(_Strict):
     min_kubernetes_version: str = Field(
         default="1.30", pattern=K8S_VERSION_PATTERN, description="Oldest Kubernetes minor supported."
     )
+    monitoring: Monitoring = Field(default_factory=Monitoring,
+                                   description="ServiceMonitors and alerts for Prometheus.")
     install_scheduled_machine_crd: bool = Field(
         default=True,
         description="Install the ScheduledMachine CRD (turn off where 5-Spot itself installs it).",

@@ -41,16 +41,25 @@ def add_runtime_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lease-namespace", metavar="NS",
                         help="namespace of the partition Leases (default: $POD_NAMESPACE, else "
                              "the bundle's install namespace)")
-    parser.add_argument("--workers", type=int, default=4, metavar="N")
-    parser.add_argument("--lease-duration", type=float, default=15.0, metavar="S")
-    parser.add_argument("--renew-deadline", type=float, default=10.0, metavar="S")
-    parser.add_argument("--retry-period", type=float, default=2.0, metavar="S")
+    parser.add_argument("--workers", type=int, default=4, metavar="N",
+                        help="reconciles run at once (never two for one object)")
+    parser.add_argument("--lease-duration", type=float, default=15.0, metavar="S",
+                        help="how long a partition's Lease holds without renewal before another "
+                             "replica may take it")
+    parser.add_argument("--renew-deadline", type=float, default=10.0, metavar="S",
+                        help="a leader that could not renew for this long stops acting (less "
+                             "than --lease-duration)")
+    parser.add_argument("--retry-period", type=float, default=2.0, metavar="S",
+                        help="how often leases are renewed or tried")
     parser.add_argument("--resync", type=float, default=300.0, metavar="S",
                         help="slow periodic resync of every cached object (the backstop clock)")
     parser.add_argument("--stall-after", type=float, default=150.0, metavar="S",
                         help="a watch with no event and no bookmark for this long is restarted")
-    parser.add_argument("--watch-timeout", type=float, default=240.0, metavar="S")
-    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    parser.add_argument("--watch-timeout", type=float, default=240.0, metavar="S",
+                        help="server-side timeout of each watch request (jittered), after which "
+                             "it is resumed")
+    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
+                        help="JSON log lines at this level and above (default info)")
 
 
 def add_capacity(subparsers: Any) -> argparse.ArgumentParser:

@@ -20,20 +20,29 @@ RUNTIME_COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "controller": ("controllers.cli", "run a controller (capacity)"),
     "provider": ("controllers.providers.cli", "run a built-in schedule provider"),
     "webhook": ("webhook.cli", "serve the admission webhook"),
+    "install": ("deploy.cli:register_install", "apply a compiled OUT_DIR to a cluster, wave by wave"),
+    "uninstall": ("deploy.cli:register_uninstall", "delete what `fivespot install` applied"),
+    "dev": ("devcluster.dev", "run a config repo on a local control plane, components as processes"),
 }
 """Long-running commands, each registered by its package's `register(subparsers)`. They import the
 Kubernetes client, so a module is loaded only when its command is asked for, and `fivespot
-compile` in CI starts in a tenth of a second; the compiler's commands are always registered."""
+compile` in CI starts in a tenth of a second; the compiler's commands are always registered.
+A value is "module" (its `register`) or "module:function" for a package with several commands."""
 
 
 def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="fivespot", description=__doc__)
+    from compiler.spec import VERSION
+
+    parser = argparse.ArgumentParser(prog="fivespot", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"fivespot {VERSION}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     compiler_cli.register(sub)
     wanted = next((a for a in argv if not a.startswith("-")), None)
-    for name, (module, summary) in RUNTIME_COMMANDS.items():
+    for name, (target, summary) in RUNTIME_COMMANDS.items():
         if name == wanted:
-            importlib.import_module(module).register(sub)
+            module, _, function = target.partition(":")
+            getattr(importlib.import_module(module), function or "register")(sub)
         else:
             sub.add_parser(name, help=summary)
     return parser

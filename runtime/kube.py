@@ -110,6 +110,30 @@ def client_from_kubeconfig(data: bytes, *, source: str = "kubeconfig") -> client
     return client.ApiClient(configuration)
 
 
+def load_cli_client(kubeconfig: Path | None = None, context: str | None = None) -> client.ApiClient:
+    """A client the way kubectl picks one: `kubeconfig` (else $KUBECONFIG, else ~/.kube/config)
+    and its `context` (else the current one); in a pod with neither, the in-cluster
+    ServiceAccount. Raises ConfigError with kubectl-like wording when nothing fits."""
+    configuration = client.Configuration()
+    default = Path(os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or Path.home() / ".kube" / "config")
+    try:
+        if kubeconfig is None and not default.exists() and os.environ.get("KUBERNETES_SERVICE_HOST"):
+            config.load_incluster_config(client_configuration=configuration)
+        else:
+            config.load_kube_config(config_file=str(kubeconfig) if kubeconfig else None,
+                                    context=context, client_configuration=configuration)
+    except (config.ConfigException, OSError, ValueError) as error:
+        where = kubeconfig or default
+        raise ConfigError(f"cannot use kubeconfig {where}"
+                          + (f" (context {context})" if context else "") + f": {error}") from None
+    configuration.connection_pool_maxsize = POOL_SIZE
+    return client.ApiClient(configuration)
+
+
+class ConfigError(Exception):
+    """No usable cluster credentials: the message names the kubeconfig and context tried."""
+
+
 def resource_path(
     group: str,
     version: str,

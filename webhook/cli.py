@@ -45,8 +45,10 @@ def register(subparsers: Any) -> None:
                        help="self-managed: keep a CA and serving certificate in the Secret "
                             "fivespot-webhook-tls and inject the caBundle; files: serve "
                             "--tls-cert/--tls-key (cert-manager) and reload them when they change")
-    serve.add_argument("--tls-cert", type=Path, metavar="FILE")
-    serve.add_argument("--tls-key", type=Path, metavar="FILE")
+    serve.add_argument("--tls-cert", type=Path, metavar="FILE",
+                       help="files mode: the serving certificate (PEM), reloaded when it changes")
+    serve.add_argument("--tls-key", type=Path, metavar="FILE",
+                       help="files mode: its private key (PEM)")
     serve.add_argument("--cert-dir", type=Path, metavar="DIR",
                        help="files mode with DIR/tls.crt and DIR/tls.key (the mounted Secret)")
     serve.add_argument("--namespace", metavar="NS",
@@ -55,15 +57,20 @@ def register(subparsers: Any) -> None:
     serve.add_argument("--tls-san", action="append", default=[], metavar="NAME",
                        help="extra DNS name or IP for the serving certificate (repeatable), e.g. "
                             "127.0.0.1 for a local API server calling by URL")
-    serve.add_argument("--ca-validity", type=_duration, default="365d", metavar="DURATION")
-    serve.add_argument("--cert-validity", type=_duration, default="90d", metavar="DURATION")
+    serve.add_argument("--ca-validity", type=_duration, default="365d", metavar="DURATION",
+                       help="self-managed: lifetime of each CA it makes (default 365d)")
+    serve.add_argument("--cert-validity", type=_duration, default="90d", metavar="DURATION",
+                       help="self-managed: lifetime of each serving certificate (default 90d)")
     serve.add_argument("--renew-fraction", type=float, default=2 / 3, metavar="F",
                        help="renew each certificate at this fraction of its lifetime")
     serve.add_argument("--ca-overlap", type=_duration, default="10m", metavar="DURATION",
                        help="how long a new CA sits in the caBundle before it signs")
-    serve.add_argument("--certificate-check-interval", type=float, default=60.0, metavar="SECONDS")
-    serve.add_argument("--workers", type=int, default=1, metavar="N")
-    serve.add_argument("--keepalive", type=int, default=75, metavar="SECONDS")
+    serve.add_argument("--certificate-check-interval", type=float, default=60.0, metavar="SECONDS",
+                       help="how often the certificates are checked for renewal or a new file")
+    serve.add_argument("--workers", type=int, default=1, metavar="N",
+                       help="gunicorn worker processes (each behaves like a replica)")
+    serve.add_argument("--keepalive", type=int, default=75, metavar="SECONDS",
+                       help="how long an idle keep-alive connection stays open")
     serve.add_argument("--request-deadline", type=float, metavar="SECONDS",
                        help="a client must send a whole request (TLS handshake, headers, body) "
                             "within this long, or get a 408 (default: half the bundle's "

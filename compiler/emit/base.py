@@ -13,8 +13,12 @@ WORKLOADS: Final = "workloads"
 SCHEDULES: Final = "schedules"
 """Schedule objects in tenant namespaces (compiled exchange calendars): last, so a tenant
 namespace that does not exist yet fails this layer alone."""
-LAYERS: Final = (CRDS, RBAC, ADMISSION, WORKLOADS, SCHEDULES)
-SYNC_WAVES: Final = {CRDS: "0", RBAC: "1", ADMISSION: "2", WORKLOADS: "3", SCHEDULES: "4"}
+MONITORING: Final = "monitoring"
+"""ServiceMonitors and the PrometheusRule (Platform.spec.monitoring): after everything else, as
+they only observe it, and so a cluster without the Prometheus Operator fails this layer alone."""
+LAYERS: Final = (CRDS, RBAC, ADMISSION, WORKLOADS, SCHEDULES, MONITORING)
+SYNC_WAVES: Final = {CRDS: "0", RBAC: "1", ADMISSION: "2", WORKLOADS: "3", SCHEDULES: "4",
+                     MONITORING: "5"}
 
 PART_OF: Final = "fivespot"
 MANAGED_BY: Final = "fivespot-compiler"

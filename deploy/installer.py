@@ -1,0 +1,255 @@
+"""The shell of `fivespot install` / `uninstall`: apply, wait and delete through the API server.
+
+Every object is sent with server-side apply (`fivespot` field manager, `force` so a hand edit of
+a compiled field is put back, as a GitOps sync would), so a second run changes nothing and the
+fields another manager owns (the webhook's injected caBundle) are left alone. `--dry-run` sends
+the same requests with `dryRun=All`: the API server validates and defaults each object as it
+would, and nothing is stored. Each wave must be healthy (`health.judge`) before the next is sent;
+an object that is refused or does not become healthy in time stops the install, named.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from controllers.runtime import kube
+from deploy.health import Health, judge
+from deploy.manifests import Manifest, Wave, waves
+
+FIELD_MANAGER: Final = "fivespot"
+APPLY_PATCH: Final = "application/apply-patch+yaml"
+POLL_S: Final = 0.5
+PROGRESS_EVERY_S: Final = 5.0
+WEBHOOK_KINDS: Final = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
+
+
+class InstallError(Exception):
+    """The cluster refused an object, or an object did not become healthy in time."""
+
+
+Report = Callable[[str], None]
+
+
+@dataclass
+class Summary:
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def add(self, action: str) -> None:
+        self.counts[action] = self.counts.get(action, 0) + 1
+
+    def render(self) -> str:
+        return ", ".join(f"{n} {action}" for action, n in sorted(self.counts.items())) or "nothing"
+
+
+_VOLATILE: Final = ("managedFields", "resourceVersion", "generation")
+
+
+def _comparable(obj: dict[str, Any]) -> dict[str, Any]:
+    """The object without what changes without anyone applying anything."""
+    meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in _VOLATILE}
+    return {**{k: v for k, v in obj.items() if k != "status"}, "metadata": meta}
+
+
+class Cluster:
+    """Paths of objects on one API server, from discovery (cached per group/version)."""
+
+    def __init__(self, api: kube.ApiClient) -> None:
+        self.api = api
+        self._resources: dict[str, dict[str, tuple[str, bool]]] = {}
+
+    def resource(self, manifest: Manifest, *, refresh: bool = False) -> tuple[str, bool] | None:
+        """(plural, namespaced) of the manifest's kind in its version, or None if not served."""
+        version = manifest.api_version
+        if refresh or version not in self._resources:
+            base = f"/apis/{version}" if "/" in version else f"/api/{version}"
+            try:
+                listed = kube.request(self.api, "GET", base).get("resources") or []
+            except kube.ApiError as error:
+                if error.not_found:
+                    self._resources.pop(version, None)
+                    return None
+                raise
+            self._resources[version] = {str(r["kind"]): (str(r["name"]), bool(r.get("namespaced")))
+                                        for r in listed if "/" not in str(r.get("name", ""))}
+        return self._resources[version].get(manifest.kind)
+
+    def path(self, manifest: Manifest, plural: str, namespaced: bool) -> str:
+        group, _, version = manifest.api_version.rpartition("/")
+        namespace = manifest.namespace if namespaced else None
+        return kube.resource_path(group, version, plural, namespace, manifest.name)
+
+    def get(self, path: str) -> dict[str, Any] | None:
+        try:
+            return kube.request(self.api, "GET", path)
+        except kube.ApiError as error:
+            if error.not_found:
+                return None
+            raise
+
+
+class Installer:
+    """Install or uninstall one compiled output on one cluster, reporting as it goes."""
+
+    def __init__(self, api: kube.ApiClient, *, dry_run: bool = False,
+                 timeout_s: float = 300.0, report: Report = print,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.cluster = Cluster(api)
+        self.dry_run, self.timeout_s, self.report = dry_run, timeout_s, report
+        self.clock, self.sleep = clock, sleep
+
+    # --- install -------------------------------------------------------------------------------
+
+    def install(self, manifests: list[Manifest]) -> Summary:
+        summary = Summary()
+        crds = {(_crd_group_kind(m)): m.wave for m in manifests if m.kind == "CustomResourceDefinition"}
+        namespaces = {m.name for m in manifests if m.kind == "Namespace"}
+        for wave in waves(manifests):
+            self.report(f"wave {wave.number} ({', '.join(wave.layers())}): "
+                        f"{len(wave.manifests)} objects")
+            for manifest in wave.manifests:
+                action, note = self._apply(manifest, crds, namespaces)
+                summary.add(action)
+                self.report(f"  {manifest.describe()} {action}" + (f" ({note})" if note else ""))
+            if not self.dry_run:
+                self._wait_healthy(wave)
+        return summary
+
+    def _served(self, manifest: Manifest, crds: dict[tuple[str, str], int]) -> tuple[str, bool] | None:
+        """The manifest's resource, waiting (bounded) for a CRD applied in an earlier wave."""
+        found = self.cluster.resource(manifest)
+        deadline = self.clock() + self.timeout_s
+        while found is None and not self.dry_run and (manifest.group, manifest.kind) in crds \
+                and self.clock() < deadline:
+            self.sleep(POLL_S)
+            found = self.cluster.resource(manifest, refresh=True)
+        return found
+
+    def _apply(self, manifest: Manifest, crds: dict[tuple[str, str], int],
+               namespaces: set[str]) -> tuple[str, str]:
+        """What applying did (or, in a dry run, would do), and a note when it is not certain."""
+        resource = self._served(manifest, crds)
+        if resource is None:
+            if self.dry_run and (manifest.group, manifest.kind) in crds:
+                return "would be created", "its CRD is applied first; not validated"
+            raise InstallError(f"{manifest.source}: {manifest.describe()}: the cluster does not "
+                               f"serve {manifest.kind} in {manifest.api_version}; install the CRD "
+                               "that defines it first")
+        path = self.cluster.path(manifest, *resource)
+        before = self.cluster.get(path)
+        query: dict[str, Any] = {"fieldManager": FIELD_MANAGER, "force": "true"}
+        if self.dry_run:
+            query["dryRun"] = "All"
+        try:
+            after = kube.request(self.cluster.api, "PATCH", path, query=query,
+                                 body=json.dumps(manifest.obj), content_type=APPLY_PATCH)
+        except kube.ApiError as error:
+            if self.dry_run and error.not_found and manifest.namespace in namespaces:
+                return "would be created", f"namespace {manifest.namespace} is created first; not validated"
+            raise InstallError(f"{manifest.source}: {manifest.describe()}: the API server "
+                               f"refused it: {error.message}") from None
+        return _action(before, after, self.dry_run), ""
+
+    def _wait_healthy(self, wave: Wave) -> None:
+        deadline = self.clock() + self.timeout_s
+        next_report = self.clock() + PROGRESS_EVERY_S
+        pending = list(wave.manifests)
+        while pending:
+            verdicts = [(m, self._health(m)) for m in pending]
+            pending = [m for m, health in verdicts if not health.ready]
+            if not pending:
+                break
+            now = self.clock()
+            waiting = [(m, h) for m, h in verdicts if not h.ready]
+            if now >= deadline:
+                manifest, health = waiting[0]
+                raise InstallError(
+                    f"{manifest.source}: {manifest.describe()} is not ready after "
+                    f"{self.timeout_s:.0f}s: {health.detail}" + _hint(manifest))
+            if now >= next_report:
+                for manifest, health in waiting:
+                    self.report(f"  waiting for {manifest.describe()}: {health.detail}")
+                next_report = now + PROGRESS_EVERY_S
+            self.sleep(POLL_S)
+        if any(_needs_wait(m) for m in wave.manifests):
+            self.report(f"  wave {wave.number} ready")
+
+    def _health(self, manifest: Manifest) -> Health:
+        if not _needs_wait(manifest):
+            return Health(True, "")
+        resource = self.cluster.resource(manifest)
+        live = self.cluster.get(self.cluster.path(manifest, *resource)) if resource else None
+        return judge(live) if live is not None else Health(False, "not found")
+
+    # --- uninstall -----------------------------------------------------------------------------
+
+    def uninstall(self, manifests: list[Manifest], *, delete_crds: bool) -> Summary:
+        summary = Summary()
+        crd_kinds = {_crd_group_kind(m) for m in manifests if m.kind == "CustomResourceDefinition"}
+        for manifest in uninstall_order(manifests):
+            custom = (manifest.group, manifest.kind) in crd_kinds
+            if not delete_crds and (manifest.kind == "CustomResourceDefinition" or custom):
+                summary.add("kept")
+                continue
+            action = self._delete(manifest)
+            summary.add(action)
+            self.report(f"  {manifest.describe()} {action}")
+        if not delete_crds and crd_kinds:
+            self.report(f"kept {len(crd_kinds)} CRDs and every object of their kinds "
+                        "(--delete-crds deletes them, and with them every such object in the cluster)")
+        return summary
+
+    def _delete(self, manifest: Manifest) -> str:
+        resource = self.cluster.resource(manifest)
+        if resource is None:
+            return "absent"
+        path = self.cluster.path(manifest, *resource)
+        query: dict[str, Any] = {"propagationPolicy": "Background"}
+        if self.dry_run:
+            query["dryRun"] = "All"
+        try:
+            kube.request(self.cluster.api, "DELETE", path, query=query)
+        except kube.ApiError as error:
+            if error.not_found:
+                return "absent"
+            raise InstallError(f"{manifest.describe()}: the API server refused the deletion: "
+                               f"{error.message}") from None
+        return "would be deleted" if self.dry_run else "deleted"
+
+
+def uninstall_order(manifests: list[Manifest]) -> list[Manifest]:
+    """Webhook configurations first (so no write is refused by a webhook that is going away),
+    then the waves in reverse, each in reverse apply order."""
+    ordered = [m for wave in reversed(waves(manifests)) for m in reversed(wave.manifests)]
+    return ([m for m in ordered if m.kind in WEBHOOK_KINDS]
+            + [m for m in ordered if m.kind not in WEBHOOK_KINDS])
+
+
+def _crd_group_kind(manifest: Manifest) -> tuple[str, str]:
+    spec = manifest.obj.get("spec") or {}
+    return str(spec.get("group", "")), str((spec.get("names") or {}).get("kind", ""))
+
+
+def _needs_wait(manifest: Manifest) -> bool:
+    return manifest.kind in ("CustomResourceDefinition", "Deployment", "Namespace")
+
+
+def _action(before: dict[str, Any] | None, after: dict[str, Any], dry_run: bool) -> str:
+    """created / configured / unchanged, from the object before and after the apply. Status
+    is not compared: a controller may move it between two runs without anything applied."""
+    if before is None:
+        return "would be created" if dry_run else "created"
+    if _comparable(before) == _comparable(after):
+        return "unchanged"
+    return "would be configured" if dry_run else "configured"
+
+
+def _hint(manifest: Manifest) -> str:
+    if manifest.kind == "Deployment":
+        return (f" (see `kubectl -n {manifest.namespace} describe deployment {manifest.name}` and "
+                f"its pods' events: is the image pullable by the nodes?)")
+    return ""

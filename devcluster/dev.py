@@ -1,0 +1,352 @@
+"""`fivespot dev CONFIG_DIR`: any config repo, running on the project's own local control plane.
+
+What it does, in order: start a local control plane (kube-apiserver + etcd, as the tests do);
+compile CONFIG_DIR; create the tenant namespaces the config names; `fivespot install` the output
+without what only a real cluster can run (the Deployments and the webhook configuration);
+start every compiled component as a local process, with the arguments its Deployment gives it
+and the token of its compiled ServiceAccount (so the compiled RBAC decides what it may do); then
+point the webhook configuration at the local webhook by URL (`clientConfig.url`, a local CA) and
+apply it. It prints how to point kubectl at the cluster and, while it runs, every change of a
+ScheduledCapacity's phase and written value. Ctrl-C (or SIGTERM) stops the components, then the
+control plane: nothing it started outlives it (each child also dies with it, PR_SET_PDEATHSIG).
+
+The components are the compiled Deployments, read from the output, not a list kept here: a new
+component or argument in the compiler is run by `dev` without a change to this file.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import datetime
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from controllers.runtime import kube
+from deploy.installer import Installer
+from deploy.manifests import Manifest, load
+
+BUNDLE_FLAG: Final = "--bundle"
+WEBHOOK_KINDS: Final = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
+READY_TIMEOUT_S: Final = 60.0
+
+
+def _die_with_parent() -> None:
+    from devcluster.controlplane import _die_with_parent as tie
+
+    tie()
+
+
+class ComponentExited(Exception):
+    """A component process stopped (or never came up) while dev ran; the message has its log."""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class Component:
+    """A compiled Deployment, as a local process runs it."""
+
+    name: str
+    namespace: str
+    service_account: str
+    args: tuple[str, ...]
+    serves_admission: bool
+
+
+def components(manifests: Sequence[Manifest]) -> list[Component]:
+    found = []
+    for manifest in manifests:
+        if manifest.kind != "Deployment":
+            continue
+        pod = manifest.obj["spec"]["template"]["spec"]
+        (container,) = pod["containers"]
+        args = tuple(container.get("args") or ())
+        found.append(Component(manifest.name, manifest.namespace or "default",
+                               pod["serviceAccountName"], args,
+                               serves_admission=args[:2] == ("webhook", "serve")))
+    return sorted(found, key=lambda c: c.name)
+
+
+def local_args(component: Component, bundle: Path, kubeconfig: Path, *, webhook_port: int,
+               tls: tuple[Path, Path] | None, metrics_port: int) -> list[str]:
+    """The Deployment's arguments for a local process: the bundle file of the output, the
+    component's own kubeconfig, free ports; the webhook serves the files of a local CA."""
+    args = list(component.args)
+    if BUNDLE_FLAG in args:
+        args[args.index(BUNDLE_FLAG) + 1] = str(bundle)
+    for flag in ("--cert-dir",):
+        if flag in args:
+            del args[args.index(flag):args.index(flag) + 2]
+    if component.serves_admission:
+        if "--port" in args:
+            args[args.index("--port") + 1] = str(webhook_port)
+        assert tls is not None
+        args += ["--bind", "127.0.0.1", "--certificate-mode", "files",
+                 "--tls-cert", str(tls[0]), "--tls-key", str(tls[1])]
+    return [*args, "--kubeconfig", str(kubeconfig), "--metrics-port", str(metrics_port)]
+
+
+def local_webhook_configuration(manifest: Manifest, port: int, ca_pem: bytes) -> Manifest:
+    """The compiled webhook configuration, calling the local webhook by URL."""
+    obj = copy.deepcopy(manifest.obj)
+    for hook in obj.get("webhooks") or []:
+        service = hook["clientConfig"].get("service") or {}
+        hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{service.get('path', '/')}",
+                                "caBundle": base64.b64encode(ca_pem).decode()}
+    annotations = obj["metadata"].get("annotations") or {}
+    annotations.pop("cert-manager.io/inject-ca-from", None)
+    return Manifest(obj, manifest.source, manifest.wave)
+
+
+def tenant_namespaces(manifests: Sequence[Manifest], install_namespace: str) -> list[str]:
+    """Namespaces the output writes into or grants to tenants, other than fivespot's own."""
+    found = {m.namespace for m in manifests if m.namespace and m.namespace != install_namespace}
+    for manifest in manifests:
+        if manifest.kind == "ValidatingAdmissionPolicyBinding":
+            selector = ((manifest.obj["spec"].get("matchResources") or {})
+                        .get("namespaceSelector") or {})
+            for expression in selector.get("matchExpressions") or []:
+                if expression.get("key") == "kubernetes.io/metadata.name":
+                    found.update(expression.get("values") or [])
+    found.discard(None)
+    return sorted(n for n in found if isinstance(n, str))
+
+
+@dataclass
+class DevSession:
+    """One `fivespot dev` run: its control plane, its output, its processes."""
+
+    config_dir: Path
+    state_dir: Path
+    crds: Sequence[Path] = ()
+    report: Callable[[str], None] = print
+    processes: list[tuple[str, subprocess.Popen[bytes]]] = field(default_factory=list)
+    metrics_ports: dict[str, int] = field(default_factory=dict)
+    """Each component's /metrics (and, for controllers, /healthz and /readyz) port."""
+    plane: Any = None
+    api: Any = None
+    kubeconfig: Path | None = None
+
+    def start(self) -> None:
+        from compiler.output import write_tree
+        from compiler.pipeline import compile_repo
+        from devcluster.build import ensure_binaries
+        from devcluster.controlplane import ControlPlane
+
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        out = self.state_dir / "out"
+        self.report(f"compiling {self.config_dir} into {out}")
+        compiled = compile_repo(self.config_dir)
+        write_tree(compiled.files, out)
+        self.report("starting a local control plane (kube-apiserver + etcd)")
+        self.plane = ControlPlane(ensure_binaries(), self.state_dir / "cluster", owned=True)
+        self.plane.start()
+        self.kubeconfig = self.plane.kubeconfig
+        self.api = kube.load_cli_client(self.kubeconfig)
+        manifests = load(out)
+        install_namespace = compiled.repo.namespace
+        self._apply_crds()
+        self._namespaces(tenant_namespaces(manifests, install_namespace))
+        runnable = [m for m in manifests if m.kind != "Deployment" and m.kind not in WEBHOOK_KINDS]
+        self.report("installing the output (its Deployments run as local processes instead)")
+        Installer(self.api, report=self._quiet).install(runnable)
+        port = free_port()
+        tls = self._webhook_certificate()
+        for component in components(manifests):
+            self._start_component(component, out / "bundle.json", port, tls)
+        for manifest in (m for m in manifests if m.kind in WEBHOOK_KINDS):
+            self._wait_listening(port, "the local webhook")
+            local = local_webhook_configuration(manifest, port, tls[2].read_bytes())
+            Installer(self.api, report=self._quiet).install([local])
+            self.report(f"webhook configuration {manifest.name} calls https://127.0.0.1:{port}")
+
+    def _quiet(self, line: str) -> None:
+        if line.startswith("wave"):
+            self.report(f"  {line}")
+
+    def _apply_crds(self) -> None:
+        from devcluster.kubectl import apply, kubectl, wait_established
+
+        assert self.kubeconfig is not None
+        for crd in self.crds:
+            apply(self.kubeconfig, crd)
+            name = kubectl(self.kubeconfig, "get", "-f", str(crd), "-o", "name").strip().split("/")[-1]
+            wait_established(self.kubeconfig, [name])
+            self.report(f"applied {crd}")
+
+    def _namespaces(self, names: list[str]) -> None:
+        for name in names:
+            try:
+                kube.request(self.api, "POST", "/api/v1/namespaces", body={"metadata": {"name": name}})
+            except kube.ApiError as error:
+                if not error.conflict:
+                    raise
+        if names:
+            self.report(f"tenant namespaces: {', '.join(names)}")
+
+    def _webhook_certificate(self) -> tuple[Path, Path, Path]:
+        from webhook.tls import issue, new_ca
+
+        now = datetime.datetime.now(datetime.timezone.utc)
+        ca, ca_key = new_ca("fivespot-dev-ca", now)
+        leaf = issue(ca, ca_key, "fivespot-webhook", now, ip_addresses=("127.0.0.1",),
+                     dns_names=("localhost",), server=True)
+        folder = self.state_dir / "tls"
+        folder.mkdir(exist_ok=True)
+        paths = folder / "tls.crt", folder / "tls.key", folder / "ca.crt"
+        paths[0].write_bytes(leaf.cert_pem)
+        paths[1].write_bytes(leaf.key_pem)
+        paths[1].chmod(0o600)
+        paths[2].write_bytes(ca.cert_pem)
+        return paths
+
+    def _start_component(self, component: Component, bundle: Path, port: int,
+                         tls: tuple[Path, Path, Path]) -> None:
+        from devcluster.clients import service_account_kubeconfig
+
+        assert self.kubeconfig is not None
+        identity = service_account_kubeconfig(self.kubeconfig, component.namespace,
+                                              component.service_account,
+                                              self.state_dir / f"{component.name}.kubeconfig")
+        metrics_port = free_port()
+        self.metrics_ports[component.name] = metrics_port
+        argv = [sys.executable, "-m", "compiler.cli",
+                *local_args(component, bundle, identity, webhook_port=port, tls=tls[:2],
+                            metrics_port=metrics_port)]
+        env = {**os.environ, "POD_NAMESPACE": component.namespace,
+               "POD_NAME": f"{component.name}-dev"}
+        log_path = self.state_dir / f"{component.name}.log"
+        log = open(log_path, "ab")
+        try:
+            process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                       stdin=subprocess.DEVNULL, env=env, start_new_session=True,
+                                       preexec_fn=_die_with_parent)
+        finally:
+            log.close()
+        self.processes.append((component.name, process))
+        self.report(f"started {component.name} (pid {process.pid}; log {log_path}; "
+                    f"metrics http://127.0.0.1:{metrics_port}/metrics)")
+
+    def _wait_listening(self, port: int, what: str) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while time.monotonic() < deadline:
+            self.check_processes()
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    return
+            except OSError:
+                time.sleep(0.2)
+        raise ComponentExited(f"{what} did not listen on 127.0.0.1:{port} within {READY_TIMEOUT_S:.0f}s")
+
+    def check_processes(self) -> None:
+        for name, process in self.processes:
+            if process.poll() is not None:
+                log = self.state_dir / f"{name}.log"
+                tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
+                raise ComponentExited(f"{name} exited with {process.returncode}:\n{tail}")
+
+    def stop(self) -> None:
+        for _, process in reversed(self.processes):
+            if process.poll() is None:
+                process.terminate()
+        for _, process in reversed(self.processes):
+            try:
+                process.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(5)
+        if self.api is not None:
+            self.api.close()
+        if self.plane is not None:
+            self.plane.stop()
+
+
+class CapacityWatch:
+    """Prints each change of a ScheduledCapacity's phase or written value, as `dev` runs."""
+
+    def __init__(self, api: Any, report: Callable[[str], None]) -> None:
+        self.api, self.report = api, report
+        self.seen: dict[str, tuple[Any, Any]] = {}
+
+    def poll(self) -> None:
+        try:
+            listed = kube.request(self.api, "GET", "/apis/5spot.finos.org/v1alpha1/scheduledcapacities")
+        except kube.ApiError:
+            return
+        for item in listed.get("items") or []:
+            key = kube.object_key(item)
+            status = item.get("status") or {}
+            now = (status.get("phase"), status.get("writtenValue"))
+            if self.seen.get(key) != now:
+                self.seen[key] = now
+                target = item["spec"]["targetRef"]
+                written = "" if now[1] is None else (
+                    f", {item['spec']['capacity']['path']}={now[1]} written to "
+                    f"{target['kind']} {target['name']}")
+                self.report(f"scheduledcapacity {key}: {now[0] or 'Pending'}{written}")
+
+
+def run(config_dir: Path, state_dir: Path, crds: Sequence[Path]) -> int:
+    """The `fivespot dev` command: until Ctrl-C or SIGTERM."""
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    session = DevSession(config_dir, state_dir.resolve(), crds,
+                         report=lambda line: print(line, flush=True))
+    try:
+        session.start()
+        print(f"\nready. In another terminal:\n  export KUBECONFIG={session.kubeconfig}\n"
+              f"  kubectl get scap,ms,tbss -A\nCtrl-C stops everything.", flush=True)
+        watch = CapacityWatch(session.api, lambda line: print(line, flush=True))
+        while not stop.wait(0.5):
+            session.check_processes()
+            watch.poll()
+    finally:
+        print("stopping", flush=True)
+        session.stop()
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add `fivespot dev` to the `fivespot` command line."""
+    parser = subparsers.add_parser(
+        "dev", help="run a config repo on a local control plane, its components as local processes",
+        description=__doc__, formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
+    parser.add_argument("config_dir", type=Path, metavar="CONFIG_DIR", help="the config repo to run")
+    parser.add_argument("--state-dir", type=Path, default=Path(".fivespot-dev"), metavar="DIR",
+                        help="where the output, the cluster's state, kubeconfigs and logs go "
+                             "(default .fivespot-dev)")
+    parser.add_argument("--crd", type=Path, action="append", default=[], metavar="FILE",
+                        help="a CRD to apply first, e.g. your consumer kind's (repeatable)")
+    parser.set_defaults(handler=_handler)
+
+
+def _handler(args: Any) -> int:
+    """Exit 0 after a clean stop; 2 when the cluster or the install could not be set up; 1 when
+    a component died while running (its log's tail is printed)."""
+    from commandline import exitcodes
+    from deploy.installer import InstallError
+    from devcluster.controlplane import ControlPlaneError
+
+    try:
+        return run(args.config_dir, args.state_dir, args.crd)
+    except (ControlPlaneError, InstallError, kube.ApiError) as error:
+        print(f"fivespot dev: {error}", file=sys.stderr)
+        return exitcodes.BAD_INPUT
+    except ComponentExited as error:
+        print(f"fivespot dev: {error}", file=sys.stderr)
+        return exitcodes.NEGATIVE

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# fivespot on a kind cluster, for users with Docker: create the cluster (unless it exists), load the
+# image `make image` built into its nodes, compile CONFIG_DIR and install it, in wave order.
+#
+#   image/kind.sh CONFIG_DIR            (or: make kind CONFIG=CONFIG_DIR)
+#
+# Environment: KIND_CLUSTER (default fivespot), KIND (the kind binary, default kind), FIVESPOT
+# (default .venv/bin/fivespot, else fivespot on PATH), OUT (default build/kind-out), ARCHIVE
+# (default the docker archive in build/image).
+# The image must be the one the compiled Deployments name: leave Platform.spec.image unset (its
+# default is what `make image` builds) or set it to build/image's reference.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CONFIG_DIR=${1:?usage: image/kind.sh CONFIG_DIR}
+CLUSTER=${KIND_CLUSTER:-fivespot}
+KIND=${KIND:-kind}
+OUT=${OUT:-build/kind-out}
+if [ -z "${FIVESPOT:-}" ]; then
+  if [ -x .venv/bin/fivespot ]; then FIVESPOT=.venv/bin/fivespot; else FIVESPOT=fivespot; fi
+fi
+ARCHIVE=${ARCHIVE:-$(ls build/image/fivespot-*.docker.tar 2>/dev/null | head -1 || true)}
+if [ -z "$ARCHIVE" ]; then
+  echo "no image archive in build/image: run \`make image\` first" >&2
+  exit 2
+fi
+if ! "$KIND" get clusters 2>/dev/null | grep -qx "$CLUSTER"; then
+  "$KIND" create cluster --name "$CLUSTER"
+fi
+"$KIND" load image-archive "$ARCHIVE" --name "$CLUSTER"
+"$FIVESPOT" compile "$CONFIG_DIR" --out "$OUT"
+"$FIVESPOT" install "$OUT" --context "kind-$CLUSTER"

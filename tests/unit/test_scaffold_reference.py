@@ -1,0 +1,181 @@
+"""What a new user starts from works, and what they read cannot drift from the models.
+
+`fivespot init` writes a repo that compiles and passes its fixtures; `fivespot schema` accepts
+every document fivespot accepts and flags what it refuses; docs/reference.md is what the models
+render today, and its cluster examples are admitted by the compiled CRDs and policies.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from compiler.checking import check, run_fixtures
+from compiler.cli import main
+from compiler.output import write_tree
+from compiler.pipeline import compile_repo
+from compiler.reference import CLUSTER_EXAMPLES, render
+from compiler.scaffold import FILES, ScaffoldError, init
+from compiler.schemas import COMBINED, schema_files
+from compiler.spec import DEFAULT_IMAGE, DOCUMENT_KINDS, VERSION
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "agent-sandbox" / "config"
+
+
+def test_init_writes_a_repo_whose_fixtures_all_pass(tmp_path: Path) -> None:
+    repo = tmp_path / "config"
+    written = init(repo)
+    assert set(FILES) <= set(written)
+    results = run_fixtures(repo)
+    assert len(results) >= 4 and all(r.passed for r in results)
+    assert {bool(r.expect["allowed"]) for r in results} == {True, False}
+
+
+def test_init_output_compiles_and_defaults_to_the_image_make_image_builds(tmp_path: Path) -> None:
+    init(tmp_path / "config")
+    compiled = compile_repo(tmp_path / "config")
+    images = {c["image"] for a in compiled.artifacts if a.kind == "Deployment"
+              for c in a.obj["spec"]["template"]["spec"]["containers"]}
+    assert images == {DEFAULT_IMAGE} and DEFAULT_IMAGE.endswith(f":{VERSION}")
+
+
+def test_default_image_is_the_name_image_build_gives(tmp_path: Path) -> None:
+    text = (ROOT / "image" / "build.py").read_text()
+    assert f'IMAGE_NAME: Final = "{DEFAULT_IMAGE.rsplit(":", 1)[0]}"' in text
+
+
+@pytest.mark.parametrize("existing", ["file", "folder-with-a-file"])
+def test_init_refuses_anything_but_a_new_or_empty_folder_and_keeps_what_is_there(
+    tmp_path: Path, existing: str
+) -> None:
+    target = tmp_path / "target"
+    if existing == "file":
+        target.write_text("mine")
+    else:
+        target.mkdir()
+        (target / "notes.txt").write_text("mine")
+    with pytest.raises(ScaffoldError, match="new or empty folder"):
+        init(target)
+    assert main(["init", str(target)]) == 2
+    assert (target.read_text() if existing == "file" else (target / "notes.txt").read_text()) == "mine"
+    if existing != "file":
+        assert [p.name for p in target.iterdir()] == ["notes.txt"]
+
+
+def _documents(folder: Path) -> list[dict[str, object]]:
+    found = []
+    for path in sorted(folder.rglob("*.yaml")):
+        found += [d for d in yaml.safe_load_all(path.read_text()) if d]
+    return found
+
+
+@pytest.mark.parametrize("folder", ["scaffold", "example"])
+def test_the_combined_schema_accepts_every_document_fivespot_accepts(tmp_path: Path, folder: str) -> None:
+    if folder == "scaffold":
+        init(tmp_path / "repo")
+        repo = tmp_path / "repo"
+    else:
+        repo = EXAMPLE
+    schema = json.loads(schema_files()[COMBINED])
+    validator = jsonschema.Draft202012Validator(schema)
+    documents = _documents(repo)
+    assert {d["kind"] for d in documents} == set(DOCUMENT_KINDS)
+    for document in documents:
+        errors = list(validator.iter_errors(document))
+        assert not errors, (document["metadata"], errors[0].message)
+
+
+@pytest.mark.parametrize("change,where", [
+    (lambda d: d["spec"].__setitem__("controllerReplica", 2), "controllerReplica"),
+    (lambda d: d["spec"]["webhook"].__setitem__("certificate", "self-managed"), "certificate"),
+    (lambda d: d["spec"].__setitem__("controllerReplicas", 11), "11"),
+    (lambda d: d.__setitem__("kind", "Platfrom"), "Platfrom"),
+])
+def test_the_schema_flags_what_the_loader_refuses(change: object, where: str) -> None:
+    platform = yaml.safe_load((EXAMPLE / "platform.yaml").read_text())
+    change(platform)  # type: ignore[operator]
+    validator = jsonschema.Draft202012Validator(json.loads(schema_files()[COMBINED]))
+    errors = [str(e.message) + str(list(e.path)) for e in validator.iter_errors(platform)]
+    assert errors and any(where in e for e in errors), errors
+
+
+def test_schema_command_writes_one_schema_per_kind_and_the_combined_one(tmp_path: Path) -> None:
+    assert main(["schema", "--out", str(tmp_path / "schemas")]) == 0
+    names = {p.name for p in (tmp_path / "schemas").iterdir()}
+    assert names == {COMBINED, *(f"{k.lower()}.schema.json" for k in DOCUMENT_KINDS)}
+
+
+def test_the_committed_reference_is_what_the_models_render() -> None:
+    committed = (ROOT / "docs" / "reference.md").read_text()
+    assert committed == render(), "docs/reference.md is stale: run `make reference`"
+
+
+def test_the_reference_documents_every_field_of_every_kind() -> None:
+    text = render()
+    for kind in [*DOCUMENT_KINDS, "ScheduledCapacity", "ManualSchedule", "TimeBasedSpotSchedule",
+                 "CapitalMarketsSchedule", "ScheduledMachine", "TenantCapacityLimit"]:
+        assert f"\n### {kind}\n" in text
+    for field in ("`spec.controllerReplicas`", "`spec.webhook.certificate.mode`",
+                  "`spec.capacityPaths`", "`spec.capacity.activeValue`", "`status.phase`"):
+        assert field in text
+
+
+def test_the_references_cluster_examples_are_admitted_by_the_compiled_output(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    init(repo)
+    providers = repo / "providers.yaml"
+    providers.write_text(providers.read_text().replace(
+        "    - TimeBasedSpotSchedule", "    - TimeBasedSpotSchedule\n    - CapitalMarketsSchedule"))
+    out = tmp_path / "out"
+    write_tree(compile_repo(repo).files, out)
+    objects = tmp_path / "objects.yaml"
+    objects.write_text("---\n".join(CLUSTER_EXAMPLES.values()))
+    results = check([out], [objects])
+    assert len(results) == len(CLUSTER_EXAMPLES)
+    for result in results:
+        assert result.verdict.allowed, (result, result.verdict)
+
+
+def test_the_compiled_readme_is_well_formed_markdown(tmp_path: Path) -> None:
+    """Headings stand alone between blank lines: none glued to a list or table line."""
+    write_tree(compile_repo(EXAMPLE).files, tmp_path / "out")
+    lines = (tmp_path / "out" / "README.md").read_text().split("\n")
+    for i, line in enumerate(lines):
+        assert "###" not in line or line.startswith("#"), f"line {i + 1}: {line[:60]}"
+        if line.startswith("#"):
+            assert i == 0 or lines[i - 1] == "", f"line {i + 1}: no blank line before {line}"
+            assert lines[i + 1] == "", f"line {i + 1}: no blank line after {line}"
+
+
+def test_the_readme_states_the_examples_fixture_count() -> None:
+    import re
+
+    stated = re.search(r"agent-sandbox example carries (\d+) fixtures", (ROOT / "README.md").read_text())
+    assert stated is not None
+    assert int(stated.group(1)) == len(run_fixtures(EXAMPLE))
+
+
+def test_every_flag_of_every_command_has_help() -> None:
+    import argparse
+
+    from compiler.cli import RUNTIME_COMMANDS, build_parser
+
+    missing: set[str] = set()
+
+    def walk(parser: argparse.ArgumentParser, path: str) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    walk(sub, f"{path} {name}")
+            elif not isinstance(action, (argparse._HelpAction, argparse._VersionAction)) \
+                    and not action.help:
+                missing.add(f"{path} {'/'.join(action.option_strings) or action.dest}")
+
+    for command in ["compile", *RUNTIME_COMMANDS]:
+        walk(build_parser([command]), "fivespot")
+    assert not missing, sorted(missing)
