@@ -24,7 +24,8 @@ from compiler.emit.crds import (
     builtin_provider,
 )
 from compiler.scaffold import CONSUMERS, FIXTURES, PLATFORM, PROVIDERS, TENANTS
-from compiler.spec import CONFIG_API_VERSION, DOCUMENT_KINDS, BuiltinProvider
+from api.providers import BuiltinProvider
+from compiler.spec import CONFIG_API_VERSION, DOCUMENT_KINDS
 
 CONFIG_EXAMPLES: Final = {
     "Platform": PLATFORM, "CapacityConsumer": CONSUMERS, "ScheduleProvider": PROVIDERS,

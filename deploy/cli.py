@@ -57,7 +57,7 @@ def register_uninstall(subparsers: Any) -> None:
 
 
 def _prepare(args: argparse.Namespace) -> tuple[Any, Any] | int:
-    from controllers.runtime.kube import ConfigError, load_cli_client
+    from runtime.kube import ConfigError, load_cli_client
     from deploy.manifests import OutputError, load
 
     try:

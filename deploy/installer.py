@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from controllers.runtime import kube
+from runtime import kube
 from deploy.health import Health, judge
 from deploy.manifests import Manifest, Wave, waves
 

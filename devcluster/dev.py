@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from controllers.runtime import kube
+from runtime import kube
 from deploy.installer import Installer
 from deploy.manifests import Manifest, load
 
@@ -224,7 +224,7 @@ class DevSession:
                                               self.state_dir / f"{component.name}.kubeconfig")
         metrics_port = free_port()
         self.metrics_ports[component.name] = metrics_port
-        argv = [sys.executable, "-m", "compiler.cli",
+        argv = [sys.executable, "-m", "fivespot",
                 *local_args(component, bundle, identity, webhook_port=port, tls=tls[:2],
                             metrics_port=metrics_port)]
         env = {**os.environ, "POD_NAMESPACE": component.namespace,

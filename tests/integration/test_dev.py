@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from controllers.runtime import kube
+from runtime import kube
 from devcluster.controlplane import _die_with_parent
 
 CONFIG = {
@@ -122,7 +122,7 @@ def test_dev_runs_another_config_flips_a_manual_schedule_and_ctrl_c_leaves_no_pr
     crd.write_text(yaml.safe_dump(QUEUE_CRD))
     state = tmp_path / "state"
     process = subprocess.Popen(
-        [sys.executable, "-m", "compiler.cli", "dev", str(config), "--state-dir", str(state),
+        [sys.executable, "-m", "fivespot", "dev", str(config), "--state-dir", str(state),
          "--crd", str(crd)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
         preexec_fn=_die_with_parent)

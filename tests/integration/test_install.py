@@ -18,7 +18,7 @@ import pytest
 from compiler.output import write_tree
 from compiler.pipeline import compile_repo
 from compiler.scaffold import init
-from controllers.runtime import kube
+from runtime import kube
 from devcluster.controlplane import ControlPlane
 from tests.integration.conftest import own_control_plane
 from tests.integration.kubelet import LocalKubelet
@@ -64,7 +64,7 @@ def out(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def fivespot(*args: str, timeout_s: float = 420) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "compiler.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "fivespot", *args], capture_output=True,
                           text=True, timeout=timeout_s)
 
 

@@ -29,7 +29,7 @@ def kubeconfig() -> Iterator[Path]:
 
 
 def fivespot(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "compiler.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "fivespot", *args], capture_output=True,
                           text=True, timeout=300)
 
 

@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from compiler.emit.monitoring import FIXED_ALERTS
 from compiler.scaffold import init
-from controllers.runtime import kube
+from runtime import kube
 from devcluster.dev import DevSession
 
 CRDS = Path(__file__).parent / "testdata" / "prometheus-operator-crds"

@@ -14,8 +14,8 @@ import jsonschema
 import pytest
 import yaml
 
-from compiler.checking import check, run_fixtures
-from compiler.cli import main
+from compiler.offline_check import check, run_fixtures
+from fivespot.cli import main
 from compiler.output import write_tree
 from compiler.pipeline import compile_repo
 from compiler.reference import CLUSTER_EXAMPLES, render
@@ -163,7 +163,7 @@ def test_the_readme_states_the_examples_fixture_count() -> None:
 def test_every_flag_of_every_command_has_help() -> None:
     import argparse
 
-    from compiler.cli import RUNTIME_COMMANDS, build_parser
+    from fivespot.cli import RUNTIME_COMMANDS, build_parser
 
     missing: set[str] = set()
 
