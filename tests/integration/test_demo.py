@@ -1,0 +1,23 @@
+"""`make demo` runs: the agent-sandbox example through `fivespot dev`, a whole handback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from devcluster.controlplane import _die_with_parent
+
+
+def test_make_demo_walks_a_scheduled_capacity_through_a_whole_handback() -> None:
+    done = subprocess.run([sys.executable, "-m", "devcluster.demo"], capture_output=True, text=True,
+                          timeout=300, preexec_fn=_die_with_parent)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    out = done.stdout
+    assert "still waiting" not in out, out
+    steps = ["the window opens", "the window closes", "the consumer drains", "reopening works"]
+    order = [out.index(step) for step in steps]
+    assert order == sorted(order)
+    closes, drains, reopens = order[1], order[2], order[3]
+    assert "HandingBack" in out[closes:drains] and "Inactive" in out[drains:reopens]
+    assert "Active" in out[reopens:]
+    assert "spec.warmReplicas=10" in out and "spec.warmReplicas=0" in out
