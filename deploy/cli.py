@@ -11,7 +11,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from commandline import exitcodes
 
@@ -56,9 +56,12 @@ def register_uninstall(subparsers: Any) -> None:
     parser.set_defaults(handler=_uninstall)
 
 
-def _prepare(args: argparse.Namespace) -> tuple[Any, Any] | int:
-    from runtime.kube import ConfigError, load_cli_client
+def _run(args: argparse.Namespace, act: Callable[[Any, Any], str], **options: Any) -> int:
+    """Load OUT_DIR and the client (exit 2 if either fails), run `act(installer, manifests)`
+    (exit 1 on a refusal or a timeout) and print the line it returns."""
+    from deploy.installer import Installer, InstallError
     from deploy.manifests import OutputError, load
+    from runtime.kube import ConfigError, load_cli_client
 
     try:
         manifests = load(args.out_dir)
@@ -66,46 +69,33 @@ def _prepare(args: argparse.Namespace) -> tuple[Any, Any] | int:
     except (OutputError, ConfigError) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    return manifests, api
+    installer = Installer(api, dry_run=args.dry_run, report=lambda line: print(line, flush=True),
+                          **options)
+    try:
+        print(act(installer, manifests))
+    except InstallError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_FAILED
+    finally:
+        api.close()
+    return EXIT_OK
 
 
 def _install(args: argparse.Namespace) -> int:
-    from deploy.installer import Installer, InstallError
-
-    prepared = _prepare(args)
-    if isinstance(prepared, int):
-        return prepared
-    manifests, api = prepared
     started = time.monotonic()
-    installer = Installer(api, dry_run=args.dry_run, timeout_s=args.timeout,
-                          report=lambda line: print(line, flush=True))
-    try:
+
+    def act(installer: Any, manifests: Any) -> str:
         summary = installer.install(manifests)
-    except InstallError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return EXIT_FAILED
-    finally:
-        api.close()
-    verb = "checked (dry run, nothing stored)" if args.dry_run else "installed"
-    print(f"{verb} {len(manifests)} objects from {args.out_dir} in "
-          f"{time.monotonic() - started:.1f}s: {summary.render()}")
-    return EXIT_OK
+        verb = "checked (dry run, nothing stored)" if args.dry_run else "installed"
+        return (f"{verb} {len(manifests)} objects from {args.out_dir} in "
+                f"{time.monotonic() - started:.1f}s: {summary.render()}")
+
+    return _run(args, act, timeout_s=args.timeout)
 
 
 def _uninstall(args: argparse.Namespace) -> int:
-    from deploy.installer import Installer, InstallError
-
-    prepared = _prepare(args)
-    if isinstance(prepared, int):
-        return prepared
-    manifests, api = prepared
-    installer = Installer(api, dry_run=args.dry_run, report=lambda line: print(line, flush=True))
-    try:
+    def act(installer: Any, manifests: Any) -> str:
         summary = installer.uninstall(manifests, delete_crds=args.delete_crds)
-    except InstallError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return EXIT_FAILED
-    finally:
-        api.close()
-    print(f"uninstalled {args.out_dir}{' (dry run)' if args.dry_run else ''}: {summary.render()}")
-    return EXIT_OK
+        return f"uninstalled {args.out_dir}{' (dry run)' if args.dry_run else ''}: {summary.render()}"
+
+    return _run(args, act)

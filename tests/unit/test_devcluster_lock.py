@@ -13,14 +13,20 @@ import pytest
 from devcluster.build import binaries_dir, ensure_binaries
 
 
-def test_a_build_waiting_on_another_builds_lock_says_so_then_continues(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _built_already(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A cache whose binaries exist, so only the lock can be in the way; its folder."""
     monkeypatch.setenv("FIVESPOT_CACHE_DIR", str(tmp_path))
     folder = binaries_dir()
     folder.mkdir(parents=True)
     for name in ("kube-apiserver", "kube-controller-manager", "etcd"):
-        (folder / name).write_text("")  # built already: only the lock is in the way
+        (folder / name).write_text("")
+    return folder
+
+
+def test_a_build_waiting_on_another_builds_lock_says_so_then_continues(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = _built_already(tmp_path, monkeypatch)
     out = io.StringIO()
     with open(folder / ".lock", "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
@@ -40,11 +46,7 @@ def test_a_build_waiting_on_another_builds_lock_says_so_then_continues(
 def test_a_build_with_the_lock_free_says_nothing_about_waiting(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("FIVESPOT_CACHE_DIR", str(tmp_path))
-    folder = binaries_dir()
-    folder.mkdir(parents=True)
-    for name in ("kube-apiserver", "kube-controller-manager", "etcd"):
-        (folder / name).write_text("")
+    _built_already(tmp_path, monkeypatch)
     out = io.StringIO()
     ensure_binaries(out)
     assert out.getvalue() == ""
