@@ -10,7 +10,6 @@ start reaps anything whose owner has died anyway.
 from __future__ import annotations
 
 import base64
-import ctypes
 import datetime
 import json
 import os
@@ -31,6 +30,7 @@ import yaml
 
 from devcluster.build import Binaries, cache_root
 from devcluster.certs import ControlPlaneCerts, write_control_plane_certs
+from runtime.processes import die_with_parent
 
 START_ATTEMPTS = 3
 READY_TIMEOUT_S = 90.0
@@ -134,17 +134,6 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    prctl = libc.prctl
-    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong]
-    prctl.restype = ctypes.c_int
-    prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
 class ControlPlane:
     """An etcd + kube-apiserver pair; `start()` returns once `/readyz` is ok and `default` exists.
 
@@ -243,7 +232,7 @@ class ControlPlane:
         log = open(self.state_dir / f"{name}.log", "ab")
         process = subprocess.Popen(
             argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True, preexec_fn=_die_with_parent if self.owned else None,
+            start_new_session=True, preexec_fn=die_with_parent if self.owned else None,
         )
         log.close()
         self.processes.append((name, process))

@@ -24,7 +24,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -32,18 +31,13 @@ from pathlib import Path
 from typing import Any, Final
 
 from runtime import kube
+from runtime.processes import die_with_parent
 from deploy.installer import Installer
 from deploy.manifests import Manifest, load
 
 BUNDLE_FLAG: Final = "--bundle"
 WEBHOOK_KINDS: Final = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
 READY_TIMEOUT_S: Final = 60.0
-
-
-def _die_with_parent() -> None:
-    from devcluster.controlplane import _die_with_parent as tie
-
-    tie()
 
 
 class ComponentExited(Exception):
@@ -234,7 +228,7 @@ class DevSession:
         try:
             process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                                        stdin=subprocess.DEVNULL, env=env, start_new_session=True,
-                                       preexec_fn=_die_with_parent)
+                                       preexec_fn=die_with_parent)
         finally:
             log.close()
         self.processes.append((component.name, process))
@@ -267,8 +261,13 @@ class DevSession:
             try:
                 process.wait(15)
             except subprocess.TimeoutExpired:
+                pass
+            try:  # the component's own children too (its group: each started a session)
                 os.killpg(process.pid, signal.SIGKILL)
-                process.wait(5)
+            except ProcessLookupError:
+                pass
+            process.wait(5)
+        self.processes.clear()
         if self.api is not None:
             self.api.close()
         if self.plane is not None:
@@ -300,24 +299,39 @@ class CapacityWatch:
                 self.report(f"scheduledcapacity {key}: {now[0] or 'Pending'}{written}")
 
 
+class Stopped(Exception):
+    """Ctrl-C or SIGTERM: stop what was started, whatever `dev` was doing."""
+
+
+def _stop_now(signum: int, frame: Any) -> None:
+    raise Stopped(signal.Signals(signum).name)
+
+
 def run(config_dir: Path, state_dir: Path, crds: Sequence[Path]) -> int:
-    """The `fivespot dev` command: until Ctrl-C or SIGTERM."""
-    stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
+    """The `fivespot dev` command: until Ctrl-C or SIGTERM, which may come at any point, also
+    while the cluster is still starting."""
+    previous = {s: signal.signal(s, _stop_now) for s in (signal.SIGINT, signal.SIGTERM)}
     session = DevSession(config_dir, state_dir.resolve(), crds,
                          report=lambda line: print(line, flush=True))
     try:
-        session.start()
-        print(f"\nready. In another terminal:\n  export KUBECONFIG={session.kubeconfig}\n"
-              f"  kubectl get scap,ms,tbss -A\nCtrl-C stops everything.", flush=True)
-        watch = CapacityWatch(session.api, lambda line: print(line, flush=True))
-        while not stop.wait(0.5):
-            session.check_processes()
-            watch.poll()
+        try:
+            session.start()
+            print(f"\nready. In another terminal:\n  export KUBECONFIG={session.kubeconfig}\n"
+                  f"  kubectl get scap,ms,tbss -A\nCtrl-C stops everything.", flush=True)
+            watch = CapacityWatch(session.api, lambda line: print(line, flush=True))
+            while True:
+                time.sleep(0.5)
+                session.check_processes()
+                watch.poll()
+        except Stopped:
+            pass
     finally:
+        for signum in previous:  # a second Ctrl-C must not cut the stop short
+            signal.signal(signum, signal.SIG_IGN)
         print("stopping", flush=True)
         session.stop()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     return 0
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import IO, Final
 
 from api.identities import CAPACITY_CONTROLLER
+from runtime.processes import die_with_parent
 
 ROOT: Final = Path(__file__).resolve().parents[1]
 EXAMPLE: Final = ROOT / "examples" / "agent-sandbox"
@@ -112,7 +113,7 @@ def start_controller(
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     try:
         return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=env,
-                                start_new_session=True)
+                                start_new_session=True, preexec_fn=die_with_parent)
     finally:
         log.close()
 

@@ -41,6 +41,7 @@ from gunicorn.app.base import BaseApplication
 from api.identities import WEBHOOK, WEBHOOK_CONFIGURATION, WEBHOOK_TLS_SECRET
 from runtime.informer import Informer
 from runtime.kube import ApiClient, ApiError, load_client
+from runtime.processes import die_with_parent
 from webhook.app import Runtime, create_app, utcnow
 from webhook.bundle import WebhookBundle, load_bundle
 from webhook.caches import MachinesByNamespace, NamespaceObjects, machine_informer, namespace_informer
@@ -259,6 +260,7 @@ class GunicornApplication(BaseApplication):  # type: ignore[misc]
             "proc_name": "fivespot-webhook",
             "preload_app": False,
             "control_socket_disable": True,  # a shared ~/.gunicorn path; nothing uses it
+            "post_fork": _end_with_master,
         }
         for key, value in settings.items():
             self.cfg.set(key, value)
@@ -271,6 +273,12 @@ class GunicornApplication(BaseApplication):  # type: ignore[misc]
         gc.collect()
         gc.freeze()
         return app
+
+
+def _end_with_master(server: Any, worker: Any) -> None:
+    """A worker ends with its master: uvicorn's workers, unlike gunicorn's own, never check
+    whether the master still lives, so a master killed outright would leave them serving."""
+    die_with_parent()
 
 
 _METRICS: Metrics | None = None

@@ -20,9 +20,43 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from devcluster.build import cached_binaries, ensure_binaries
+from devcluster.build import cache_root, cached_binaries, ensure_binaries
 from devcluster.clients import admin_client, client_as_service_account
 from devcluster.controlplane import ControlPlane
+from tests.integration import leaks
+
+
+def _snapshot() -> set[tuple[int, int]]:
+    return {(p.pid, p.start) for p in leaks.descendants(os.getpid())}
+
+
+def _fail_on(survivors: list[leaks.Proc], where: str) -> None:
+    if survivors:
+        leaks.kill(survivors)
+        pytest.fail(f"{len(survivors)} process(es) started {where} outlived it:\n"
+                    + "\n".join(f"  {proc}" for proc in survivors), pytrace=False)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_process_outlives_the_run() -> Iterator[None]:
+    """Nothing the integration tests start (control planes included) survives the run. Set up
+    before, so torn down after, every other session fixture."""
+    leaks.become_subreaper()
+    before = _snapshot()
+    yield
+    _fail_on(leaks.survivors(before), "by the integration tests")
+    leaks.reap_zombies(before)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_process_outlives_its_module(no_process_outlives_the_run: None) -> Iterator[None]:
+    """Nothing a test module starts survives its module, except the session's control plane
+    (whose binaries live in the cache; the session check above covers it)."""
+    before = _snapshot()
+    yield
+    shared = (str(cache_root() / "controlplane"),)
+    _fail_on(leaks.survivors(before, ignore=shared), "by this module")
+    leaks.reap_zombies(before, ignore=shared)
 
 
 @contextmanager

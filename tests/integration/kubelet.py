@@ -83,13 +83,19 @@ class LocalKubelet:
         self._thread.start()
 
     def stop(self) -> None:
+        """Stop every pod (SIGTERM, grace, SIGKILL) from the node's own thread, which started
+        them: were the thread to end first, its pods would be killed outright (see
+        `SandboxedProcess`)."""
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(30)
-        for pod in list(self.pods.values()):
+            self._thread.join(60)
+        self._stop_pods()
+
+    def _stop_pods(self) -> None:
+        for key in list(self.pods):
+            pod = self.pods.pop(key)
             pod.process.stop()
             remove(pod.scratch)
-        self.pods.clear()
 
     def _register_node(self) -> None:
         node = {"apiVersion": "v1", "kind": "Node",
@@ -110,12 +116,15 @@ class LocalKubelet:
     # --- the loop ----------------------------------------------------------------------------
 
     def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self._sync()
-            except Exception as error:  # noqa: BLE001 - keep the node alive; the test reads errors
-                self.errors.append(f"{type(error).__name__}: {error}")
-            self._stop.wait(POLL_S)
+        try:
+            while not self._stop.is_set():
+                try:
+                    self._sync()
+                except Exception as error:  # noqa: BLE001 - keep the node alive; the test reads errors
+                    self.errors.append(f"{type(error).__name__}: {error}")
+                self._stop.wait(POLL_S)
+        finally:
+            self._stop_pods()
 
     def _sync(self) -> None:
         listed = kube.request(self.api, "GET", "/api/v1/pods").get("items") or []

@@ -38,7 +38,7 @@ from typing import Any
 from kubernetes import client
 
 from devcluster.clients import service_account_token
-from devcluster.controlplane import _die_with_parent
+from runtime.processes import die_with_parent
 
 SA_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
 
@@ -230,9 +230,11 @@ class PodNetwork:
 
 # The launcher runs as PID 1 of the new namespaces, as root, then becomes the container process.
 LAUNCHER = textwrap.dedent('''
-    import ctypes, json, os, subprocess, sys, time
+    import ctypes, json, os, select, subprocess, sys, time
     spec = json.loads(sys.argv[1])
     root = spec["root"]
+    lifeline = spec["lifeline"]
+    os.close(lifeline["write"])  # now only the runtime (unshare) holds it open
 
     def mount(*args):
         subprocess.run(["mount", *args], check=True)
@@ -282,12 +284,27 @@ LAUNCHER = textwrap.dedent('''
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
         raise OSError(ctypes.get_errno(), "PR_SET_NO_NEW_PRIVS")
+    # The change of user cleared the death signal unshare --kill-child set: set it again, so the
+    # container (and, as PID 1, its whole namespace) ends with the runtime, then make sure the
+    # runtime did not die before that (its end of the lifeline is then closed).
+    if libc.prctl(1, 9, 0, 0, 0) != 0:  # PR_SET_PDEATHSIG, SIGKILL
+        raise OSError(ctypes.get_errno(), "PR_SET_PDEATHSIG")
+    if select.select([lifeline["read"]], [], [], 0)[0]:
+        raise SystemExit("the runtime ended while the container started")
+    os.close(lifeline["read"])
     os.execve(spec["argv"][0], spec["argv"], spec["env"])
 ''')
 
 
 class SandboxedProcess:
-    """A running container process; `stop()` sends SIGTERM (as the kubelet does), then SIGKILL."""
+    """A running container process; `stop()` sends SIGTERM (as the kubelet does), then SIGKILL.
+
+    It never outlives the thread that started it: unshare dies with that thread
+    (PR_SET_PDEATHSIG, whose "parent" is the creating thread), the container with unshare (the
+    launcher sets the death signal again after its change of user, which clears it), and every
+    process of the container with the container, PID 1 of its namespace. A caller that wants the
+    graceful SIGTERM must `stop()` from that same thread before the thread ends.
+    """
 
     def __init__(self, rootfs: Path, spec: ProcessSpec, log: Path,
                  network: PodNetwork | None = None) -> None:
@@ -301,12 +318,18 @@ class SandboxedProcess:
         self.log = log
         stream = log.open("ab")
         namespaces = ["--mount", "--pid"] + (["--net"] if network else [])
-        self.process = subprocess.Popen(
-            ["unshare", *namespaces, "--fork", "--kill-child",
-             sys.executable, "-I", "-c", LAUNCHER, json.dumps(payload)],
-            stdout=stream, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True, preexec_fn=_die_with_parent)
-        stream.close()
+        read, write = os.pipe()
+        payload["lifeline"] = {"read": read, "write": write}
+        try:
+            self.process = subprocess.Popen(
+                ["unshare", *namespaces, "--fork", "--kill-child",
+                 sys.executable, "-I", "-c", LAUNCHER, json.dumps(payload)],
+                stdout=stream, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True, preexec_fn=die_with_parent, pass_fds=(read, write))
+        finally:
+            stream.close()
+            os.close(read)
+            os.close(write)
         if network is not None:
             self._connect(network)
 
@@ -350,6 +373,10 @@ class SandboxedProcess:
         if self.alive():
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(5)
+        try:  # whatever is left of the group once unshare has gone (nothing, normally)
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         return self.process.returncode
 
 

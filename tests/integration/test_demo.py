@@ -5,12 +5,12 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from devcluster.controlplane import _die_with_parent
+from runtime.processes import die_with_parent
 
 
 def test_make_demo_walks_a_scheduled_capacity_through_a_whole_handback() -> None:
     done = subprocess.run([sys.executable, "-m", "devcluster.demo"], capture_output=True, text=True,
-                          timeout=300, preexec_fn=_die_with_parent)
+                          timeout=300, preexec_fn=die_with_parent)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     out = done.stdout
     assert "still waiting" not in out, out

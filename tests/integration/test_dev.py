@@ -16,7 +16,8 @@ from pathlib import Path
 import yaml
 
 from runtime import kube
-from devcluster.controlplane import _die_with_parent
+from runtime.processes import die_with_parent
+from tests.integration import leaks
 
 CONFIG = {
     "platform.yaml": """
@@ -101,6 +102,19 @@ class Output:
     def text(self) -> str:
         return "".join(self.lines)
 
+    def drain(self, timeout_s: float = 10.0) -> str:
+        """Everything up to the end of the output (the process has exited)."""
+        deadline = time.monotonic() + timeout_s
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = self._queue.get(timeout=left)
+            except queue.Empty:
+                break
+            if line is None:
+                break
+            self.lines.append(line)
+        return self.text()
+
 
 def _alive(pid: int) -> bool:
     try:
@@ -111,9 +125,7 @@ def _alive(pid: int) -> bool:
     return status.exists() and "State:\tZ" not in status.read_text()
 
 
-def test_dev_runs_another_config_flips_a_manual_schedule_and_ctrl_c_leaves_no_process(
-    tmp_path: Path,
-) -> None:
+def _start_dev(tmp_path: Path) -> tuple[subprocess.Popen[str], Output, Path]:
     config = tmp_path / "config"
     config.mkdir()
     for name, text in CONFIG.items():
@@ -125,8 +137,24 @@ def test_dev_runs_another_config_flips_a_manual_schedule_and_ctrl_c_leaves_no_pr
         [sys.executable, "-m", "fivespot", "dev", str(config), "--state-dir", str(state),
          "--crd", str(crd)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-        preexec_fn=_die_with_parent)
-    output = Output(process)
+        preexec_fn=die_with_parent)
+    return process, Output(process), state
+
+
+def _gone(procs: list[leaks.Proc], timeout_s: float) -> list[leaks.Proc]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        alive = {(p.pid, p.start) for p in leaks.descendants(os.getpid())}
+        left = [p for p in procs if (p.pid, p.start) in alive]
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.1)
+
+
+def test_dev_runs_another_config_flips_a_manual_schedule_and_ctrl_c_leaves_no_process(
+    tmp_path: Path,
+) -> None:
+    process, output, state = _start_dev(tmp_path)
     children: list[int] = []
     try:
         output.wait_for(r"^ready\.", 180)
@@ -177,3 +205,43 @@ def test_dev_runs_another_config_flips_a_manual_schedule_and_ctrl_c_leaves_no_pr
         assert not _alive(pid), f"pid {pid} outlived fivespot dev"
     leftovers = subprocess.run(["pgrep", "-f", str(state)], capture_output=True, text=True).stdout
     assert leftovers.strip() == "", f"processes still using {state}: {leftovers}"
+
+
+def test_killing_dev_outright_ends_every_process_it_started(tmp_path: Path) -> None:
+    """SIGKILL runs no cleanup: the control plane, the components and the webhook's gunicorn
+    workers end by their death signal alone."""
+    process, output, _ = _start_dev(tmp_path)
+    try:
+        output.wait_for(r"^ready\.", 180)
+        started = leaks.descendants(process.pid)
+        commands = " ".join(p.command for p in started)
+        assert "etcd" in commands and "webhook serve" in commands, commands
+        assert sum("webhook serve" in p.command for p in started) >= 2, "no gunicorn worker"
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    left = _gone(started, timeout_s=10)
+    leaks.kill(left)
+    assert left == [], "outlived fivespot dev:\n" + "\n".join(map(str, left))
+
+
+def test_ctrl_c_while_dev_starts_stops_at_once_and_leaves_no_process(tmp_path: Path) -> None:
+    process, output, _ = _start_dev(tmp_path)
+    started: list[leaks.Proc] = []
+    try:
+        output.wait_for(r"^starting a local control plane", 60)
+        deadline = time.monotonic() + 30
+        while not any("kube-apiserver" in p.command for p in started):
+            assert time.monotonic() < deadline, "the control plane never started"
+            time.sleep(0.05)
+            started = leaks.descendants(process.pid)
+        process.send_signal(signal.SIGINT)
+        assert process.wait(30) == 0, output.drain()
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    assert "ready." not in output.drain() and "stopping" in output.text(), output.text()
+    left = _gone(started, timeout_s=10)
+    leaks.kill(left)
+    assert left == [], "outlived fivespot dev:\n" + "\n".join(map(str, left))
