@@ -1,8 +1,10 @@
 """When an applied object is ready for the next wave to rely on it: a pure verdict on the live object.
 
-The same rules Argo CD's built-in health checks and `kubectl wait` use: a CRD is ready when the
+The rules of Argo CD's built-in health checks and `kubectl wait`: a CRD is ready when the
 API server serves it (Established, NamesAccepted), a Deployment when its controller has seen the
-latest spec and every replica is updated and available, a Namespace when it is Active. Anything
+latest spec and every replica is updated and available, a Namespace when it is Active; and one of
+fivespot's own, a webhook configuration when each webhook has the caBundle the API server verifies
+it with. Anything
 else is ready once it exists: the API server accepted it, and nothing reports more.
 """
 
@@ -60,9 +62,22 @@ def namespace(obj: dict[str, Any]) -> Health:
     return READY if phase in (None, "Active") else Health(False, f"phase {phase}")
 
 
+def webhook_configuration(obj: dict[str, Any]) -> Health:
+    """Ready when the API server can verify every webhook it calls through a Service: its
+    caBundle is there (the webhook injects it, self-managed; cert-manager's CA injector otherwise)."""
+    missing = [str(w.get("name")) for w in obj.get("webhooks") or []
+               if "service" in (w.get("clientConfig") or {})
+               and not (w.get("clientConfig") or {}).get("caBundle")]
+    if missing:
+        return Health(False, f"no caBundle yet for {', '.join(missing)}")
+    return READY
+
+
 def judge(obj: dict[str, Any]) -> Health:
     """The health of any live object."""
     kind = obj.get("kind")
+    if kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
+        return webhook_configuration(obj)
     if kind == "CustomResourceDefinition":
         return crd(obj)
     if kind == "Deployment":

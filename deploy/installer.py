@@ -108,15 +108,14 @@ class Installer:
         summary = Summary()
         crds = {(_crd_group_kind(m)): m.wave for m in manifests if m.kind == "CustomResourceDefinition"}
         namespaces = {m.name for m in manifests if m.kind == "Namespace"}
-        for wave in waves(manifests):
-            self.report(f"wave {wave.number} ({', '.join(wave.layers())}): "
-                        f"{len(wave.manifests)} objects")
-            for manifest in wave.manifests:
+        for step in install_steps(manifests):
+            self.report(f"{step.title}: {len(step.manifests)} objects")
+            for manifest in step.manifests:
                 action, note = self._apply(manifest, crds, namespaces)
                 summary.add(action)
                 self.report(f"  {manifest.describe()} {action}" + (f" ({note})" if note else ""))
             if not self.dry_run:
-                self._wait_healthy(wave)
+                self._wait_healthy(step)
         return summary
 
     def _served(self, manifest: Manifest, crds: dict[tuple[str, str], int]) -> tuple[str, bool] | None:
@@ -154,10 +153,10 @@ class Installer:
                                f"refused it: {error.message}") from None
         return _action(before, after, self.dry_run), ""
 
-    def _wait_healthy(self, wave: Wave) -> None:
+    def _wait_healthy(self, step: Step) -> None:
         deadline = self.clock() + self.timeout_s
         next_report = self.clock() + PROGRESS_EVERY_S
-        pending = list(wave.manifests)
+        pending = list(step.manifests)
         while pending:
             verdicts = [(m, self._health(m)) for m in pending]
             pending = [m for m, health in verdicts if not health.ready]
@@ -175,8 +174,8 @@ class Installer:
                     self.report(f"  waiting for {manifest.describe()}: {health.detail}")
                 next_report = now + PROGRESS_EVERY_S
             self.sleep(POLL_S)
-        if any(_needs_wait(m) for m in wave.manifests):
-            self.report(f"  wave {wave.number} ready")
+        if any(_needs_wait(m) for m in step.manifests):
+            self.report(f"  {step.name} ready")
 
     def _health(self, manifest: Manifest) -> Health:
         if not _needs_wait(manifest):
@@ -221,6 +220,41 @@ class Installer:
         return "would be deleted" if self.dry_run else "deleted"
 
 
+@dataclass(frozen=True)
+class Step:
+    """What `install` applies together, then waits for."""
+
+    name: str
+    """`wave 3`, `wave 3 webhook configurations`: for the progress lines."""
+    manifests: tuple[Manifest, ...]
+    why: str = ""
+
+    @property
+    def title(self) -> str:
+        return f"{self.name} ({self.why})" if self.why else self.name
+
+
+def install_steps(manifests: list[Manifest]) -> list[Step]:
+    """The waves in order, except webhook configurations: they come right after the last wave
+    with a Deployment (or their own wave, if later), once that wave is healthy. Applied earlier,
+    a configuration with `failurePolicy: Fail` would refuse every guarded write while no webhook
+    answers yet; applied then, the webhook injects its caBundle within a second, and the step
+    waits for that."""
+    hooks = tuple(m for m in manifests if m.kind in WEBHOOK_KINDS)
+    after = max([m.wave for m in manifests if m.kind == "Deployment" or m.kind in WEBHOOK_KINDS],
+                default=0)
+    steps = []
+    for wave in waves(manifests):
+        rest = tuple(m for m in wave.manifests if m.kind not in WEBHOOK_KINDS)
+        if rest:
+            steps.append(Step(f"wave {wave.number}", rest,
+                              ", ".join(Wave(wave.number, rest).layers())))
+        if hooks and wave.number == after:
+            steps.append(Step(f"wave {wave.number} webhook configurations", hooks,
+                              "now that the webhook is Available"))
+    return steps
+
+
 def uninstall_order(manifests: list[Manifest]) -> list[Manifest]:
     """Webhook configurations first (so no write is refused by a webhook that is going away),
     then the waves in reverse, each in reverse apply order."""
@@ -235,7 +269,7 @@ def _crd_group_kind(manifest: Manifest) -> tuple[str, str]:
 
 
 def _needs_wait(manifest: Manifest) -> bool:
-    return manifest.kind in ("CustomResourceDefinition", "Deployment", "Namespace")
+    return manifest.kind in ("CustomResourceDefinition", "Deployment", "Namespace", *WEBHOOK_KINDS)
 
 
 def _action(before: dict[str, Any] | None, after: dict[str, Any], dry_run: bool) -> str:
@@ -249,6 +283,9 @@ def _action(before: dict[str, Any] | None, after: dict[str, Any], dry_run: bool)
 
 
 def _hint(manifest: Manifest) -> str:
+    if manifest.kind in WEBHOOK_KINDS:
+        return (" (self-managed certificates: the webhook's log says why it could not inject it; "
+                "cert-manager: `kubectl describe certificate` in the install namespace)")
     if manifest.kind == "Deployment":
         return (f" (see `kubectl -n {manifest.namespace} describe deployment {manifest.name}` and "
                 f"its pods' events: is the image pullable by the nodes?)")

@@ -305,6 +305,8 @@ class SecretKeeper:
         self.clock = clock
         self.rotations = 0
         """Writes this keeper won (creation included)."""
+        self.configuration_missing = False
+        """The webhook configuration did not exist at the last injection (not applied yet)."""
 
     def reconcile(self) -> TLSState:
         """Read, rotate if due (first writer wins), inject the caBundle; return what to serve."""
@@ -375,8 +377,10 @@ class SecretKeeper:
         encoded = base64.b64encode(bundle).decode()
         try:
             configuration = kube.request(self.api, "GET", self._configuration_path())
+            self.configuration_missing = False
         except kube.ApiError as error:
             if error.not_found:
+                self.configuration_missing = True
                 log.warning("ValidatingWebhookConfiguration %s does not exist yet; the caBundle "
                             "is injected once it does", self.configuration_name)
                 return False

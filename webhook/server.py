@@ -141,6 +141,11 @@ def _ssl_context(conf: Any, default_factory: Callable[[], ssl.SSLContext]) -> ss
     return _SERVING.listening_context() if _SERVING is not None else default_factory()
 
 
+MISSING_CONFIGURATION_RETRY_S: Final = 1.0
+"""How soon to look again for a webhook configuration that does not exist yet, to inject its
+caBundle: `fivespot install` applies it only once the webhook is Available, and waits for it."""
+
+
 class _SelfManagedTick:
     """One certificate check: reconcile the Secret and caBundle, serve what it holds."""
 
@@ -157,6 +162,8 @@ class _SelfManagedTick:
         self.metrics.set_expiry("ca", state.authorities[-1].cert.not_valid_after_utc)
         now = utcnow()
         until = (next_due(state, self.keeper.lifetimes, now) - now).total_seconds()
+        if self.keeper.configuration_missing:  # an installer applies it once the webhook is ready
+            until = min(until, MISSING_CONFIGURATION_RETRY_S)
         return min(self.interval_s, max(until, 0.0) + 0.05)
 
 

@@ -111,6 +111,12 @@ def test_install_from_init_runs_everything_and_a_schedule_flips_a_target(
         conditions = {c["type"]: c["status"] for c in deployment["status"]["conditions"]}
         assert conditions.get("Available") == "True", deployment["metadata"]["name"]
         assert deployment["status"]["availableReplicas"] == deployment["spec"]["replicas"]
+    lines = first.stdout.splitlines()
+    hooks = next(i for i, line in enumerate(lines) if "webhook configurations" in line)
+    assert hooks > lines.index("  wave 3 ready"), "the webhook configuration came before the webhook"
+    webhooks = kube.request(api, "GET", "/apis/admissionregistration.k8s.io/v1/"
+                                        "validatingwebhookconfigurations/fivespot-webhook")["webhooks"]
+    assert all(w["clientConfig"].get("caBundle") for w in webhooks), "install returned before the caBundle"
 
     kube.request(api, "POST", "/apis/apps/v1/namespaces/team-a/deployments", body={
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},

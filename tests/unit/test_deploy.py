@@ -13,7 +13,7 @@ from compiler.emit.gitops import SYNC_WAVE as COMPILED_SYNC_WAVE
 from compiler.output import write_tree
 from compiler.pipeline import compile_repo
 from deploy import health
-from deploy.installer import _action, uninstall_order
+from deploy.installer import _action, install_steps, uninstall_order
 from deploy.manifests import SYNC_WAVE, OutputError, load, waves
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,6 +64,41 @@ def test_a_later_wave_declared_in_the_output_is_applied_later(out: Path, tmp_pat
     webhook.write_text(yaml.safe_dump(obj))
     last = waves(load(copy))[-1]
     assert last.number == 7 and [m.kind for m in last.manifests] == ["ValidatingWebhookConfiguration"]
+
+
+def test_install_applies_the_webhook_configuration_only_after_the_deployments_wave(out: Path) -> None:
+    manifests = load(out)
+    steps = install_steps(manifests)
+    kinds = [[m.kind for m in step.manifests] for step in steps]
+    last_deployments = max(i for i, step in enumerate(kinds) if "Deployment" in step)
+    hooks = next(i for i, step in enumerate(kinds) if "ValidatingWebhookConfiguration" in step)
+    assert hooks == last_deployments + 1 and kinds[hooks] == ["ValidatingWebhookConfiguration"]
+    assert sorted(m.source for s in steps for m in s.manifests) == sorted(m.source for m in manifests)
+    assert "wave 3 webhook configurations" in steps[hooks].title
+
+
+def test_a_webhook_configuration_declared_after_the_deployments_stays_in_its_own_wave(
+    out: Path, tmp_path: Path
+) -> None:
+    copy = tmp_path / "out"
+    shutil.copytree(out, copy)
+    webhook = next((copy / "admission").rglob("*validatingwebhookconfiguration.yaml"))
+    obj = yaml.safe_load(webhook.read_text())
+    obj["metadata"]["annotations"][SYNC_WAVE] = "7"
+    webhook.write_text(yaml.safe_dump(obj))
+    steps = install_steps(load(copy))
+    assert steps[-1].name == "wave 7 webhook configurations"
+    assert [m.kind for m in steps[-1].manifests] == ["ValidatingWebhookConfiguration"]
+
+
+def test_a_webhook_configuration_is_healthy_once_every_service_webhook_has_a_ca_bundle() -> None:
+    hook = {"name": "a.example.com", "clientConfig": {"service": {"name": "w", "namespace": "n"}}}
+    by_url = {"name": "b.example.com", "clientConfig": {"url": "https://hooks.example.com/"}}
+    configuration = {"kind": "ValidatingWebhookConfiguration", "webhooks": [hook, by_url]}
+    verdict = health.judge(configuration)
+    assert not verdict.ready and verdict.detail == "no caBundle yet for a.example.com"
+    hook["clientConfig"]["caBundle"] = "LS0t"  # type: ignore[index]
+    assert health.judge(configuration).ready
 
 
 def test_within_a_wave_namespaces_and_service_accounts_come_before_what_uses_them(out: Path) -> None:
