@@ -8,6 +8,7 @@ Exit codes: 0 done; 1 the cluster refused an object or an object did not become 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 from pathlib import Path
@@ -61,7 +62,7 @@ def _run(args: argparse.Namespace, act: Callable[[Any, Any], str], **options: An
     (exit 1 on a refusal or a timeout) and print the line it returns."""
     from deploy.installer import Installer, InstallError
     from deploy.manifests import OutputError, load
-    from runtime.kube import ConfigError, load_cli_client
+    from runtime.kube import ApiError, ConfigError, load_cli_client
 
     try:
         manifests = load(args.out_dir)
@@ -76,9 +77,22 @@ def _run(args: argparse.Namespace, act: Callable[[Any, Any], str], **options: An
     except InstallError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_FAILED
+    except ApiError as error:  # no answer at all, or one the installer does not expect
+        print(f"error: the API server {api.configuration.host}: {_unanswered(error)}",
+              file=sys.stderr)
+        return EXIT_FAILED
     finally:
         api.close()
     return EXIT_OK
+
+
+def _unanswered(error: Any) -> str:
+    """`connection refused` rather than urllib3's retry report."""
+    if error.status != 0:
+        return f"{error.status} {error.reason}: {error.message}"
+    found = re.search(r"\[Errno -?\d+\] ([^'\")]+)", error.message)
+    cause = found.group(1).lower() if found else error.reason
+    return f"did not answer ({cause}); is the cluster up and is this its kubeconfig?"
 
 
 def _install(args: argparse.Namespace) -> int:

@@ -109,7 +109,8 @@ class Installer:
         crds = {(_crd_group_kind(m)): m.wave for m in manifests if m.kind == "CustomResourceDefinition"}
         namespaces = {m.name for m in manifests if m.kind == "Namespace"}
         for step in install_steps(manifests):
-            self.report(f"{step.title}: {len(step.manifests)} objects")
+            count = len(step.manifests)
+            self.report(f"{step.title}: {count} object{'' if count == 1 else 's'}")
             for manifest in step.manifests:
                 action, note = self._apply(manifest, crds, namespaces)
                 summary.add(action)

@@ -116,8 +116,12 @@ def load_cli_client(kubeconfig: Path | None = None, context: str | None = None) 
     ServiceAccount. Raises ConfigError with kubectl-like wording when nothing fits."""
     configuration = client.Configuration()
     default = Path(os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or Path.home() / ".kube" / "config")
+    in_cluster = kubeconfig is None and not default.exists() and os.environ.get("KUBERNETES_SERVICE_HOST")
+    if not in_cluster and not (kubeconfig or default).exists():
+        raise ConfigError(f"no kubeconfig: {kubeconfig or default} does not exist (pass "
+                          "--kubeconfig, set KUBECONFIG, or run in a pod)")
     try:
-        if kubeconfig is None and not default.exists() and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        if in_cluster:
             config.load_incluster_config(client_configuration=configuration)
         else:
             config.load_kube_config(config_file=str(kubeconfig) if kubeconfig else None,

@@ -172,3 +172,40 @@ def test_an_apply_that_changed_only_status_reports_unchanged() -> None:
     assert _action(before, after, dry_run=False) == "unchanged"
     assert _action(before, {**after, "spec": {"x": 2}}, dry_run=False) == "configured"
     assert _action(None, after, dry_run=True) == "would be created"
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_install_on_a_cluster_that_does_not_answer_names_the_server_and_exits_1(
+    out: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fivespot.cli import main
+
+    server = f"https://127.0.0.1:{_closed_port()}"
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": server, "insecure-skip-tls-verify": True}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    assert main(["install", str(out), "--kubeconfig", str(kubeconfig)]) == 1
+    error = capsys.readouterr().err
+    assert error.startswith(f"error: the API server {server}: did not answer (connection refused)")
+    assert "Traceback" not in error and "bug" not in error
+
+
+def test_install_without_a_kubeconfig_says_which_file_it_looked_for(
+    out: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fivespot.cli import main
+
+    missing = tmp_path / "nowhere" / "kubeconfig"
+    assert main(["install", str(out), "--kubeconfig", str(missing)]) == 2
+    assert capsys.readouterr().err == (f"error: no kubeconfig: {missing} does not exist (pass "
+                                       "--kubeconfig, set KUBECONFIG, or run in a pod)\n")
