@@ -353,11 +353,23 @@ def _handler(args: Any) -> int:
     """Exit 0 after a clean stop; 2 when the cluster or the install could not be set up; 1 when
     a component died while running (its log's tail is printed)."""
     from commandline import exitcodes
+    from compiler.diagnostics import CompileError
+    from compiler.ownership import OutputRefused
     from deploy.installer import InstallError
     from devcluster.controlplane import ControlPlaneError
 
     try:
         return run(args.config_dir, args.state_dir, args.crd)
+    except CompileError as error:
+        for diagnostic in error.diagnostics:
+            print(diagnostic, file=sys.stderr)
+        count = len(error.diagnostics)
+        print(f"{count} error{'s' if count != 1 else ''} in {args.config_dir}; nothing was started",
+              file=sys.stderr)
+        return exitcodes.BAD_INPUT
+    except OutputRefused as error:
+        print(f"fivespot dev: --state-dir: {error}", file=sys.stderr)
+        return exitcodes.BAD_INPUT
     except (ControlPlaneError, InstallError, kube.ApiError) as error:
         print(f"fivespot dev: {error}", file=sys.stderr)
         return exitcodes.BAD_INPUT

@@ -1,0 +1,66 @@
+"""`fivespot dev` refuses bad input before it starts anything: a config repo that does not compile
+is reported like `fivespot compile` reports it, a state folder holding someone else's files is
+left alone, and the compiled Deployments become local processes with their own arguments."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from compiler.output import write_tree
+from compiler.pipeline import compile_repo
+from compiler.scaffold import init
+from deploy.manifests import load
+from devcluster.dev import components, local_args, tenant_namespaces
+from fivespot.cli import main
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    folder = tmp_path / "config"
+    init(folder)
+    return folder
+
+
+def test_dev_on_a_config_that_does_not_compile_names_the_file_line_and_field(
+    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tenants = config / "tenants.yaml"
+    tenants.write_text(tenants.read_text().replace("maxActiveValue: 10", "maxActiveValue: ten"))
+    state = tmp_path / "state"
+    assert main(["dev", str(config), "--state-dir", str(state)]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("tenants.yaml:11:3: spec.maxActiveValue: Input should be a valid integer")
+    assert error.endswith(f"1 error in {config}; nothing was started\n")
+    assert not (state / "cluster").exists()
+
+
+def test_dev_leaves_a_state_folder_with_files_of_someone_else_untouched(
+    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mine = tmp_path / "state" / "out" / "mine.txt"
+    mine.parent.mkdir(parents=True)
+    mine.write_text("keep me")
+    assert main(["dev", str(config), "--state-dir", str(tmp_path / "state")]) == 2
+    assert "fivespot dev: --state-dir: " in capsys.readouterr().err
+    assert mine.read_text() == "keep me" and sorted(mine.parent.iterdir()) == [mine]
+
+
+def test_every_compiled_deployment_becomes_a_local_process_with_its_own_arguments(
+    config: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    write_tree(compile_repo(config).files, out)
+    manifests = load(out)
+    found = {c.name: c for c in components(manifests)}
+    assert set(found) == {m.name for m in manifests if m.kind == "Deployment"}
+    webhook = found["fivespot-webhook"]
+    assert webhook.serves_admission and not found["fivespot-capacity-controller"].serves_admission
+    args = local_args(webhook, tmp_path / "bundle.json", tmp_path / "kubeconfig", webhook_port=9443,
+                      tls=(tmp_path / "tls.crt", tmp_path / "tls.key"), metrics_port=9090)
+    assert args[:2] == ["webhook", "serve"]
+    assert args[args.index("--bundle") + 1] == str(tmp_path / "bundle.json")
+    assert args[args.index("--port") + 1] == "9443" and "--cert-dir" not in args
+    assert args[-4:] == ["--kubeconfig", str(tmp_path / "kubeconfig"), "--metrics-port", "9090"]
+    assert tenant_namespaces(manifests, "5spot-system") == ["team-a"]
