@@ -179,3 +179,54 @@ def test_every_flag_of_every_command_has_help() -> None:
     for command in ["compile", *RUNTIME_COMMANDS]:
         walk(build_parser([command]), "fivespot")
     assert not missing, sorted(missing)
+
+
+# Each command of the README's quick start, and the test that runs it as written there. The
+# offline ones run here; the others are run by the integration test named, which must contain
+# the invocation shown.
+QUICK_START = {
+    "make install": ("Makefile", "$(STAMP):"),
+    "fivespot init my-config": ("here", ""),
+    "fivespot test my-config": ("here", ""),
+    "fivespot compile my-config --out my-out": ("here", ""),
+    "fivespot dev my-config": ("tests/integration/test_dev.py", '"-m", "fivespot", "dev"'),
+    "make image": ("tests/conftest-image", ""),
+    "make kind CONFIG=my-config": ("tests/integration/test_install.py", '"kind.sh"'),
+    "fivespot install my-out": ("tests/integration/test_install.py", 'fivespot("install"'),
+}
+
+
+def _quick_start_commands() -> list[str]:
+    import re
+
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    commands = []
+    for block in re.findall(r"```sh\n(.*?)```", section, re.S):
+        for line in block.splitlines():
+            command = line.split("#", 1)[0].strip()
+            commands += [part.strip() for part in command.split("&&") if part.strip()
+                         and not part.strip().startswith(".")]
+    return commands
+
+
+def test_the_readme_quick_start_uses_only_commands_the_suite_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shlex
+
+    commands = _quick_start_commands()
+    assert commands == list(QUICK_START), "a quick-start command without a test that runs it"
+    monkeypatch.chdir(tmp_path)
+    for command, (where, needle) in QUICK_START.items():
+        if where == "here":
+            assert main(shlex.split(command)[1:]) == 0, command
+        elif where == "tests/conftest-image":
+            make = (ROOT / "Makefile").read_text()
+            built = (ROOT / "tests" / "integration" / "conftest.py").read_text()
+            assert "image/build.py build --out build/image --reuse" in make
+            assert '"image" / "build.py"), "build", "--out"' in built and '"--reuse"' in built
+        else:
+            assert needle in (ROOT / where).read_text(), f"{command}: {where} does not run it"
+    assert "4 fixtures: 4 passed, 0 failed" in capsys.readouterr().out
+    assert (tmp_path / "my-out" / "kustomization.yaml").exists()
