@@ -129,13 +129,17 @@ def _wave(obj: dict[str, Any], source: Path) -> int:
 
 
 def load(out_dir: Path) -> list[Manifest]:
-    """Every object the root kustomization reaches, each once, with its wave."""
+    """Every object the root kustomization (or `waves/`'s, when there is one) reaches, each
+    once, with its wave."""
     root = out_dir.resolve()
     if not root.is_dir():
         raise OutputError(f"{out_dir}: no such folder; run `fivespot compile CONFIG_DIR --out {out_dir}`")
     found: list[Manifest] = []
     seen: set[tuple[str, str, str | None, str]] = set()
-    for path in _walk(root, root):
+    # An output with a `waves/` kustomization lists every layer there, for tools that order by
+    # sync wave; its root may then list only what a GitOps controller applies (Flux's objects).
+    start = root / "waves" if (root / "waves" / "kustomization.yaml").is_file() else root
+    for path in _walk(start, root):
         relative = path.relative_to(root)
         for obj in _documents(path, root):
             manifest = Manifest(obj, relative, _wave(obj, relative))

@@ -41,6 +41,16 @@ def test_install_applies_what_the_root_kustomization_reaches_and_not_the_gitops_
     assert len(manifests) == compiled
 
 
+def test_an_output_with_a_waves_kustomization_is_installed_from_it(out: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "out"
+    shutil.copytree(out, copy)
+    (copy / "waves").mkdir()
+    (copy / "waves" / "kustomization.yaml").write_text(yaml.safe_dump(
+        {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+         "resources": ["../crds", "../rbac"]}))
+    assert {m.source.parts[0] for m in load(copy)} == {"crds", "rbac"}
+
+
 def test_waves_follow_the_declared_sync_waves_in_ascending_order(out: Path) -> None:
     ordered = waves(load(out))
     numbers = [w.number for w in ordered]
