@@ -6,12 +6,19 @@
 #
 # Environment: KIND_CLUSTER (default fivespot), KIND (the kind binary, default kind), FIVESPOT
 # (default .venv/bin/fivespot, else fivespot on PATH), OUT (default build/kind-out), ARCHIVE
-# (default the docker archive in build/image).
+# (default the docker archive in build/image). Paths given (CONFIG_DIR, OUT, ARCHIVE) are taken
+# from where the script is called; the defaults are the repo's.
 # The image must be the one the compiled Deployments name: leave Platform.spec.image unset (its
 # default is what `make image` builds) or set it to build/image's reference.
 set -euo pipefail
-cd "$(dirname "$0")/.."
 CONFIG_DIR=${1:?usage: image/kind.sh CONFIG_DIR}
+[ -d "$CONFIG_DIR" ] || { echo "$CONFIG_DIR: no such config repo" >&2; exit 2; }
+CONFIG_DIR=$(cd "$CONFIG_DIR" && pwd)   # paths given are the caller's; the rest the repo's
+absolute() { printf '%s/%s' "$(cd "$(dirname "$1")" && pwd)" "$(basename "$1")"; }
+[ -z "${OUT:-}" ] || OUT=$(absolute "$OUT")
+[ -z "${ARCHIVE:-}" ] || ARCHIVE=$(absolute "$ARCHIVE")
+[[ "${FIVESPOT:-}" != */* ]] || FIVESPOT=$(absolute "$FIVESPOT")
+cd "$(dirname "$0")/.."
 CLUSTER=${KIND_CLUSTER:-fivespot}
 KIND=${KIND:-kind}
 OUT=${OUT:-build/kind-out}
