@@ -27,9 +27,25 @@ from compiler.scaffold import CONSUMERS, FIXTURES, PLATFORM, PROVIDERS, TENANTS
 from api.providers import BuiltinProvider
 from compiler.spec import CONFIG_API_VERSION, DOCUMENT_KINDS
 
+MACHINES: Final = """\
+# Optional, at most one per repo: fivespot then reconciles ScheduledMachines (Cluster API).
+apiVersion: config.5spot.finos.org/v1alpha1
+kind: MachineProvisioning
+metadata:
+  name: capi
+spec:
+  clusters:                        # the CAPI Clusters machines may join
+    - {namespace: trading, name: desk-cluster}
+  bootstrap:                       # the bootstrap kinds a ScheduledMachine may embed
+    - {group: bootstrap.cluster.x-k8s.io, version: v1beta2, kind: KubeadmConfig, resource: kubeadmconfigs}
+  infrastructure:                  # and the infrastructure kinds
+    - {group: infrastructure.cluster.x-k8s.io, version: v1beta2, kind: DevMachine, resource: devmachines}
+"""
+
 CONFIG_EXAMPLES: Final = {
     "Platform": PLATFORM, "CapacityConsumer": CONSUMERS, "ScheduleProvider": PROVIDERS,
     "TenantPolicy": TENANTS, "Fixture": FIXTURES.split("\n---\n")[0] + "\n",
+    "MachineProvisioning": MACHINES,
 }
 
 CLUSTER_EXAMPLES: Final = {

@@ -74,17 +74,27 @@ def _documents(folder: Path) -> list[dict[str, object]]:
     return found
 
 
-@pytest.mark.parametrize("folder", ["scaffold", "example"])
-def test_the_combined_schema_accepts_every_document_fivespot_accepts(tmp_path: Path, folder: str) -> None:
+def _repo(folder: str, tmp_path: Path) -> Path:
     if folder == "scaffold":
         init(tmp_path / "repo")
-        repo = tmp_path / "repo"
-    else:
-        repo = EXAMPLE
+        return tmp_path / "repo"
+    return ROOT / "examples" / folder / "config"
+
+
+REPOS = ["scaffold", "agent-sandbox", "trading-desk"]
+
+
+def test_the_scaffold_and_the_examples_together_use_every_config_kind(tmp_path: Path) -> None:
+    kinds = {d["kind"] for folder in REPOS for d in _documents(_repo(folder, tmp_path / folder))}
+    assert kinds == set(DOCUMENT_KINDS)
+
+
+@pytest.mark.parametrize("folder", REPOS)
+def test_the_combined_schema_accepts_every_document_fivespot_accepts(tmp_path: Path, folder: str) -> None:
     schema = json.loads(schema_files()[COMBINED])
     validator = jsonschema.Draft202012Validator(schema)
-    documents = _documents(repo)
-    assert {d["kind"] for d in documents} == set(DOCUMENT_KINDS)
+    documents = _documents(_repo(folder, tmp_path))
+    assert documents and {d["kind"] for d in documents} <= set(DOCUMENT_KINDS)
     for document in documents:
         errors = list(validator.iter_errors(document))
         assert not errors, (document["metadata"], errors[0].message)
@@ -230,3 +240,13 @@ def test_the_readme_quick_start_uses_only_commands_the_suite_runs(
             assert needle in (ROOT / where).read_text(), f"{command}: {where} does not run it"
     assert "4 fixtures: 4 passed, 0 failed" in capsys.readouterr().out
     assert (tmp_path / "my-out" / "kustomization.yaml").exists()
+
+
+def test_every_config_example_of_the_reference_is_a_valid_document() -> None:
+    from compiler.reference import CONFIG_EXAMPLES
+
+    assert set(CONFIG_EXAMPLES) == set(DOCUMENT_KINDS)
+    for kind, text in CONFIG_EXAMPLES.items():
+        document = yaml.safe_load(text)
+        assert document["kind"] == kind
+        DOCUMENT_KINDS[kind].model_validate(document)
