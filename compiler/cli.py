@@ -117,6 +117,9 @@ def register(sub: Any) -> None:
                        help="the requests' fieldValidation, as kubectl sends it: Strict (its "
                             "default) denies unknown and duplicate fields, Warn (`--validate=warn`) "
                             "warns about them, Ignore (`--validate=false`) drops them silently")
+    check.add_argument("-j", "--jobs", type=int, metavar="N",
+                       help="decide on at most N processes (default: every usable core, when "
+                            "there are enough objects to gain from it)")
     check.add_argument("-o", "--output", choices=("table", "json"), default="table",
                        help="table (default) or json")
     check.set_defaults(handler=_reported(_check))
@@ -201,7 +204,7 @@ def _check(args: argparse.Namespace) -> int:
     from compiler.offline_check import check, render_check_json, render_check_table
 
     results = check(args.policies, args.objects, old=args.old, namespaces=args.namespaces,
-                    field_validation=args.field_validation)
+                    field_validation=args.field_validation, jobs=args.jobs)
     print(render_check_json(results) if args.output == "json" else render_check_table(results))
     return EXIT_OK if all(r.verdict.allowed for r in results) else EXIT_NEGATIVE
 

@@ -9,11 +9,16 @@ as `duplicate field "spec.enabled"`.
 
 from __future__ import annotations
 
+import bisect
+import functools
+import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
+import re2
 import yaml
 
 from compiler.diagnostics import Diagnostic, InputError, Location
@@ -53,7 +58,8 @@ class Document:
         return positions.get(parts, self.start)
 
 
-def _read_text(path: Path, name: str) -> str:
+def read_file(path: Path, name: str) -> str:
+    """A file's text; raises InputError naming it (`name`) when it cannot be read."""
     try:
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -66,7 +72,108 @@ def _read_text(path: Path, name: str) -> str:
 def read_documents(path: Path, shown: str | None = None) -> list[Document]:
     """Every non-empty document of a YAML (or JSON) file; raises InputError."""
     name = shown or str(path)
-    return parse_documents(_read_text(path, name), name)
+    return read_text(read_file(path, name), name)
+
+
+def read_text(text: str, name: str) -> list[Document]:
+    """Every non-empty document of `text`: each read by the fast path when it gives exactly the
+    reference path's value (`parse_documents`), else by the reference path."""
+    if (text.startswith(("%", "...")) or "\n%" in text or "\n..." in text
+            or any(brk in text for brk in _OTHER_LINE_BREAKS)):
+        # directives belong to the document after them; what may follow a document end depends
+        # on what came before; YAML 1.1 counts more line breaks than "\n": the reference path
+        # reads such a stream whole
+        return parse_documents(text, name)
+    bounds = [match.start() for match in _MARKER.finditer(text)]
+    if not bounds or bounds[0] != 0:
+        bounds.insert(0, 0)
+    bounds.append(len(text))
+    slow = _needs_reference(text, bounds)
+    documents: list[Document] = []
+    line, previous = 1, 0
+    for index, (start, end) in enumerate(zip(bounds, bounds[1:])):
+        line += text.count("\n", previous, start)
+        previous = start
+        documents += _read_chunk(text[start:end], name, line, index in slow)
+    return documents
+
+
+def _needs_reference(text: str, bounds: list[int]) -> set[int]:
+    """The parts (between `bounds`) the fast path might read differently: whole-text scans, so
+    a clean file costs one pass of each."""
+    found: set[int] = set()
+
+    def mark(start: int, end: int) -> None:
+        found.add(bisect.bisect_right(bounds, start) - 1)
+        found.add(bisect.bisect_right(bounds, max(start, end - 1)) - 1)
+
+    for pattern in (_RISKY, _WORDS):
+        if pattern.search(text):
+            for match in pattern.finditer(text):
+                mark(match.start(), match.end())
+    if text[:1] in "-+.~0123456789":  # the one place a token has no character before it
+        found.add(0)
+    unsafe = {token for token in set(_TOKEN.findall(text)) if not _same_either_way(token)}
+    if unsafe:
+        for match in _TOKEN.finditer(text):
+            if match.group(1) in unsafe:
+                mark(match.start(1), match.end(1))
+    return found
+
+
+def _read_chunk(chunk: str, name: str, line: int, slow: bool) -> list[Document]:
+    """The document of one `---`-separated part of a stream, starting on `line`."""
+    body, first_line = chunk, line
+    if chunk.startswith("---"):
+        head, _, rest = chunk.partition("\n")
+        after = head[3:].strip()
+        if after and not after.startswith("#"):  # content on the marker's line
+            return parse_documents(chunk, name, line)
+        body, first_line = rest, line + 1
+    start = _content_start(body)
+    if start is None:
+        return []
+    read, value = (False, None) if slow else _fast_value(body)
+    if not read:
+        return parse_documents(body, name, first_line)
+    if value is None:
+        return []
+    return [Document(name, value, first_line + start[0], start[1], (),
+                     _ReferencePositions(body, name, first_line))]
+
+
+def _content_start(body: str) -> tuple[int, int] | None:
+    """(line offset, column) of the first line that is neither blank nor a comment."""
+    offset = position = 0
+    while position < len(body):
+        end = body.find("\n", position)
+        end = len(body) if end < 0 else end
+        stripped = body[position:end].lstrip(" ")
+        if stripped and not stripped.startswith("#"):
+            return offset, end - position - len(stripped) + 1
+        offset, position = offset + 1, end + 1
+    return None
+
+
+class _ReferencePositions:
+    """Field positions of a fast-read document, found by the reference path when first asked."""
+
+    __slots__ = ("body", "found", "line", "name")
+
+    def __init__(self, body: str, name: str, line: int) -> None:
+        self.body, self.name, self.line = body, name, line
+        self.found: Mapping[tuple[str, ...], Location] | None = None
+
+    def __call__(self) -> Mapping[tuple[str, ...], Location]:
+        if self.found is None:
+            try:
+                documents = parse_documents(self.body, self.name, self.line)
+            except InputError:
+                documents = []
+            first = documents[0] if documents else None
+            self.found = (first._positions() if first is not None and first._positions is not None
+                          else {})
+        return self.found
 
 
 def parse_documents(text: str, name: str, first_line: int = 1) -> list[Document]:
@@ -142,3 +249,78 @@ def _duplicates(node: yaml.Node, where: str, found: list[str]) -> None:
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
             _duplicates(item, f"{where}[{index}]", found)
+
+
+# --- the fast path ---------------------------------------------------------------------------------
+#
+# libyaml through PyYAML composes in C but resolves and constructs every value in Python: ~85% of
+# `fivespot check`'s time on a large file. rapidyaml parses and writes JSON in C++, and the json
+# module decodes it in C, a tenth of the time. The two agree on YAML's structure; where their
+# scalar typing differs (YAML 1.1's `yes`, `~`, `0777`, `.5`, `1e3`, numeric keys, ...) or
+# rapidyaml's JSON would not carry a value exactly (anchors, tags, escapes, block scalars), the
+# document is read by the PyYAML path instead, which stays the reference: the fast path is taken
+# only where it gives the same value, and a document it cannot read is read by the reference
+# path, which reports the error with its position. Positions are found by the reference path too,
+# on demand, for the few documents a diagnostic points into.
+
+_OTHER_LINE_BREAKS: Final = ("\r", "\x85", "\u2028", "\u2029")
+_MARKER: Final = re.compile(r"^---(?=[ \t]|$)", re.M)
+_RISKY: Final = re2.compile(
+    r"(?m)[\\\x{0}-\x{9}\x{b}-\x{1f}\x{7f}-\x{9f}\x{2028}\x{2029}\x{d800}-\x{dfff}\x{feff}"
+    r"\x{fffe}\x{ffff}]|<<|(?:^|[\s\[\{,])[&*!]|(?:^|\s)\?(?:\s|$)"
+    r"|(?:^|[\s:\-,\[])[|>][-+0-9]*[ \t]*(?:#.*)?$|^[ \t]*:(?:[ \t]|$)|^ {100,}")
+"""Escapes, control characters (tabs, CRs), YAML 1.1's other line breaks, a BOM, merge keys,
+anchors, aliases, tags, complex keys, block scalars, empty keys, deep indentation: a document
+with any is read by the reference path."""
+_WORDS: Final = re2.compile(
+    "(?m)(?:^|[\\s\\[\\{,])(?:(?:[Yy]es|YES|[Nn]o|NO|[Oo]n|ON|[Oo]ff|OFF|True|TRUE|False|FALSE"
+    "|Null|NULL|~):?|(?:true|false|null):)(?:[\\s,\\]\\}]|$)")
+"""YAML 1.1's bools and nulls that rapidyaml's JSON calls strings, and `true:`-style keys."""
+_TOKEN: Final = re.compile(r"[\s\[\{,]([-+.~0-9][^\s,\[\]\{\}#]*)")
+"""Plain scalars that start like a number: PyYAML and rapidyaml may type them differently."""
+_JSON_NUMBER: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?")
+_NOT_NUMERIC: Final = re.compile(r"[g-np-wyzG-NP-WYZ]")
+_STR_TAG: Final = "tag:yaml.org,2002:str"
+_RESOLVER: Final = yaml.resolver.Resolver()
+
+
+@functools.lru_cache(maxsize=4096)
+def _same_either_way(token: str) -> bool:
+    """Whether PyYAML and rapidyaml+json give this plain scalar the same value."""
+    if token in ("-", "---"):  # a sequence entry, a document marker
+        return True
+    key = token.endswith(":")
+    text = token[:-1] if key else token
+    if not key and _JSON_NUMBER.fullmatch(text):
+        return True  # the same int or float
+    # a string to PyYAML that no reader takes for a number (`15m`, `-node`)
+    return (_RESOLVER.resolve(yaml.ScalarNode, text, (True, False)) == _STR_TAG  # type: ignore[no-untyped-call]
+            and _NOT_NUMERIC.search(text) is not None)
+
+
+class _Duplicate(Exception):
+    """A mapping gives a key twice: the reference path names where."""
+
+
+def _mapping(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        raise _Duplicate
+    return found
+
+
+_decode_json: Final = json.JSONDecoder(object_pairs_hook=_mapping).decode
+
+
+def _fast_value(body: str) -> tuple[bool, Any]:
+    """(True, value) when the fast path reads `body` exactly, else (False, None)."""
+    if body.count("[") + body.count("{") > MAX_DEPTH:  # nesting the reference path may refuse
+        return False, None
+    try:
+        import ryml
+
+        return True, _decode_json(ryml.emit_json(ryml.parse_in_arena(body.encode())))
+    except (_Duplicate, ValueError, RecursionError):  # a duplicate, an overlong integer, depth
+        return False, None
+    except Exception:  # noqa: BLE001 - rapidyaml's parse errors: the reference path words them
+        return False, None

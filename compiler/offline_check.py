@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from compiler.checkpool import decide_all
 from compiler.diagnostics import Diagnostic, InputError, Location
-from compiler.objectyaml import Document, read_documents
+from compiler.objectyaml import Document, read_documents, read_file, read_text
 from policies.admission_eval import (
     Checker,
     FieldValidation,
@@ -103,10 +104,16 @@ def policy_files(root: Path) -> list[Path]:
     return sorted(found)
 
 
+_CHECKED_KINDS: Final = ("CustomResourceDefinition", "ValidatingAdmissionPolicy")
+"""What a file must mention to be read for the checker (VAPs' params objects aside): the rest of
+a compiled output (RBAC, workloads, Argo CD and Flux objects) is not parsed at all."""
+
+
 def load_checker(roots: Sequence[Path]) -> Checker:
     """A Checker from compiled output folders or files; raises InputError."""
     objects: list[Mapping[str, Any]] = []
     problems: list[Diagnostic] = []
+    others: list[tuple[Path, str]] = []
     for root in roots:
         if not root.exists():
             problems.append(Diagnostic(Location(str(root), 0, 0), "",
@@ -115,7 +122,21 @@ def load_checker(roots: Sequence[Path]) -> Checker:
             continue
         for path in policy_files(root):
             try:
-                objects += [d.data for d in read_documents(path) if isinstance(d.data, dict)]
+                text = read_file(path, str(path))
+                if any(kind in text for kind in _CHECKED_KINDS):
+                    objects += [d.data for d in read_text(text, str(path)) if isinstance(d.data, dict)]
+                else:
+                    others.append((path, text))
+            except InputError as error:
+                problems += error.diagnostics
+    param_kinds = {str((o.get("spec") or {}).get("paramKind", {}).get("kind", ""))
+                   for o in objects if o.get("kind") == "ValidatingAdmissionPolicy"
+                   and isinstance(o.get("spec"), dict)
+                   and isinstance(o["spec"].get("paramKind"), dict)} - {""}
+    for path, text in others:  # the files that may hold params objects
+        if any(kind in text for kind in param_kinds):
+            try:
+                objects += [d.data for d in read_text(text, str(path)) if isinstance(d.data, dict)]
             except InputError as error:
                 problems += error.diagnostics
     if problems:
@@ -181,10 +202,11 @@ def _unknown_kind(document: Document, error: UnknownKind) -> Diagnostic:
 
 
 def check(policies: Sequence[Path], objects: Sequence[Path], old: Path | None = None,
-          namespaces: Path | None = None, field_validation: FieldValidation = "Strict"
-          ) -> list[Result]:
+          namespaces: Path | None = None, field_validation: FieldValidation = "Strict",
+          jobs: int | None = None) -> list[Result]:
     """Decide every object in `objects` (UPDATE where `old` holds its previous version), with
-    the request's `fieldValidation` (kubectl's default: Strict)."""
+    the request's `fieldValidation` (kubectl's default: Strict), on at most `jobs` processes
+    (default: every usable core, for large inputs)."""
     checker = load_checker(policies)
     documents = _objects(d for path in objects for d in read_documents(path))
     old_documents = _objects(read_documents(old)) if old is not None else []
@@ -207,21 +229,22 @@ def check(policies: Sequence[Path], objects: Sequence[Path], old: Path | None = 
                 "among the objects to check"))
     if problems:
         raise InputError(problems)
-    results = []
-    for document in documents:
-        key = _key(checker, document.data)
+    object_keys = [_key(checker, document.data) for document in documents]
+    requests = []
+    for document, key in zip(documents, object_keys):
         before = previous.get(key)
-        request = Request(
+        requests.append(Request(
             "UPDATE" if before is not None else "CREATE", document.data,
             before.data if before is not None else None,
             namespace_objects.get(key[2]) if key[2] else None,
-            field_validation=field_validation, duplicate_fields=document.duplicates)
-        try:
-            verdict = checker.check(request)
-        except NamespaceRequired as error:
-            problems.append(_namespace_needed(document, error, namespaces))
+            field_validation=field_validation, duplicate_fields=document.duplicates))
+    results = []
+    for document, key, request, outcome in zip(documents, object_keys, requests,
+                                               decide_all(checker, requests, jobs)):
+        if isinstance(outcome, NamespaceRequired):
+            problems.append(_namespace_needed(document, outcome, namespaces))
             continue
-        results.append(Result(key[0], key[1], key[2], key[3], request.operation, verdict,
+        results.append(Result(key[0], key[1], key[2], key[3], request.operation, outcome,
                               document.file, document.line))
     if problems:
         raise InputError(problems)
