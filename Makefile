@@ -107,8 +107,9 @@ bench: bench-compile bench-check bench-webhook bench-capacity bench-providers be
 bench-compile: install
 	$(BIN)/python bench/compile/run.py
 
-bench-check: install
+bench-check: install controlplane
 	$(BIN)/python bench/check/run.py
+	$(BIN)/python bench/check/cli.py
 
 bench-webhook: install controlplane
 	$(BIN)/python bench/webhook/run.py

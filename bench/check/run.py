@@ -296,13 +296,14 @@ SECTION: Final = "## Offline checker (`bench/check/run.py`)"
 KEPT: Final = "\n### "
 
 
-def replace_section(text: str, section: str) -> str:
-    """`text` with the checker's section replaced by `section` (appended if there is none); the
-    old section's `### ` subsections (written by hand) are kept at the end of the new one."""
-    start = text.find(SECTION)
+def replace_section(text: str, section: str, heading: str = SECTION) -> str:
+    """`text` with the section starting `heading` replaced by `section` (appended if there is
+    none); the old section's `### ` subsections (written by hand) are kept at the end of the new
+    one."""
+    start = text.find(heading)
     if start < 0:
         return text.rstrip("\n") + "\n\n" + section
-    end = text.find("\n## ", start + len(SECTION))
+    end = text.find("\n## ", start + len(heading))
     end = len(text) if end < 0 else end + 1
     old = text[start:end]
     earlier = old[old.find(KEPT) + 1:].rstrip("\n") + "\n" if KEPT in old else ""
