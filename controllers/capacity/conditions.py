@@ -19,6 +19,7 @@ TARGET_RESOLVED: Final = "TargetResolved"
 CAPACITY_WRITTEN: Final = "CapacityWritten"
 HANDBACK_COMPLETE: Final = "HandbackComplete"
 HOST_GOVERNANCE_CONFLICT: Final = "HostGovernanceConflict"
+FIELD_GOVERNANCE_CONFLICT: Final = "FieldGovernanceConflict"
 
 CONDITION_TYPES: Final = (
     READY,
@@ -27,6 +28,7 @@ CONDITION_TYPES: Final = (
     CAPACITY_WRITTEN,
     HANDBACK_COMPLETE,
     HOST_GOVERNANCE_CONFLICT,
+    FIELD_GOVERNANCE_CONFLICT,
 )
 """Every condition the controller sets, in the order it reports them."""
 
@@ -60,12 +62,19 @@ class Reason:
     DRAINED: Final = "Drained"
     ZERO_WRITTEN: Final = "ZeroWritten"
     HANDBACK_SKIPPED: Final = "HandbackSkipped"
+    NOTHING_CONCEDED: Final = "NothingConceded"
     # HostGovernanceConflict
     HOST_GOVERNANCE_CONFLICT: Final = "HostGovernanceConflict"
     NODE_GOVERNED_BY_MACHINE: Final = "NodeGovernedByScheduledMachine"
     NO_CONFLICT: Final = "NoScheduledMachineOnNode"
     NODE_NAME_UNSET: Final = "NodeNameUnset"
     MACHINE_LOOKUP_FAILED: Final = "MachineLookupFailed"
+    # FieldGovernanceConflict (one field, one governor: api.fieldgovernance). The loser's reason
+    # is also its Ready reason and, with phase Error, says it writes nothing; the message names
+    # the governor.
+    GOVERNED_BY_OLDER: Final = "FieldGovernedByOlderScheduledCapacity"
+    YOUNGER_IGNORED: Final = "YoungerScheduledCapacitiesIgnored"
+    SOLE_GOVERNOR: Final = "NoOtherScheduledCapacity"
     # Error: the spec cannot be acted on; nothing is written
     INVALID_SPEC: Final = "InvalidSpec"
     CAPACITY_PATH_REJECTED: Final = "CapacityPathRejected"

@@ -63,6 +63,13 @@ from enum import Enum
 from typing import Literal
 
 from api.bundle import Consumer
+from api.fieldgovernance import (
+    Claim,
+    GovernedBy,
+    Governs,
+    governed_by_message,
+    ignoring_message,
+)
 from api.fieldpath import capacity_path_error, drained_path_error
 from api.kinds.scheduled_capacity import (
     INACTIVE_VALUE,
@@ -168,6 +175,9 @@ def decide(inp: DecisionInput) -> Decision:
     problem = refusal(spec, inp.allowlist)
     if problem is not None:
         return _refuse(inp, problem, now)
+    standing = inp.field_standing
+    if isinstance(standing, GovernedBy):
+        return _yield_field(inp, spec, standing, now)
     if isinstance(inp.target, LookupFailed):
         return _hold(inp, Reason.TARGET_LOOKUP_FAILED, f"reading the target: {inp.target.message}", now)
 
@@ -204,7 +214,8 @@ def decide(inp: DecisionInput) -> Decision:
         if capacity.phase is Phase.ACTIVE
         else cond.false(cond.READY, _ready_reason(cause, inp.target), capacity.summary)
     )
-    observations = (ready, schedule_obs, target_obs, capacity.capacity, capacity.handback, conflict_obs)
+    observations = (ready, schedule_obs, target_obs, capacity.capacity, capacity.handback, conflict_obs,
+                    _field_observation(spec, inp, standing))
     prior_conditions = prior.conditions if prior is not None else ()
     status = ScheduledCapacityStatus(
         phase=capacity.phase,
@@ -314,10 +325,11 @@ def _invalid_spec(spec: InvalidSpec) -> Refusal:
     return Refusal(Reason.INVALID_SPEC, _bounded(f"fix the spec: {detail}", 2048))
 
 
-def _refuse(inp: DecisionInput, problem: Refusal, now: datetime) -> Decision:
+def _refuse(inp: DecisionInput, problem: Refusal, now: datetime, field_obs: Observation | None = None,
+            not_evaluated: str = "not evaluated: the spec is refused") -> Decision:
+    """Phase Error, nothing written; what the controller last knew is kept."""
     prior = inp.prior or ScheduledCapacityStatus()
     message = f"{problem.message}. Nothing is written to the target until this is fixed."
-    not_evaluated = "not evaluated: the spec is refused"
     observations = (
         cond.false(cond.READY, problem.reason, message),
         cond.kept(prior.conditions, cond.unknown(cond.SPOT_SCHEDULE_RESOLVED, Reason.NOT_EVALUATED, not_evaluated)),
@@ -325,6 +337,8 @@ def _refuse(inp: DecisionInput, problem: Refusal, now: datetime) -> Decision:
         cond.false(cond.CAPACITY_WRITTEN, problem.reason, message),
         cond.kept(prior.conditions, cond.unknown(cond.HANDBACK_COMPLETE, Reason.NOT_EVALUATED, not_evaluated)),
         cond.kept(prior.conditions, cond.unknown(cond.HOST_GOVERNANCE_CONFLICT, Reason.NOT_EVALUATED, not_evaluated)),
+        field_obs or cond.kept(prior.conditions, cond.unknown(cond.FIELD_GOVERNANCE_CONFLICT, Reason.NOT_EVALUATED,
+                                                             not_evaluated)),
     )
     status = prior.model_copy(
         update={
@@ -340,6 +354,33 @@ def _refuse(inp: DecisionInput, problem: Refusal, now: datetime) -> Decision:
         requeue_at=None,
         events=_events(inp.prior, status, None, None, inp),
     )
+
+
+def _claim(spec: ScheduledCapacitySpec, inp: DecisionInput) -> Claim:
+    ref = spec.target_ref
+    return Claim(inp.namespace, inp.name, ref.api_version, ref.kind, ref.name, spec.capacity.path)
+
+
+def _yield_field(
+    inp: DecisionInput, spec: ScheduledCapacitySpec, standing: GovernedBy, now: datetime
+) -> Decision:
+    """An older ScheduledCapacity governs the field: Error, and nothing at all is written (not
+    even 0: the field is the governor's), whatever this object's schedule, kill switch or
+    enabled say. The next reconcile after the governor is gone takes the field over."""
+    message = governed_by_message(_claim(spec, inp), standing.governor)
+    field_obs = cond.true(cond.FIELD_GOVERNANCE_CONFLICT, Reason.GOVERNED_BY_OLDER, message)
+    problem = Refusal(Reason.GOVERNED_BY_OLDER, message.rstrip("."))
+    return _refuse(inp, problem, now, field_obs,
+                   not_evaluated="not evaluated: another ScheduledCapacity governs the field")
+
+
+def _field_observation(spec: ScheduledCapacitySpec, inp: DecisionInput, standing: Governs | GovernedBy) -> Observation:
+    if isinstance(standing, Governs) and standing.ignored:
+        return cond.true(cond.FIELD_GOVERNANCE_CONFLICT, Reason.YOUNGER_IGNORED,
+                         ignoring_message(_claim(spec, inp), standing.ignored))
+    claim = _claim(spec, inp)
+    return cond.false(cond.FIELD_GOVERNANCE_CONFLICT, Reason.SOLE_GOVERNOR,
+                      f"no other ScheduledCapacity names {claim.path} of {claim.describe_target()}")
 
 
 def _hold(inp: DecisionInput, reason: str, message: str, now: datetime) -> Decision:
@@ -510,6 +551,10 @@ def _hand_back(
             ),
             summary=f"{path} is held at 0",
         )
+    elif continued is None and _nothing_given(target, prior):
+        progress = _nothing_to_hand_back(spec, target)
+        if cause is _Cause.DISABLED:
+            progress = replace(progress, phase=Phase.DISABLED)
     else:
         progress = _handback_progress(spec, target, continued, start, now)
         if cause is _Cause.DISABLED:
@@ -526,6 +571,33 @@ def _hand_back(
         handback=progress.handback,
         summary=f"{_CAUSE_SENTENCE[cause]}; {progress.summary}",
         requeue_at=progress.requeue_at,
+    )
+
+
+def _nothing_given(target: TargetFound, prior: ScheduledCapacityStatus | None) -> bool:
+    """Nothing given, nothing to hand back: the field is absent or 0 as this object starts
+    governing it, and the object has not held it at the active value since (its last held value
+    is none or 0; the handback that follows an Active phase always starts from activeValue).
+    The drain wait is for capacity that was above 0."""
+    fresh = target.value is ABSENT or as_count(target.value) == INACTIVE_VALUE
+    return fresh and (prior is None or prior.written_value in (None, INACTIVE_VALUE))
+
+
+def _nothing_to_hand_back(spec: ScheduledCapacitySpec, target: TargetFound) -> _Progress:
+    """Inactive as soon as 0 is in place (the status is written only after the zero write has
+    landed), with no deadline; latched like any completed handback."""
+    path = spec.capacity.path
+    found = "absent" if target.value is ABSENT else "0"
+    return _Progress(
+        phase=Phase.INACTIVE,
+        handback=cond.true(
+            cond.HANDBACK_COMPLETE,
+            Reason.NOTHING_CONCEDED,
+            f"{path} was {found} when this object began governing it and the active value was "
+            "never written, so there is nothing to hand back and no drain to wait for",
+        ),
+        summary=f"the handback is complete; {path} is held at 0",
+        drained_value=as_count(target.drained) if spec.handback is not None else None,
     )
 
 

@@ -21,6 +21,7 @@ from typing import Final
 from pydantic import ValidationError
 
 from api.bundle import Consumer
+from api.fieldgovernance import Governs, Standing
 from api.fieldpath import capacity_path_error, drained_path_error, split_path
 from api.kinds.scheduled_capacity import ScheduledCapacitySpec, ScheduledCapacityStatus
 from api.kinds.scheduled_machine import governed_node
@@ -86,6 +87,9 @@ class DecisionInput:
     """The compiled bundle's entry for the target's kind: what the controller may write."""
     prior: ScheduledCapacityStatus | None
     now: datetime
+    field_standing: Standing = Governs()
+    """Whether this object governs its field or an older ScheduledCapacity does
+    (`api.fieldgovernance.standing` over the claims on the same target)."""
 
 
 def parse_spec(raw: object) -> ScheduledCapacitySpec | InvalidSpec:

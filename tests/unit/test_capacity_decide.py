@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from api.bundle import Bundle, BundleError, Consumer, parse_bundle
+from api.fieldgovernance import Claim, GovernedBy, Governs, Standing
 from api.kinds.scheduled_capacity import (
     Capacity,
     ConditionStatus,
@@ -33,6 +34,7 @@ from api.provider_contract import (
 from controllers.capacity.conditions import (
     CAPACITY_WRITTEN,
     CONDITION_TYPES,
+    FIELD_GOVERNANCE_CONFLICT,
     HANDBACK_COMPLETE,
     HOST_GOVERNANCE_CONFLICT,
     READY,
@@ -100,6 +102,7 @@ def given(
     prior: ScheduledCapacityStatus | None = None,
     now: datetime = NOW,
     generation: int = 1,
+    field_standing: Standing = Governs(),
 ) -> DecisionInput:
     return DecisionInput(
         namespace="tenant-a",
@@ -112,6 +115,7 @@ def given(
         allowlist=allowlist,
         prior=prior,
         now=now,
+        field_standing=field_standing,
     )
 
 
@@ -170,6 +174,16 @@ def conflicted() -> ScheduledCapacityStatus:
 
 
 NO_HANDBACK = spec_dict(handback=None)
+OLDER = Claim("tenant-a", "office-hours", "pools.example.com/v1beta1", "Pool", "agents",
+              "spec.warmReplicas", NOW - timedelta(days=1))
+YOUNGER = Claim("tenant-a", "override", "pools.example.com/v1", "Pool", "agents", "spec.warmReplicas",
+                NOW)
+YIELDS = GovernedBy(OLDER)
+
+
+def yielded() -> ScheduledCapacityStatus:
+    return after(given(target=TargetFound(ACTIVE_VALUE, 4)),
+                 given(target=TargetFound(ACTIVE_VALUE, 4), field_standing=YIELDS))
 CONFLICT = spec_dict(nodeName="worker-3")
 ON_WORKER_3 = (MachineNode("trading-desk-rack", "worker-3"),)
 
@@ -332,12 +346,100 @@ TABLE = [
         Phase.INACTIVE,
         {HANDBACK_COMPLETE: (T, "Drained")},
     ),
+    # --- nothing given, nothing to hand back ----------------------------------------------------
     Row(
-        "a fresh object whose schedule is closed and field already 0 is Inactive once drained",
+        "a fresh object whose schedule is closed and field already 0 is Inactive at once",
         lambda: given(schedule=Resolved(False), target=TargetFound(0, 0)),
         None,
         Phase.INACTIVE,
-        {HANDBACK_COMPLETE: (T, "Drained")},
+        {HANDBACK_COMPLETE: (T, "NothingConceded")},
+    ),
+    Row(
+        "a fresh object on a closed schedule and a fresh target writes 0 and is Inactive, no deadline",
+        lambda: given(schedule=Resolved(False), target=TargetFound(ABSENT, ABSENT)),
+        0,
+        Phase.INACTIVE,
+        {READY: (F, "ScheduleInactive"), HANDBACK_COMPLETE: (T, "NothingConceded")},
+    ),
+    Row(
+        "nothing given stays Inactive once the zero has landed, without a drain counter",
+        lambda: given(schedule=Resolved(False), target=TargetFound(0, ABSENT),
+                      prior=after(given(schedule=Resolved(False), target=TargetFound(ABSENT, ABSENT)))),
+        None,
+        Phase.INACTIVE,
+        {HANDBACK_COMPLETE: (T, "NothingConceded")},
+    ),
+    Row(
+        "a fresh object whose field holds capacity someone else gave waits for the drain",
+        lambda: given(schedule=Resolved(False), target=TargetFound(5, 3)),
+        0,
+        Phase.HANDING_BACK,
+        {HANDBACK_COMPLETE: (F, "AwaitingZeroWrite")},
+        requeue_at=NOW + TIMEOUT,
+    ),
+    Row(
+        "a fresh disabled object on a fresh target is Disabled with nothing to hand back",
+        lambda: given(spec=spec_dict(enabled=False), target=TargetFound(ABSENT, ABSENT)),
+        0,
+        Phase.DISABLED,
+        {READY: (F, "Disabled"), HANDBACK_COMPLETE: (T, "NothingConceded")},
+    ),
+    Row(
+        "a handback after the active value was written still waits for the drain",
+        lambda: given(schedule=Resolved(False), target=TargetFound(0, ABSENT), prior=active()),
+        None,
+        Phase.HANDING_BACK,
+        {HANDBACK_COMPLETE: (F, "DrainCounterUnreadable")},
+        requeue_at=NOW + TIMEOUT,
+    ),
+    # --- field governance ------------------------------------------------------------------------
+    Row(
+        "an object whose field an older ScheduledCapacity governs writes nothing and is Error naming it",
+        lambda: given(target=TargetFound(0, 0), field_standing=YIELDS),
+        None,
+        Phase.ERROR,
+        {READY: (F, "FieldGovernedByOlderScheduledCapacity"),
+         CAPACITY_WRITTEN: (F, "FieldGovernedByOlderScheduledCapacity"),
+         FIELD_GOVERNANCE_CONFLICT: (T, "FieldGovernedByOlderScheduledCapacity")},
+    ),
+    Row(
+        "a yielding object writes nothing even with the kill switch set and its field above 0",
+        lambda: given(spec=spec_dict(killSwitch=True), target=TargetFound(ACTIVE_VALUE, 4),
+                      field_standing=YIELDS),
+        None,
+        Phase.ERROR,
+        {FIELD_GOVERNANCE_CONFLICT: (T, "FieldGovernedByOlderScheduledCapacity")},
+    ),
+    Row(
+        "a yielding object does not hand back what it wrote before the older one appeared",
+        lambda: given(schedule=Resolved(False), target=TargetFound(ACTIVE_VALUE, 4), prior=active(),
+                      field_standing=YIELDS),
+        None,
+        Phase.ERROR,
+        {READY: (F, "FieldGovernedByOlderScheduledCapacity")},
+    ),
+    Row(
+        "the governor reports the younger ScheduledCapacities it overrules and stays Active",
+        lambda: given(target=TargetFound(0, 0), field_standing=Governs((YOUNGER,))),
+        ACTIVE_VALUE,
+        Phase.ACTIVE,
+        {READY: (T, "CapacityActive"),
+         FIELD_GOVERNANCE_CONFLICT: (T, "YoungerScheduledCapacitiesIgnored")},
+    ),
+    Row(
+        "a yielding object whose governor is gone takes the field over on its next reconcile",
+        lambda: given(target=TargetFound(0, 0), prior=yielded()),
+        ACTIVE_VALUE,
+        Phase.ACTIVE,
+        {READY: (T, "CapacityActive"), FIELD_GOVERNANCE_CONFLICT: (F, "NoOtherScheduledCapacity")},
+    ),
+    Row(
+        "a field taken over above 0 on a closed schedule is handed back with the drain wait",
+        lambda: given(schedule=Resolved(False), target=TargetFound(7, 3), prior=yielded()),
+        0,
+        Phase.HANDING_BACK,
+        {HANDBACK_COMPLETE: (F, "AwaitingZeroWrite")},
+        requeue_at=NOW + TIMEOUT,
     ),
     # --- host governance -----------------------------------------------------------------------
     Row(
@@ -618,7 +720,7 @@ def test_every_phase_and_condition_type_appears_in_the_table() -> None:
     assert {type_ for row in TABLE for type_ in row.conditions} == set(CONDITION_TYPES)
 
 
-def test_a_full_decision_reports_all_six_conditions_in_order() -> None:
+def test_a_full_decision_reports_every_condition_in_order() -> None:
     decision = decide(given())
     assert tuple(c.type for c in decision.status.conditions) == CONDITION_TYPES
     assert all(c.observed_generation == 1 for c in decision.status.conditions)

@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from api.bundle import Consumer
+from api.fieldgovernance import Claim, GovernedBy, overlaps, precedence, standings
 from api.fieldpath import capacity_path_error
 from api.kinds.scheduled_capacity import (
     ConditionStatus,
@@ -32,7 +33,7 @@ from api.provider_contract import (
     Unresolved,
     UnresolvedReason,
 )
-from controllers.capacity.conditions import READY
+from controllers.capacity.conditions import FIELD_GOVERNANCE_CONFLICT, READY
 from controllers.capacity.decide import Decision, decide, status_patch
 from controllers.capacity.observations import (
     ABSENT,
@@ -451,3 +452,109 @@ def test_no_sequence_of_events_gives_a_conflicted_host_the_active_value(
         status = decision.status
     assert status is not None and status.phase is Phase.ACTIVE
     assert world.value == spec["capacity"]["activeValue"]
+
+
+# --- one field, one governor ------------------------------------------------------------------------
+
+FIELD_PATHS = ("spec.warmReplicas", "spec.pool", "spec.pool.size")
+_ENTRY_WITH_POOL = ENTRY.model_copy(update={"capacity_paths": FIELD_PATHS})
+
+
+@dataclass
+class Governor:
+    """One of the ScheduledCapacities naming the same target, as the controller sees it."""
+
+    name: str
+    spec: dict[str, Any]
+    created: datetime
+    schedule: ScheduleObservation
+    status: ScheduledCapacityStatus | None = None
+    alive: bool = True
+
+    def claim(self) -> Claim:
+        ref = self.spec["targetRef"]
+        return Claim("tenant-a", self.name, ref["apiVersion"], ref["kind"], ref["name"],
+                     self.spec["capacity"]["path"], self.created)
+
+
+governor_events = st.one_of(
+    st.tuples(st.just("schedule"), st.integers(0, 2), st.booleans()),
+    st.tuples(st.just("bump"), st.integers(0, 2), st.integers(0, 20)),
+    st.tuples(st.just("delete"), st.integers(0, 2), st.none()),
+    st.tuples(st.just("reconcile"), st.integers(0, 2), st.none()),
+)
+
+
+@examples(300)
+@given(
+    st.lists(st.sampled_from(FIELD_PATHS), min_size=2, max_size=3),
+    st.lists(st.integers(0, 3), min_size=3, max_size=3),
+    st.lists(governor_events, max_size=25),
+)
+def test_with_several_governors_only_the_governor_writes_and_the_others_name_it(
+    paths: list[str], ages: list[int], history: list[tuple[str, int, Any]]
+) -> None:
+    """Several ScheduledCapacities on one target (equal, prefix-related or unrelated paths,
+    created in any order, some at the same second): whatever happens, a write comes only from an
+    object that governs its field; every other one is Error naming an older governor; deleting
+    a governor hands its field over on the next reconcile."""
+    base = datetime(2026, 3, 1, tzinfo=UTC)
+    governors = [
+        Governor(f"cap-{i}", {**spec_dict(path, 7 + i, True, False, None, None)},
+                 base + timedelta(seconds=ages[i]), Resolved(i % 2 == 0))
+        for i, path in enumerate(paths)
+    ]
+    field: dict[str, object] = {}
+
+    def reconcile(g: Governor) -> None:
+        claims = [o.claim() for o in governors if o.alive]
+        standing = standings(claims)[("tenant-a", g.name)]
+        value = field.get(g.spec["capacity"]["path"], 0)
+        inp = DecisionInput(
+            namespace="tenant-a", name=g.name, generation=1, spec=parse_spec(g.spec),
+            schedule=g.schedule, target=TargetFound(value, 0), machines=(),
+            allowlist=_ENTRY_WITH_POOL, prior=g.status, now=NOW, field_standing=standing,
+        )
+        decision = decide(inp)
+        check_invariants(inp, decision, frozenset())
+        if isinstance(standing, GovernedBy):
+            assert decision.write is None
+            assert decision.status.phase is Phase.ERROR
+            conflict = decision.status.condition(FIELD_GOVERNANCE_CONFLICT)
+            assert conflict is not None and conflict.status is ConditionStatus.TRUE
+            assert f"ScheduledCapacity {standing.governor.governor} governs" in conflict.message
+            older = [o.claim() for o in governors if o.alive and o.name == standing.governor.name]
+            assert older and precedence(older[0]) < precedence(g.claim())
+        else:
+            assert decision.status.phase is not Phase.ERROR
+        if decision.write is not None:
+            field[g.spec["capacity"]["path"]] = decision.write
+        g.status = decision.status
+
+    for kind, index, arg in history:
+        g = governors[min(index, len(governors) - 1)]
+        if not g.alive:
+            continue
+        if kind == "schedule":
+            g.schedule = Resolved(arg)
+        elif kind == "bump":
+            field[g.spec["capacity"]["path"]] = arg
+        elif kind == "delete":
+            g.alive = False
+        for each in governors:
+            if each.alive:
+                reconcile(each)
+
+    # The handover: with every older overlapping governor deleted, the next reconcile of the
+    # youngest governs and follows its own schedule.
+    youngest = max((g for g in governors if g.alive), key=lambda g: precedence(g.claim()), default=None)
+    if youngest is None:
+        return
+    for g in governors:
+        if g is not youngest and overlaps(g.claim(), youngest.claim()):
+            g.alive = False
+    youngest.schedule = Resolved(True)
+    reconcile(youngest)
+    reconcile(youngest)
+    assert youngest.status is not None and youngest.status.phase is Phase.ACTIVE
+    assert field[youngest.spec["capacity"]["path"]] == youngest.spec["capacity"]["activeValue"]
