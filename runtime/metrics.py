@@ -48,6 +48,19 @@ HOST_GOVERNANCE_CONFLICTS: Final = Counter(
     "ScheduledCapacities that entered HostGovernanceConflict=True.",
     ["controller"],
 )
+FIELD_GOVERNANCE_CONFLICTS: Final = Counter(
+    "fivespot_field_governance_conflicts_total",
+    "ScheduledCapacities that began yielding their field to an older one naming it "
+    "(FieldGovernanceConflict=True, phase Error).",
+    ["controller"],
+)
+GOVERNANCE_CONFLICTED: Final = Gauge(
+    "fivespot_governance_conflicted_objects",
+    "ScheduledCapacities in a governance conflict now, in the partitions this replica leads: "
+    "rule=host (HostGovernanceConflict=True, held at 0) or rule=field (yielding to an older "
+    "ScheduledCapacity, writing nothing).",
+    ["controller", "rule"],
+)
 WATCH_RESTARTS: Final = Counter(
     "fivespot_watch_restarts_total",
     "Watches restarted, by reason (closed, gone, stall, error).",

@@ -23,15 +23,17 @@ replays nothing: an unchanged world produces no write and no status patch.
 
 from __future__ import annotations
 
+import functools
 import logging
 import queue
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Final
 
 from api.bundle import Bundle, Consumer
+from api.fieldgovernance import Claim, Governs, Standing, claim_of, standing, target_key
 from api.identities import CAPACITY_CONTROLLER
 from api.kinds import scheduled_capacity as scap
 from api.kinds import scheduled_machine as sm
@@ -101,8 +103,9 @@ class Settings:
 
 
 def ref_key(namespace: str, api_version: object, kind: object, name: object) -> str:
-    """How a reference is indexed: namespace/group/kind/name."""
-    return f"{namespace}/{api_group(str(api_version))}/{kind}/{name}"
+    """How a reference is indexed: namespace/group/kind/name (the field-governance target key,
+    so the target index also finds the ScheduledCapacities that claim a field of one object)."""
+    return target_key(namespace, str(api_version), str(kind), str(name))
 
 
 def _mapping(value: object) -> Mapping[str, Any]:
@@ -210,6 +213,9 @@ class CapacityController:
         self._stop = threading.Event()
         self._event_thread = threading.Thread(target=self._emit_events, name="events", daemon=True)
         self._label = CAPACITY_CONTROLLER
+        for rule, condition in (("host", cond.HOST_GOVERNANCE_CONFLICT), ("field", cond.FIELD_GOVERNANCE_CONFLICT)):
+            metrics.GOVERNANCE_CONFLICTED.labels(controller=self._label, rule=rule).set_function(
+                functools.partial(self._conflicted, condition))
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -263,13 +269,24 @@ class CapacityController:
             own = self._own_writes.get(key)
             if own is not None and (event == DELETED or newer(own, obj) is obj):
                 del self._own_writes[key]  # the cache has caught up with our own write
-        if event == DELETED:
-            return
         if event == MODIFIED and old is not None:
             generation = _mapping(obj.get("metadata")).get("generation")
             if generation == _mapping(old.get("metadata")).get("generation"):
                 return  # a status-only change (usually our own write): nothing new to decide
-        self._enqueue(key)
+        self._enqueue_rivals(key, obj, old)
+        if event != DELETED:
+            self._enqueue(key)
+
+    def _enqueue_rivals(self, key: str, obj: Obj, old: Obj | None) -> None:
+        """A ScheduledCapacity that appears, goes or changes its target changes the standing of
+        the others naming the same target (one field, one governor): the governor's deletion
+        hands the field over on the next reconcile of the one that yielded."""
+        targets = set(scap_references(obj)[BY_TARGET])
+        if old is not None:
+            targets.update(scap_references(old)[BY_TARGET])
+        for target in targets:
+            self._enqueue_objects(o for o in self.scaps.by_index(BY_TARGET, target)
+                                  if kube.object_key(o) != key)
 
     def _on_provider(self, event: str, obj: Obj, old: Obj | None) -> None:
         self._enqueue_objects(self.scaps.by_index(BY_SCHEDULE, object_ref_key(obj)))
@@ -342,6 +359,32 @@ class CapacityController:
                 return TargetNotFound()
             return LookupFailed(f"reading the target: {failure}")
 
+    def _field_standing(self, obj: Obj) -> Standing:
+        """This object's standing among the ScheduledCapacities naming its target, from the
+        cache. The cache is one watch over every namespace, delivered in resourceVersion order,
+        so every object created before this one is in it whenever this one is."""
+        claim = claim_of(obj)
+        if claim is None:
+            return Governs()
+        others: list[Claim] = []
+        for rival in self.scaps.by_index(BY_TARGET, claim.key):
+            found = claim_of(rival)
+            if found is not None:
+                others.append(found)
+        return standing(claim, others)
+
+    def _observe_machines_fresh(self, namespace: str) -> tuple[MachinesObservation, str | None]:
+        """The namespace's ScheduledMachines read from the API server now (a consistent list,
+        not the cache, which can lag), and the resourceVersion the list was served at."""
+        path = kube.resource_path(sm.GROUP, sm.VERSION, sm.PLURAL, namespace)
+        try:
+            answer = kube.request(self.api, "GET", path, timeout=self._write_timeout())
+        except kube.ApiError as failure:
+            return LookupFailed(f"listing ScheduledMachines: {failure}"), None
+        items = [i for i in answer.get("items") or [] if isinstance(i, Mapping)]
+        list_rv = _mapping(answer.get("metadata")).get("resourceVersion")
+        return observe_machines(items), str(list_rv) if list_rv else None
+
     def _observe_machines(self, namespace: str) -> MachinesObservation:
         if not self.machines.has_synced():
             return LookupFailed("the ScheduledMachine cache has not synced yet")
@@ -377,19 +420,26 @@ class CapacityController:
         inp = DecisionInput(
             namespace=namespace, name=name, generation=int(meta.get("generation") or 0),
             spec=spec, schedule=schedule, target=target, machines=machines, allowlist=entry,
-            prior=prior, now=self.clock.now(),
+            prior=prior, now=self.clock.now(), field_standing=self._field_standing(obj),
         )
         decision = decide(inp)
+        machines_rv: str | None = None
         if decision.write is not None and isinstance(spec, ScheduledCapacitySpec):
             # The cache may lag our own last write: decide again on the target as it is now.
-            inp = _with_target(inp, self._observe_target(spec, namespace, fresh=True))
+            inp = replace(inp, target=self._observe_target(spec, namespace, fresh=True))
             decision = decide(inp)
+            if decision.write == spec.capacity.active_value and spec.node_name is not None:
+                # One host, one governor, under load: the machine cache can lag the provider's,
+                # so the active value goes out only on a list read from the API server now.
+                fresh, machines_rv = self._observe_machines_fresh(namespace)
+                inp = replace(inp, machines=fresh)
+                decision = decide(inp)
         if decision.transient is not None:
             log.info("transient lookup failure; nothing changed, retrying",
                      extra={"key": key, "why": decision.transient})
             return Result(retry=True)
         if decision.write is not None:
-            outcome = self._write_target(key, partition, spec, entry, decision, inp)
+            outcome = self._write_target(key, partition, spec, entry, decision, inp, machines_rv)
             if outcome is not None:
                 return outcome
         if not self._write_status(key, partition, obj, raw_status, decision.status, prior):
@@ -405,7 +455,7 @@ class CapacityController:
 
     def _write_target(
         self, key: str, partition: str, spec: ScheduledCapacitySpec | InvalidSpec,
-        entry: Consumer | None, decision: Decision, inp: DecisionInput,
+        entry: Consumer | None, decision: Decision, inp: DecisionInput, machines_rv: str | None,
     ) -> Result | None:
         """Send the one merge patch; None when it landed, else what the reconcile returns."""
         assert isinstance(spec, ScheduledCapacitySpec) and decision.write is not None
@@ -422,8 +472,8 @@ class CapacityController:
                                   spec.target_ref.name)
         body = target_patch(spec.capacity.path, decision.write)
         try:
-            kube.merge_patch(self.api, path, body, field_manager=FIELD_MANAGER,
-                             timeout=self._write_timeout())
+            written = kube.merge_patch(self.api, path, body, field_manager=FIELD_MANAGER,
+                                       timeout=self._write_timeout())
         except kube.ApiError as error:
             if error.not_found or error.transient:
                 log.info("target write failed; retrying", extra={"key": key, "error": str(error)[:300]})
@@ -436,11 +486,15 @@ class CapacityController:
                 self._write_status(key, partition, obj, raw, failed, inp.prior)
             return Result(retry=True)
         metrics.WRITES.labels(controller=self._label, what="target").inc()
-        log.info("target written", extra={
+        audit: dict[str, object] = {
             "key": key, "partition": partition, "identity": self.settings.identity,
             "target": f"{spec.target_ref.kind}/{inp.namespace}/{spec.target_ref.name}",
             "path": spec.capacity.path, "value": decision.write,
-        })
+            "resource_version": _mapping(written.get("metadata")).get("resourceVersion"),
+        }
+        if machines_rv is not None:
+            audit["machines_checked_at"] = machines_rv
+        log.info("target written", extra=audit)
         return None
 
     def _write_status(
@@ -477,6 +531,27 @@ class CapacityController:
         was = before is not None and before.status is ConditionStatus.TRUE
         if after is not None and after.status is ConditionStatus.TRUE and not was:
             metrics.HOST_GOVERNANCE_CONFLICTS.labels(controller=self._label).inc()
+        yielded = cond.Reason.GOVERNED_BY_OLDER
+        before_field = prior.condition(cond.FIELD_GOVERNANCE_CONFLICT) if prior is not None else None
+        after_field = status.condition(cond.FIELD_GOVERNANCE_CONFLICT)
+        if after_field is not None and after_field.reason == yielded and \
+                (before_field is None or before_field.reason != yielded):
+            metrics.FIELD_GOVERNANCE_CONFLICTS.labels(controller=self._label).inc()
+
+    def _conflicted(self, condition: str) -> int:
+        """How many ScheduledCapacities of the partitions this replica leads report `condition`
+        as a conflict now (read from the cache at scrape time, so it is never stale)."""
+        reason = cond.Reason.GOVERNED_BY_OLDER if condition == cond.FIELD_GOVERNANCE_CONFLICT else None
+        count = 0
+        for obj in self.scaps.list():
+            partition = self.partitions.of(_mapping(obj.get("metadata")).get("namespace"))
+            if partition is None or not self.elector.is_leading(partition):
+                continue
+            for entry in _mapping(obj.get("status")).get("conditions") or ():
+                if isinstance(entry, Mapping) and entry.get("type") == condition \
+                        and entry.get("status") == "True" and reason in (None, entry.get("reason")):
+                    count += 1
+        return count
 
     def _write_timeout(self) -> tuple[float, float]:
         """Shorter than the lease margin, so a write cannot land after a successor took over."""
@@ -523,12 +598,6 @@ def _indexer(index: str) -> Callable[[Obj], list[str]]:
         return scap_references(obj)[index]
 
     return keys
-
-
-def _with_target(inp: DecisionInput, target: TargetObservation) -> DecisionInput:
-    from dataclasses import replace
-
-    return replace(inp, target=target)
 
 
 __all__ = ["CapacityController", "Settings", "TargetFound", "guard_write", "scap_references"]
