@@ -1,6 +1,7 @@
-"""The watch-fed look-ups the checks read: ScheduledMachines by namespace, Namespaces by name.
+"""The watch-fed look-ups the checks read: ScheduledMachines by namespace, ScheduledCapacities by
+the object they target, Namespaces by name.
 
-Both come from the controller runtime's `Informer` (list + watch into a local cache), so deciding
+All come from the controller runtime's `Informer` (list + watch into a local cache), so deciding
 a request never makes an API call: admission latency does not depend on the API server's, and a
 burst of ScheduledCapacity writes does not turn into a burst of ScheduledMachine lists.
 """
@@ -10,11 +11,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
+from api.fieldgovernance import claim_of
+from api.kinds import scheduled_capacity as scap
 from api.kinds import scheduled_machine as sm
 from runtime.informer import Informer
 from runtime.kube import ApiClient
 
 BY_NAMESPACE: Final = "namespace"
+BY_TARGET: Final = "target"
 
 
 def _namespace_of(obj: Mapping[str, Any]) -> list[str]:
@@ -42,6 +46,28 @@ class MachinesByNamespace(Mapping[str, list[dict[str, Any]]]):
 def machine_informer(api: ApiClient) -> Informer:
     informer = Informer(api, sm.GROUP, sm.VERSION, sm.PLURAL)
     informer.add_index(BY_NAMESPACE, _namespace_of)
+    return informer
+
+
+def _target_of(obj: Mapping[str, Any]) -> list[str]:
+    claim = claim_of(obj)
+    return [claim.key] if claim is not None else []
+
+
+class CapacitiesByTarget:
+    """`lookup(key)`: the cached ScheduledCapacities naming one target object (any version), by
+    `api.fieldgovernance.target_key`."""
+
+    def __init__(self, informer: Informer) -> None:
+        self.informer = informer
+
+    def __call__(self, key: str) -> list[dict[str, Any]]:
+        return self.informer.by_index(BY_TARGET, key)
+
+
+def capacity_informer(api: ApiClient) -> Informer:
+    informer = Informer(api, scap.GROUP, scap.VERSION, scap.PLURAL)
+    informer.add_index(BY_TARGET, _target_of)
     return informer
 
 

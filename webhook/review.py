@@ -9,6 +9,12 @@ for something CEL cannot do (DESIGN §5):
   that *changes* `spec.nodeName`, is judged: an update keeping a node that became conflicted later
   (a finalizer removal, `enabled: false`) must go through, since the controller already holds the
   value at 0 and blocking those edits would block the remedy.
+- `review_field_governance`: one field, one governor (`api.fieldgovernance`, the rule's one
+  definition). A ScheduledCapacity whose target object (any version) and capacity path equal or
+  overlap an existing one's is denied on create, and on an update that changes its target or path,
+  naming the existing one. An update that keeps the claim passes (two governors admitted while
+  the webhook was down must stay editable, so the loser can be disabled or deleted); the
+  controller is the backstop for those.
 - `review_target_guard`: the capacity controller may change only an allowlisted capacity field
   of a governed object, to an integer within the consumer's ceiling. Any other change, and any
   create, delete or subresource write (`/status`, `/scale`, ...), is denied. Fields the API
@@ -20,7 +26,7 @@ for something CEL cannot do (DESIGN §5):
 - `review_polyfill`: the compiled ValidatingAdmissionPolicies, decided by the evaluator
   `fivespot check` uses (`policies.admission_eval`), never a second implementation.
 
-Host governance and the polyfill never decide a request in the webhook's own namespace or
+Host and field governance and the polyfill never decide a request in the webhook's own namespace or
 kube-system (`review` allows them first): they must never stand between the cluster and its own
 recovery. The target guard decides in every namespace: its match condition already keeps every
 identity but the capacity controller's away from it, so nobody's recovery waits on it, and the
@@ -35,6 +41,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+from api import fieldgovernance
 from api.bundle import Consumer, HostGovernanceAction
 from api.kinds import scheduled_capacity as scap
 from api.kinds.scheduled_machine import governed_node
@@ -45,9 +52,10 @@ from webhook.bundle import WebhookBundle
 from webhook.ownership import ownership_changes
 
 HOST_GOVERNANCE: Final = "host-governance"
+FIELD_GOVERNANCE: Final = fieldgovernance.CHECK
 TARGET_GUARD: Final = "target-guard"
 VAP_POLYFILL: Final = "vap-polyfill"
-CHECKS: Final = (HOST_GOVERNANCE, TARGET_GUARD, VAP_POLYFILL)
+CHECKS: Final = (HOST_GOVERNANCE, FIELD_GOVERNANCE, TARGET_GUARD, VAP_POLYFILL)
 REVIEW_API_VERSION: Final = "admission.k8s.io/v1"
 REVIEW_KIND: Final = "AdmissionReview"
 
@@ -57,12 +65,14 @@ API_SERVER_METADATA: Final = frozenset({
 """Metadata the API server sets on every write; a difference there is not the caller's change."""
 MANAGED_FIELDS: Final = "managedFields"
 """Judged apart (`webhook.ownership`): the API server rewrites it, but a caller can write it too."""
-NAMESPACE_EXEMPT_CHECKS: Final = frozenset({HOST_GOVERNANCE, VAP_POLYFILL})
+NAMESPACE_EXEMPT_CHECKS: Final = frozenset({HOST_GOVERNANCE, FIELD_GOVERNANCE, VAP_POLYFILL})
 """The checks that never decide in the bundle's excluded namespaces (see the module docstring)."""
 
 Verdict = Literal["allowed", "denied", "warned"]
 MachinesByNamespace = Mapping[str, Iterable[Mapping[str, Any]]]
 NamespaceLookup = Callable[[str], Mapping[str, Any] | None]
+CapacitiesByTarget = Callable[[str], Iterable[Mapping[str, Any]]]
+"""The ScheduledCapacities naming one target object, by `api.fieldgovernance.target_key`."""
 
 
 @dataclass(frozen=True)
@@ -234,6 +244,36 @@ def review_host_governance(request: Mapping[str, Any], machines_by_namespace: Ma
         f"{which} in namespace {namespace} (its status.nodeRef.name), and a host is governed by a "
         "ScheduledMachine or a ScheduledCapacity, never both; name another node, or leave "
         "spec.nodeName unset if you cannot name the node confidently"))
+
+
+# --- field governance --------------------------------------------------------------------------
+
+
+def review_field_governance(request: Mapping[str, Any], capacities: CapacitiesByTarget) -> Response:
+    """One field, one governor, at admission (the controller remains the backstop)."""
+    uid = str(request["uid"])
+    try:
+        operation = _operation(request)
+        group, resource = _resource(request)
+        if operation not in ("CREATE", "UPDATE") or (group, resource) != (scap.GROUP, scap.PLURAL):
+            return allow(uid)
+        namespace = _namespace(request)
+        claim = fieldgovernance.claim_of(_get(request, "object", Mapping, "request.object"), namespace)
+        if claim is None:
+            return allow(uid)  # no writable field named: the schema and the policies refuse it
+        if operation == "UPDATE":
+            old = request.get("oldObject")
+            before = fieldgovernance.claim_of(old, namespace) if isinstance(old, Mapping) else None
+            if before is not None and (before.key, before.path) == (claim.key, claim.path):
+                return allow(uid)
+        existing = [c for c in (fieldgovernance.claim_of(o) for o in capacities(claim.key))
+                    if c is not None]
+    except Malformed as error:
+        return malformed(uid, FIELD_GOVERNANCE, error)
+    rivals = fieldgovernance.conflicts(claim, existing)
+    if not rivals:
+        return allow(uid)
+    return deny(uid, 403, "Forbidden", fieldgovernance.denial(claim, rivals))
 
 
 # --- the governed-target diff guard ------------------------------------------------------------
@@ -427,11 +467,12 @@ class Lookups:
 
     machines_by_namespace: MachinesByNamespace
     namespaces: NamespaceLookup
+    capacities_by_target: CapacitiesByTarget
 
 
 def review(check: str, request: Mapping[str, Any], bundle: WebhookBundle, lookups: Lookups) -> Response:
-    """Decide `request` with `check`; host governance and the polyfill always allow requests in
-    the excluded namespaces."""
+    """Decide `request` with `check`; host and field governance and the polyfill always allow
+    requests in the excluded namespaces."""
     uid = str(request["uid"])
     namespace = request.get("namespace")
     if check in NAMESPACE_EXEMPT_CHECKS and isinstance(namespace, str) and \
@@ -440,6 +481,8 @@ def review(check: str, request: Mapping[str, Any], bundle: WebhookBundle, lookup
     if check == HOST_GOVERNANCE:
         return review_host_governance(request, lookups.machines_by_namespace,
                                       bundle.host_governance)
+    if check == FIELD_GOVERNANCE:
+        return review_field_governance(request, lookups.capacities_by_target)
     if check == TARGET_GUARD:
         return review_target_guard(request, bundle)
     if check == VAP_POLYFILL:

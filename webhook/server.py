@@ -44,7 +44,14 @@ from runtime.kube import ApiClient, ApiError, load_client
 from runtime.processes import die_with_parent
 from webhook.app import Runtime, create_app, utcnow
 from webhook.bundle import WebhookBundle, load_bundle
-from webhook.caches import MachinesByNamespace, NamespaceObjects, machine_informer, namespace_informer
+from webhook.caches import (
+    CapacitiesByTarget,
+    MachinesByNamespace,
+    NamespaceObjects,
+    capacity_informer,
+    machine_informer,
+    namespace_informer,
+)
 from webhook.connections import AdmissionWorker, ConnectionLimits, WSGIGateway, observe_cuts
 from webhook.certificates import (
     CertificateError,
@@ -188,6 +195,7 @@ class Worker:
 
     serving: ServingCertificate
     machines: Informer
+    capacities: Informer
     namespaces: Informer | None
     loop: CertificateLoop
 
@@ -195,7 +203,7 @@ class Worker:
         problems = []
         if problem := self.serving.problem(utcnow()):
             problems.append(problem)
-        for informer in (self.machines, self.namespaces):
+        for informer in (self.machines, self.capacities, self.namespaces):
             if informer is not None and not informer.healthy():
                 problems.append(f"the {informer.name} cache is not synced or its watch is stalled")
         return problems
@@ -218,15 +226,17 @@ def start_worker(options: ServeOptions, bundle: WebhookBundle, cert: Path, key: 
         tick = _SelfManagedTick(_keeper(api, options, bundle), serving, metrics,
                                 options.certificate_check_s)
     machines = machine_informer(api)
+    capacities = capacity_informer(api)
     namespaces = namespace_informer(api) if bundle.polyfill else None
     loop = CertificateLoop(tick, "certificates")
-    worker = Worker(serving, machines, namespaces, loop)
-    for informer in (machines, namespaces):
+    worker = Worker(serving, machines, capacities, namespaces, loop)
+    for informer in (machines, capacities, namespaces):
         if informer is not None:
             informer.start()
     loop.start()
-    runtime = Runtime(bundle, Lookups(MachinesByNamespace(machines), NamespaceObjects(namespaces)),
-                      metrics, worker.readiness)
+    lookups = Lookups(MachinesByNamespace(machines), NamespaceObjects(namespaces),
+                      CapacitiesByTarget(capacities))
+    runtime = Runtime(bundle, lookups, metrics, worker.readiness)
     return runtime, worker
 
 

@@ -51,6 +51,8 @@ Custom provider kind (`fivespot-custom-provider-<plural>`, for the team's own De
 
 Webhook (`fivespot-webhook`, only when the repo has a consumer)
   - scheduledmachines: get, list, watch — the host-governance check at admission keeps a cache.
+  - scheduledcapacities: get, list, watch — the field-governance check keeps a cache of which
+    fields the existing ones govern (one field, one governor).
   - with the VAP polyfill: namespaces get, list, watch (the policies' `namespaceObject`), and
     the params kind, when it is installed, get, list, watch (the policies' `params`).
   - self-managed certificates only: Role secrets get, update on `fivespot-webhook-tls` (keep and
@@ -224,7 +226,7 @@ def _params_installed(repo: Repo) -> bool:
 
 
 def webhook_rules(repo: Repo) -> list[Rule]:
-    rules = [Rule(sm.GROUP, (sm.PLURAL,), READ)]
+    rules = [Rule(sm.GROUP, (sm.PLURAL,), READ), Rule(scap.GROUP, (scap.PLURAL,), READ)]
     if repo.polyfill:
         rules.append(Rule("", ("namespaces",), READ))
         if _params_installed(repo):

@@ -2,12 +2,15 @@
 (cert-manager mode) its Certificate. Only when the repo has a consumer: otherwise there is
 nothing to guard.
 
-Three webhooks, each for what CEL cannot do (Kubernetes' webhook good practices throughout:
+Four webhooks, each for what CEL cannot do (Kubernetes' webhook good practices throughout:
 AdmissionReview v1, `sideEffects: None`, a small timeout, `matchPolicy: Equivalent` so a request
 through any served version is still seen, and nothing that could block the cluster's own
 recovery):
 - host-governance: ScheduledCapacity CREATE/UPDATE, a cross-object check against the
   ScheduledMachines' nodes. The install namespace and kube-system are excluded.
+- field-governance: ScheduledCapacity CREATE/UPDATE, a cross-object check against the other
+  ScheduledCapacities naming the same target object (one field, one governor:
+  `api.fieldgovernance`). The install namespace and kube-system are excluded.
 - target-guard: every operation on every consumer resource and every subresource of it
   (`/status`, `/scale`, `/*`), narrowed by a match condition to the capacity controller's own
   identity. It is the diff guard on governed objects (that identity may change only an
@@ -54,9 +57,11 @@ from compiler.spec import NetworkPeer
 
 SERVICE_PORT: Final = 443
 HOST_GOVERNANCE: Final = "host-governance.5spot.finos.org"
+FIELD_GOVERNANCE: Final = "field-governance.5spot.finos.org"
 TARGET_GUARD: Final = "target-guard.5spot.finos.org"
 VAP_POLYFILL: Final = "vap-polyfill.5spot.finos.org"
 HOST_GOVERNANCE_PATH: Final = "/validate/host-governance"
+FIELD_GOVERNANCE_PATH: Final = "/validate/field-governance"
 TARGET_GUARD_PATH: Final = "/validate/target-guard"
 VAP_POLYFILL_PATH: Final = "/validate/vap-polyfill"
 CAPACITY_IDENTITY_CONDITION: Final = "only-the-capacity-controller"
@@ -181,6 +186,7 @@ def _webhook(repo: Repo, name: str, path: str, rules: list[dict[str, Any]],
 def webhooks(repo: Repo) -> list[dict[str, Any]]:
     found = [
         _webhook(repo, HOST_GOVERNANCE, HOST_GOVERNANCE_PATH, _scap_rules()),
+        _webhook(repo, FIELD_GOVERNANCE, FIELD_GOVERNANCE_PATH, _scap_rules()),
         _webhook(repo, TARGET_GUARD, TARGET_GUARD_PATH, consumer_rules(repo),
                  [capacity_identity_condition(repo)], namespaces=target_guard_namespaces(repo)),
     ]

@@ -90,7 +90,8 @@ def intended(identity: str, group: str, *, in_install_namespace: bool) -> set[Pe
     if identity == CUSTOM:
         return (each("changefreezes.spotschedules.5spot.finos.org", READ)
                 | each("changefreezes.spotschedules.5spot.finos.org/status", WRITE_STATUS))
-    found = (each("scheduledmachines.5spot.finos.org", READ) | each("namespaces", READ)
+    found = (each("scheduledmachines.5spot.finos.org", READ)
+             | each("scheduledcapacities.5spot.finos.org", READ) | each("namespaces", READ)
              | each("tenantcapacitylimits.policy.5spot.finos.org", READ)
              | each("validatingwebhookconfigurations.admissionregistration.k8s.io",
                     ("get", "patch", "update"), ("fivespot-webhook",)))
@@ -238,6 +239,7 @@ def test_in_cert_manager_mode_the_webhook_holds_no_secret_or_configuration_right
         "mode": "cert-manager", "issuerRef": {"kind": "ClusterIssuer", "name": "ca"}}})
     apply_rbac(kubeconfig, repo, tmp_path)
     expected = {("scheduledmachines.5spot.finos.org", (), v) for v in READ} | {
+        ("scheduledcapacities.5spot.finos.org", (), v) for v in READ} | {
         ("namespaces", (), v) for v in READ} | {
         ("tenantcapacitylimits.policy.5spot.finos.org", (), v) for v in READ}
     assert granted(kubeconfig, namespace, WEBHOOK, namespace) == expected

@@ -176,7 +176,8 @@ def test_a_repo_without_consumers_has_no_capacity_or_webhook_identity() -> None:
 def test_the_self_managed_webhook_touches_only_its_own_secret_and_configuration() -> None:
     granted = all_grants(make_repo(), WEBHOOK)
     assert granted == {
-        *{("5spot.finos.org", "scheduledmachines", v, ()) for v in ("get", "list", "watch")},
+        *{("5spot.finos.org", r, v, ()) for v in ("get", "list", "watch")
+          for r in ("scheduledmachines", "scheduledcapacities")},
         ("", "secrets", "create", ()),
         *{("", "secrets", v, ("fivespot-webhook-tls",)) for v in ("get", "update")},
         *{("admissionregistration.k8s.io", "validatingwebhookconfigurations", v,
@@ -188,7 +189,8 @@ def test_cert_manager_mode_gives_the_webhook_no_secret_or_configuration_permissi
     repo = make_repo(webhook={"certificate": {"mode": "cert-manager",
                                               "issuerRef": {"kind": "ClusterIssuer", "name": "ca"}}})
     assert all_grants(repo, WEBHOOK) == {
-        ("5spot.finos.org", "scheduledmachines", v, ()) for v in ("get", "list", "watch")}
+        ("5spot.finos.org", r, v, ()) for v in ("get", "list", "watch")
+        for r in ("scheduledmachines", "scheduledcapacities")}
     assert "fivespot-webhook-tls" not in objects(repo, "Role")
 
 
@@ -203,7 +205,8 @@ def test_the_webhook_reads_namespaces_and_params_only_for_the_polyfill_and_param
     repo = make_repo(enforcement=enforcement,
                      tenants=(tenant("team-a", ["pools"]),) if tenants else ())
     reads = {(g, r) for g, r, verb, _ in all_grants(repo, WEBHOOK) if verb == "list"}
-    assert reads - {("5spot.finos.org", "scheduledmachines")} == expected
+    assert reads - {("5spot.finos.org", "scheduledmachines"),
+                    ("5spot.finos.org", "scheduledcapacities")} == expected
 
 
 def test_every_binding_binds_an_emitted_role_to_an_emitted_service_account_in_the_install_namespace(

@@ -66,11 +66,12 @@ def test_the_artifacts_land_in_the_admission_and_workloads_layers() -> None:
 
 
 @pytest.mark.parametrize("enforcement,expected", [
-    ("vap", ["host-governance.5spot.finos.org", "target-guard.5spot.finos.org"]),
-    ("webhook", ["host-governance.5spot.finos.org", "target-guard.5spot.finos.org",
-                 "vap-polyfill.5spot.finos.org"]),
-    ("both", ["host-governance.5spot.finos.org", "target-guard.5spot.finos.org",
-              "vap-polyfill.5spot.finos.org"]),
+    ("vap", ["host-governance.5spot.finos.org", "field-governance.5spot.finos.org",
+             "target-guard.5spot.finos.org"]),
+    ("webhook", ["host-governance.5spot.finos.org", "field-governance.5spot.finos.org",
+                 "target-guard.5spot.finos.org", "vap-polyfill.5spot.finos.org"]),
+    ("both", ["host-governance.5spot.finos.org", "field-governance.5spot.finos.org",
+              "target-guard.5spot.finos.org", "vap-polyfill.5spot.finos.org"]),
 ])
 def test_the_polyfill_webhook_exists_only_when_enforcement_includes_the_webhook(
         enforcement: str, expected: list[str]) -> None:
@@ -99,9 +100,11 @@ def test_each_webhook_has_its_own_path_and_rules() -> None:
                   "operations": ["CREATE", "UPDATE"], "resources": ["scheduledcapacities"],
                   "scope": "Namespaced"}]
     assert found["host-governance.5spot.finos.org"]["rules"] == scap_rule
+    assert found["field-governance.5spot.finos.org"]["rules"] == scap_rule
     assert found["vap-polyfill.5spot.finos.org"]["rules"] == scap_rule
     assert {n: h["clientConfig"]["service"]["path"] for n, h in found.items()} == {
         "host-governance.5spot.finos.org": "/validate/host-governance",
+        "field-governance.5spot.finos.org": "/validate/field-governance",
         "target-guard.5spot.finos.org": "/validate/target-guard",
         "vap-polyfill.5spot.finos.org": "/validate/vap-polyfill",
     }

@@ -29,7 +29,8 @@ PROBLEMS: list[str] = []
 
 
 def make_runtime() -> Runtime:
-    return Runtime(parse_webhook_bundle(bundle_data(polyfill=True)), Lookups(MACHINES, lambda n: None),
+    return Runtime(parse_webhook_bundle(bundle_data(polyfill=True)),
+                   Lookups(MACHINES, lambda n: None, lambda k: ()),
                    Metrics(), lambda: list(PROBLEMS))
 
 

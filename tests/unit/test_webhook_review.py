@@ -280,7 +280,7 @@ def test_without_the_polyfill_enabled_the_polyfill_path_allows_everything() -> N
     plain = parse_webhook_bundle(bundle_data(polyfill=False))
     outside = request(scap(namespace="team-x", node=None), namespace="team-x")
     assert plain.policies is None
-    assert review(VAP_POLYFILL, outside, plain, Lookups({}, lambda n: None)).allowed
+    assert review(VAP_POLYFILL, outside, plain, Lookups({}, lambda n: None, lambda k: ())).allowed
 
 
 # --- dispatch and parsing ------------------------------------------------------------------------
@@ -289,7 +289,7 @@ def test_without_the_polyfill_enabled_the_polyfill_path_allows_everything() -> N
 @pytest.mark.parametrize("namespace", ["5spot-system", "kube-system"])
 def test_host_governance_and_the_polyfill_never_decide_in_the_webhooks_own_namespace_or_kube_system(
         bundle: WebhookBundle, namespace: str) -> None:
-    lookups = Lookups({namespace: [machine("sm", "worker-3", namespace)]}, lambda n: None)
+    lookups = Lookups({namespace: [machine("sm", "worker-3", namespace)]}, lambda n: None, lambda k: ())
     conflicted = request(scap(namespace=namespace), namespace=namespace)
     assert review(HOST_GOVERNANCE, conflicted, bundle, lookups).allowed
     assert review(VAP_POLYFILL, request(scap(namespace=namespace), namespace=namespace), bundle,
@@ -299,7 +299,7 @@ def test_host_governance_and_the_polyfill_never_decide_in_the_webhooks_own_names
 @pytest.mark.parametrize("namespace", ["5spot-system", "kube-system"])
 def test_the_target_guard_decides_the_capacity_identitys_writes_in_every_namespace(
         bundle: WebhookBundle, namespace: str) -> None:
-    lookups = Lookups({}, lambda n: None)
+    lookups = Lookups({}, lambda n: None, lambda k: ())
     deleting = guard(None, pool(), operation="DELETE")
     relabelling = guard(pool(labels={"a": "z"}), pool())
     for write in (deleting, relabelling):
