@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from compiler.check_governance import Checked, field_governance
 from compiler.checkpool import decide_all
 from compiler.diagnostics import Diagnostic, InputError, Location
 from compiler.objectyaml import Document, read_documents, read_file, read_text
@@ -248,7 +249,11 @@ def check(policies: Sequence[Path], objects: Sequence[Path], old: Path | None = 
                               document.file, document.line))
     if problems:
         raise InputError(problems)
-    return results
+    governed = field_governance([  # one field, one governor among the objects given
+        Checked(d.data, r.namespace, r.verdict, before.data if (before := previous.get(
+            _key(checker, d.data))) is not None else None, d.locate("metadata", "name"))
+        for d, r in zip(documents, results)])
+    return [replace(r, verdict=v) for r, v in zip(results, governed)]
 
 
 def _namespaces(path: Path | None) -> dict[str, Mapping[str, Any]]:

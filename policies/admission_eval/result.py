@@ -1,7 +1,9 @@
 """What an admission decision looks like: allowed or not, every violation, every warning.
 
 `source` says which layer of the API server decided: `schema` (the CRD's structural schema),
-`crd-rule` (its `x-kubernetes-validations`) or `vap` (a ValidatingAdmissionPolicy).
+`crd-rule` (its `x-kubernetes-validations`), `vap` (a ValidatingAdmissionPolicy) or `webhook`
+(a rule fivespot's admission webhook enforces, applied among the objects given:
+`compiler.check_governance`).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 if TYPE_CHECKING:
     from policies.admission_eval.status import Status
 
-Source = Literal["schema", "crd-rule", "vap"]
+Source = Literal["schema", "crd-rule", "vap", "webhook"]
 SCHEMA: Final = "schema"
 CRD_RULE: Final = "crd-rule"
 VAP: Final = "vap"

@@ -245,3 +245,96 @@ def test_the_dispatcher_routes_the_check_and_exempts_the_excluded_namespaces() -
     system = scap("override", namespace="kube-system")
     lookups = Lookups({}, lambda n: None, existing(scap("office-hours", namespace="kube-system")))
     assert review(FIELD_GOVERNANCE, request(system, namespace="kube-system"), bundle, lookups).allowed
+
+
+# --- fivespot check over a set of files ----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def out_dir(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    from compiler.output import write_tree
+    from compiler.pipeline import compile_repo
+    from tests.unit.test_cli_check import EXAMPLE
+
+    out = tmp_path_factory.mktemp("out")
+    write_tree(compile_repo(EXAMPLE).files, out)
+    return out
+
+
+def _file(path: Any, *objects: dict[str, Any]) -> Any:
+    import yaml
+
+    path.write_text(yaml.safe_dump_all(list(objects), sort_keys=False))
+    return path
+
+
+def _check(capsys: pytest.CaptureFixture[str], *argv: Any) -> tuple[int, dict[str, Any]]:
+    import json
+
+    from fivespot.cli import main
+
+    code = main(["check", *map(str, argv), "-o", "json"])
+    results = json.loads(capsys.readouterr().out)["results"]
+    return code, {r["object"]["name"]: r for r in results}
+
+
+def _file_scap(name: str, path: str = "spec.warmReplicas", version: str = "v1alpha1",
+               target: str = "sandboxes", **meta: str) -> dict[str, Any]:
+    obj = scap(name, path, version=version, target=target, created=None)
+    obj["metadata"].update(meta)
+    return obj
+
+
+def test_check_over_several_files_denies_the_second_governor_naming_the_first_and_its_file(
+        out_dir: Any, tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    first = _file(tmp_path / "office-hours.yaml", _file_scap("office-hours"))
+    second = _file(tmp_path / "override.yaml", _file_scap("override", version="v1"),
+                   _file_scap("elsewhere", target="other-pool"))
+    code, found = _check(capsys, second, first, "--policies", out_dir)
+    assert code == 1
+    assert found["office-hours"]["allowed"] and found["elsewhere"]["allowed"]
+    denied = found["override"]
+    assert not denied["allowed"]
+    [violation] = denied["violations"]
+    assert (violation["source"], violation["policy"], violation["field"]) == \
+        ("webhook", "field-governance.5spot.finos.org", "spec.capacity.path")
+    assert violation["message"].startswith(
+        "field-governance: spec.capacity.path spec.warmReplicas of VirtualMachinePool."
+        "pools.agents.example.com agents/sandboxes is already governed by ScheduledCapacity "
+        "agents/office-hours")
+    assert violation["message"].endswith(f"ScheduledCapacity agents/office-hours is defined at {first}:4:3")
+
+
+def test_check_orders_governors_as_the_controller_does_oldest_first_whatever_the_file_order(
+        out_dir: Any, tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    objects = _file(tmp_path / "all.yaml",
+                    _file_scap("aaa", creationTimestamp="2026-03-02T09:00:00Z"),
+                    _file_scap("zzz", creationTimestamp="2026-03-01T09:00:00Z"))
+    code, found = _check(capsys, objects, "--policies", out_dir)
+    assert code == 1 and found["zzz"]["allowed"] and not found["aaa"]["allowed"]
+    assert "governed by ScheduledCapacity agents/zzz (its spec.capacity.path is spec.warmReplicas " \
+        "too)" in found["aaa"]["violations"][0]["message"]
+
+
+def test_an_object_the_policies_deny_governs_nothing(out_dir: Any, tmp_path: Any,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    refused = _file_scap("aaa")
+    refused["spec"]["capacity"]["activeValue"] = 33  # over the consumer's maxActiveValue
+    objects = _file(tmp_path / "all.yaml", refused, _file_scap("bbb"))
+    code, found = _check(capsys, objects, "--policies", out_dir)
+    assert code == 1 and found["bbb"]["allowed"]
+    assert all(v["source"] != "webhook" for v in found["aaa"]["violations"])
+
+
+def test_an_update_keeping_its_claim_passes_with_a_warning_as_at_admission(
+        out_dir: Any, tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    loser = _file_scap("override", creationTimestamp="2026-03-02T09:00:00Z")
+    edited = {**loser, "spec": {**loser["spec"], "enabled": False}}
+    governor = _file_scap("office-hours", creationTimestamp="2026-03-01T09:00:00Z")
+    new = _file(tmp_path / "new.yaml", edited, governor)
+    old = _file(tmp_path / "old.yaml", loser)
+    code, found = _check(capsys, new, "--old", old, "--policies", out_dir)
+    assert code == 0 and found["override"]["operation"] == "UPDATE"
+    [warning] = found["override"]["warnings"]
+    assert warning.startswith("field-governance: ScheduledCapacity agents/office-hours governs "
+                              "spec.warmReplicas") and "writes nothing" in warning

@@ -1,0 +1,84 @@
+"""`fivespot check` over a set of files: one field, one governor among the objects given.
+
+The admission webhook denies a second ScheduledCapacity on a field by looking at the ones in the
+cluster; the offline checker has no cluster, but it has every object it was given, so it applies
+the same rule (`api.fieldgovernance`) among them. Of the ScheduledCapacities that would be
+admitted on their own and name overlapping fields of one target object (any version), the first
+in the controller's order (oldest `creationTimestamp`, objects without one after, then the name)
+governs; each of the others is denied with the webhook's message, naming the governor and the
+file and line it was read from. In a cluster the first one applied would win instead: the point
+is that the set cannot be applied as it is.
+
+As at admission, an UPDATE (`--old`) that keeps its target and path is not denied — the webhook
+lets it through so an object admitted while it was down stays editable — but it gets a warning
+saying the controller makes it write nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Final
+
+from api.fieldgovernance import CHECK, Claim, GovernedBy, claim_of, denial, governed_by_message, standing
+from api.kinds import scheduled_capacity as scap
+from compiler.diagnostics import Location
+from policies.admission_eval import Verdict, Violation
+from policies.admission_eval.status import Status
+
+POLICY: Final = "field-governance.5spot.finos.org"
+"""The webhook that makes this decision in a cluster (its denials are prefixed with CHECK)."""
+
+
+@dataclass(frozen=True)
+class Checked:
+    """One object as `fivespot check` decided it, with what the rule needs besides the verdict."""
+
+    obj: Mapping[str, Any]
+    namespace: str
+    verdict: Verdict
+    old: Mapping[str, Any] | None
+    where: Location
+
+
+def _is_capacity(obj: Mapping[str, Any]) -> bool:
+    return obj.get("kind") == scap.KIND and scap.api_group(str(obj.get("apiVersion"))) == scap.GROUP
+
+
+def _claim(obj: Mapping[str, Any] | None, namespace: str) -> Claim | None:
+    if obj is None or not _is_capacity(obj):
+        return None
+    return claim_of(obj, namespace)
+
+
+def _same_claim(a: Claim, b: Claim | None) -> bool:
+    return b is not None and (a.key, a.path) == (b.key, b.path)
+
+
+def field_governance(checked: Sequence[Checked]) -> list[Verdict]:
+    """Each object's verdict with the field-governance rule applied among all of them."""
+    claims = [_claim(c.obj, c.namespace) for c in checked]
+    where = {(c.namespace, c.name): item.where for c, item in zip(claims, checked) if c is not None}
+    admitted = [c for c, item in zip(claims, checked) if c is not None and item.verdict.allowed]
+    verdicts = []
+    for claim, item in zip(claims, checked):
+        found = standing(claim, admitted) if claim is not None else None
+        if claim is None or not isinstance(found, GovernedBy):
+            verdicts.append(item.verdict)
+            continue
+        governor = found.governor
+        read_from = where.get((governor.namespace, governor.name))
+        source = f". ScheduledCapacity {governor.governor} is defined at {read_from}" if read_from else ""
+        if _same_claim(claim, _claim(item.old, item.namespace)):
+            warning = f"{CHECK}: {governed_by_message(claim, governor).rstrip('.')}{source}"
+            verdicts.append(replace(item.verdict, warnings=(*item.verdict.warnings, warning)))
+            continue
+        message = f"{denial(claim, [governor])}{source}"
+        violation = Violation("webhook", POLICY, "spec.capacity.path", message, reason="Forbidden")
+        # The API server calls webhooks after its policies: an object they deny already has the
+        # answer it gets; one they admit gets the webhook's.
+        status = item.verdict.status if not item.verdict.allowed else Status(
+            403, "Forbidden", f'admission webhook "{POLICY}" denied the request: {message}')
+        verdicts.append(replace(item.verdict, allowed=False, status=status,
+                                violations=(*item.verdict.violations, violation)))
+    return verdicts
