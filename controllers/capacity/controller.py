@@ -65,6 +65,7 @@ from runtime import kube, metrics
 from runtime.cache import DELETED, MODIFIED, Obj, strip
 from runtime.clock import SYSTEM_CLOCK, Clock
 from runtime.controller import Controller, Result
+from runtime.fresh import fresh_list
 from runtime.informer import DEFAULT_STALL_AFTER_S, DEFAULT_WATCH_TIMEOUT_S, Informer
 from runtime.kindwatches import KindWatches
 from runtime.kube import ApiClient, ResolvedKind
@@ -374,16 +375,14 @@ class CapacityController:
         return standing(claim, others)
 
     def _observe_machines_fresh(self, namespace: str) -> tuple[MachinesObservation, str | None]:
-        """The namespace's ScheduledMachines read from the API server now (a consistent list,
-        not the cache, which can lag), and the resourceVersion the list was served at."""
-        path = kube.resource_path(sm.GROUP, sm.VERSION, sm.PLURAL, namespace)
+        """The namespace's ScheduledMachines read from the API server now (`runtime.fresh`: the
+        cache can lag), and the etcd revision the list reflects."""
         try:
-            answer = kube.request(self.api, "GET", path, timeout=self._write_timeout())
+            found = fresh_list(self.api, sm.GROUP, sm.VERSION, sm.PLURAL, namespace,
+                               timeout=self._write_timeout())
         except kube.ApiError as failure:
             return LookupFailed(f"listing ScheduledMachines: {failure}"), None
-        items = [i for i in answer.get("items") or [] if isinstance(i, Mapping)]
-        list_rv = _mapping(answer.get("metadata")).get("resourceVersion")
-        return observe_machines(items), str(list_rv) if list_rv else None
+        return observe_machines(found.items), found.resource_version
 
     def _observe_machines(self, namespace: str) -> MachinesObservation:
         if not self.machines.has_synced():

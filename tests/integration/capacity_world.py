@@ -203,3 +203,75 @@ class ControllerProcess:
 
     def writes(self) -> list[dict[str, Any]]:
         return [e for e in self.entries() if e.get("msg") == "target written"]
+
+
+class History:
+    """Every revision of one kind's objects in one namespace, as the API server's watch delivers
+    them from `since` on (a watch from a resourceVersion replays every later change, in etcd
+    order): the independent record of what was written, and at which revision."""
+
+    def __init__(self, admin: client.ApiClient, kind: tuple[str, str, str], since: str,
+                 ns: str = NS):
+        import threading
+
+        self.events: list[tuple[int, str, str, dict[str, Any]]] = []
+        """(resourceVersion, event type, name, object), in the order delivered."""
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._response = kube.stream(admin, path(kind, ns=ns), query={
+            "watch": "1", "resourceVersion": since, "allowWatchBookmarks": "false",
+            "timeoutSeconds": "600"}, timeout=(5.0, 660.0))
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        buffer = b""
+        try:
+            for chunk in self._response.response.stream(4096, decode_content=True):
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.strip():
+                        self._add(json.loads(line))
+                if self._stop.is_set():
+                    return
+        except Exception:  # the stream closed under us at stop()
+            return
+
+    def _add(self, event: dict[str, Any]) -> None:
+        obj = event.get("object") or {}
+        meta = obj.get("metadata") or {}
+        if event.get("type") == "ERROR" or "resourceVersion" not in meta:
+            return
+        with self._lock:
+            self.events.append((int(meta["resourceVersion"]), str(event["type"]),
+                                str(meta.get("name")), obj))
+
+    def of(self, name: str) -> list[tuple[int, str, dict[str, Any]]]:
+        with self._lock:
+            return [(rv, kind, obj) for rv, kind, n, obj in self.events if n == name]
+
+    def seen(self, name: str, kind: str) -> bool:
+        with self._lock:
+            return any(n == name and k == kind for _, k, n, _ in self.events)
+
+    def stop(self) -> None:
+        """End the watch. The socket is shut down, not closed: closing would wait for the
+        buffered reader's lock, which the reading thread holds while it blocks in recv."""
+        import socket
+
+        self._stop.set()
+        connection = getattr(self._response.response, "connection", None)
+        sock = getattr(connection, "sock", None)
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self._thread.join(10)
+
+
+def current_revision(admin: client.ApiClient, kind: tuple[str, str, str], ns: str = NS) -> str:
+    """The etcd revision now (a consistent list's resourceVersion)."""
+    answer = kube.request(admin, "GET", path(kind, ns=ns), query={"limit": "1"})
+    return str(answer["metadata"]["resourceVersion"])
