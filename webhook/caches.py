@@ -14,6 +14,7 @@ from typing import Any, Final
 from api.fieldgovernance import claim_of
 from api.kinds import scheduled_capacity as scap
 from api.kinds import scheduled_machine as sm
+from runtime import kube
 from runtime.informer import Informer
 from runtime.kube import ApiClient
 
@@ -63,6 +64,25 @@ class CapacitiesByTarget:
 
     def __call__(self, key: str) -> list[dict[str, Any]]:
         return self.informer.by_index(BY_TARGET, key)
+
+
+class CapacityNow:
+    """`read(namespace, name)`: one ScheduledCapacity from the API server now, None when it is
+    gone (raises kube.ApiError otherwise). Only a field-governance denial calls it, to confirm
+    what the cache says; the timeout keeps it well inside the webhook's own."""
+
+    def __init__(self, api: ApiClient, timeout_s: float = 1.0) -> None:
+        self.api = api
+        self.timeout_s = timeout_s
+
+    def __call__(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        path = kube.resource_path(scap.GROUP, scap.VERSION, scap.PLURAL, namespace, name)
+        try:
+            return kube.request(self.api, "GET", path, timeout=(self.timeout_s, self.timeout_s))
+        except kube.ApiError as error:
+            if error.not_found:
+                return None
+            raise
 
 
 def capacity_informer(api: ApiClient) -> Informer:

@@ -73,6 +73,9 @@ MachinesByNamespace = Mapping[str, Iterable[Mapping[str, Any]]]
 NamespaceLookup = Callable[[str], Mapping[str, Any] | None]
 CapacitiesByTarget = Callable[[str], Iterable[Mapping[str, Any]]]
 """The ScheduledCapacities naming one target object, by `api.fieldgovernance.target_key`."""
+CapacityNow = Callable[[str, str], Mapping[str, Any] | None]
+"""One ScheduledCapacity (namespace, name) read from the API server now, or None when it is gone;
+raises when it cannot be read."""
 
 
 @dataclass(frozen=True)
@@ -249,8 +252,31 @@ def review_host_governance(request: Mapping[str, Any], machines_by_namespace: Ma
 # --- field governance --------------------------------------------------------------------------
 
 
-def review_field_governance(request: Mapping[str, Any], capacities: CapacitiesByTarget) -> Response:
-    """One field, one governor, at admission (the controller remains the backstop)."""
+def _still_rivals(claim: fieldgovernance.Claim, rivals: list[fieldgovernance.Claim],
+                  now: CapacityNow | None) -> list[fieldgovernance.Claim]:
+    """The cached rivals that are still rivals in the API server. The cache lags a deletion (or a
+    move to another field) by a watch event, and `kubectl delete` then `kubectl apply` of a
+    replacement must not be refused for it; a rival that cannot be read stays a rival."""
+    if now is None:
+        return rivals
+    confirmed = []
+    for rival in rivals:
+        try:
+            current = now(rival.namespace, rival.name)
+        except Exception:  # unreadable: keep the cached view (deny)
+            confirmed.append(rival)
+            continue
+        fresh = fieldgovernance.claim_of(current) if current is not None else None
+        if fresh is not None and fieldgovernance.overlaps(claim, fresh):
+            confirmed.append(fresh)
+    return confirmed
+
+
+def review_field_governance(request: Mapping[str, Any], capacities: CapacitiesByTarget,
+                            now: CapacityNow | None = None) -> Response:
+    """One field, one governor, at admission (the controller remains the backstop). A denial
+    rests on the cache, confirmed by reading the rivals it names (`now`): only the deny path
+    costs an API call."""
     uid = str(request["uid"])
     try:
         operation = _operation(request)
@@ -271,6 +297,8 @@ def review_field_governance(request: Mapping[str, Any], capacities: CapacitiesBy
     except Malformed as error:
         return malformed(uid, FIELD_GOVERNANCE, error)
     rivals = fieldgovernance.conflicts(claim, existing)
+    if rivals:
+        rivals = _still_rivals(claim, rivals, now)
     if not rivals:
         return allow(uid)
     return deny(uid, 403, "Forbidden", fieldgovernance.denial(claim, rivals))
@@ -468,6 +496,8 @@ class Lookups:
     machines_by_namespace: MachinesByNamespace
     namespaces: NamespaceLookup
     capacities_by_target: CapacitiesByTarget
+    capacity_now: CapacityNow | None = None
+    """Confirms a field-governance denial against the API server (None: the cache alone)."""
 
 
 def review(check: str, request: Mapping[str, Any], bundle: WebhookBundle, lookups: Lookups) -> Response:
@@ -482,7 +512,7 @@ def review(check: str, request: Mapping[str, Any], bundle: WebhookBundle, lookup
         return review_host_governance(request, lookups.machines_by_namespace,
                                       bundle.host_governance)
     if check == FIELD_GOVERNANCE:
-        return review_field_governance(request, lookups.capacities_by_target)
+        return review_field_governance(request, lookups.capacities_by_target, lookups.capacity_now)
     if check == TARGET_GUARD:
         return review_target_guard(request, bundle)
     if check == VAP_POLYFILL:

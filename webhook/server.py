@@ -46,6 +46,7 @@ from webhook.app import Runtime, create_app, utcnow
 from webhook.bundle import WebhookBundle, load_bundle
 from webhook.caches import (
     CapacitiesByTarget,
+    CapacityNow,
     MachinesByNamespace,
     NamespaceObjects,
     capacity_informer,
@@ -235,7 +236,7 @@ def start_worker(options: ServeOptions, bundle: WebhookBundle, cert: Path, key: 
             informer.start()
     loop.start()
     lookups = Lookups(MachinesByNamespace(machines), NamespaceObjects(namespaces),
-                      CapacitiesByTarget(capacities))
+                      CapacitiesByTarget(capacities), CapacityNow(api))
     runtime = Runtime(bundle, lookups, metrics, worker.readiness)
     return runtime, worker
 

@@ -237,8 +237,10 @@ def test_host_governance_denies_a_scheduled_capacity_on_a_governed_node_via_the_
                               f"request: host-governance: spec.nodeName {node} is already governed "
                               f"by ScheduledMachine sm-{tag} in namespace {TENANT}")
     assert "name another node, or leave spec.nodeName unset" in message
-    objects.create_namespaced_custom_object(*SCAP[:2], TENANT, SCAP[2],
-                                            scap(f"cap-{tag}", node=f"free-{tag}"))
+    objects.create_namespaced_custom_object(*SCAP[:2], TENANT, SCAP[2], scap(
+        f"cap-{tag}", node=f"free-{tag}", targetRef={  # its own pool: one field, one governor
+            "apiVersion": "pools.agents.example.com/v1alpha1", "kind": "VirtualMachinePool",
+            "name": f"pool-{tag}"}))
 
 
 # --- the target guard ----------------------------------------------------------------------------

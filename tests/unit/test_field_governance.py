@@ -338,3 +338,20 @@ def test_an_update_keeping_its_claim_passes_with_a_warning_as_at_admission(
     [warning] = found["override"]["warnings"]
     assert warning.startswith("field-governance: ScheduledCapacity agents/office-hours governs "
                               "spec.warmReplicas") and "writes nothing" in warning
+
+
+def test_a_denial_is_confirmed_against_the_api_server_so_a_just_deleted_governor_blocks_nobody(
+) -> None:
+    rivals = existing(GOVERNOR)
+    gone = review_field_governance(_create(scap("replacement")), rivals, lambda ns, name: None)
+    assert gone.allowed
+    moved = scap("office-hours", target="another-pool")
+    assert review_field_governance(_create(scap("replacement")), rivals,
+                                   lambda ns, name: moved).allowed
+    still = review_field_governance(_create(scap("replacement")), rivals,
+                                    lambda ns, name: GOVERNOR)
+    assert not still.allowed
+
+    def unreadable(namespace: str, name: str) -> dict[str, Any]:
+        raise TimeoutError("the API server did not answer")
+    assert not review_field_governance(_create(scap("replacement")), rivals, unreadable).allowed
