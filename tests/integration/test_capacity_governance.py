@@ -59,10 +59,11 @@ def controller(kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory) -> It
     work = tmp_path_factory.mktemp("governance")
     bundle = localrun.compile_and_install(kubeconfig, work / "out")  # no webhook: the backstop
     sa = localrun.controller_kubeconfig(kubeconfig, work / "controller.kubeconfig")
+    # The default lease timings: their margin bounds every API call's timeout (2.5 s), where the
+    # fast leases of the failover tests leave 0.5 s, which a loaded machine exceeds.
     process = ControllerProcess(sa, bundle, unique("governance-it"), work / "controller.log",
-                                extra=("--lease-duration", "4", "--renew-deadline", "3",
-                                       "--retry-period", "1", "--workers", "8")).start()
-    process.wait_leading("agents", "default")
+                                extra=("--workers", "8")).start()
+    process.wait_leading("agents", "default", timeout=40)
     yield process
     process.terminate()
 
