@@ -10,6 +10,14 @@ separate process with its compiled ServiceAccount:
   (`--rate` per second), one object each, in `--rounds` rounds.
 - burst: `--burst` schedules flipped at once; per-object latency and time to the last write
   (the queue's throughput, not the per-flip latency the target in DESIGN §8 is about).
+- market-open burst (`--burst-shared N`): N more ScheduledCapacities, each with its own pool, all
+  following ONE ManualSchedule, which is flipped once: the time until every target reads the
+  active value, against the limit measured in the same run — a bare client (the controller's
+  client configuration and connection pool, its ServiceAccount, as many threads as it has
+  workers) sending the same N merge patches to N other pools as fast as the API server takes
+  them. Reported: both times, their ratio, the controller's API calls per flip (from its
+  metrics), and the invariants checked from its audit log (every target written exactly once,
+  with the active value).
 - drain -> Inactive: a HandingBack object's counter is set to 0; the time until its phase reads
   Inactive (again as seen by a watch).
 - settle: time for the controller to give all N objects their first status after it starts.
@@ -19,6 +27,8 @@ separate process with its compiled ServiceAccount:
 
     .venv/bin/python bench/capacity/run.py                 # own control plane, 1,000 then 10,000
     .venv/bin/python bench/capacity/run.py --objects 200 --grow-to 0 --rounds 1   # quick look
+    .venv/bin/python bench/capacity/run.py --objects 0 --rounds 0 --burst 0 --grow-to 0 \
+        --burst-shared 1000 --workers 8                                  # market open only
 """
 
 from __future__ import annotations
@@ -74,6 +84,7 @@ class Bench:
         self.drained: dict[str, float] = {}
         self.inactive: dict[str, float] = {}
         self.phases: dict[str, str] = {}
+        self.expect = ACTIVE
 
     def set_active(self, i: int, active: bool) -> None:
         kube.merge_patch(self.api, p(MANUAL, f"ms-{i:05d}", "status"), {"status": {
@@ -117,6 +128,46 @@ class Bench:
                      "capacity": {"path": "spec.warmReplicas", "activeValue": ACTIVE},
                      "handback": {"drainedPath": "status.inUse", "timeout": "1h"}}})
 
+    def create_shared(self, i: int) -> None:
+        """A market-open object: its own pool, the shared schedule ms-burst; and a bare pool
+        for the baseline's patches."""
+        for name in (f"bpool-{i:05d}", f"bare-{i:05d}"):
+            kube.request(self.api, "POST", p(POOLS), body={
+                "apiVersion": "pools.agents.example.com/v1alpha1", "kind": "VirtualMachinePool",
+                "metadata": {"name": name}, "spec": {"warmReplicas": 0}})
+        kube.merge_patch(self.api, p(POOLS, f"bpool-{i:05d}", "status"), {"status": {"inUse": 0}})
+        kube.request(self.api, "POST", p(SCAP), body={
+            "apiVersion": "5spot.finos.org/v1alpha1", "kind": "ScheduledCapacity",
+            "metadata": {"name": f"bcap-{i:05d}"},
+            "spec": {"schedule": {"apiVersion": "spotschedules.5spot.finos.org/v1alpha1",
+                                  "kind": "ManualSchedule", "name": "ms-burst"},
+                     "targetRef": {"apiVersion": "pools.agents.example.com/v1alpha1",
+                                   "kind": "VirtualMachinePool", "name": f"bpool-{i:05d}"},
+                     "capacity": {"path": "spec.warmReplicas", "activeValue": ACTIVE},
+                     "handback": {"drainedPath": "status.inUse", "timeout": "1h"}}})
+
+    def set_shared(self, active: bool) -> None:
+        kube.merge_patch(self.api, p(MANUAL, "ms-burst", "status"), {"status": {
+            "active": active, "observedGeneration": 1, "lastTransitionTime": stamp()}})
+
+    def shared_burst(self, n: int, value: int) -> float:
+        """Flip ms-burst to active once; seconds until every bpool reads `value`."""
+        names = [f"bpool-{i:05d}" for i in range(n)]
+        with self.lock:
+            for name in names:
+                self.written.pop(name, None)
+                self.flipped[name] = time.monotonic()
+            self.expect = value
+        started = time.monotonic()
+        self.set_shared(value == ACTIVE)
+        deadline = started + 120
+        while time.monotonic() < deadline:
+            with self.lock:
+                if all(name in self.written for name in names):
+                    return max(self.written[name] for name in names) - started
+            time.sleep(0.01)
+        raise TimeoutError("not every target was written within 120 s")
+
     def create_many(self, indices: range, light: bool = False) -> float:
         started = time.monotonic()
         list(self.pool.map(self.create_light if light else self.create, indices))
@@ -126,7 +177,8 @@ class Bench:
 
     def on_pool(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         name = obj["metadata"]["name"]
-        if (obj.get("spec") or {}).get("warmReplicas") == ACTIVE:
+        if (obj.get("spec") or {}).get("warmReplicas") == (self.expect if name.startswith("bpool-")
+                                                            else ACTIVE):
             with self.lock:
                 if name in self.flipped and name not in self.written:
                     self.written[name] = time.monotonic()
@@ -212,6 +264,88 @@ class Bench:
                     for i in indices if f"cap-{i:05d}" in self.inactive]
 
 
+def bare_patches(kubeconfig: Path, n: int, threads: int, value: int) -> float:
+    """The limit: the same n merge patches of one field the controller sends, from the same
+    client configuration (its ServiceAccount, `runtime.kube.load_client`'s pool), with as many
+    threads as it has workers, to n pools nobody governs. Seconds for all of them."""
+    api = kube.load_client(kubeconfig)
+    body = {"spec": {"warmReplicas": value}}
+
+    def one(i: int) -> None:
+        kube.merge_patch(api, p(POOLS, f"bare-{i:05d}"), body, field_manager="bench-bare")
+
+    try:
+        with ThreadPoolExecutor(threads) as pool:
+            started = time.monotonic()
+            list(pool.map(one, range(n)))
+            return time.monotonic() - started
+    finally:
+        api.close()
+
+
+def metric_value(port: int, name: str, labels: str) -> float:
+    status, body = localrun.http_get(port, "/metrics")
+    for line in body.splitlines():
+        if line.startswith(f"{name}{{") and all(part in line for part in labels.split(",")):
+            return float(line.split()[-1])
+    return 0.0
+
+
+def audit_writes(log: Path, since: int) -> list[dict[str, Any]]:
+    with open(log, "rb") as handle:
+        handle.seek(since)
+        lines = handle.read().decode(errors="replace").splitlines()
+    found = []
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if entry.get("msg") == "target written":
+            found.append(entry)
+    return found
+
+
+def market_open(bench: "Bench", kubeconfig: Path, sa: Path, port: int, log: Path, n: int,
+                workers: int, rounds: int) -> dict[str, Any]:
+    """`rounds` market opens of n objects on one schedule, each after a bare-client run."""
+    results = []
+    for r in range(rounds):
+        bare_s = bare_patches(sa, n, workers, ACTIVE if r % 2 == 0 else 0)
+        mark = log.stat().st_size
+        calls_before = {what: metric_value(port, "fivespot_writes_total", f'what="{what}"')
+                        for what in ("target", "status")}
+        reconciles_before = reconcile_totals(port)[1]
+        controller_s = bench.shared_burst(n, ACTIVE)
+        time.sleep(1.0)  # let the status patches and the echo reconciles finish
+        writes = [w for w in audit_writes(log, mark) if str(w.get("target", "")).startswith(
+            "VirtualMachinePool/agents/bpool-")]
+        per_target: dict[str, list[Any]] = {}
+        for w in writes:
+            per_target.setdefault(w["target"], []).append(w["value"])
+        calls = {what: metric_value(port, "fivespot_writes_total", f'what="{what}"') - before
+                 for what, before in calls_before.items()}
+        results.append({
+            "bare_s": round(bare_s, 2), "controller_s": round(controller_s, 2),
+            "ratio": round(controller_s / bare_s, 2),
+            "target_patches": int(calls["target"]), "status_patches": int(calls["status"]),
+            "reconciles": int(reconcile_totals(port)[1] - reconciles_before),
+            "invariants": {
+                "every_target_written_once": len(per_target) == n
+                and all(len(v) == 1 for v in per_target.values()),
+                "only_the_active_value": all(v == [ACTIVE] for v in per_target.values()),
+            },
+        })
+        print(f"  market open {r + 1}: {results[-1]}", flush=True)
+        # Close again (every target back to 0; drained, so Inactive) before the next round.
+        bench.shared_burst(n, 0)
+        bench.wait_phases([f"bcap-{i:05d}" for i in range(n)], {"Inactive"}, 300)
+    return {"objects": n, "workers": workers, "rounds": results,
+            "controller_s_median": statistics.median(r["controller_s"] for r in results),
+            "bare_s_median": statistics.median(r["bare_s"] for r in results),
+            "ratio_median": statistics.median(r["ratio"] for r in results)}
+
+
 def process_metric(port: int, name: str) -> float:
     status, body = localrun.http_get(port, "/metrics")
     for line in body.splitlines():
@@ -260,6 +394,10 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=8, help="client threads creating objects")
     parser.add_argument("--burst", type=int, default=500,
                         help="then flip this many schedules at once (0: skip)")
+    parser.add_argument("--burst-shared", type=int, default=0, metavar="N",
+                        help="market open: N objects on one schedule flipped once, against a bare "
+                             "client's N patches (0: skip)")
+    parser.add_argument("--burst-rounds", type=int, default=3, help="market opens to run")
     parser.add_argument("--kubeconfig", type=Path, help="use a running cluster instead of starting one")
     parser.add_argument("--workers", type=int, default=4, help="the controller's --workers")
     parser.add_argument("--json", type=Path, help="also write the results here")
@@ -283,6 +421,13 @@ def main() -> int:
         print(f"creating {args.objects} ScheduledCapacities (+ pools + schedules)...", flush=True)
         created_s = bench.create_many(range(args.objects))
         print(f"  created in {created_s:.1f}s", flush=True)
+        if args.burst_shared:
+            kube.request(admin, "POST", p(MANUAL), body={
+                "apiVersion": "spotschedules.5spot.finos.org/v1alpha1", "kind": "ManualSchedule",
+                "metadata": {"name": "ms-burst"}, "spec": {"enabled": False}})
+            bench.set_shared(False)
+            list(bench.pool.map(bench.create_shared, range(args.burst_shared)))
+            print(f"  created {args.burst_shared} market-open objects", flush=True)
         for kind, handler in ((POOLS, bench.on_pool), (SCAP, bench.on_scap)):
             informer = Informer(admin, kind[0], kind[1], kind[2], NS, resync_s=0)
             informer.add_handler(handler)
@@ -296,6 +441,7 @@ def main() -> int:
                                                 extra=["--workers", str(args.workers)])
         port = localrun.metrics_port_of(log)
         names = [f"cap-{i:05d}" for i in range(args.objects)]
+        names += [f"bcap-{i:05d}" for i in range(args.burst_shared)]
         bench.wait_phases(names, {"Inactive"}, 600)
         settle_from_start = time.monotonic() - start
         print(f"  controller settled {args.objects} objects {settle_from_start:.1f}s after start", flush=True)
@@ -314,10 +460,10 @@ def main() -> int:
         result: dict[str, Any] = {
             "machine": started_machine, "objects": args.objects, "created_s": round(created_s, 1),
             "settle_s": round(settle_from_start, 1), "rounds": rounds, "drains": drains,
-            "flip_p50_ms_median": statistics.median(r["p50_ms"] for r in rounds),
-            "flip_p99_ms_median": statistics.median(r["p99_ms"] for r in rounds),
-            "drain_p50_ms_median": statistics.median(r["p50_ms"] for r in drains),
-            "drain_p99_ms_median": statistics.median(r["p99_ms"] for r in drains),
+            "flip_p50_ms_median": statistics.median(r["p50_ms"] for r in rounds) if rounds else None,
+            "flip_p99_ms_median": statistics.median(r["p99_ms"] for r in rounds) if rounds else None,
+            "drain_p50_ms_median": statistics.median(r["p50_ms"] for r in drains) if drains else None,
+            "drain_p99_ms_median": statistics.median(r["p99_ms"] for r in drains) if drains else None,
             "rss_mb": {str(args.objects): round(rss_small, 1)},
         }
         burst = list(range(args.rounds * sample, min(args.objects, args.rounds * sample + args.burst)))
@@ -333,6 +479,9 @@ def main() -> int:
                                "reconcile_mean_ms": round(1000 * (sum_after - sum_before)
                                                           / max(count_after - count_before, 1), 1)}
             print(f"  burst of {len(burst)} flips: {result['burst']}", flush=True)
+        if args.burst_shared:
+            result["market_open"] = market_open(bench, kubeconfig, sa, port, log, args.burst_shared,
+                                                args.workers, args.burst_rounds)
         if args.grow_to > args.objects:
             print(f"growing to {args.grow_to} objects...", flush=True)
             grow_start = time.monotonic()

@@ -208,6 +208,8 @@ class CapacityController:
         self.workers = Controller(CAPACITY_CONTROLLER, self.queue, self.reconcile,
                                   workers=settings.workers)
         self._own_writes: dict[str, Obj] = {}
+        self._own_targets: dict[str, int] = {}
+        """Target ref key -> the resourceVersion our last merge patch of it returned."""
         """Objects as our own status writes returned them, until the watch delivers that version."""
         self._own_lock = threading.Lock()
         self._events: queue.Queue[tuple[Obj, Event]] = queue.Queue(maxsize=1000)
@@ -293,7 +295,30 @@ class CapacityController:
         self._enqueue_objects(self.scaps.by_index(BY_SCHEDULE, object_ref_key(obj)))
 
     def _on_target(self, event: str, obj: Obj, old: Obj | None) -> None:
-        self._enqueue_objects(self.scaps.by_index(BY_TARGET, object_ref_key(obj)))
+        key = object_ref_key(obj)
+        if event == MODIFIED and self._is_own_target_write(key, obj):
+            return  # exactly the revision our own patch made: nothing else changed, nothing to decide
+        self._enqueue_objects(self.scaps.by_index(BY_TARGET, key))
+
+    def _is_own_target_write(self, key: str, obj: Obj) -> bool:
+        with self._own_lock:
+            own = self._own_targets.get(key)
+        return own is not None and _revision(obj) == own
+
+    def _target_cache_current(self, spec: ScheduledCapacitySpec, namespace: str) -> bool:
+        """Whether the target cache already holds our own last write of this target (or we
+        have not written it since start), so a fresh read could only show someone else's
+        change that its watch has not delivered yet."""
+        key = ref_key(namespace, spec.target_ref.api_version, spec.target_ref.kind, spec.target_ref.name)
+        with self._own_lock:
+            own = self._own_targets.get(key)
+        if own is None:
+            return True
+        watched = self.targets.get(spec.target_ref.group, spec.target_ref.kind)
+        informer = watched.informer if watched is not None else None
+        cached = informer.get(namespace, spec.target_ref.name) if informer is not None else None
+        revision = _revision(cached) if cached is not None else None
+        return revision is not None and revision >= own
 
     def _on_machine(self, event: str, obj: Obj, old: Obj | None) -> None:
         namespace = str(_mapping(obj.get("metadata")).get("namespace", ""))
@@ -424,9 +449,16 @@ class CapacityController:
         decision = decide(inp)
         machines_rv: str | None = None
         if decision.write is not None and isinstance(spec, ScheduledCapacitySpec):
-            # The cache may lag our own last write: decide again on the target as it is now.
-            inp = replace(inp, target=self._observe_target(spec, namespace, fresh=True))
-            decision = decide(inp)
+            if not (decision.write == spec.capacity.active_value
+                    and self._target_cache_current(spec, namespace)):
+                # The cache may lag our own last write: decide again on the target as it is now.
+                # (Not needed for the active value when the cache holds our last write: that
+                # decision rests on the schedule, the host and the field's governor, and the
+                # target's value only decides whether to write at all, so a lagging foreign
+                # change costs at most an identical, idempotent patch. A zero write may start a
+                # handback, which reads the drain counter: always fresh.)
+                inp = replace(inp, target=self._observe_target(spec, namespace, fresh=True))
+                decision = decide(inp)
             if decision.write == spec.capacity.active_value and spec.node_name is not None:
                 # One host, one governor, under load: the machine cache can lag the provider's,
                 # so the active value goes out only on a list read from the API server now.
@@ -485,6 +517,11 @@ class CapacityController:
                 self._write_status(key, partition, obj, raw, failed, inp.prior)
             return Result(retry=True)
         metrics.WRITES.labels(controller=self._label, what="target").inc()
+        revision = _revision(written)
+        if revision is not None:
+            with self._own_lock:
+                self._own_targets[ref_key(inp.namespace, spec.target_ref.api_version,
+                                          spec.target_ref.kind, spec.target_ref.name)] = revision
         audit: dict[str, object] = {
             "key": key, "partition": partition, "identity": self.settings.identity,
             "target": f"{spec.target_ref.kind}/{inp.namespace}/{spec.target_ref.name}",
@@ -590,6 +627,14 @@ class CapacityController:
                 kube.request(self.api, "POST", path, body=body, timeout=(2.0, 5.0))
             except kube.ApiError as error:
                 log.info("could not record an event", extra={"reason": event.reason, "error": str(error)[:200]})
+
+
+def _revision(obj: Mapping[str, Any] | None) -> int | None:
+    value = _mapping(_mapping(obj).get("metadata")).get("resourceVersion")
+    try:
+        return int(value) if isinstance(value, (str, int)) else None
+    except ValueError:
+        return None
 
 
 def _indexer(index: str) -> Callable[[Obj], list[str]]:

@@ -755,19 +755,21 @@ def _events(
     spec: ScheduledCapacitySpec | None,
     inp: DecisionInput,
 ) -> tuple[Event, ...]:
+    # One event per flip, not one per fact: a write that changes the phase is told in the phase
+    # event (a market open is a thousand flips in one second, and every Event is a POST).
     events: list[Event] = []
-    if write is not None and spec is not None:
-        events.append(
-            Event("Normal", "CapacityWritten",
-                  f"wrote {write} to {spec.capacity.path} on {_target(spec, inp)}")
-        )
+    wrote = (f"wrote {write} to {spec.capacity.path} on {_target(spec, inp)}"
+             if write is not None and spec is not None else None)
     if prior is None or prior.phase is not status.phase:
         ready = status.condition(cond.READY)
         loud = status.phase in (Phase.ERROR, Phase.HANDBACK_TIMED_OUT)
+        message = ready.message if ready is not None else status.phase.value
         events.append(
             Event("Warning" if loud else "Normal", status.phase.value,
-                  ready.message if ready is not None else status.phase.value)
+                  f"{message}; {wrote}" if wrote is not None else message)
         )
+    elif wrote is not None:
+        events.append(Event("Normal", "CapacityWritten", wrote))
     before = {c.type: c for c in prior.conditions} if prior is not None else {}
     for condition in status.conditions:
         earlier = before.get(condition.type)

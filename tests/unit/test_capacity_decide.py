@@ -889,12 +889,17 @@ def test_target_patch_refuses_values_that_are_not_counts(value: Any) -> None:
 # --- events ----------------------------------------------------------------------------------------
 
 
-def test_a_write_and_a_phase_change_are_recorded_as_events() -> None:
+def test_a_write_that_changes_the_phase_is_one_event_naming_both() -> None:
     decision = decide(given(schedule=Resolved(False), target=TargetFound(ACTIVE_VALUE, 4), prior=active()))
-    assert [(e.type, e.reason) for e in decision.events] == [
-        ("Normal", "CapacityWritten"),
-        ("Normal", "HandingBack"),
-    ]
+    assert [(e.type, e.reason) for e in decision.events] == [("Normal", "HandingBack")]
+    assert decision.events[0].message.endswith("; wrote 0 to spec.warmReplicas on Pool.pools.example.com "
+                                               "tenant-a/agents")
+
+
+def test_a_write_without_a_phase_change_is_a_capacity_written_event() -> None:
+    drifted = decide(given(target=TargetFound(3, 4), prior=active()))
+    assert drifted.write == ACTIVE_VALUE
+    assert [(e.type, e.reason) for e in drifted.events] == [("Normal", "CapacityWritten")]
 
 
 def test_a_timeout_and_a_conflict_are_warnings() -> None:
