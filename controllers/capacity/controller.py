@@ -210,6 +210,9 @@ class CapacityController:
         self._own_writes: dict[str, Obj] = {}
         self._own_targets: dict[str, int] = {}
         """Target ref key -> the resourceVersion our last merge patch of it returned."""
+        self._quiet_echoes: dict[str, int] = {}
+        """The same, for writes of the active value only: their watch event needs no reconcile
+        (a zero write's does: the handback completes on seeing the 0 land)."""
         """Objects as our own status writes returned them, until the watch delivers that version."""
         self._own_lock = threading.Lock()
         self._events: queue.Queue[tuple[Obj, Event]] = queue.Queue(maxsize=1000)
@@ -297,12 +300,12 @@ class CapacityController:
     def _on_target(self, event: str, obj: Obj, old: Obj | None) -> None:
         key = object_ref_key(obj)
         if event == MODIFIED and self._is_own_target_write(key, obj):
-            return  # exactly the revision our own patch made: nothing else changed, nothing to decide
+            return  # exactly the revision our own active write made: nothing else changed
         self._enqueue_objects(self.scaps.by_index(BY_TARGET, key))
 
     def _is_own_target_write(self, key: str, obj: Obj) -> bool:
         with self._own_lock:
-            own = self._own_targets.get(key)
+            own = self._quiet_echoes.get(key)
         return own is not None and _revision(obj) == own
 
     def _target_cache_current(self, spec: ScheduledCapacitySpec, namespace: str) -> bool:
@@ -519,9 +522,14 @@ class CapacityController:
         metrics.WRITES.labels(controller=self._label, what="target").inc()
         revision = _revision(written)
         if revision is not None:
+            written_key = ref_key(inp.namespace, spec.target_ref.api_version, spec.target_ref.kind,
+                                  spec.target_ref.name)
             with self._own_lock:
-                self._own_targets[ref_key(inp.namespace, spec.target_ref.api_version,
-                                          spec.target_ref.kind, spec.target_ref.name)] = revision
+                self._own_targets[written_key] = revision
+                if decision.write == spec.capacity.active_value:
+                    self._quiet_echoes[written_key] = revision
+                else:
+                    self._quiet_echoes.pop(written_key, None)
         audit: dict[str, object] = {
             "key": key, "partition": partition, "identity": self.settings.identity,
             "target": f"{spec.target_ref.kind}/{inp.namespace}/{spec.target_ref.name}",
