@@ -56,8 +56,7 @@ def build_validator(node: Node) -> Validator:
     trivially_typed = node.type is None and not node.int_or_string
     type_name = _type_name(node)
     enum = node.enum
-    body = _value_checks(node)
-    by_value = _value_checks(node, by_value=True)
+    body, by_value = _value_checks(node)
 
     def check(value: Any, old: Any, path: str, errors: list[FieldError]) -> None:
         if old is not ABSENT and strictly_equal(value, old):
@@ -75,17 +74,13 @@ def build_validator(node: Node) -> Validator:
                                      f'must be of type {type_name}: "{json_type(value)}"'))
             # kube-openapi runs every validator that applies to the value's own kind too (a
             # float in an integer field still meets `maximum`).
-            if enum is not None and not _in_enum(value, enum):
-                supported = ", ".join(quote(e if isinstance(e, str) else json_marshal(e)) for e in enum)
-                errors.append(FieldError(path, NOT_SUPPORTED,
-                                         f"Unsupported value: {bad_value(value)}: supported values: {supported}"))
+            if enum is not None:
+                _check_enum(value, enum, path, errors)
             if by_value is not None:
                 by_value(value, old, path, errors)
             return
-        if enum is not None and not _in_enum(value, enum):
-            supported = ", ".join(quote(e if isinstance(e, str) else json_marshal(e)) for e in enum)
-            errors.append(FieldError(path, NOT_SUPPORTED,
-                                     f"Unsupported value: {bad_value(value)}: supported values: {supported}"))
+        if enum is not None:
+            _check_enum(value, enum, path, errors)
         if body is not None:
             body(value, old, path, errors)
 
@@ -125,32 +120,26 @@ def _with_fast_path(node: Node, check: Validator) -> Validator | None:
     return None
 
 
+def _check_enum(value: Any, enum: tuple[Any, ...], path: str, errors: list[FieldError]) -> None:
+    if not _in_enum(value, enum):
+        supported = ", ".join(quote(e if isinstance(e, str) else json_marshal(e)) for e in enum)
+        errors.append(FieldError(path, NOT_SUPPORTED,
+                                 f"Unsupported value: {bad_value(value)}: supported values: {supported}"))
+
+
 def _in_enum(value: Any, enum: tuple[Any, ...]) -> bool:
     return any(strictly_equal(value, e) or (_is_number(value) and _is_number(e) and value == e)
                for e in enum)
 
 
-def _value_checks(node: Node, *, by_value: bool = False) -> Validator | None:
-    """The checks after the type check, chosen once by the node's type; for an untyped (or
-    int-or-string) node, or with `by_value`, by the value's type at check time. None when there
-    are none."""
+def _value_checks(node: Node) -> tuple[Validator | None, Validator | None]:
+    """The checks after the type check: (those of the node's type, chosen once — for an untyped
+    or int-or-string node, by the value's type at check time —; those of the value's own type,
+    for a value of the wrong type). None where there are none."""
     strings = _string_checks(node)
     numbers = _number_checks(node)
     objects = _object_checks(node)
     arrays = _array_checks(node)
-    if by_value and strings is None and numbers is None and node.type != "object" and node.type != "array":
-        return None
-    if not node.int_or_string and not by_value:
-        if node.type == "string":
-            return strings
-        if node.type in ("integer", "number"):
-            return numbers
-        if node.type == "object":
-            return objects
-        if node.type == "array":
-            return arrays
-        if node.type == "boolean":
-            return None
 
     def dispatch(value: Any, old: Any, path: str, errors: list[FieldError]) -> None:
         if isinstance(value, str):
@@ -164,7 +153,13 @@ def _value_checks(node: Node, *, by_value: bool = False) -> Validator | None:
         elif isinstance(value, list):
             arrays(value, old, path, errors)
 
-    return dispatch
+    by_value = None if (strings is None and numbers is None and node.type not in ("object", "array")) \
+        else dispatch
+    if node.int_or_string or node.type is None:
+        return dispatch, by_value
+    typed = {"string": strings, "integer": numbers, "number": numbers, "object": objects,
+             "array": arrays}.get(str(node.type))
+    return (typed if node.type != "boolean" else None), by_value
 
 
 def _type_name(node: Node) -> str:
