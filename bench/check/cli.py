@@ -80,12 +80,13 @@ def spread(values: Sequence[float], unit: str = "s") -> str:
             f"max {ordered[-1]:.3f})")
 
 
-def build_kubectl_validate() -> Path | None:
-    """The kubectl-validate binary, built once into the cache (None without Go)."""
+def build_kubectl_validate(build: bool = True) -> Path | None:
+    """The kubectl-validate binary, built once into the cache (None without Go, or when it is
+    not built yet and `build` is False)."""
     target = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "fivespot" / "bench" / "kubectl-validate"
     if target.exists():
         return target
-    if shutil.which("go") is None:
+    if shutil.which("go") is None or not build:
         return None
     target.parent.mkdir(parents=True, exist_ok=True)
     subprocess.run(["go", "build", "-o", str(target), "sigs.k8s.io/kubectl-validate"],
@@ -169,6 +170,8 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--dry-run-objects", type=int, default=2000)
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--no-build", action="store_true",
+                        help="leave kubectl-validate out unless it is already built")
     args = parser.parse_args()
 
     load_before = os.getloadavg()
@@ -194,7 +197,7 @@ def main() -> int:
         walls = [w for w, _ in times]
         rows.append((f"`fivespot check`, {size:,} object{'s' if size > 1 else ''}", size, walls,
                      [c for _, c in times]))
-    validate = build_kubectl_validate()
+    validate = build_kubectl_validate(build=not args.no_build)
     if validate is not None:
         for size in SIZES[:2]:
             times = timed_process([str(validate), "--local-crds", str(crds), str(files[size])],
@@ -211,6 +214,8 @@ def main() -> int:
     for label, size, walls, cpus in rows:
         lines.append(f"| {label} | {spread(walls)} | {spread(cpus)} | "
                      f"{size / statistics.median(walls):,.0f} |")
+    if validate is None:
+        lines.append("| kubectl-validate | not built in this run | - | - |")
     lines.append(f"| kube-apiserver server-side dry-run create, one client, {sent:,} objects | "
                  f"{elapsed:.3f} s | - | {rate:,.0f} |")
     check_2k = next(statistics.median(w) for label, size, w, _ in rows
