@@ -6,7 +6,12 @@ examples/agent-sandbox/consumer/virtualmachinepools.yaml` (devcluster/dev.py: a 
 plane, the compiled output installed, every component a local process with its compiled
 identity, the webhook by URL). Then it flips a ManualSchedule and prints `kubectl get scap` and
 the VirtualMachinePool's warmReplicas at every step: Active -> HandingBack (0 written, counter
-still 3) -> Inactive -> Active again. `tests/integration/test_demo.py` runs it.
+still 3) -> Inactive -> Active again. Then the other pattern, side by side on the same session
+(`devcluster/machine_demo.py`): the config repo also declares the trading desk's
+MachineProvisioning, so `dev` runs the machine controller too, and a ScheduledMachine's CAPI
+Machine is created when its schedule opens, then drained (cordon, evictions, a
+PodDisruptionBudget, nodeDrainTimeout) and deleted when it closes, with a second control plane
+as the workload cluster. `tests/integration/test_demo.py` runs it.
 """
 
 from __future__ import annotations
@@ -130,15 +135,25 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--keep", action="store_true", help="keep the work folder with the logs")
     args = parser.parse_args(argv)
+    from devcluster.machine_demo import CAPI_CRDS, MACHINES, MachineStory
+
     work = Path(tempfile.mkdtemp(prefix="fivespot-demo-"))
-    say("fivespot dev examples/agent-sandbox/config (local control plane, components as processes)")
-    session = DevSession(EXAMPLE / "config", work, [EXAMPLE / "consumer" / "virtualmachinepools.yaml"],
-                         report=lambda line: print(f"   {line}", flush=True))
+    config = work / "config"
+    config.mkdir()
+    for source in sorted((EXAMPLE / "config").glob("*.yaml")) + [MACHINES]:
+        shutil.copy(source, config / source.name)
+    say("fivespot dev on examples/agent-sandbox/config + examples/trading-desk/config/machines.yaml "
+        "(local control plane, components as processes)")
+    crds = [EXAMPLE / "consumer" / "virtualmachinepools.yaml", *sorted(CAPI_CRDS.glob("*.yaml"))]
+    session = DevSession(config, work, crds, report=lambda line: print(f"   {line}", flush=True))
+    machines = MachineStory(session, work)
     try:
         session.start()
-        return 0 if story(Tenant(session)) else 1
+        capacity = story(Tenant(session))
+        return 0 if machines.run() and capacity else 1
     finally:
         session.stop()
+        machines.stop()
         if args.keep:
             print(f"\nlogs kept in {work}")
         else:

@@ -55,12 +55,13 @@ def remove_webhook_configuration(kubeconfig: Path) -> None:
 
 
 def _tenant_namespaces(out_dir: Path) -> set[str]:
-    """Namespaces that compiled tenant objects (e.g. schedules) live in; they must exist first."""
+    """Namespaces that compiled tenant objects live in (schedules, the machine controller's Roles
+    in the CAPI clusters' namespaces); they must exist first."""
     import yaml
 
     found: set[str] = set()
     for path in sorted(out_dir.rglob("*.yaml")):
-        if path.name == "kustomization.yaml" or path.parts[len(out_dir.parts)] in ("rbac", "workloads"):
+        if path.name == "kustomization.yaml" or path.parts[len(out_dir.parts)] == "workloads":
             continue
         for doc in yaml.safe_load_all(path.read_text()):
             namespace = (doc or {}).get("metadata", {}).get("namespace") if isinstance(doc, dict) else None
