@@ -67,6 +67,15 @@ spec:
     - {{group: bootstrap.cluster.x-k8s.io, version: v1beta2, kind: KubeadmConfig, resource: kubeadmconfigs}}
   infrastructure:
     - {{group: infrastructure.cluster.x-k8s.io, version: v1beta2, kind: DevMachine, resource: devmachines}}
+---
+apiVersion: config.5spot.finos.org/v1alpha1
+kind: TenantPolicy
+metadata:
+  name: trading
+spec:
+  namespaces: [{NS}]
+  consumers: [virtualmachinepools]
+  maxActiveValue: 4
 """
 
 
@@ -764,3 +773,29 @@ def test_an_embedded_spec_the_capi_schema_refuses_is_reported_on_the_scheduled_m
     assert "KubeadmConfig" in ready["message"] and "at least 1 properties" in ready["message"]
     assert "fix spec.bootstrapSpec" in ready["message"]
     assert get(mgmt, p(MACHINES, name2)) is None, "no Machine without its bootstrap object"
+
+
+def test_a_scheduled_capacity_naming_the_machines_node_is_reported_from_this_side_too(
+        controller: MachineControllerProcess, mgmt: client.ApiClient, wl: client.ApiClient) -> None:
+    name, sched, node = active_machine(mgmt, wl)
+    gate = unique("gate")
+    kube.request(mgmt, "POST", p(("5spot.finos.org", "v1alpha1", "scheduledcapacities")), body={
+        "apiVersion": "5spot.finos.org/v1alpha1", "kind": "ScheduledCapacity",
+        "metadata": {"name": gate},
+        "spec": {"schedule": {"apiVersion": "spotschedules.5spot.finos.org/v1alpha1",
+                              "kind": "ManualSchedule", "name": sched},
+                 "targetRef": {"apiVersion": "pools.agents.example.com/v1alpha1",
+                               "kind": "VirtualMachinePool", "name": "pool"},
+                 "capacity": {"path": "spec.warmReplicas", "activeValue": 2}, "nodeName": node}})
+    conflict = eventually(lambda: next((c for c in status(mgmt, name)["conditions"]
+                                        if c["type"] == "HostGovernanceConflict"
+                                        and c["status"] == "True"), None), 15, "the conflict")
+    assert gate in conflict["message"] and node in conflict["message"]
+    assert status(mgmt, name)["phase"] == "Active", "the machine side keeps following its schedule"
+    events = kube.request(mgmt, "GET", p(("events.k8s.io", "v1", "events")))["items"]
+    assert any(e["reason"] == "NodeAlsoNamedByScheduledCapacity" and e["type"] == "Warning"
+               and e["regarding"]["name"] == name for e in events)
+    kube.request(mgmt, "DELETE", p(("5spot.finos.org", "v1alpha1", "scheduledcapacities"), gate))
+    eventually(lambda: next((c for c in status(mgmt, name)["conditions"]
+                             if c["type"] == "HostGovernanceConflict"), {}).get("status") == "False",
+               15, "the conflict cleared")
