@@ -12,13 +12,19 @@ import logging
 import os
 import threading
 from pathlib import Path
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from api.bundle import Bundle, BundleError, load_bundle
 from commandline import exitcodes
 from runtime import logs
 from runtime.leaderelection import Timing, default_identity
 from runtime.partitions import Partitions
+
+if TYPE_CHECKING:
+    from runtime.kube import ApiClient as ApiClientType
+else:
+    ApiClientType = Any
 
 log = logging.getLogger("fivespot.cli")
 
@@ -112,59 +118,50 @@ def partitions_from(args: argparse.Namespace, bundle: Bundle) -> Partitions:
 
 def run_capacity(args: argparse.Namespace) -> int:
     from controllers.capacity.controller import CapacityController, Settings
-    from runtime.health import HealthServer
-    from runtime.kube import load_client
-    from runtime.signals import stop_event_on_signals
 
-    logs.configure(args.log_level)
-    try:
-        bundle, partitions, timing = runtime_inputs(args)
-        api = load_client(args.kubeconfig)
-    except (BundleError, ValueError) as error:
-        log.error("cannot start", extra={"error": str(error)})
-        return EXIT_BAD_INPUT
-    settings = Settings(
-        bundle=bundle,
-        identity=args.identity or default_identity(),
-        namespace=args.lease_namespace or os.environ.get("POD_NAMESPACE") or bundle.namespace,
-        partitions=partitions, timing=timing, workers=args.workers, resync_s=args.resync,
-        stall_after_s=args.stall_after, watch_timeout_s=args.watch_timeout,
-    )
-    stop = stop_event_on_signals(threading.Event())
-    controller = CapacityController(api, settings)
-    health = HealthServer(args.metrics_port)
-    health.add_liveness("workers", controller.alive)
-    health.add_readiness("caches", controller.ready)
-    health.start()
-    log.info("capacity controller starting", extra={
-        "identity": settings.identity, "partitions": list(partitions.campaign),
-        "metrics_port": health.port, "lease_namespace": settings.namespace, "pid": os.getpid()})
-    controller.start()
-    stop.wait()
-    log.info("stopping: releasing leases", extra={"identity": settings.identity})
-    controller.stop()
-    health.stop()
-    return EXIT_OK
+    return serve(args, "capacity controller", lambda api, fields: CapacityController(
+        api, Settings(**fields)))
 
 
 def run_machine(args: argparse.Namespace) -> int:
-    from controllers.machine.controller import MachineController, Settings as MachineSettings
-    from runtime.health import HealthServer
-    from runtime.kube import load_client
-    from runtime.signals import stop_event_on_signals
+    from controllers.machine.controller import MachineController, Settings
 
-    logs.configure(args.log_level)
-    try:
-        bundle, partitions, timing = runtime_inputs(args)
+    def needs_machines(bundle: Bundle) -> None:
         if bundle.machines is None:
             raise ValueError(f"{args.bundle}: the bundle declares no MachineProvisioning, so there "
                              "are no ScheduledMachines to reconcile; add one to the config repo "
                              "and compile again")
+
+    return serve(args, "machine controller", lambda api, fields: MachineController(
+        api, Settings(**fields)), check=needs_machines)
+
+
+class Served(Protocol):
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+    def alive(self) -> bool: ...
+    def ready(self) -> bool: ...
+
+
+def serve(args: argparse.Namespace, what: str,
+          build: Callable[[ApiClientType, dict[str, Any]], Served],
+          check: Callable[[Bundle], None] | None = None) -> int:
+    """Run one controller until SIGTERM: inputs (exit 2 when bad), probes and metrics, the
+    start line tests and the demo wait for, then stop (workers, leases, watches)."""
+    from runtime.health import HealthServer
+    from runtime.kube import load_client
+    from runtime.signals import stop_event_on_signals
+
+    logs.configure(args.log_level)
+    try:
+        bundle, partitions, timing = runtime_inputs(args)
+        if check is not None:
+            check(bundle)
         api = load_client(args.kubeconfig)
     except (BundleError, ValueError) as error:
         log.error("cannot start", extra={"error": str(error)})
         return EXIT_BAD_INPUT
-    settings = MachineSettings(
+    fields: dict[str, Any] = dict(
         bundle=bundle,
         identity=args.identity or default_identity(),
         namespace=args.lease_namespace or os.environ.get("POD_NAMESPACE") or bundle.namespace,
@@ -172,17 +169,17 @@ def run_machine(args: argparse.Namespace) -> int:
         stall_after_s=args.stall_after, watch_timeout_s=args.watch_timeout,
     )
     stop = stop_event_on_signals(threading.Event())
-    controller = MachineController(api, settings)
+    controller = build(api, fields)
     health = HealthServer(args.metrics_port)
     health.add_liveness("workers", controller.alive)
     health.add_readiness("caches", controller.ready)
     health.start()
-    log.info("machine controller starting", extra={
-        "identity": settings.identity, "partitions": list(partitions.campaign),
-        "metrics_port": health.port, "lease_namespace": settings.namespace, "pid": os.getpid()})
+    log.info(f"{what} starting", extra={
+        "identity": fields["identity"], "partitions": list(partitions.campaign),
+        "metrics_port": health.port, "lease_namespace": fields["namespace"], "pid": os.getpid()})
     controller.start()
     stop.wait()
-    log.info("stopping: releasing leases", extra={"identity": settings.identity})
+    log.info("stopping: releasing leases", extra={"identity": fields["identity"]})
     controller.stop()
     health.stop()
     return EXIT_OK

@@ -4,8 +4,9 @@ Beside the capacity story (a number changes, the node stays), this one shows the
 of seed 000 (the node leaves): a second local control plane plays the workload cluster, reached
 only through the `desk-cluster-kubeconfig` Secret as CAPI writes it, and its
 kube-controller-manager runs the disruption controller, so the PodDisruptionBudget is real. The
-Cluster API CRDs are the real ones (the integration tests' copies). No CAPI controllers and no
-kubelet run, so the demo plays their parts in the open, and says so at each step: it creates the
+Cluster API CRDs are the real ones (the integration tests' copies), installed by `fivespot dev`
+with the config repo, which also runs the machine controller as a process. No CAPI controllers
+and no kubelet run, so the demo plays their parts in the open, and says so at each step: it creates the
 Node and sets the Machine's status.nodeRef (CAPI), and finishes pod deletions (the kubelet).
 """
 
@@ -14,11 +15,11 @@ from __future__ import annotations
 import base64
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
 from devcluster import localrun
+from devcluster.demo import say, wait
 from runtime import kube
 
 NS: Final = "trading"
@@ -31,21 +32,6 @@ CAPI_CRDS: Final = localrun.ROOT / "tests" / "integration" / "testdata" / "clust
 MACHINES: Final = localrun.ROOT / "examples" / "trading-desk" / "config" / "machines.yaml"
 
 
-def say(text: str) -> None:
-    print(f"\n\033[1m== {text}\033[0m", flush=True)
-
-
-def wait(check: Callable[[], Any], timeout: float, what: str) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if check():
-                return True
-        except kube.ApiError:
-            pass
-        time.sleep(0.1)
-    print(f"   (still waiting for {what} after {timeout:.0f}s)")
-    return False
 
 
 class Kubelet:
@@ -170,7 +156,7 @@ spec:
         say("the schedule opens: the controller creates the KubeadmConfig, DevMachine and Machine")
         self.flip(True)
         machine = kube.resource_path("cluster.x-k8s.io", "v1beta2", "machines", NS, SM_NAME)
-        wait(lambda: kube.request(self.api, "GET", machine), 20, "the Machine")
+        wait(lambda: bool(kube.request(self.api, "GET", machine)), 20, "the Machine")
         self.show()
         print("   (playing CAPI: the Node joins the workload cluster and the Machine's "
               "status.nodeRef names it)")
@@ -199,8 +185,8 @@ spec:
             self.flip(False)
             reached.append(wait(lambda: self.phase() == "ShuttingDown", 20, "ShuttingDown"))
             self.show()
-            wait(lambda: kube.request(self.wl, "GET", f"/api/v1/nodes/{NODE}")["spec"]
-                 .get("unschedulable"), 20, "the cordon")
+            wait(lambda: bool(kube.request(self.wl, "GET", f"/api/v1/nodes/{NODE}")["spec"]
+                              .get("unschedulable")), 20, "the cordon")
             print(kubectl(self.workload.kubeconfig, "get", "node", NODE).rstrip())
             time.sleep(2)
             print(kubectl(self.workload.kubeconfig, "-n", APPS, "get", "pods").rstrip())

@@ -326,6 +326,16 @@ def pod(wl: client.ApiClient, ns: str, name: str, node: str, *, labels: dict[str
                                                 "lastTransitionTime": now}]}})
 
 
+def guarded(wl: client.ApiClient, apps: str, node: str) -> None:
+    """A Ready pod `guarded` on the node and a budget that allows no disruption of it, once the
+    disruption controller has computed that budget (an eviction before then is refused too)."""
+    pod(wl, apps, "guarded", node, labels={"app": "db"}, ready=True)
+    kube.request(wl, "POST", p(("policy", "v1", "poddisruptionbudgets"), ns=apps), body={
+        "metadata": {"name": "db"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}})
+    eventually(lambda: (get(wl, p(("policy", "v1", "poddisruptionbudgets"), "db", ns=apps)) or {})
+               .get("status", {}).get("observedGeneration") == 1, 30, "the disruption controller")
+
+
 def workload_namespace(wl: client.ApiClient) -> str:
     name = unique("apps")
     kube.request(wl, "POST", "/api/v1/namespaces", body={"metadata": {"name": name}})
@@ -399,14 +409,10 @@ def test_schedule_off_drains_through_the_grace_period_cordon_evictions_and_budge
     name, sched, node = active_machine(mgmt, wl, gracefulShutdownTimeout="2s", nodeDrainTimeout="8s")
     apps = workload_namespace(wl)
     pod(wl, apps, "free", node)
-    pod(wl, apps, "guarded", node, labels={"app": "db"}, ready=True)
     pod(wl, apps, "ds-pod", node, ownerReferences=[{"apiVersion": "apps/v1", "kind": "DaemonSet",
                                                     "name": "agent", "uid": "0f0f", "controller": True}])
     pod(wl, apps, "static", node, annotations={"kubernetes.io/config.mirror": "hash"})
-    kube.request(wl, "POST", p(("policy", "v1", "poddisruptionbudgets"), ns=apps), body={
-        "metadata": {"name": "db"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}})
-    eventually(lambda: (get(wl, p(("policy", "v1", "poddisruptionbudgets"), "db", ns=apps)) or {})
-               .get("status", {}).get("observedGeneration") == 1, 30, "the disruption controller")
+    guarded(wl, apps, node)
     machine_uid = kube.request(mgmt, "GET", p(MACHINES, name))["metadata"]["uid"]
 
     schedule(mgmt, sched, False)
@@ -554,11 +560,7 @@ def test_sigkill_while_draining_keeps_the_drain_deadline(
         kubelet: Kubelet) -> None:
     name, sched, node = active_machine(mgmt, wl, nodeDrainTimeout="12s")
     apps = workload_namespace(wl)
-    pod(wl, apps, "guarded", node, labels={"app": "db"}, ready=True)
-    kube.request(wl, "POST", p(("policy", "v1", "poddisruptionbudgets"), ns=apps), body={
-        "metadata": {"name": "db"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}})
-    eventually(lambda: (get(wl, p(("policy", "v1", "poddisruptionbudgets"), "db", ns=apps)) or {})
-               .get("status", {}).get("observedGeneration") == 1, 30, "the disruption controller")
+    guarded(wl, apps, node)
     schedule(mgmt, sched, False)
     drain = eventually(lambda: status(mgmt, name).get("drainStartedAt"), 10, "the drain")
     restart(controller)
@@ -606,11 +608,7 @@ def test_a_reopen_after_the_drain_began_finishes_the_removal_then_creates_a_new_
         kubelet: Kubelet) -> None:
     name, sched, node = active_machine(mgmt, wl, nodeDrainTimeout="6s")
     apps = workload_namespace(wl)
-    pod(wl, apps, "guarded", node, labels={"app": "db"}, ready=True)
-    kube.request(wl, "POST", p(("policy", "v1", "poddisruptionbudgets"), ns=apps), body={
-        "metadata": {"name": "db"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}})
-    eventually(lambda: (get(wl, p(("policy", "v1", "poddisruptionbudgets"), "db", ns=apps)) or {})
-               .get("status", {}).get("observedGeneration") == 1, 30, "the disruption controller")
+    guarded(wl, apps, node)
     old = kube.request(mgmt, "GET", p(MACHINES, name))["metadata"]["uid"]
     schedule(mgmt, sched, False)
     eventually(lambda: status(mgmt, name).get("drainStartedAt"), 10, "the drain")
