@@ -8,9 +8,10 @@ with one boundary mutation), and in one run measures:
    reading and compiling the policies, reading the file, deciding, printing): several runs after
    a warm-up, wall clock and CPU time (user + system of the process and its workers), median and
    spread, hyperfine-style;
-2. kubectl-validate (`sigs.k8s.io/kubectl-validate`, built from Go modules on the control plane's
-   Kubernetes libraries, `bench/check/kubectl-validate/go.mod`) on the same files with the same
-   CRDs (`--local-crds`): the CRD layer only, no ValidatingAdmissionPolicies;
+2. kubectl-validate (`sigs.k8s.io/kubectl-validate` v0.0.4, its only release, built from Go
+   modules, `bench/check/kubectl-validate/go.mod`; it does not compile against the control
+   plane's 1.35 libraries, so it is built on the 1.30 ones it was released with) on the same
+   files with the same CRDs (`--local-crds`): the CRD layer only, no ValidatingAdmissionPolicies;
 3. the real kube-apiserver's own server-side dry-run create of the same objects, from one client
    over one keep-alive connection (bodies serialised beforehand), with the same CRDs and policies
    installed: objects/s.
