@@ -106,8 +106,9 @@ def install(repeats: int) -> None:
     from tests.integration.pod_sandbox import remove, scratch_dir, unpack
     from tests.integration.test_install import CONTROLLERS
 
-    out_image = Path(os.environ.get("FIVESPOT_CACHE_DIR", Path.home() / ".cache" / "fivespot")) \
-        / "image" / "test-build"
+    from tests.integration.conftest import image_build_dir
+
+    out_image = image_build_dir()
     _build(out_image, reuse=True)
     fields = dict(line.split(" ", 1) for line in (out_image / "inputs.txt").read_text().splitlines())
     reference, tag = fields["image"], fields["image"].rsplit(":", 1)[1]

@@ -125,11 +125,19 @@ def as_service_account(kubeconfig: Path) -> Iterator[AsServiceAccount]:
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def image_build_dir() -> Path:
+    """Where the tests build the image: in the cache, one folder per checkout, so checkouts at
+    different revisions (each a different image) do not rebuild over each other's."""
+    import hashlib
+
+    cache = Path(os.environ.get("FIVESPOT_CACHE_DIR", Path.home() / ".cache" / "fivespot"))
+    return cache / "image" / f"test-build-{hashlib.sha256(str(ROOT).encode()).hexdigest()[:12]}"
+
+
 @pytest.fixture(scope="session")
 def built_image() -> dict[str, Any]:
     """`image/build.py build --reuse` into the cache; the image's layout, tag and reference."""
-    cache = Path(os.environ.get("FIVESPOT_CACHE_DIR", Path.home() / ".cache" / "fivespot"))
-    out = cache / "image" / "test-build"
+    out = image_build_dir()
     started = time.monotonic()
     done = subprocess.run([sys.executable, str(ROOT / "image" / "build.py"), "build", "--out",
                            str(out), "--reuse"], capture_output=True, text=True, timeout=1800)
