@@ -11,10 +11,12 @@ calendar from the `exchange_calendars` library, for the years it is asked to cov
 only when an exchange is expanded: `pip install fivespot[calendars]`.
 
 Everything is expressed in the CapitalMarketsSchedule vocabulary: the regular session (split
-in two around a lunch break), holidays (trading weekdays without a session), early closes and
-late opens (sessions shorter than the regular one). A calendar that needs more than that in
-the requested years (a session longer than the regular one, an irregular lunch break, an
-overnight session, trading on a non-trading weekday) is refused rather than approximated.
+in two around a lunch break; opening the evening before its trading date for futures, as the
+library labels them), holidays (trading weekdays without a session), early closes and late
+opens (sessions shorter than the regular one), and special sessions for every other date (a
+longer day, an irregular break, a session on a non-trading weekday). What still cannot be said
+(a session longer than 24 hours, or one ending before its trading date) is refused rather than
+approximated.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 from zoneinfo import ZoneInfo
 
-from api.kinds.providers import DAY_NAMES, MAX_CALENDAR_DATES
+from api.kinds.providers import DAY_NAMES, MAX_CALENDAR_DATES, MAX_SESSIONS_PER_DATE, MINUTES_PER_DAY
 
 INSTALL_HINT: Final = "pip install fivespot[calendars]"
 MAX_YEARS: Final = 30
@@ -56,11 +58,19 @@ class InexpressibleCalendar(ValueError):
 
 @dataclass(frozen=True)
 class ExchangeSession:
-    """One regular trading session: local `open`/`close` (HH:MM) on `days` (daysOfWeek syntax)."""
+    """One regular trading session: local `open`/`close` (HH:MM) on `days` (daysOfWeek syntax),
+    opening the evening before its trading date when `opens_previous_day`."""
 
     days: str
     open: str
     close: str
+    opens_previous_day: bool = False
+
+    def spec(self) -> dict[str, Any]:
+        fields: dict[str, Any] = {"days": self.days, "open": self.open, "close": self.close}
+        if self.opens_previous_day:
+            fields["opensPreviousDay"] = True
+        return fields
 
 
 @dataclass(frozen=True)
@@ -78,29 +88,51 @@ class ExchangeCalendar:
     """(ISO date, local HH:MM close) of sessions that close before the regular close."""
     late_opens: tuple[tuple[str, str], ...]
     """(ISO date, local HH:MM open) of sessions that open after the regular open."""
+    special_sessions: tuple[tuple[str, tuple[tuple[str, str, bool], ...]], ...] = ()
+    """(ISO date, its sessions as (open, close, opens the day before)) of dates trading other
+    sessions than the regular ones: a longer day, a non-trading weekday, an irregular break."""
 
     def spec_fields(self) -> dict[str, Any]:
         """The CapitalMarketsSchedule spec fields (camelCase) that encode this calendar."""
         fields: dict[str, Any] = {
             "timezone": self.timezone,
-            "sessions": [
-                {"days": s.days, "open": s.open, "close": s.close} for s in self.sessions
-            ],
+            "sessions": [s.spec() for s in self.sessions],
             "holidays": list(self.holidays),
             "earlyCloses": [{"date": d, "close": c} for d, c in self.early_closes],
         }
         if self.late_opens:
             fields["lateOpens"] = [{"date": d, "open": o} for d, o in self.late_opens]
+        if self.special_sessions:
+            fields["specialSessions"] = [
+                {"date": day, "sessions": [
+                    {"open": o, "close": c, **({"opensPreviousDay": True} if before else {})}
+                    for o, c, before in times]}
+                for day, times in self.special_sessions]
         return fields
 
 
 @dataclass(frozen=True)
 class _Session:
+    """One library session, its times in minutes from its trading date's local midnight
+    (negative: the evening before; 1440: the next midnight)."""
+
     day: dt.date
-    open: str
-    close: str
-    break_start: str | None
-    break_end: str | None
+    open: int
+    close: int
+    break_start: int | None
+    break_end: int | None
+
+    @property
+    def breaks(self) -> tuple[int, int] | None:
+        if self.break_start is None or self.break_end is None:
+            return None
+        return self.break_start, self.break_end
+
+    def ranges(self) -> list[tuple[int, int]]:
+        """Its open [start, end) minutes, split around the break."""
+        if self.breaks is None:
+            return [(self.open, self.close)]
+        return [(self.open, self.break_start or 0), (self.break_end or 0, self.close)]
 
 
 def expand_exchange(code: str, first_year: int, last_year: int) -> ExchangeCalendar:
@@ -162,23 +194,16 @@ def _expand(library: Any, code: str, first_year: int, last_year: int) -> Exchang
     breaks = _most_common_break(sessions)
     early: list[tuple[str, str]] = []
     late: list[tuple[str, str]] = []
+    special: list[tuple[str, tuple[tuple[str, str, bool], ...]]] = []
     for session in sessions:
         day = session.day.isoformat()
-        if session.day.weekday() not in trading_weekdays:
-            raise InexpressibleCalendar(
-                f"{code} trades on {day}, a {DAY_NAMES[session.day.weekday()]}, outside its "
-                "regular trading weekdays"
-            )
-        if session.open < opens or session.close > closes:
-            raise InexpressibleCalendar(
-                f"{code} trades {session.open}-{session.close} on {day}, beyond its regular "
-                f"{opens}-{closes}"
-            )
-        _check_break(code, session, breaks)
-        if session.open > opens:
-            late.append((day, session.open))
-        if session.close < closes:
-            early.append((day, session.close))
+        if session.day.weekday() in trading_weekdays and _shortened(session, opens, closes, breaks):
+            if session.open > opens:
+                late.append((day, _clock(session.open)))
+            if session.close < closes:
+                early.append((day, _clock(session.close)))
+        else:
+            special.append((day, _special(code, session)))
 
     traded = {s.day for s in sessions}
     holidays = [
@@ -187,21 +212,17 @@ def _expand(library: Any, code: str, first_year: int, last_year: int) -> Exchang
         if day.weekday() in trading_weekdays and day not in traded
     ]
     for what, count in (("holidays", len(holidays)), ("early closes", len(early)),
-                        ("late opens", len(late))):
+                        ("late opens", len(late)), ("special sessions", len(special))):
         if count > MAX_CALENDAR_DATES:
             raise InexpressibleCalendar(
                 f"{code} has {count} {what} in {first_year}..{last_year}, more than the "
                 f"{MAX_CALENDAR_DATES} a CapitalMarketsSchedule holds; cover fewer years"
             )
     days = _days_expression(trading_weekdays)
-    regular: tuple[ExchangeSession, ...]
-    if breaks is None:
-        regular = (ExchangeSession(days, opens, closes),)
-    else:
-        regular = (
-            ExchangeSession(days, opens, breaks[0]),
-            ExchangeSession(days, breaks[1], closes),
-        )
+    bounds = [opens, closes] if breaks is None else [opens, breaks[0], breaks[1], closes]
+    regular = tuple(
+        _regular(code, days, bounds[i], bounds[i + 1]) for i in range(0, len(bounds), 2)
+    )
     return ExchangeCalendar(
         code=code,
         timezone=zone.key,
@@ -211,7 +232,58 @@ def _expand(library: Any, code: str, first_year: int, last_year: int) -> Exchang
         holidays=tuple(holidays),
         early_closes=tuple(early),
         late_opens=tuple(late),
+        special_sessions=tuple(special),
     )
+
+
+def _shortened(session: _Session, opens: int, closes: int, breaks: tuple[int, int] | None) -> bool:
+    """Whether `session` is the regular one cut by a late open and/or an early close: it lies
+    within the regular hours, keeps the regular break (or ends before it or starts after it),
+    and a late open is on the trading date itself (a late open is a time on that date)."""
+    if session.open < opens or session.close > closes:
+        return False
+    if session.open > opens and session.open < 0:
+        return False
+    if session.breaks == breaks:
+        return True
+    return session.breaks is None and breaks is not None and (
+        session.close <= breaks[0] or session.open >= breaks[1])
+
+
+def _regular(code: str, days: str, opens: int, closes: int) -> ExchangeSession:
+    open_, close, before = _times(code, f"its regular {days} session", opens, closes)
+    return ExchangeSession(days, open_, close, before)
+
+
+def _special(code: str, session: _Session) -> tuple[tuple[str, str, bool], ...]:
+    where = f"its session of {session.day}"
+    times = tuple(_times(code, where, start, end) for start, end in session.ranges())
+    if len(times) > MAX_SESSIONS_PER_DATE:
+        raise InexpressibleCalendar(f"{code}: {where} has more than {MAX_SESSIONS_PER_DATE} parts")
+    return times
+
+
+def _times(code: str, where: str, start: int, end: int) -> tuple[str, str, bool]:
+    """A [start, end) minute range of a trading date as (open, close, opens the day before)."""
+    day = MINUTES_PER_DAY
+    if -day <= start < 0 and 0 <= end <= start + day:
+        return _clock(start + day), _clock(end), True
+    if 0 <= start < end <= day:
+        return _clock(start), _clock(end), False
+    raise InexpressibleCalendar(
+        f"{code}: {where} runs from {_offset(start)} to {_offset(end)} of its trading date; a "
+        "session must close on its trading date, within 24 hours of opening"
+    )
+
+
+def _clock(minute: int) -> str:
+    return "24:00" if minute == MINUTES_PER_DAY else f"{minute // 60:02d}:{minute % 60:02d}"
+
+
+def _offset(minute: int) -> str:
+    days, rest = divmod(minute, MINUTES_PER_DAY)
+    suffix = {0: "", -1: " the day before", 1: " the day after"}.get(days, f" {days:+d} days")
+    return f"{_clock(rest)}{suffix}"
 
 
 def resolve_exchange(spec: Mapping[str, Any], first_year: int, last_year: int) -> dict[str, Any]:
@@ -245,6 +317,9 @@ def resolve_exchange(spec: Mapping[str, Any], first_year: int, last_year: int) -
     late = _by_date(expanded.get("lateOpens", ()), fields.pop("lateOpens", ()))
     if late:
         resolved["lateOpens"] = late
+    special = _by_date(expanded.get("specialSessions", ()), fields.pop("specialSessions", ()))
+    if special:
+        resolved["specialSessions"] = special
     resolved.update(fields)
     return resolved
 
@@ -270,62 +345,37 @@ def _sessions(schedule: Any, zone: ZoneInfo, code: str) -> list[_Session]:
     sessions = []
     for label, row in schedule.iterrows():
         day = label.date()
+        midnight = dt.datetime.combine(day, dt.time())
 
-        def local(value: Any, *, is_close: bool = False) -> str | None:
+        def minutes(value: Any) -> int | None:
+            """Minutes of the local wall clock after the trading date's midnight."""
             if pandas.isna(value):
                 return None
             when: dt.datetime = value.to_pydatetime().astimezone(zone)
             if when.second or when.microsecond:
                 raise InexpressibleCalendar(f"{code} on {day}: {when.time()} is not a whole minute")
-            if is_close and when.date() == day + dt.timedelta(days=1) and when.time() == dt.time():
-                return "24:00"
-            if when.date() != day:
-                raise InexpressibleCalendar(
-                    f"{code} on {day}: the session crosses local midnight ({when.isoformat()})"
-                )
-            return when.strftime("%H:%M")
+            return int((when.replace(tzinfo=None) - midnight).total_seconds()) // 60
 
-        opens, closes = local(row["open"]), local(row["close"], is_close=True)
+        opens, closes = minutes(row["open"]), minutes(row["close"])
         if opens is None or closes is None:
             raise InexpressibleCalendar(f"{code} on {day}: no open or close time")
-        sessions.append(_Session(day, opens, closes, local(row["break_start"]),
-                                 local(row["break_end"])))
+        sessions.append(_Session(day, opens, closes, minutes(row["break_start"]),
+                                 minutes(row["break_end"])))
     if not sessions:
         raise InexpressibleCalendar(f"{code} has no sessions in the requested years")
     return sessions
 
 
-def _most_common(values: Any) -> str:
+def _most_common(values: Any) -> int:
     # Ties go to the first seen, so the result is deterministic for a given calendar.
-    return str(Counter(values).most_common(1)[0][0])
+    return int(Counter(values).most_common(1)[0][0])
 
 
-def _most_common_break(sessions: Sequence[_Session]) -> tuple[str, str] | None:
-    breaks = Counter(
-        (s.break_start, s.break_end)
-        for s in sessions
-        if s.break_start is not None and s.break_end is not None
-    )
+def _most_common_break(sessions: Sequence[_Session]) -> tuple[int, int] | None:
+    breaks = Counter(s.breaks for s in sessions if s.breaks is not None)
     if not breaks:
         return None
     return breaks.most_common(1)[0][0]
-
-
-def _check_break(code: str, session: _Session, regular: tuple[str, str] | None) -> None:
-    own = (
-        (session.break_start, session.break_end)
-        if session.break_start is not None and session.break_end is not None
-        else None
-    )
-    if own == regular:
-        return
-    if own is None and regular is not None:
-        # A half day that ends before lunch or starts after it needs no break of its own.
-        if session.close <= regular[0] or session.open >= regular[1]:
-            return
-    raise InexpressibleCalendar(
-        f"{code} on {session.day}: its lunch break {own} differs from the regular {regular}"
-    )
 
 
 def _days(start: dt.date, end: dt.date) -> list[dt.date]:

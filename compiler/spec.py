@@ -23,6 +23,7 @@ from api.kinds.providers import (
     DateText,
     EarlyClose,
     LateOpen,
+    SpecialSessions,
     TradingSession,
 )
 from api.kinds.scheduled_capacity import (
@@ -486,6 +487,11 @@ class ExchangeCalendarSpec(_Strict):
         default_factory=list, max_length=MAX_CALENDAR_DATES,
         description="Extra or replacement late opens (a hand-written date wins).",
     )
+    special_sessions: list[SpecialSessions] = Field(
+        default_factory=list, max_length=MAX_CALENDAR_DATES,
+        description="Extra or replacement dates trading their own sessions (a hand-written "
+        "date wins).",
+    )
 
     @field_validator("namespaces")
     @classmethod
@@ -507,6 +513,10 @@ class ExchangeCalendarSpec(_Strict):
                                      for e in self.early_closes]
         if self.late_opens:
             fields["lateOpens"] = [e.model_dump(mode="json", by_alias=True) for e in self.late_opens]
+        if self.special_sessions:
+            fields["specialSessions"] = [
+                e.model_dump(mode="json", by_alias=True, exclude_none=True)
+                for e in self.special_sessions]
         return fields
 
 

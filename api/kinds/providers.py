@@ -9,7 +9,8 @@ helpers at the bottom, so what admission accepts and what a controller evaluates
 
 The day/hour range syntax is the one of the original 5-Spot providers: `mon`, `mon-fri`, a
 wrapping `fri-mon`, comma lists `mon-wed,fri`; hours `9`, inclusive `9-17` (09:00 through 17:59),
-wrapping `22-6`. CapitalMarketsSchedule adds minute-precision sessions (`09:30`-`16:00`) and keeps
+wrapping `22-6`. CapitalMarketsSchedule adds minute-precision sessions (`09:30`-`16:00`, or overnight with
+`opensPreviousDay`), per-date `specialSessions`, and keeps
 the hour-granular `daysOfWeek`/`hoursOfDay` sessions and `closeHour` early closes of 5-Spot so
 existing objects keep working.
 
@@ -116,10 +117,20 @@ SESSION_FORM_MESSAGE: Final = (
     "a session is either {days, open, close} with minute precision (days: mon-fri, open: "
     "'09:30', close: '16:00') or the whole-hour 5-Spot form {daysOfWeek, hoursOfDay}, not a mix"
 )
-SESSION_ORDER_RULE: Final = "!has(self.open) || !has(self.close) || self.open < self.close"
+SESSION_ORDER_RULE: Final = (
+    "!has(self.open) || !has(self.close) || "
+    "((has(self.opensPreviousDay) && self.opensPreviousDay) "
+    "? self.close <= self.open : self.open < self.close)"
+)
 SESSION_ORDER_MESSAGE: Final = (
-    "open must be earlier than close on the same day; write an overnight session as two "
-    "sessions, one until 24:00 and one from 00:00"
+    "open must be earlier than close on the same day; for a session that opens the evening "
+    "before its trading date (futures: Monday's session opens Sunday 17:00) set "
+    "opensPreviousDay: true, and then close must be at or before open (at most 24 hours)"
+)
+OVERNIGHT_FORM_RULE: Final = "!has(self.opensPreviousDay) || has(self.open)"
+OVERNIGHT_FORM_MESSAGE: Final = (
+    "opensPreviousDay needs the minute form {days, open, close}; the whole-hour 5-Spot form "
+    "cannot open the day before"
 )
 EARLY_CLOSE_FORM_RULE: Final = "has(self.close) != has(self.closeHour)"
 EARLY_CLOSE_FORM_MESSAGE: Final = (
@@ -135,6 +146,7 @@ CEL_RULES: Final = {
     "TIMEZONE_RULE": TIMEZONE_RULE,
     "SESSION_FORM_RULE": SESSION_FORM_RULE,
     "SESSION_ORDER_RULE": SESSION_ORDER_RULE,
+    "OVERNIGHT_FORM_RULE": OVERNIGHT_FORM_RULE,
     "EARLY_CLOSE_FORM_RULE": EARLY_CLOSE_FORM_RULE,
 }
 """Every rule this module attaches, by name, for tests and documentation."""
@@ -144,8 +156,12 @@ MAX_HOUR_ITEMS: Final = 24
 MAX_ITEM_LENGTH: Final = 96
 MAX_TIMEZONE_LENGTH: Final = 64
 MAX_SESSIONS: Final = 32
+MINUTES_PER_DAY: Final = 1440
 MAX_CALENDAR_DATES: Final = 366
-"""Holidays, early closes and late opens, each: a year of days, decades of real exchange dates."""
+"""Holidays, early closes, late opens and special sessions, each: a year of days, decades of real
+exchange dates."""
+MAX_SESSIONS_PER_DATE: Final = 4
+"""A special date's own sessions: a day with a lunch break and an evening session fits."""
 
 
 def _rule(rule: str, message: str) -> dict[str, Any]:
@@ -364,6 +380,7 @@ class TradingSession(_Model):
             "x-kubernetes-validations": [
                 {"rule": SESSION_FORM_RULE, "message": SESSION_FORM_MESSAGE},
                 {"rule": SESSION_ORDER_RULE, "message": SESSION_ORDER_MESSAGE},
+                {"rule": OVERNIGHT_FORM_RULE, "message": OVERNIGHT_FORM_MESSAGE},
             ]
         }
     )
@@ -380,6 +397,14 @@ class TradingSession(_Model):
         default=None,
         description="Local closing time HH:MM, for example 16:00, or 24:00 for the end of the "
         "day; closed from that minute.",
+    )
+    opens_previous_day: StrictBool | None = Field(
+        default=None,
+        description="When true the session of each of its days opens at `open` on the evening "
+        "before and closes at `close` on the day itself (the futures trade-date convention: "
+        "with days mon-fri, open 17:00, close 16:00, Monday's session runs Sunday 17:00 to "
+        "Monday 16:00). Holidays, early closes, late opens and special sessions name that "
+        "trading date.",
     )
     days_of_week: tuple[DayItem, ...] | None = Field(
         default=None,
@@ -403,9 +428,10 @@ class TradingSession(_Model):
         no_hours = all(v is None for v in hour_form)
         if not ((complete_minutes and no_hours) or (complete_hours and no_minutes)):
             raise ValueError(SESSION_FORM_MESSAGE)
+        if self.opens_previous_day is not None and self.open is None:
+            raise ValueError(OVERNIGHT_FORM_MESSAGE)
         if self.open is not None and self.close is not None:
-            if parse_clock(self.open) >= parse_clock(self.close, allow_end_of_day=True):
-                raise ValueError(f"{SESSION_ORDER_MESSAGE}; got {self.open}-{self.close}")
+            _check_order(self.open, self.close, bool(self.opens_previous_day))
         return self
 
     @property
@@ -415,10 +441,66 @@ class TradingSession(_Model):
 
     @property
     def minutes(self) -> tuple[tuple[int, int], ...]:
-        """The local [start, end) minute ranges this session is open on one of its days."""
+        """The [start, end) minute ranges this session is open on one of its trading dates,
+        counted from that date's local midnight: a session that opens the day before starts at
+        a negative minute (17:00 the evening before is -420)."""
         if self.open is not None and self.close is not None:
-            return ((parse_clock(self.open), parse_clock(self.close, allow_end_of_day=True)),)
+            return (session_minutes(self.open, self.close, bool(self.opens_previous_day)),)
         return hour_ranges(parse_hours(self.hours_of_day or ()))
+
+
+def _check_order(open_: str, close: str, opens_previous_day: bool) -> None:
+    opens, closes = parse_clock(open_), parse_clock(close, allow_end_of_day=True)
+    if (closes > opens) if opens_previous_day else (opens >= closes):
+        raise ValueError(f"{SESSION_ORDER_MESSAGE}; got {open_}-{close}"
+                         + (" opening the previous day" if opens_previous_day else ""))
+
+
+def session_minutes(open_: str, close: str, opens_previous_day: bool) -> tuple[int, int]:
+    """A minute-form session as [start, end) minutes from its trading date's local midnight."""
+    opens, closes = parse_clock(open_), parse_clock(close, allow_end_of_day=True)
+    return (opens - MINUTES_PER_DAY if opens_previous_day else opens, closes)
+
+
+class SessionTimes(_Model):
+    """One session of a special date: `open` to `close`, local, optionally from the evening
+    before (`opensPreviousDay`)."""
+
+    model_config = ConfigDict(
+        json_schema_extra=_rule(SESSION_ORDER_RULE, SESSION_ORDER_MESSAGE)
+    )
+
+    open: ClockText = Field(description="Local opening time HH:MM; open from that minute.")
+    close: CloseClockText = Field(
+        description="Local closing time HH:MM on the date itself, or 24:00; closed from that "
+        "minute."
+    )
+    opens_previous_day: StrictBool | None = Field(
+        default=None,
+        description="When true the session opens at `open` on the day before the date.",
+    )
+
+    @model_validator(mode="after")
+    def _ordered(self) -> SessionTimes:
+        _check_order(self.open, self.close, bool(self.opens_previous_day))
+        return self
+
+    @property
+    def minutes(self) -> tuple[int, int]:
+        """[start, end) minutes from the date's local midnight (negative: the evening before)."""
+        return session_minutes(self.open, self.close, bool(self.opens_previous_day))
+
+
+class SpecialSessions(_Model):
+    """A date that trades its own sessions instead of the regular ones: a longer day, a session
+    on a weekday the market normally does not trade, a different overnight open."""
+
+    date: DateText = Field(description="Local trading date, YYYY-MM-DD.")
+    sessions: tuple[SessionTimes, ...] = Field(
+        description="The date's sessions, replacing the regular ones that day.",
+        min_length=1,
+        max_length=MAX_SESSIONS_PER_DATE,
+    )
 
 
 class EarlyClose(_Model):
@@ -476,10 +558,13 @@ def _once(dates: Iterable[str]) -> None:
 
 
 class CapitalMarketsScheduleSpec(_Model):
-    """An exchange calendar: active while the market is in session. A holiday closes the whole
-    local day; otherwise the market is open inside any session running that weekday, from the
-    day's late open (if any) until its early close (if any). Sessions that touch merge, so
-    00:00 after a 24:00 close is not a transition."""
+    """An exchange calendar: active while the market is in session. Every session belongs to a
+    trading date: the date it closes on, which for a session with opensPreviousDay is the day
+    after it opens (futures' trade date). A holiday cancels that date's sessions; a special
+    date trades its own sessions instead of the regular ones; otherwise the date trades every
+    session running on its weekday. A late open then holds the date's sessions until its time
+    on that date, and an early close ends them at its time. Sessions that touch merge, so
+    00:00 after a 24:00 close, or a 17:00 open right after a 17:00 close, is not a transition."""
 
     timezone: TimezoneText = _timezone_field("sessions, holidays, early closes and late opens")
     sessions: tuple[TradingSession, ...] = Field(
@@ -511,6 +596,17 @@ class CapitalMarketsScheduleSpec(_Model):
             "x-kubernetes-list-map-keys": ["date"],
         },
     )
+    special_sessions: tuple[SpecialSessions, ...] = Field(
+        default=(),
+        description="Dates that trade their own sessions instead of the regular ones (a longer "
+        "day, a session on a non-trading weekday), one entry per date. A holiday on the same "
+        "date still closes it; an early close or late open still cuts it.",
+        max_length=MAX_CALENDAR_DATES,
+        json_schema_extra={
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["date"],
+        },
+    )
 
     @field_validator("holidays")
     @classmethod
@@ -518,11 +614,11 @@ class CapitalMarketsScheduleSpec(_Model):
         _once(holidays)
         return holidays
 
-    @field_validator("early_closes", "late_opens")
+    @field_validator("early_closes", "late_opens", "special_sessions")
     @classmethod
     def _one_entry_per_date(
-        cls, entries: tuple[EarlyClose, ...] | tuple[LateOpen, ...]
-    ) -> tuple[EarlyClose, ...] | tuple[LateOpen, ...]:
+        cls, entries: tuple[EarlyClose, ...] | tuple[LateOpen, ...] | tuple[SpecialSessions, ...]
+    ) -> tuple[EarlyClose, ...] | tuple[LateOpen, ...] | tuple[SpecialSessions, ...]:
         _once(entry.date for entry in entries)
         return entries
 

@@ -122,7 +122,9 @@ def reconciled_machine(repo: Repo) -> KindInfo:
 _PROVIDER_STATUS: Final = structural_schema(provider_kinds.ProviderStatus)
 _PROVIDER_COLUMNS: Final = (
     {"name": "Active", "type": "boolean", "jsonPath": ".status.active"},
-    {"name": "Next", "type": "date", "jsonPath": ".status.nextTransitionTime"},
+    # A string, not a date: kubectl prints a date column as an age and a future time as
+    # <invalid>; the RFC 3339 UTC text reads the same for any instant.
+    {"name": "Next", "type": "string", "jsonPath": ".status.nextTransitionTime"},
     {"name": "Ready", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Ready\")].status"},
     _AGE,
 )

@@ -3,10 +3,13 @@
 The calendar lives entirely in the spec (sessions, holidays, early closes, late opens), written
 there by the compiler from `exchange_calendars` or by hand, so the controller makes no network
 calls and every calendar change is reviewed in a pull request. For each local date the market
-is open inside any session that runs on that weekday, unless the date is a holiday; an early
-close cuts the day's sessions at its time and a late open holds them until its time. Sessions
-that touch merge, so a session ending at 24:00 and another starting at 00:00 the next day are
-one stretch with no transition at midnight.
+trades its special sessions if it has any, else every session that runs on that weekday, unless
+the date is a holiday; an early close cuts the day's sessions at its time and a late open holds
+them until its time. A session may open the evening before its trading date (futures: Monday's
+session opens Sunday 17:00), so a local day's open minutes are its own sessions after midnight
+plus the evening part of the next date's. Sessions that touch merge, so a session ending at
+24:00 and another starting at 00:00 the next day are one stretch with no transition at
+midnight.
 
 5-Spot's whole-hour sessions (`daysOfWeek`/`hoursOfDay`) and `closeHour` early closes mean what
 they meant there: hour sets, and "open through the end of closeHour".
@@ -15,7 +18,7 @@ they meant there: hour sets, and "open through the end of closeHour".
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from api.kinds.providers import CapitalMarketsScheduleSpec
@@ -26,11 +29,14 @@ REASON_OPEN: Final = "SessionOpen"
 REASON_CLOSED: Final = "SessionClosed"
 
 
-def day_plan(spec: CapitalMarketsScheduleSpec) -> intervals.DayPlan:
-    """The open minute ranges of each local date."""
+def trading_plan(spec: CapitalMarketsScheduleSpec) -> Callable[[dt.date], intervals.LocalRanges]:
+    """For a trading date, its open [start, end) minutes counted from that date's local
+    midnight; a session that opens the evening before starts at a negative minute."""
     holidays = frozenset(dt.date.fromisoformat(day) for day in spec.holidays)
     early = {dt.date.fromisoformat(e.date): e.close_minute for e in spec.early_closes}
     late = {dt.date.fromisoformat(e.date): e.open_minute for e in spec.late_opens}
+    special = {dt.date.fromisoformat(s.date): intervals.merge_ranges([t.minutes for t in s.sessions])
+               for s in spec.special_sessions}
     by_weekday: list[list[tuple[int, int]]] = [[] for _ in range(7)]
     for session in spec.sessions:
         for weekday in session.weekdays:
@@ -40,13 +46,31 @@ def day_plan(spec: CapitalMarketsScheduleSpec) -> intervals.DayPlan:
     def plan(day: dt.date) -> intervals.LocalRanges:
         if day in holidays:
             return ()
-        ranges = regular[day.weekday()]
+        ranges = special.get(day, regular[day.weekday()])
         if day not in early and day not in late:
             return ranges
-        opens, closes = late.get(day, 0), early.get(day, intervals.MINUTES_PER_DAY)
+        opens = late.get(day, -intervals.MINUTES_PER_DAY)
+        closes = early.get(day, intervals.MINUTES_PER_DAY)
         return intervals.merge_ranges(
             [(max(start, opens), min(end, closes)) for start, end in ranges]
         )
+
+    return plan
+
+
+def day_plan(spec: CapitalMarketsScheduleSpec) -> intervals.DayPlan:
+    """The open minute ranges of each local calendar date: the part of that date's own
+    sessions after its midnight, and the evening part of the next date's sessions that open
+    the day before."""
+    trading = trading_plan(spec)
+    one_day = dt.timedelta(days=1)
+    whole = intervals.MINUTES_PER_DAY
+
+    def plan(day: dt.date) -> intervals.LocalRanges:
+        own = [(max(start, 0), end) for start, end in trading(day) if end > 0]
+        evening = [(start + whole, min(end, 0) + whole)
+                   for start, end in trading(day + one_day) if start < 0]
+        return intervals.merge_ranges(own + evening)
 
     return plan
 

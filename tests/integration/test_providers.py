@@ -291,6 +291,22 @@ def test_the_compiled_nyse_calendar_in_the_agents_partition_gets_its_session_sta
     assert _ready(status)["reason"] in ("SessionOpen", "SessionClosed")
 
 
+def test_an_overnight_futures_calendar_is_admitted_and_published_like_the_model_decides(
+    run_provider: RunProvider, admin: client.ApiClient, namespace: str
+) -> None:
+    from compiler.calendars import expand_exchange
+
+    run_provider("capital-markets")
+    spec = expand_exchange("CMES", 2026, 2027).spec_fields()
+    _create(admin, namespace, "capitalmarketsschedules", "CapitalMarketsSchedule", "globex", spec)
+    status = _status_when(admin, namespace, "capitalmarketsschedules", "globex",
+                          lambda s: "active" in s, "a status")
+    expected = CapitalMarketsScheduleSpec.model_validate(spec)
+    now = dt.datetime.now(dt.timezone.utc)
+    assert status["active"] is capital_markets.is_active(expected, now)
+    assert status["nextTransitionTime"] == rfc3339(capital_markets.next_transition(expected, now))
+
+
 def test_a_capital_markets_session_opening_next_minute_is_announced_to_the_minute(
     run_provider: RunProvider, admin: client.ApiClient, namespace: str
 ) -> None:
@@ -327,6 +343,14 @@ def test_a_capital_markets_session_opening_next_minute_is_announced_to_the_minut
     ("capitalmarketsschedules", "CapitalMarketsSchedule",
      {"timezone": "America/New_York",
       "sessions": [{"days": "mon-fri", "open": "16:00", "close": "09:30"}]},
+     SESSION_ORDER_MESSAGE),
+    ("capitalmarketsschedules", "CapitalMarketsSchedule",
+     {"timezone": "America/Chicago",
+      "sessions": [{"days": "mon-fri", "open": "17:00", "close": "18:00", "opensPreviousDay": True}]},
+     SESSION_ORDER_MESSAGE),
+    ("capitalmarketsschedules", "CapitalMarketsSchedule",
+     {"timezone": "America/Chicago", "sessions": [{"days": "mon-fri", "open": "09:30", "close": "16:00"}],
+      "specialSessions": [{"date": "2026-01-02", "sessions": [{"open": "17:00", "close": "09:00"}]}]},
      SESSION_ORDER_MESSAGE),
 ])
 def test_invalid_specs_are_refused_at_admission_with_the_rule_message(

@@ -17,10 +17,12 @@ from api.kinds.providers import (
     CLOSE_CLOCK_RULE,
     DATE_PATTERN,
     EARLY_CLOSE_FORM_RULE,
+    OVERNIGHT_FORM_RULE,
     SESSION_FORM_RULE,
     SESSION_ORDER_RULE,
     CapitalMarketsScheduleSpec,
     EarlyClose,
+    SessionTimes,
     TradingSession,
 )
 from controllers.providers import capital_markets as cm
@@ -356,6 +358,13 @@ def cel_accepts(rule: str, value: object) -> bool:
         {"days": "mon", "open": "09:30", "close": "16:00", "daysOfWeek": ["mon"]},
         {"daysOfWeek": ["mon"]},
         {"hoursOfDay": ["9"], "open": "09:30"},
+        {"days": "mon-fri", "open": "17:00", "close": "16:00", "opensPreviousDay": True},
+        {"days": "mon-fri", "open": "17:00", "close": "17:00", "opensPreviousDay": True},
+        {"days": "mon-fri", "open": "17:00", "close": "18:00", "opensPreviousDay": True},
+        {"days": "mon-fri", "open": "17:00", "close": "24:00", "opensPreviousDay": True},
+        {"days": "mon-fri", "open": "09:00", "close": "16:00", "opensPreviousDay": False},
+        {"days": "mon-fri", "open": "17:00", "close": "16:00", "opensPreviousDay": False},
+        {"daysOfWeek": ["mon"], "hoursOfDay": ["9"], "opensPreviousDay": True},
     ],
 )
 def test_cel_session_rules_agree_with_the_model(session: dict[str, Any]) -> None:
@@ -365,7 +374,69 @@ def test_cel_session_rules_agree_with_the_model(session: dict[str, Any]) -> None
     except ValidationError:
         valid = False
     assert (cel_accepts(SESSION_FORM_RULE, session)
-            and cel_accepts(SESSION_ORDER_RULE, session)) is valid
+            and cel_accepts(SESSION_ORDER_RULE, session)
+            and cel_accepts(OVERNIGHT_FORM_RULE, session)) is valid
+
+
+@pytest.mark.parametrize(
+    "times",
+    [{"open": "09:30", "close": "17:00"}, {"open": "17:00", "close": "09:30"},
+     {"open": "17:00", "close": "09:30", "opensPreviousDay": True},
+     {"open": "09:30", "close": "17:00", "opensPreviousDay": True}],
+)
+def test_cel_special_session_rule_agrees_with_the_model(times: dict[str, Any]) -> None:
+    try:
+        SessionTimes.model_validate(times)
+        valid = True
+    except ValidationError:
+        valid = False
+    assert cel_accepts(SESSION_ORDER_RULE, times) is valid
+
+
+NY_OVERNIGHT = {"timezone": "America/New_York",
+                "sessions": [{"days": "mon-fri", "open": "18:00", "close": "17:00",
+                              "opensPreviousDay": True}]}
+
+
+def test_an_overnight_session_belongs_to_the_date_it_closes_on() -> None:
+    spec = CapitalMarketsScheduleSpec.model_validate(NY_OVERNIGHT)
+    ny = spec.zone
+    assert cm.is_active(spec, dt.datetime(2026, 3, 1, 18, tzinfo=ny))  # Sunday evening: Monday's
+    assert not cm.is_active(spec, dt.datetime(2026, 3, 2, 17, 30, tzinfo=ny))  # the daily hour off
+    assert not cm.is_active(spec, dt.datetime(2026, 3, 6, 18, tzinfo=ny))  # Friday evening: none
+    assert cm.next_transition(spec, dt.datetime(2026, 3, 2, 12, tzinfo=ny)) == dt.datetime(
+        2026, 3, 2, 17, tzinfo=ny)
+
+
+def test_a_holiday_cancels_the_overnight_session_of_its_date_from_the_evening_before() -> None:
+    spec = CapitalMarketsScheduleSpec.model_validate({**NY_OVERNIGHT, "holidays": ["2026-03-03"]})
+    ny = spec.zone
+    assert not cm.is_active(spec, dt.datetime(2026, 3, 2, 20, tzinfo=ny))
+    assert not cm.is_active(spec, dt.datetime(2026, 3, 3, 12, tzinfo=ny))
+    assert cm.next_transition(spec, dt.datetime(2026, 3, 2, 16, tzinfo=ny)) == dt.datetime(
+        2026, 3, 2, 17, tzinfo=ny)
+    assert cm.next_transition(spec, dt.datetime(2026, 3, 2, 17, tzinfo=ny)) == dt.datetime(
+        2026, 3, 3, 18, tzinfo=ny)
+
+
+def test_early_close_late_open_and_a_special_date_cut_or_replace_that_dates_sessions() -> None:
+    spec = CapitalMarketsScheduleSpec.model_validate({
+        **NY_OVERNIGHT,
+        "earlyCloses": [{"date": "2026-03-03", "close": "12:00"}],
+        "lateOpens": [{"date": "2026-03-04", "open": "08:00"}],
+        "specialSessions": [{"date": "2026-03-05", "sessions": [
+            {"open": "09:30", "close": "12:00"}, {"open": "13:00", "close": "16:00"}]}],
+    })
+    ny = spec.zone
+    at = lambda day, hour, minute=0: dt.datetime(2026, 3, day, hour, minute, tzinfo=ny)  # noqa: E731
+    assert cm.is_active(spec, at(3, 11, 59)) and not cm.is_active(spec, at(3, 12))
+    assert not cm.is_active(spec, at(3, 20)) and cm.next_transition(spec, at(3, 12)) == at(4, 8)
+    assert cm.next_transition(spec, at(4, 8)) == at(4, 17)
+    # The special date opens at 09:30 instead of the evening before and breaks for lunch; the
+    # next date's session still opens that evening.
+    assert not cm.is_active(spec, at(4, 20)) and cm.next_transition(spec, at(4, 17)) == at(5, 9, 30)
+    assert [cm.next_transition(spec, t) for t in (at(5, 10), at(5, 12), at(5, 14), at(5, 16))] == [
+        at(5, 12), at(5, 13), at(5, 16), at(5, 18)]
 
 
 @pytest.mark.parametrize(
