@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 
 
@@ -104,3 +105,18 @@ def _ready_condition(conditions: object) -> Mapping[str, object] | None:
         if isinstance(condition, Mapping) and condition.get("type") == "Ready":
             return condition
     return None
+
+
+def published_next_transition(provider: Mapping[str, object] | None) -> datetime | None:
+    """The provider's `status.nextTransitionTime` as an aware instant, if it published a valid
+    one (informational in the contract: consumers never act on it, a composite derives its own
+    from its children's)."""
+    status = provider.get("status") if provider is not None else None
+    upcoming = status.get("nextTransitionTime") if isinstance(status, Mapping) else None
+    if not isinstance(upcoming, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(upcoming)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else None

@@ -18,6 +18,7 @@ from typing import Final
 from pydantic import BaseModel
 
 from api.identities import provider_identity
+from api.kinds.composite import CompositeScheduleSpec
 from api.kinds.providers import (
     VERSION,
     CapitalMarketsScheduleSpec,
@@ -34,6 +35,7 @@ class BuiltinProvider(StrEnum):
     MANUAL = "ManualSchedule"
     TIME_BASED = "TimeBasedSpotSchedule"
     CAPITAL_MARKETS = "CapitalMarketsSchedule"
+    COMPOSITE = "CompositeSchedule"
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,9 @@ class ProviderKind:
     status_model: type[ProviderStatus]
     command: str
     """`fivespot provider <command>`; also names its Deployment, ServiceAccount and Leases."""
+    reads_providers: bool = False
+    """Whether its controller reads other provider kinds' status (CompositeSchedule's
+    children): its identity may then get, list and watch every provider kind."""
 
     @property
     def kind(self) -> str:
@@ -85,12 +90,18 @@ CAPITAL_MARKETS_SCHEDULE: Final = ProviderKind(
     ("cms",), CapitalMarketsScheduleSpec, ProviderStatus, "capital-markets",
 )
 
+COMPOSITE_SCHEDULE: Final = ProviderKind(
+    BuiltinProvider.COMPOSITE, "compositeschedules", "compositeschedule", ("csch",),
+    CompositeScheduleSpec, ProviderStatus, "composite", reads_providers=True,
+)
+
 BUILTIN_PROVIDERS: Final[Mapping[BuiltinProvider, ProviderKind]] = MappingProxyType({
-    p.builtin: p for p in (MANUAL_SCHEDULE, TIME_BASED_SPOT_SCHEDULE, CAPITAL_MARKETS_SCHEDULE)
+    p.builtin: p for p in (MANUAL_SCHEDULE, TIME_BASED_SPOT_SCHEDULE, CAPITAL_MARKETS_SCHEDULE,
+                           COMPOSITE_SCHEDULE)
 })
 """Every built-in provider, in declaration order; a test checks each BuiltinProvider has one."""
 
 BY_COMMAND: Final[Mapping[str, ProviderKind]] = MappingProxyType({
     p.command: p for p in BUILTIN_PROVIDERS.values()
 })
-"""By command name: manual, time-based, capital-markets."""
+"""By command name: manual, time-based, capital-markets, composite."""

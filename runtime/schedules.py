@@ -10,7 +10,14 @@ kind in any served version (`KindWatches`), a kind whose CRD is not installed is
 
 from __future__ import annotations
 
-from api.provider_contract import LookupFailed, ScheduleObservation, observe_schedule
+from datetime import datetime
+
+from api.provider_contract import (
+    LookupFailed,
+    ScheduleObservation,
+    observe_schedule,
+    published_next_transition,
+)
 from runtime.kindwatches import NOT_SERVED, KindWatches
 
 
@@ -37,3 +44,13 @@ def read_schedule(
     if not watched.informer.has_synced():
         return LookupFailed(f"the {kind} cache has not synced yet")
     return observe_schedule(watched.informer.get(namespace, name), reference=reference)
+
+
+def read_next_transition(
+    watches: KindWatches, namespace: str, group: str, kind: str, name: str
+) -> datetime | None:
+    """The referenced provider's published nextTransitionTime, from `watches`' cache."""
+    watched = watches.get(group, kind)
+    if watched is None or watched.informer is None:
+        return None
+    return published_next_transition(watched.informer.get(namespace, name))

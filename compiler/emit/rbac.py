@@ -42,6 +42,8 @@ Built-in provider (`fivespot-provider-<manual|time-based|capital-markets>`)
   - its own plural: get, list, watch — it reconciles its kind.
   - its own `<plural>/status`: get, update, patch — the only write of a provider is its status.
     No other provider's kind, and never the spec: a provider cannot forge another's decision.
+  - CompositeSchedule (`fivespot-provider-composite`) also reads every provider plural: get,
+    list, watch — its children's status, never their spec, and no write on any of them.
   - events: create, patch; leases: as for the capacity controller.
 
 Custom provider kind (`fivespot-custom-provider-<plural>`, for the team's own Deployment)
@@ -78,6 +80,7 @@ from api.identities import (
 )
 from api.kinds import scheduled_capacity as scap
 from api.kinds import scheduled_machine as sm
+from api.providers import BUILTIN_PROVIDERS
 from compiler.emit import crds
 from compiler.emit.base import RBAC, Artifact, labels, metadata
 from compiler.emit.components import Component, components, custom_identities
@@ -251,7 +254,10 @@ def webhook_namespace_rules(repo: Repo) -> list[Rule]:
 
 def cluster_rules(repo: Repo, component: Component) -> list[Rule]:
     if component.provider_kind is not None:
-        return provider_rules(crds.builtin_provider(component.provider_kind).plural, reports=True)
+        rules = provider_rules(crds.builtin_provider(component.provider_kind).plural, reports=True)
+        if BUILTIN_PROVIDERS[component.provider_kind].reads_providers:
+            rules = normalize(rules + [Rule(scap.PROVIDER_GROUP, _provider_plurals(repo), READ)])
+        return rules
     if component.serves_admission:
         return webhook_rules(repo)
     if component.reconciles_machines:

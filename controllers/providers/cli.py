@@ -1,4 +1,5 @@
-"""`fivespot provider manual|time-based|capital-markets`: run one built-in provider controller.
+"""`fivespot provider manual|time-based|capital-markets|composite`: run one built-in provider
+controller (CompositeSchedule's also watches its children's kinds).
 
 The compiled Deployments run `fivespot provider <name> --bundle /etc/fivespot/bundle.json`; the
 bundle says which partitions exist (one Lease each) and which provider kinds were installed. The
@@ -67,12 +68,20 @@ def run(args: argparse.Namespace) -> int:
     stop = stop_event_on_signals(threading.Event())
     identity = args.identity or default_identity()
     lease_namespace = args.lease_namespace or os.environ.get("POD_NAMESPACE") or bundle.namespace
-    controller = ProviderController(
-        api, provider, partitions,
+    settings: dict[str, Any] = dict(
         lease_namespace=lease_namespace, identity=identity, workers=args.workers,
         resync_s=args.resync, stall_after_s=args.stall_after,
         watch_timeout_s=args.watch_timeout, timing=timing,
     )
+    controller: ProviderController
+    if provider.kind.reads_providers:
+        from controllers.providers.composite_controller import CompositeController
+
+        controller = CompositeController(
+            api, provider, partitions, **settings,
+            child_kinds=[(p.group, p.kind) for p in bundle.providers])
+    else:
+        controller = ProviderController(api, provider, partitions, **settings)
     health = HealthServer(args.metrics_port)
     health.add_liveness("workers",
                         lambda: controller.alive() or not controller.informer.has_synced())

@@ -17,6 +17,7 @@ the kind and write only its `/status`. On the shared runtime:
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import threading
 from collections.abc import Mapping
@@ -25,8 +26,8 @@ from typing import Final
 
 from api.bundle import Bundle
 from api.providers import BUILTIN_PROVIDERS, BuiltinProvider, ProviderKind
-from controllers.providers import capital_markets, manual, time_based
-from controllers.providers.reconcile import Evaluate, plan, requeue_delay
+from controllers.providers import capital_markets, composite, manual, time_based
+from controllers.providers.reconcile import Evaluate, Plan, plan, requeue_delay
 from runtime import kube, metrics
 from runtime.cache import DELETED, Obj
 from runtime.clock import SYSTEM_CLOCK, Clock
@@ -74,13 +75,14 @@ EVALUATORS: Final[Mapping[BuiltinProvider, Evaluate]] = {
     BuiltinProvider.MANUAL: manual.evaluate,
     BuiltinProvider.TIME_BASED: time_based.evaluate,
     BuiltinProvider.CAPITAL_MARKETS: capital_markets.evaluate,
+    BuiltinProvider.COMPOSITE: composite.evaluate,
 }
 """The decision of each built-in provider kind."""
 
 PROVIDER_TYPES: Final = {
     kind.command: ProviderType(kind, EVALUATORS[kind.builtin]) for kind in BUILTIN_PROVIDERS.values()
 }
-"""By command name: manual, time-based, capital-markets."""
+"""By command name: manual, time-based, capital-markets, composite."""
 
 
 def bundle_lists(bundle: Bundle, provider: ProviderType) -> bool:
@@ -181,6 +183,11 @@ class ProviderController:
 
     # --- the reconcile --------------------------------------------------------------------------
 
+    def plan(self, obj: Obj, now: dt.datetime) -> Plan:
+        """What to write for `obj` at `now`: the kind's pure decision (a CompositeSchedule's
+        controller adds what it observed of the children)."""
+        return plan(obj, self.provider.evaluate, now)
+
     def reconcile(self, key: str) -> Result | None:
         namespace, name = kube.split_key(key)
         partition = self._partition(namespace)
@@ -189,7 +196,7 @@ class ProviderController:
         obj = self.informer.get(namespace, name)
         if obj is None:
             return None
-        decided = plan(obj, self.provider.evaluate, self._clock.now())
+        decided = self.plan(obj, self._clock.now())
         if decided.patch is not None:
             if not self.elector.is_leading(partition):
                 return None

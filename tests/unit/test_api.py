@@ -17,7 +17,7 @@ GOLDEN_BUNDLE = Path(__file__).parent / "golden" / "agent-sandbox" / "bundle.jso
 def test_every_builtin_provider_has_one_registry_entry_and_a_decision() -> None:
     assert list(BUILTIN_PROVIDERS) == list(BuiltinProvider)
     assert set(EVALUATORS) == set(BuiltinProvider)
-    assert sorted(PROVIDER_TYPES) == sorted(BY_COMMAND) == ["capital-markets", "manual", "time-based"]
+    assert sorted(PROVIDER_TYPES) == sorted(BY_COMMAND) == ["capital-markets", "composite", "manual", "time-based"]
     for builtin, provider in BUILTIN_PROVIDERS.items():
         assert provider.kind == builtin.value
         assert provider.identity == f"fivespot-provider-{provider.command}"

@@ -111,7 +111,8 @@ def test_a_kind_the_policies_do_not_know_exits_two(out_dir: Path, tmp_path: Path
     assert code == 2
     assert err == (
         f"{objects}:2:1: kind: ConfigMap (v1) is not a kind the policies know (known: "
-        "CapitalMarketsSchedule (spotschedules.5spot.finos.org/v1alpha1), ManualSchedule "
+        "CapitalMarketsSchedule (spotschedules.5spot.finos.org/v1alpha1), CompositeSchedule "
+        "(spotschedules.5spot.finos.org/v1alpha1), ManualSchedule "
         "(spotschedules.5spot.finos.org/v1alpha1), ScheduledCapacity (5spot.finos.org/v1alpha1), "
         "ScheduledMachine (5spot.finos.org/v1beta1), TenantCapacityLimit "
         "(policy.5spot.finos.org/v1alpha1), TimeBasedSpotSchedule "

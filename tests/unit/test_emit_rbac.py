@@ -108,6 +108,7 @@ def test_the_capacity_identity_reads_what_it_reconciles_and_every_provider_kind(
     assert reads == {
         ("5spot.finos.org", "scheduledcapacities"), ("5spot.finos.org", "scheduledmachines"),
         ("spotschedules.5spot.finos.org", "capitalmarketsschedules"),
+        ("spotschedules.5spot.finos.org", "compositeschedules"),
         ("spotschedules.5spot.finos.org", "changefreezes"),
         ("spotschedules.5spot.finos.org", "manualschedules"),
         ("spotschedules.5spot.finos.org", "timebasedspotschedules"),
@@ -154,6 +155,17 @@ def test_each_builtin_provider_reads_its_kind_and_writes_only_its_own_status(
     assert {(g, r) for g, r, _, _ in granted} == {
         (group, plural), (group, f"{plural}/status"), ("events.k8s.io", "events"),
         ("coordination.k8s.io", "leases")}
+
+
+def test_the_composite_provider_reads_every_provider_kind_and_writes_only_its_own_status() -> None:
+    granted = all_grants(make_repo(), "fivespot-provider-composite")
+    group = "spotschedules.5spot.finos.org"
+    plurals = ("capitalmarketsschedules", "changefreezes", "compositeschedules", "manualschedules",
+               "timebasedspotschedules")
+    assert {g for g in granted if g[0] == group} == {
+        *{(group, plural, verb, ()) for plural in plurals for verb in ("get", "list", "watch")},
+        *{(group, "compositeschedules/status", verb, ()) for verb in ("get", "patch", "update")}}
+    assert {g for g, _, _, _ in granted} == {group, "events.k8s.io", "coordination.k8s.io"}
 
 
 def test_a_custom_provider_identity_reads_its_kind_and_writes_only_its_status() -> None:

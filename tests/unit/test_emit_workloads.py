@@ -64,6 +64,7 @@ def only_container(deployment: dict[str, Any]) -> dict[str, Any]:
 
 
 COMPONENTS = {"fivespot-capacity-controller", "fivespot-provider-capital-markets",
+              "fivespot-provider-composite",
               "fivespot-provider-manual", "fivespot-provider-time-based", "fivespot-webhook"}
 
 
@@ -82,7 +83,7 @@ def test_a_repo_without_consumers_has_no_capacity_or_webhook_workload() -> None:
     repo = make_repo(consumers=())
     names = {a.name for a in workloads.emit(repo)}
     assert not {n for n in names if n.startswith(("fivespot-capacity", "fivespot-webhook"))}
-    assert set(deployments(repo)) == {"fivespot-provider-capital-markets",
+    assert set(deployments(repo)) == {"fivespot-provider-capital-markets", "fivespot-provider-composite",
                                       "fivespot-provider-manual", "fivespot-provider-time-based"}
 
 
@@ -150,6 +151,7 @@ def test_each_component_runs_its_own_subcommand_with_the_mounted_bundle() -> Non
         "fivespot-provider-manual": ["provider", "manual", "--bundle", BUNDLE],
         "fivespot-provider-time-based": ["provider", "time-based", "--bundle", BUNDLE],
         "fivespot-provider-capital-markets": ["provider", "capital-markets", "--bundle", BUNDLE],
+        "fivespot-provider-composite": ["provider", "composite", "--bundle", BUNDLE],
         "fivespot-webhook": ["webhook", "serve", "--bundle", BUNDLE, "--port", "8443"],
     }
     assert all("command" not in only_container(d) for d in deployments(make_repo()).values())

@@ -91,13 +91,13 @@ def test_a_boundary_already_past_is_due_at_once() -> None:
     assert requeue_delay(None, NOW) is None
 
 
-def test_the_example_bundle_installs_all_three_providers_and_nothing_else_is_assumed() -> None:
+def test_the_example_bundle_installs_all_four_providers_and_nothing_else_is_assumed() -> None:
     compiled = bundle(load(ROOT / "examples" / "agent-sandbox" / "config"))
     assert all(bundle_lists(compiled, p) for p in PROVIDER_TYPES.values())
     only_manual = compiled.model_copy(update={"providers": tuple(
         p for p in compiled.providers if p.kind == "ManualSchedule")})
     assert [bundle_lists(only_manual, PROVIDER_TYPES[c]) for c in sorted(PROVIDER_TYPES)] == \
-        [False, True, False]
+        [False, False, True, False]
 
 
 def test_the_command_refuses_a_provider_the_bundle_does_not_install(tmp_path: Path) -> None:

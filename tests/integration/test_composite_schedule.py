@@ -1,0 +1,266 @@
+"""CompositeSchedule against the real control plane, with the real child providers running.
+
+The example (which installs CompositeSchedule) is compiled and installed; the ManualSchedule,
+TimeBasedSpotSchedule and CompositeSchedule controllers run in-process, each as its own
+ServiceAccount with the compiled RBAC, and the capacity controller runs as a separate process,
+so a ScheduledCapacity following a composite is flipped end to end: a child's spec edit, its
+provider's status write, the composite's status write, the capacity controller's target write.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from api.bundle import parse_bundle
+from api.kinds.composite import NODE_FORM_MESSAGE, REFERENCE_API_VERSION_MESSAGE
+from controllers.providers.composite_controller import CompositeController
+from controllers.providers.controller import PROVIDER_TYPES, ProviderController
+from devcluster import localrun
+from devcluster.clients import client_as_service_account
+from devcluster.kubectl import apply, kubectl, wait_established
+from runtime import kube
+from runtime.leaderelection import Timing
+from runtime.partitions import Partitions
+from tests.integration.capacity_world import (
+    NS,
+
+    SCAP,
+    ControllerProcess,
+    World,
+    eventually,
+    path,
+    unique,
+)
+
+GROUP = "spotschedules.5spot.finos.org"
+V1 = f"{GROUP}/v1alpha1"
+INSTALL_NS = "5spot-system"
+FAST_LEASES = Timing(lease_duration_s=6.0, renew_deadline_s=4.0, retry_period_s=1.0, poll_s=0.25)
+PLURALS = {"ManualSchedule": "manualschedules", "TimeBasedSpotSchedule": "timebasedspotschedules",
+           "CompositeSchedule": "compositeschedules"}
+ALWAYS = {"daysOfWeek": ["mon-sun"], "hoursOfDay": ["0-23"], "timezone": "UTC"}
+
+
+@pytest.fixture(scope="module")
+def installed(kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(OUT_DIR, the capacity controller ServiceAccount's kubeconfig)."""
+    work = tmp_path_factory.mktemp("composite")
+    bundle = localrun.compile_and_install(kubeconfig, work / "out")
+    return bundle.parent, localrun.controller_kubeconfig(kubeconfig, work / "controller.kubeconfig")
+
+
+@pytest.fixture(scope="module")
+def providers(installed: tuple[Path, Path], kubeconfig: Path) -> Iterator[dict[str, ProviderController]]:
+    """The manual, time-based and composite provider controllers, each as its ServiceAccount."""
+    out, _ = installed
+    bundle = parse_bundle(json.loads((out / "bundle.json").read_text()))
+    running: dict[str, ProviderController] = {}
+    stop = threading.Event()
+    for command in ("manual", "time-based", "composite"):
+        provider = PROVIDER_TYPES[command]
+        api = client_as_service_account(kubeconfig, INSTALL_NS, provider.component, create=False)
+        settings: dict[str, Any] = dict(lease_namespace=INSTALL_NS, timing=FAST_LEASES, workers=2,
+                                        identity=f"test-{command}-{os.getpid()}")
+        controller = (CompositeController(api, provider, Partitions.from_bundle(bundle),
+                                          child_kinds=[(p.group, p.kind) for p in bundle.providers],
+                                          resolve_retry_s=1.0, **settings)
+                      if command == "composite" else
+                      ProviderController(api, provider, Partitions.from_bundle(bundle), **settings))
+        assert controller.start(stop, sync_timeout_s=30)
+        running[command] = controller
+    for command, controller in running.items():
+        eventually(lambda: controller.elector.leading() == set(controller.partitions.names), 20,
+                   f"{command} leading every partition")
+    yield running
+    stop.set()
+    for controller in running.values():
+        controller.stop()
+        controller.api_client.close()
+
+
+@pytest.fixture(scope="module")
+def capacity(installed: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory
+             ) -> Iterator[ControllerProcess]:
+    out, sa_kubeconfig = installed
+    log = tmp_path_factory.mktemp("composite-log") / "controller.log"
+    process = ControllerProcess(sa_kubeconfig, out / "bundle.json", unique("capacity-it"), log).start()
+    process.wait_leading("agents", "default")
+    yield process
+    process.terminate()
+
+
+def ref(kind: str, name: str) -> dict[str, str]:
+    return {"apiVersion": V1, "kind": kind, "name": name}
+
+
+class Schedules:
+    """Provider objects in namespace `agents`, created and edited as the admin."""
+
+    def __init__(self, admin: client.ApiClient):
+        self.api = admin
+
+    def create(self, kind: str, name: str, spec: dict[str, Any]) -> None:
+        kube.request(self.api, "POST", kube.resource_path(GROUP, "v1alpha1", PLURALS[kind], namespace=NS),
+                     body={"apiVersion": V1, "kind": kind, "metadata": {"name": name}, "spec": spec})
+
+    def edit(self, kind: str, name: str, spec: dict[str, Any]) -> None:
+        kube.merge_patch(self.api, kube.resource_path(GROUP, "v1alpha1", PLURALS[kind], namespace=NS,
+                                                      name=name), {"spec": spec})
+
+    def status(self, kind: str, name: str) -> dict[str, Any]:
+        got = kube.request(self.api, "GET", kube.resource_path(GROUP, "v1alpha1", PLURALS[kind],
+                                                                namespace=NS, name=name))
+        return dict(got.get("status") or {})
+
+    def ready(self, name: str) -> dict[str, Any]:
+        conditions = self.status("CompositeSchedule", name).get("conditions") or []
+        return next((dict(c) for c in conditions if c["type"] == "Ready"), {})
+
+    def wait(self, name: str, test: Callable[[dict[str, Any]], bool], what: str,
+             timeout: float = 15.0) -> dict[str, Any]:
+        return eventually(lambda: (s := self.status("CompositeSchedule", name)) and test(s) and s,
+                          timeout, f"{name}: {what}")
+
+
+@pytest.fixture
+def schedules(admin: client.ApiClient) -> Schedules:
+    return Schedules(admin)
+
+
+def _ready(status: dict[str, Any]) -> dict[str, Any]:
+    return next((c for c in status.get("conditions") or [] if c["type"] == "Ready"), {})
+
+
+def test_office_hours_or_override_and_not_freeze_flips_a_scheduled_capacity_exactly_when_it_should(
+    providers: dict[str, ProviderController], capacity: ControllerProcess, schedules: Schedules,
+    admin: client.ApiClient,
+) -> None:
+    office, override, freeze, desk = unique("office"), unique("override"), unique("freeze"), unique("desk")
+    schedules.create("TimeBasedSpotSchedule", office, {**ALWAYS, "enabled": False})
+    schedules.create("ManualSchedule", override, {"enabled": False})
+    schedules.create("ManualSchedule", freeze, {"enabled": False})
+    schedules.create("CompositeSchedule", desk, {"allOf": [
+        {"anyOf": [ref("TimeBasedSpotSchedule", office), ref("ManualSchedule", override)]},
+        {"not": ref("ManualSchedule", freeze)}]})
+    world = World(admin)
+    pool, scap = unique("pool"), unique("cap")
+    world.pool(pool)
+    kube.request(admin, "POST", path(SCAP), body={
+        "apiVersion": "5spot.finos.org/v1alpha1", "kind": "ScheduledCapacity",
+        "metadata": {"name": scap},
+        "spec": {"schedule": ref("CompositeSchedule", desk),
+                 "targetRef": {"apiVersion": "pools.agents.example.com/v1alpha1",
+                               "kind": "VirtualMachinePool", "name": pool},
+                 "capacity": {"path": "spec.warmReplicas", "activeValue": 7}}})
+
+    def expect(active: bool) -> None:
+        status = schedules.wait(desk, lambda s: s.get("active") is active and _ready(s).get("status") == "True",
+                                f"active={active}")
+        assert _ready(status)["reason"] == ("ExpressionTrue" if active else "ExpressionFalse")
+        world.wait_phase(scap, "Active" if active else "Inactive", timeout=15)
+        assert world.warm(pool) == (7 if active else 0)
+
+    expect(False)                                                        # nothing on
+    schedules.edit("TimeBasedSpotSchedule", office, {"enabled": True})
+    expect(True)                                                         # office hours
+    schedules.edit("ManualSchedule", freeze, {"enabled": True})
+    expect(False)                                                        # frozen
+    schedules.edit("ManualSchedule", override, {"enabled": True})
+    status = schedules.status("CompositeSchedule", desk)
+    assert status["active"] is False                                     # an override does not beat a freeze
+    schedules.edit("ManualSchedule", freeze, {"enabled": False})
+    expect(True)                                                         # thawed: office and override
+    schedules.edit("TimeBasedSpotSchedule", office, {"enabled": False})
+    status = schedules.wait(desk, lambda s: "TimeBasedSpotSchedule/" + office + "=inactive"
+                            in _ready(s).get("message", ""), "office closed seen")
+    assert status["active"] is True                                      # the override holds it
+    schedules.edit("ManualSchedule", override, {"enabled": False})
+    expect(False)
+
+
+def test_a_childs_crd_removed_makes_the_composite_unresolved_only_when_it_matters(
+    providers: dict[str, ProviderController], installed: tuple[Path, Path], kubeconfig: Path,
+    schedules: Schedules,
+) -> None:
+    on, office = unique("on"), unique("office")
+    either, both = unique("either"), unique("both")
+    schedules.create("ManualSchedule", on, {"enabled": True})
+    schedules.create("TimeBasedSpotSchedule", office, ALWAYS)
+    schedules.create("CompositeSchedule", either, {"anyOf": [ref("ManualSchedule", on),
+                                                             ref("TimeBasedSpotSchedule", office)]})
+    schedules.create("CompositeSchedule", both, {"allOf": [ref("ManualSchedule", on),
+                                                           ref("TimeBasedSpotSchedule", office)]})
+    for name in (either, both):
+        schedules.wait(name, lambda s: s.get("active") is True and _ready(s).get("status") == "True",
+                       "active and ready")
+    out, _ = installed
+    crd = out / "crds" / "timebasedspotschedules.spotschedules.5spot.finos.org.yaml"
+    kubectl(kubeconfig, "delete", "-f", str(crd), "--wait=true")
+    try:
+        held = schedules.wait(both, lambda s: _ready(s).get("status") == "False", "unresolved")
+        assert held["active"] is True                                    # the last state is held
+        assert _ready(held)["reason"] == "ChildUnresolved"
+        assert f"TimeBasedSpotSchedule/{office} at spec.allOf[1]" in _ready(held)["message"]
+        still = schedules.status("CompositeSchedule", either)
+        assert still["active"] is True and _ready(still)["status"] == "True"   # anyOf: on decides
+    finally:
+        # Back as the installer put it (its field manager), so later modules apply cleanly.
+        apply(kubeconfig, crd)
+        wait_established(kubeconfig, [crd.stem])
+
+
+def test_a_cycle_or_a_self_reference_is_an_invalid_spec_and_a_foreign_reference_is_refused(
+    providers: dict[str, ProviderController], schedules: Schedules,
+) -> None:
+    first, second, itself, on = unique("first"), unique("second"), unique("self"), unique("on")
+    schedules.create("ManualSchedule", on, {"enabled": True})
+    schedules.create("CompositeSchedule", first, {"anyOf": [ref("ManualSchedule", on)]})
+    schedules.wait(first, lambda s: s.get("active") is True, "active")
+    schedules.create("CompositeSchedule", second, {"not": ref("CompositeSchedule", first)})
+    schedules.edit("CompositeSchedule", first, {"anyOf": [ref("ManualSchedule", on),
+                                                          ref("CompositeSchedule", second)]})
+    for name in (first, second):
+        invalid = schedules.wait(name, lambda s: _ready(s).get("reason") == "InvalidSpec", "InvalidSpec")
+        assert " is a cycle" in _ready(invalid)["message"]
+    assert schedules.status("CompositeSchedule", first)["active"] is True   # held, not flipped
+    schedules.create("CompositeSchedule", itself, {"not": ref("CompositeSchedule", itself)})
+    invalid = schedules.wait(itself, lambda s: _ready(s).get("reason") == "InvalidSpec", "InvalidSpec")
+    assert f"{itself} -> {itself} is a cycle" in _ready(invalid)["message"]
+
+    for spec, message in [
+        ({"anyOf": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}]},
+         REFERENCE_API_VERSION_MESSAGE),
+        ({"anyOf": [ref("ManualSchedule", on)], "not": ref("ManualSchedule", on)}, NODE_FORM_MESSAGE),
+        ({"not": {"not": {"not": {"not": ref("ManualSchedule", on)}}}}, "nested too deeply"),
+    ]:
+        with pytest.raises(kube.ApiError) as refused:
+            schedules.create("CompositeSchedule", unique("bad"), spec)
+        assert refused.value.status == 422 and message in refused.value.message, refused.value.message
+
+
+def test_the_composite_identity_reads_every_provider_kind_and_writes_only_its_own_status(
+    installed: tuple[Path, Path], kubeconfig: Path,
+) -> None:
+    text = kubectl(kubeconfig, "auth", "can-i", "--list", "-n", NS,
+                   f"--as=system:serviceaccount:{INSTALL_NS}:fivespot-provider-composite")
+    rights: dict[str, set[str]] = {}
+    for line in text.splitlines()[1:]:
+        resource, _, rest = line.partition(" ")
+        verbs = rest[rest.rindex("[") + 1:rest.rindex("]")].split() if "[" in rest else []
+        rights.setdefault(resource, set()).update(verbs)
+    for plural in ("capitalmarketsschedules", "compositeschedules", "manualschedules",
+                   "timebasedspotschedules"):
+        assert rights[f"{plural}.{GROUP}"] == {"get", "list", "watch"}, plural
+    assert rights[f"compositeschedules.{GROUP}/status"] == {"get", "patch", "update"}
+    writable = {resource for resource, verbs in rights.items()
+                if verbs & {"create", "update", "patch", "delete", "deletecollection", "*"}
+                and not resource.startswith("selfsubject")}
+    assert writable == {f"compositeschedules.{GROUP}/status", "events.events.k8s.io"}
