@@ -23,6 +23,7 @@ RUNTIME_COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "install": ("deploy.cli:register_install", "apply a compiled OUT_DIR to a cluster, wave by wave"),
     "uninstall": ("deploy.cli:register_uninstall", "delete what `fivespot install` applied"),
     "dev": ("devcluster.dev", "run a config repo on a local control plane, components as processes"),
+    "schedule": ("fivespot.preview", "preview schedules offline (schedule preview)"),
 }
 """Long-running commands, each registered by its package's `register(subparsers)`. They import the
 Kubernetes client, so a module is loaded only when its command is asked for, and `fivespot
@@ -64,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _command_words(args: argparse.Namespace) -> list[str]:
     """`compile`, `webhook serve`, `provider manual`: the words that name what ran."""
     words = [args.command]
-    for attribute in ("webhook_command", "controller", "name"):
+    for attribute in ("webhook_command", "schedule_command", "controller", "name"):
         value = getattr(args, attribute, None)
         if isinstance(value, str):
             words.append(value)

@@ -1,0 +1,247 @@
+"""`fivespot schedule preview`: when will capacity be on? Offline, before anything is pushed.
+
+Reads provider objects (ManualSchedule, TimeBasedSpotSchedule, CapitalMarketsSchedule,
+CompositeSchedule) and the ScheduledCapacities that follow them from YAML files or folders
+(tenant manifests, or a compiled OUT_DIR), and with `--config DIR` the objects a config repo
+compiles to (its exchange calendars). For each schedule it prints the next transitions (or
+those between `--from` and `--until`), in the schedule's own time zone and in UTC, and for each
+ScheduledCapacity following it the value it would write then. The transitions come from
+`controllers.providers.timeline`, that is, from the decision functions the provider controllers
+run, so the preview says what the cluster will do.
+
+Exit codes: 0 printed, 2 bad input (FILE:LINE:COL: field: message).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+from zoneinfo import ZoneInfo
+
+from pydantic import ValidationError
+
+from api.kinds.scheduled_capacity import INACTIVE_VALUE, PROVIDER_GROUP, ScheduledCapacitySpec, api_group
+from commandline import exitcodes
+from compiler.diagnostics import CompileError, Diagnostic, InputError, Location
+from compiler.objectyaml import read_documents
+from controllers.providers.timeline import Provider, Timeline, timelines
+
+PROVIDER_KINDS: Final = ("ManualSchedule", "TimeBasedSpotSchedule", "CapitalMarketsSchedule",
+                         "CompositeSchedule")
+SCAP_KIND: Final = ("5spot.finos.org", "ScheduledCapacity")
+_UTC: Final = dt.timezone.utc
+
+
+@dataclass(frozen=True)
+class Follower:
+    """A ScheduledCapacity that follows a schedule: what it writes where."""
+
+    namespace: str
+    name: str
+    schedule: tuple[str, str, str, str]
+    target: str
+    path: str
+    active_value: int
+    enabled: bool
+    kill_switch: bool
+
+    def value(self, active: bool | None) -> int | None:
+        """The value written when the schedule turns `active`; None: nothing is written (it holds)."""
+        if self.kill_switch or not self.enabled:
+            return INACTIVE_VALUE
+        if active is None:
+            return None
+        return self.active_value if active else INACTIVE_VALUE
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "schedule", help="preview schedules offline",
+        description="Work with schedules offline.")
+    sub = parser.add_subparsers(dest="schedule_command", metavar="SUBCOMMAND", required=True)
+    preview = sub.add_parser(
+        "preview", help="the next transitions of each schedule and the values written then",
+        description=__doc__.split("\n\n")[1] if __doc__ else None)
+    preview.add_argument("paths", nargs="*", type=Path, metavar="PATH",
+                         help="YAML files or folders with provider objects and ScheduledCapacities")
+    preview.add_argument("--config", type=Path, metavar="DIR",
+                         help="also the objects this config repo compiles to (its calendars)")
+    preview.add_argument("--count", type=int, default=5, metavar="N",
+                         help="transitions per schedule (default 5; ignored with --until)")
+    preview.add_argument("--from", dest="start", type=_instant, metavar="TIME",
+                         help="start instant, RFC 3339 with an offset (default: now)")
+    preview.add_argument("--until", type=_instant, metavar="TIME",
+                         help="list every transition up to this instant instead of --count")
+    preview.add_argument("--output", "-o", choices=("table", "json"), default="table")
+    preview.set_defaults(handler=run)
+    return parser
+
+
+def _instant(text: str) -> dt.datetime:
+    try:
+        parsed = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an RFC 3339 instant such as "
+                                         "2026-03-02T09:00:00-05:00") from None
+    if parsed.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"{text!r} has no UTC offset; add Z or +HH:MM")
+    return parsed
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.count < 1:
+        print("fivespot schedule preview: --count must be at least 1", file=sys.stderr)
+        return exitcodes.BAD_INPUT
+    start = (args.start or dt.datetime.now(_UTC)).astimezone(_UTC)
+    if args.until is not None and args.until <= start:
+        print("fivespot schedule preview: --until must be after --from", file=sys.stderr)
+        return exitcodes.BAD_INPUT
+    try:
+        objects = list(_read(args.paths))
+        if args.config is not None:
+            objects += _compiled(args.config)
+        providers, followers = _parse(objects)
+    except (InputError, CompileError) as error:
+        for diagnostic in error.diagnostics:
+            print(diagnostic, file=sys.stderr)
+        return exitcodes.BAD_INPUT
+    if not providers:
+        print("fivespot schedule preview: no provider objects found in the given paths",
+              file=sys.stderr)
+        return exitcodes.BAD_INPUT
+    found = timelines(providers, start, until=args.until, count=args.count)
+    report = preview(providers, followers, found, start)
+    sys.stdout.write(json.dumps(report, indent=2) + "\n" if args.output == "json" else table(report))
+    return exitcodes.OK
+
+
+# --- reading --------------------------------------------------------------------------------------
+
+_Obj = tuple[Mapping[str, Any], Callable[..., Location]]
+
+
+def _read(paths: Sequence[Path]) -> Iterable[_Obj]:
+    for path in paths:
+        files = sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml", ".json")
+                       and p.is_file()) if path.is_dir() else [path]
+        for file in files:
+            for document in read_documents(file):
+                if isinstance(document.data, Mapping):
+                    yield document.data, document.locate
+
+
+def _compiled(config: Path) -> list[_Obj]:
+    from compiler.pipeline import compile_repo
+
+    compiled = compile_repo(config)
+    def compiled_at(path: str) -> Callable[..., Location]:
+        return lambda *field: Location(f"{config} (compiled {path})", 1, 1)
+
+    return [(a.obj, compiled_at(a.path)) for a in compiled.artifacts]
+
+
+def _meta(obj: Mapping[str, Any]) -> tuple[str, str]:
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    return str(meta.get("namespace") or "default"), str(meta.get("name") or "")
+
+
+def _parse(objects: Iterable[_Obj]) -> tuple[list[Provider], list[Follower]]:
+    providers: dict[tuple[str, str, str, str], Provider] = {}
+    followers: list[Follower] = []
+    problems: list[Diagnostic] = []
+    for obj, locate in objects:
+        group, kind = api_group(str(obj.get("apiVersion", ""))), obj.get("kind")
+        namespace, name = _meta(obj)
+        raw_spec = obj.get("spec")
+        spec: Mapping[str, Any] = raw_spec if isinstance(raw_spec, Mapping) else {}
+        if group == PROVIDER_GROUP and kind in PROVIDER_KINDS:
+            providers[(namespace, group, str(kind), name)] = Provider(str(kind), namespace, name, spec)
+        elif (group, kind) == SCAP_KIND:
+            try:
+                parsed = ScheduledCapacitySpec.model_validate(spec)
+            except ValidationError as error:
+                for item in error.errors(include_url=False):
+                    loc = ("spec", *(str(p) for p in item["loc"]))
+                    message = str(item["msg"]).removeprefix("Value error, ")
+                    problems.append(Diagnostic(locate(*loc), ".".join(loc), message))
+                continue
+            followers.append(Follower(
+                namespace, name,
+                (namespace, api_group(parsed.schedule.api_version), parsed.schedule.kind,
+                 parsed.schedule.name),
+                f"{parsed.target_ref.kind}/{parsed.target_ref.name}", parsed.capacity.path,
+                parsed.capacity.active_value, parsed.enabled, parsed.kill_switch))
+    if problems:
+        raise InputError(problems)
+    return sorted(providers.values(), key=lambda p: p.key), sorted(
+        followers, key=lambda f: (f.namespace, f.name))
+
+
+# --- the report -----------------------------------------------------------------------------------
+
+
+def _state(value: bool | None) -> str:
+    return {True: "active", False: "inactive", None: "unresolved"}[value]
+
+
+def _local(instant: dt.datetime, zone: str) -> str:
+    return instant.astimezone(ZoneInfo(zone)).isoformat()
+
+
+def _utc(instant: dt.datetime) -> str:
+    return instant.astimezone(_UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def preview(providers: Sequence[Provider], followers: Sequence[Follower],
+            found: Mapping[tuple[str, str, str, str], Timeline], start: dt.datetime) -> dict[str, Any]:
+    """The report as plain data (the JSON output; the table is printed from it)."""
+    schedules = []
+    for provider in providers:
+        timeline = found[provider.key]
+        mine = [f for f in followers if f.schedule == provider.key]
+
+        def writes(active: bool | None) -> list[dict[str, Any]]:
+            return [{"scheduledCapacity": f"{f.namespace}/{f.name}", "target": f.target,
+                     "path": f.path, "value": f.value(active)} for f in mine]
+
+        schedules.append({
+            "kind": provider.kind, "namespace": provider.namespace, "name": provider.name,
+            "timezone": timeline.timezone, "problem": timeline.problem,
+            "now": {"at": _utc(start), "local": _local(start, timeline.timezone),
+                    "state": _state(timeline.initial), "writes": writes(timeline.initial)},
+            "transitions": [{"at": _utc(when), "local": _local(when, timeline.timezone),
+                             "state": _state(value), "writes": writes(value)}
+                            for when, value in timeline.transitions],
+        })
+    unfollowed = [f"{f.namespace}/{f.name}" for f in followers
+                  if f.schedule not in found]
+    return {"from": _utc(start), "schedules": schedules,
+            "scheduledCapacitiesWithoutTheirSchedule": unfollowed}
+
+
+def table(report: Mapping[str, Any]) -> str:
+    lines: list[str] = [f"       {'LOCAL':22} {'UTC':20}  {'STATE':10} WRITES"]
+    for schedule in report["schedules"]:
+        lines.append(f"{schedule['kind']} {schedule['namespace']}/{schedule['name']} "
+                     f"({schedule['timezone']})")
+        if schedule["problem"]:
+            lines.append(f"  unresolved: {schedule['problem']}")
+        rows = [("from", schedule["now"])] + [("", t) for t in schedule["transitions"]]
+        for label, row in rows:
+            when = f"{row['local'][:16].replace('T', ' ')} {row['local'][19:]}"
+            writes = ", ".join(
+                f"{w['scheduledCapacity']} -> {w['target']} {w['path']}="
+                f"{'holds' if w['value'] is None else w['value']}" for w in row["writes"])
+            lines.append(f"  {label:4} {when:22} {row['at']:20}  {row['state']:10} {writes}".rstrip())
+        if not schedule["transitions"]:
+            lines.append("       no transition in the window")
+    for orphan in report["scheduledCapacitiesWithoutTheirSchedule"]:
+        lines.append(f"ScheduledCapacity {orphan}: its schedule is not among the objects given")
+    return "\n".join(lines) + "\n"
