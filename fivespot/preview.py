@@ -2,8 +2,9 @@
 
 Reads provider objects (ManualSchedule, TimeBasedSpotSchedule, CapitalMarketsSchedule,
 CompositeSchedule) and the ScheduledCapacities that follow them from YAML files or folders
-(tenant manifests, or a compiled OUT_DIR), and with `--config DIR` the objects a config repo
-compiles to (its exchange calendars). For each schedule it prints the next transitions (or
+(tenant manifests, or a compiled OUT_DIR), with `--config DIR` the objects a config repo
+compiles to (its exchange calendars), and with `--kubeconfig` those of a live cluster (read
+only). For each schedule it prints the next transitions (or
 those between `--from` and `--until`), in the schedule's own time zone and in UTC, and for each
 ScheduledCapacity following it the value it would write then. The transitions come from
 `controllers.providers.timeline`, that is, from the decision functions the provider controllers
@@ -72,6 +73,11 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                          help="YAML files or folders with provider objects and ScheduledCapacities")
     preview.add_argument("--config", type=Path, metavar="DIR",
                          help="also the objects this config repo compiles to (its calendars)")
+    preview.add_argument("--kubeconfig", type=Path, metavar="FILE",
+                         help="also read the provider objects and ScheduledCapacities of a live "
+                         "cluster (read only: get and list)")
+    preview.add_argument("--namespace", "-n", metavar="NS",
+                         help="with --kubeconfig: only this namespace (default: all)")
     preview.add_argument("--count", type=int, default=5, metavar="N",
                          help="transitions per schedule (default 5; ignored with --until)")
     preview.add_argument("--from", dest="start", type=_instant, metavar="TIME",
@@ -106,6 +112,8 @@ def run(args: argparse.Namespace) -> int:
         objects = list(_read(args.paths))
         if args.config is not None:
             objects += _compiled(args.config)
+        if args.kubeconfig is not None:
+            objects += _live(args.kubeconfig, args.namespace)
         providers, followers = _parse(objects)
     except (InputError, CompileError) as error:
         for diagnostic in error.diagnostics:
@@ -144,6 +152,36 @@ def _compiled(config: Path) -> list[_Obj]:
         return lambda *field: Location(f"{config} (compiled {path})", 1, 1)
 
     return [(a.obj, compiled_at(a.path)) for a in compiled.artifacts]
+
+
+def _live(kubeconfig: Path, namespace: str | None) -> list[_Obj]:
+    """The cluster's provider objects and ScheduledCapacities, each kind in its served version."""
+    from runtime import kube
+
+    try:
+        api = kube.load_client(kubeconfig)
+    except kube.KubeconfigError as error:
+        raise InputError([Diagnostic(Location(str(kubeconfig), 0, 0), "", str(error))]) from None
+    found: list[_Obj] = []
+    try:
+        for group, kind in [*((PROVIDER_GROUP, k) for k in PROVIDER_KINDS), SCAP_KIND]:
+            resolved = kube.resolve_kind(api, group, kind)
+            if resolved is None:
+                continue
+            listed = kube.request(api, "GET", kube.resource_path(
+                resolved.group, resolved.version, resolved.plural, namespace=namespace))
+            for item in listed.get("items") or []:
+                item.setdefault("apiVersion", f"{group}/{resolved.version}")
+                item.setdefault("kind", kind)
+                ns, name = _meta(item)
+                where = Location(f"{kubeconfig} ({kind} {ns}/{name})", 0, 0)
+                found.append((item, lambda *field, at=where: at))
+    except kube.ApiError as error:
+        raise InputError([Diagnostic(Location(str(kubeconfig), 0, 0), "",
+                                     f"reading the cluster failed: {error}")]) from None
+    finally:
+        api.close()
+    return found
 
 
 def _meta(obj: Mapping[str, Any]) -> tuple[str, str]:

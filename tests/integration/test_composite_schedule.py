@@ -264,3 +264,22 @@ def test_the_composite_identity_reads_every_provider_kind_and_writes_only_its_ow
                 if verbs & {"create", "update", "patch", "delete", "deletecollection", "*"}
                 and not resource.startswith("selfsubject")}
     assert writable == {f"compositeschedules.{GROUP}/status", "events.events.k8s.io"}
+
+
+def test_the_preview_reads_a_live_clusters_schedules_and_agrees_with_their_published_status(
+    providers: dict[str, ProviderController], kubeconfig: Path, schedules: Schedules,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from fivespot.cli import main
+
+    on, office, desk = unique("on"), unique("office"), unique("desk")
+    schedules.create("ManualSchedule", on, {"enabled": False})
+    schedules.create("TimeBasedSpotSchedule", office, ALWAYS)
+    schedules.create("CompositeSchedule", desk, {"allOf": [ref("TimeBasedSpotSchedule", office),
+                                                           {"not": ref("ManualSchedule", on)}]})
+    published = schedules.wait(desk, lambda s: _ready(s).get("status") == "True", "ready")
+    assert main(["schedule", "preview", "--kubeconfig", str(kubeconfig), "-n", NS, "-o", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    mine = next(s for s in report["schedules"] if s["name"] == desk)
+    assert mine["kind"] == "CompositeSchedule" and mine["problem"] is None
+    assert mine["now"]["state"] == ("active" if published["active"] else "inactive") == "active"
