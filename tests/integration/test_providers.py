@@ -292,7 +292,7 @@ def test_the_compiled_nyse_calendar_in_the_agents_partition_gets_its_session_sta
 
 
 def test_an_overnight_futures_calendar_is_admitted_and_published_like_the_model_decides(
-    run_provider: RunProvider, admin: client.ApiClient, namespace: str
+    run_provider: RunProvider, admin: client.ApiClient, namespace: str, kubeconfig: Path
 ) -> None:
     from compiler.calendars import expand_exchange
 
@@ -305,6 +305,9 @@ def test_an_overnight_futures_calendar_is_admitted_and_published_like_the_model_
     now = dt.datetime.now(dt.timezone.utc)
     assert status["active"] is capital_markets.is_active(expected, now)
     assert status["nextTransitionTime"] == rfc3339(capital_markets.next_transition(expected, now))
+    # kubectl shows the future instant as text, not as <invalid> (a date column's future age).
+    shown = kubectl(kubeconfig, "get", "capitalmarketsschedules", "globex", "-n", namespace)
+    assert status["nextTransitionTime"] in shown and "<invalid>" not in shown, shown
 
 
 def test_a_capital_markets_session_opening_next_minute_is_announced_to_the_minute(
