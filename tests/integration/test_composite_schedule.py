@@ -31,7 +31,6 @@ from runtime.leaderelection import Timing
 from runtime.partitions import Partitions
 from tests.integration.capacity_world import (
     NS,
-
     SCAP,
     ControllerProcess,
     World,
@@ -39,6 +38,7 @@ from tests.integration.capacity_world import (
     path,
     unique,
 )
+from tests.integration.test_providers import _can_i_list as can_i_list
 
 GROUP = "spotschedules.5spot.finos.org"
 V1 = f"{GROUP}/v1alpha1"
@@ -249,13 +249,7 @@ def test_a_cycle_or_a_self_reference_is_an_invalid_spec_and_a_foreign_reference_
 def test_the_composite_identity_reads_every_provider_kind_and_writes_only_its_own_status(
     installed: tuple[Path, Path], kubeconfig: Path,
 ) -> None:
-    text = kubectl(kubeconfig, "auth", "can-i", "--list", "-n", NS,
-                   f"--as=system:serviceaccount:{INSTALL_NS}:fivespot-provider-composite")
-    rights: dict[str, set[str]] = {}
-    for line in text.splitlines()[1:]:
-        resource, _, rest = line.partition(" ")
-        verbs = rest[rest.rindex("[") + 1:rest.rindex("]")].split() if "[" in rest else []
-        rights.setdefault(resource, set()).update(verbs)
+    rights = can_i_list(kubeconfig, "fivespot-provider-composite")
     for plural in ("capitalmarketsschedules", "compositeschedules", "manualschedules",
                    "timebasedspotschedules"):
         assert rights[f"{plural}.{GROUP}"] == {"get", "list", "watch"}, plural
