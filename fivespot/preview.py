@@ -84,7 +84,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                          help="start instant, RFC 3339 with an offset (default: now)")
     preview.add_argument("--until", type=_instant, metavar="TIME",
                          help="list every transition up to this instant instead of --count")
-    preview.add_argument("--output", "-o", choices=("table", "json"), default="table")
+    preview.add_argument("--output", "-o", choices=("table", "json"), default="table",
+                         help="a table (default) or the same report as JSON")
     preview.set_defaults(handler=run)
     return parser
 
