@@ -37,7 +37,7 @@ from api.kinds.scheduled_capacity import (
 )
 
 KIND: Final = "CompositeSchedule"
-MAX_DEPTH: Final = 3
+MAX_DEPTH: Final = 2
 """Levels of anyOf/allOf/not; deeper expressions reference another CompositeSchedule."""
 MAX_CHILDREN: Final = 8
 """Nodes in one anyOf or allOf."""
