@@ -13,7 +13,7 @@ LOWEST_INTEGRATION := tests/integration/test_control_plane_is_real.py \
 CLUSTER_DIR := .cluster
 EXAMPLE := examples/agent-sandbox
 
-.PHONY: install run test unit integration test-lowest typecheck imports controlplane cluster cluster-down clean golden demo bench bench-compile bench-check bench-webhook bench-capacity bench-providers bench-deploy image image-lock reference kind
+.PHONY: install run test unit integration test-lowest typecheck imports controlplane cluster cluster-down clean golden demo bench bench-compile bench-check bench-webhook bench-capacity bench-providers bench-composite bench-deploy image image-lock reference kind
 
 install: $(STAMP)
 
@@ -102,7 +102,7 @@ demo: install controlplane
 	$(BIN)/python -m devcluster.demo
 
 # Benchmarks (not tests): each prints its numbers; record them in bench/RESULTS.md.
-bench: bench-compile bench-check bench-webhook bench-capacity bench-providers bench-deploy
+bench: bench-compile bench-check bench-webhook bench-capacity bench-providers bench-composite bench-deploy
 
 bench-compile: install
 	$(BIN)/python bench/compile/run.py
@@ -119,6 +119,9 @@ bench-capacity: install controlplane
 
 bench-providers: install controlplane
 	$(BIN)/python bench/providers/run.py
+
+bench-composite: install controlplane
+	$(BIN)/python bench/providers/composite.py
 
 # The image build (time, reproducibility, size) and `fivespot install` until Available.
 bench-deploy: install controlplane
