@@ -3,6 +3,15 @@
 Every reason is a constant here so that operators, alerts and tests share one spelling, and
 `lastTransitionTime` moves only when a condition's status flips, which is what lets an unchanged
 reconcile produce an equal status (and the shell skip the status patch).
+
+Ready, Reconciling and Stalled follow kstatus (fluxcd/cli-utils), which is what Flux `wait` and
+health checks and the emitted Argo CD health Lua read: Ready=True when the object is where its
+spec and schedule say it should be (capacity conceded, or handed back — a closed window is the
+normal, settled state), Reconciling=True while the controller is still getting there (a drain
+being awaited, a target that does not exist yet), Stalled=True when it cannot get there without
+a person (a refused spec or write, a handback past its timeout, a host governance conflict).
+Reconciling and Stalled are "abnormal-true": present only while True, as kstatus recommends.
+`settle` is the one place that decides them.
 """
 
 from __future__ import annotations
@@ -20,9 +29,13 @@ CAPACITY_WRITTEN: Final = "CapacityWritten"
 HANDBACK_COMPLETE: Final = "HandbackComplete"
 HOST_GOVERNANCE_CONFLICT: Final = "HostGovernanceConflict"
 FIELD_GOVERNANCE_CONFLICT: Final = "FieldGovernanceConflict"
+RECONCILING: Final = "Reconciling"
+STALLED: Final = "Stalled"
 
 CONDITION_TYPES: Final = (
     READY,
+    RECONCILING,
+    STALLED,
     SPOT_SCHEDULE_RESOLVED,
     TARGET_RESOLVED,
     CAPACITY_WRITTEN,
@@ -40,7 +53,8 @@ class Reason:
     CAPACITY_ACTIVE: Final = "CapacityActive"
     VALUE_HELD: Final = "ValueHeld"
     WRITE_FAILED: Final = "WriteFailed"
-    # Ready=False: why capacity is not conceded (also HostGovernanceConflict, TargetNotFound and
+    # Ready=True when settled, naming the settled state (also ScheduleInactive, Disabled and
+    # KillSwitch); Ready=False: why it is not settled (also HostGovernanceConflict, TargetNotFound and
     # the Error reasons below)
     SCHEDULE_INACTIVE: Final = "ScheduleInactive"
     SCHEDULE_NEVER_RESOLVED: Final = "ScheduleNeverResolved"
@@ -109,6 +123,16 @@ def false(type_: str, reason: str, message: str) -> Observation:
 
 def unknown(type_: str, reason: str, message: str) -> Observation:
     return Observation(type_, ConditionStatus.UNKNOWN, reason, message)
+
+
+def settle(ready_reason: str, message: str, stalled: Observation | None,
+           reconciling: Observation | None) -> tuple[Observation, ...]:
+    """Ready and, when one applies, Stalled or Reconciling (Stalled wins): Ready=True exactly
+    when neither does. `ready_reason` names the settled state, or why it is not settled."""
+    for pending in (stalled, reconciling):
+        if pending is not None:
+            return (false(READY, ready_reason, message), pending)
+    return (true(READY, ready_reason, message),)
 
 
 def kept(prior: tuple[Condition, ...], fallback: Observation) -> Observation:

@@ -32,8 +32,9 @@ Rules, in order of precedence (seed 000 and DESIGN section 4 are the authority):
 6. The schedule. Resolved -> follow status.active. Unresolved -> hold the last known answer and
    say why in SpotScheduleResolved=False; never resolved -> inactive.
 
-Active: the active value is written (if not already in place) and the phase is Active, the only
-phase in which Ready=True. Handing back: 0 is written (if not already in place); the handback
+Active: the active value is written (if not already in place) and the phase is Active. Ready is
+True whenever the object is settled (Active, Inactive, Disabled or Terminated with nothing left to
+hand back), with Reconciling or Stalled instead while it is not (`conditions.settle`). Handing back: 0 is written (if not already in place); the handback
 starts at that moment and its deadline is start + handback.timeout. It completes (Inactive,
 HandbackComplete=True) once the field reads 0 and the drain counter reads the number 0, or, with
 no `handback`, once the field reads 0. Completion is latched: if someone later raises the field,
@@ -60,7 +61,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from enum import Enum
-from typing import Literal
+from typing import Final, Literal
 
 from api.bundle import Consumer
 from api.fieldgovernance import (
@@ -209,12 +210,10 @@ def decide(inp: DecisionInput) -> Decision:
         )
         target_obs = cond.true(cond.TARGET_RESOLVED, Reason.TARGET_FOUND, f"{_target(spec, inp)} exists")
 
-    ready = (
-        cond.true(cond.READY, Reason.CAPACITY_ACTIVE, capacity.summary)
-        if capacity.phase is Phase.ACTIVE
-        else cond.false(cond.READY, _ready_reason(cause, inp.target), capacity.summary)
-    )
-    observations = (ready, schedule_obs, target_obs, capacity.capacity, capacity.handback, conflict_obs,
+    ready_reason = Reason.CAPACITY_ACTIVE if capacity.phase is Phase.ACTIVE else _ready_reason(cause, inp.target)
+    progress = cond.settle(ready_reason, capacity.summary, _stalled(cause, capacity, conflict_obs),
+                           _reconciling(cause, capacity))
+    observations = (*progress, schedule_obs, target_obs, capacity.capacity, capacity.handback, conflict_obs,
                     _field_observation(spec, inp, standing))
     prior_conditions = prior.conditions if prior is not None else ()
     status = ScheduledCapacityStatus(
@@ -241,8 +240,9 @@ def decide(inp: DecisionInput) -> Decision:
 def write_failed(inp: DecisionInput, decision: Decision, error: str) -> ScheduledCapacityStatus:
     """The status to report when the shell could not apply `decision.write`.
 
-    Only CapacityWritten changes (False, WriteFailed); the phase and every other field stay as
-    they were, because nothing the decision assumed has happened.
+    Only CapacityWritten (False, WriteFailed) and, with it, Ready=False and Stalled=True change;
+    the phase and every other field stay as they were, because nothing the decision assumed has
+    happened.
     """
     prior = inp.prior or ScheduledCapacityStatus()
     failed = cond.false(
@@ -253,9 +253,11 @@ def write_failed(inp: DecisionInput, decision: Decision, error: str) -> Schedule
     others = tuple(
         Observation(c.type, c.status, c.reason, c.message, c.observed_generation)
         for c in prior.conditions
-        if c.type != cond.CAPACITY_WRITTEN
+        if c.type not in (cond.CAPACITY_WRITTEN, cond.READY, cond.RECONCILING, cond.STALLED)
     )
-    conditions = cond.merge(prior.conditions, (*others, failed), _to_second(inp.now), inp.generation)
+    stalled = cond.true(cond.STALLED, Reason.WRITE_FAILED, failed.message)
+    conditions = cond.merge(prior.conditions, (*cond.settle(Reason.WRITE_FAILED, failed.message, stalled, None), *others, failed),
+                            _to_second(inp.now), inp.generation)
     return prior.model_copy(update={"conditions": conditions})
 
 
@@ -331,7 +333,7 @@ def _refuse(inp: DecisionInput, problem: Refusal, now: datetime, field_obs: Obse
     prior = inp.prior or ScheduledCapacityStatus()
     message = f"{problem.message}. Nothing is written to the target until this is fixed."
     observations = (
-        cond.false(cond.READY, problem.reason, message),
+        *cond.settle(problem.reason, message, cond.true(cond.STALLED, problem.reason, message), None),
         cond.kept(prior.conditions, cond.unknown(cond.SPOT_SCHEDULE_RESOLVED, Reason.NOT_EVALUATED, not_evaluated)),
         cond.kept(prior.conditions, cond.unknown(cond.TARGET_RESOLVED, Reason.NOT_EVALUATED, not_evaluated)),
         cond.false(cond.CAPACITY_WRITTEN, problem.reason, message),
@@ -388,8 +390,9 @@ def _hold(inp: DecisionInput, reason: str, message: str, now: datetime) -> Decis
     if inp.prior is not None:
         status = inp.prior
     else:
-        waiting = cond.false(cond.READY, reason, f"{message}; retrying")
-        status = ScheduledCapacityStatus(conditions=cond.merge((), (waiting,), now, inp.generation))
+        retrying = f"{message}; retrying"
+        waiting = cond.settle(reason, retrying, None, cond.true(cond.RECONCILING, reason, retrying))
+        status = ScheduledCapacityStatus(conditions=cond.merge((), waiting, now, inp.generation))
     return Decision(
         write=None, write_path=None, status=status, requeue_at=None, events=(), transient=message
     )
@@ -732,6 +735,31 @@ _CAUSE_SENTENCE = {
     _Cause.SCHEDULE_INACTIVE: "the schedule is inactive",
     _Cause.SCHEDULE_ACTIVE: "the schedule is active",
 }
+
+
+_HANDBACK_UNDER_WAY: Final = frozenset(
+    {Reason.AWAITING_ZERO_WRITE, Reason.AWAITING_DRAIN, Reason.DRAIN_COUNTER_UNREADABLE})
+
+
+def _stalled(cause: _Cause, capacity: _Capacity, conflict: Observation) -> Observation | None:
+    """Stalled=True: the controller cannot reach the desired state without a person."""
+    if capacity.phase is Phase.HANDBACK_TIMED_OUT or capacity.handback.reason == Reason.HANDBACK_TIMED_OUT:
+        return cond.true(cond.STALLED, Reason.HANDBACK_TIMED_OUT, capacity.summary)
+    if cause is _Cause.CONFLICT:
+        return cond.true(cond.STALLED, Reason.HOST_GOVERNANCE_CONFLICT, conflict.message)
+    return None
+
+
+def _reconciling(cause: _Cause, capacity: _Capacity) -> Observation | None:
+    """Reconciling=True: the controller is still on its way (a handback under way, a target that
+    does not exist yet, a schedule that has never resolved)."""
+    if capacity.handback.status is ConditionStatus.FALSE and capacity.handback.reason in _HANDBACK_UNDER_WAY:
+        return cond.true(cond.RECONCILING, capacity.handback.reason, capacity.summary)
+    if capacity.phase is Phase.PENDING:
+        return cond.true(cond.RECONCILING, Reason.TARGET_NOT_FOUND, capacity.summary)
+    if cause is _Cause.SCHEDULE_NEVER_RESOLVED:
+        return cond.true(cond.RECONCILING, Reason.SCHEDULE_NEVER_RESOLVED, capacity.summary)
+    return None
 
 
 def _ready_reason(cause: _Cause, target: object) -> str:

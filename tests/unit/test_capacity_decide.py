@@ -38,7 +38,9 @@ from controllers.capacity.conditions import (
     HANDBACK_COMPLETE,
     HOST_GOVERNANCE_CONFLICT,
     READY,
+    RECONCILING,
     SPOT_SCHEDULE_RESOLVED,
+    STALLED,
     TARGET_RESOLVED,
 )
 from controllers.capacity.decide import Decision, decide, status_patch, target_patch, write_failed
@@ -277,14 +279,14 @@ TABLE = [
         lambda: given(schedule=Resolved(False), target=TargetFound(0, 0), prior=draining()),
         None,
         Phase.INACTIVE,
-        {READY: (F, "ScheduleInactive"), HANDBACK_COMPLETE: (T, "Drained")},
+        {READY: (T, "ScheduleInactive"), HANDBACK_COMPLETE: (T, "Drained")},
     ),
     Row(
         "a counter reading 0 before the zero write lands does not complete the handback",
         lambda: given(schedule=Resolved(False), target=TargetFound(ACTIVE_VALUE, 0), prior=handing_back()),
         0,
         Phase.HANDING_BACK,
-        {HANDBACK_COMPLETE: (F, "AwaitingZeroWrite")},
+        {RECONCILING: (T, "AwaitingZeroWrite"), HANDBACK_COMPLETE: (F, "AwaitingZeroWrite")},
         requeue_at=NOW + TIMEOUT,
     ),
     Row(
@@ -292,7 +294,7 @@ TABLE = [
         lambda: given(schedule=Resolved(False), target=TargetFound(0, 3), prior=draining(), now=NOW + TIMEOUT),
         None,
         Phase.HANDBACK_TIMED_OUT,
-        {READY: (F, "ScheduleInactive"), CAPACITY_WRITTEN: (T, "ValueHeld"),
+        {READY: (F, "ScheduleInactive"), STALLED: (T, "HandbackTimedOut"), CAPACITY_WRITTEN: (T, "ValueHeld"),
          HANDBACK_COMPLETE: (F, "HandbackTimedOut")},
     ),
     Row(
@@ -359,7 +361,7 @@ TABLE = [
         lambda: given(schedule=Resolved(False), target=TargetFound(ABSENT, ABSENT)),
         0,
         Phase.INACTIVE,
-        {READY: (F, "ScheduleInactive"), HANDBACK_COMPLETE: (T, "NothingConceded")},
+        {READY: (T, "ScheduleInactive"), HANDBACK_COMPLETE: (T, "NothingConceded")},
     ),
     Row(
         "nothing given stays Inactive once the zero has landed, without a drain counter",
@@ -382,7 +384,7 @@ TABLE = [
         lambda: given(spec=spec_dict(enabled=False), target=TargetFound(ABSENT, ABSENT)),
         0,
         Phase.DISABLED,
-        {READY: (F, "Disabled"), HANDBACK_COMPLETE: (T, "NothingConceded")},
+        {READY: (T, "Disabled"), HANDBACK_COMPLETE: (T, "NothingConceded")},
     ),
     Row(
         "a handback after the active value was written still waits for the drain",
@@ -448,7 +450,7 @@ TABLE = [
                       prior=after(given(spec=CONFLICT, target=TargetFound(ACTIVE_VALUE, 4)))),
         0,
         Phase.HANDING_BACK,
-        {READY: (F, "HostGovernanceConflict"),
+        {READY: (F, "HostGovernanceConflict"), STALLED: (T, "HostGovernanceConflict"),
          HOST_GOVERNANCE_CONFLICT: (T, "NodeGovernedByScheduledMachine")},
         requeue_at=NOW + TIMEOUT,
     ),
@@ -544,7 +546,7 @@ TABLE = [
         lambda: given(spec=spec_dict(killSwitch=True), target=TargetFound(ACTIVE_VALUE, 4), prior=active()),
         0,
         Phase.TERMINATED,
-        {READY: (F, "KillSwitch"), CAPACITY_WRITTEN: (T, "ValueHeld"),
+        {READY: (T, "KillSwitch"), CAPACITY_WRITTEN: (T, "ValueHeld"),
          HANDBACK_COMPLETE: (F, "HandbackSkipped")},
     ),
     Row(
@@ -553,7 +555,7 @@ TABLE = [
                       target=TargetFound(0, 4), machines=ON_WORKER_3),
         None,
         Phase.TERMINATED,
-        {READY: (F, "KillSwitch"), HOST_GOVERNANCE_CONFLICT: (T, "NodeGovernedByScheduledMachine")},
+        {READY: (T, "KillSwitch"), HOST_GOVERNANCE_CONFLICT: (T, "NodeGovernedByScheduledMachine")},
     ),
     Row(
         "the kill switch does not wait for a provider that cannot be read",
@@ -584,7 +586,7 @@ TABLE = [
                                   given(spec=spec_dict(enabled=False), target=TargetFound(ACTIVE_VALUE, 4)))),
         None,
         Phase.DISABLED,
-        {READY: (F, "Disabled"), HANDBACK_COMPLETE: (T, "Drained")},
+        {READY: (T, "Disabled"), HANDBACK_COMPLETE: (T, "Drained")},
     ),
     Row(
         "a disabled object past its deadline reports the timeout and stays Disabled",
@@ -711,7 +713,10 @@ def test_decision_table(row: Row) -> None:
         assert (condition.status.value, condition.reason) == (status, reason), condition.message
     assert decision.requeue_at == row.requeue_at
     ready = decision.status.condition(READY)
-    assert ready is not None and (ready.status is ConditionStatus.TRUE) == (row.phase is Phase.ACTIVE)
+    unsettled = [c.type for c in decision.status.conditions if c.type in (RECONCILING, STALLED)]
+    assert ready is not None and (ready.status is ConditionStatus.TRUE) == (not unsettled)
+    assert len(unsettled) <= 1
+    assert all(c.status is ConditionStatus.TRUE for c in decision.status.conditions if c.type in unsettled)
 
 
 def test_every_phase_and_condition_type_appears_in_the_table() -> None:
@@ -720,9 +725,10 @@ def test_every_phase_and_condition_type_appears_in_the_table() -> None:
     assert {type_ for row in TABLE for type_ in row.conditions} == set(CONDITION_TYPES)
 
 
-def test_a_full_decision_reports_every_condition_in_order() -> None:
+def test_a_full_decision_reports_every_condition_in_order_and_no_kstatus_condition_once_settled() -> None:
     decision = decide(given())
-    assert tuple(c.type for c in decision.status.conditions) == CONDITION_TYPES
+    assert tuple(c.type for c in decision.status.conditions) == tuple(
+        t for t in CONDITION_TYPES if t not in (RECONCILING, STALLED))
     assert all(c.observed_generation == 1 for c in decision.status.conditions)
 
 
@@ -992,14 +998,17 @@ def test_a_malformed_bundle_entry_allows_nothing(broken: dict[str, Any]) -> None
         bundle_with([{**BUNDLE_CONSUMERS[1], **broken}])
 
 
-def test_a_failed_write_changes_only_capacity_written_and_repeats_without_a_patch() -> None:
+def test_a_failed_write_changes_only_capacity_written_and_readiness_and_repeats_without_a_patch() -> None:
     prior = active()
     denied = "admission webhook denied the request"
     closing = given(schedule=Resolved(False), target=TargetFound(ACTIVE_VALUE, 4), prior=prior,
                     now=NOW + timedelta(minutes=1))
     failed = write_failed(closing, decide(closing), denied)
     assert failed.phase is Phase.ACTIVE
-    assert failed.condition(READY) == prior.condition(READY)
+    ready, stalled = failed.condition(READY), failed.condition(STALLED)
+    assert ready is not None and (ready.status, ready.reason) == (ConditionStatus.FALSE, "WriteFailed")
+    assert stalled is not None and (stalled.status, stalled.reason) == (ConditionStatus.TRUE, "WriteFailed")
+    assert failed.condition(SPOT_SCHEDULE_RESOLVED) == prior.condition(SPOT_SCHEDULE_RESOLVED)
     written = failed.condition(CAPACITY_WRITTEN)
     assert written is not None and (written.status, written.reason) == (ConditionStatus.FALSE, "WriteFailed")
     assert f"writing 0 to spec.warmReplicas failed: {denied}" in written.message

@@ -2,7 +2,7 @@
 
 The decision table shows the transitions; these show the invariants hold everywhere: only 0 or
 activeValue is ever written, a conflicted object never gets the active value (in any order of
-events, with each decision's status fed back), Ready is True exactly in Active, a refused spec is
+events, with each decision's status fed back), Ready is True exactly when settled (kstatus), a refused spec is
 never written, a transient error changes nothing, and a world that stops changing reaches a
 status that stops changing (so the shell stops patching).
 """
@@ -262,8 +262,20 @@ def a_conflicted_object_never_gets_the_active_value(
         assert decision.write in (None, 0)
 
 
-def ready_is_true_exactly_in_active(decision: Decision) -> None:
-    assert ready_is_true(decision) == (decision.status.phase is Phase.ACTIVE)
+UNSETTLED_PHASES = (Phase.PENDING, Phase.HANDING_BACK, Phase.HANDBACK_TIMED_OUT, Phase.ERROR)
+
+
+def ready_is_true_exactly_when_settled(decision: Decision) -> None:
+    """kstatus: Ready=True exactly when neither Reconciling nor Stalled is (both only ever True);
+    always in Active, never in a phase that is still moving or stuck."""
+    status = decision.status
+    unsettled = [c for c in status.conditions if c.type in ("Reconciling", "Stalled")]
+    assert all(c.status is ConditionStatus.TRUE for c in unsettled) and len(unsettled) <= 1
+    assert ready_is_true(decision) == (not unsettled)
+    if status.phase is Phase.ACTIVE:
+        assert ready_is_true(decision)
+    if status.phase in UNSETTLED_PHASES:
+        assert not ready_is_true(decision)
 
 
 def error_never_writes(decision: Decision) -> None:
@@ -297,7 +309,7 @@ def the_active_value_is_written_only_when_everything_says_so(
 def check_invariants(inp: DecisionInput, decision: Decision, governed: frozenset[str]) -> None:
     only_zero_or_the_active_value_is_written(inp, decision)
     a_conflicted_object_never_gets_the_active_value(inp, decision, governed)
-    ready_is_true_exactly_in_active(decision)
+    ready_is_true_exactly_when_settled(decision)
     error_never_writes(decision)
     a_transient_error_changes_nothing(inp, decision)
     the_active_value_is_written_only_when_everything_says_so(inp, decision)
@@ -305,11 +317,11 @@ def check_invariants(inp: DecisionInput, decision: Decision, governed: frozenset
 
 @examples(400)
 @given(histories())
-def test_every_decision_writes_only_safe_values_and_reports_ready_only_when_active(
+def test_every_decision_writes_only_safe_values_and_reports_ready_only_when_settled(
     history: list[tuple[DecisionInput, Decision]],
 ) -> None:
-    """Only 0 or activeValue, never the active value to a conflicted object, Ready exactly in
-    Active, Error never writes, a transient error changes nothing."""
+    """Only 0 or activeValue, never the active value to a conflicted object, Ready exactly
+    when settled, Error never writes, a transient error changes nothing."""
     for inp, decision in history:
         check_invariants(inp, decision, observed_nodes(inp))
 
