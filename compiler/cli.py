@@ -22,13 +22,16 @@ EXIT_OK, EXIT_NEGATIVE, EXIT_BAD_INPUT = exitcodes.OK, exitcodes.NEGATIVE, exitc
 
 
 def _compile(args: argparse.Namespace) -> int:
-    from compiler.output import diff_tree, write_tree
+    from compiler.compile_warnings import compile_warnings
+    from compiler.output import diff_tree, read_tree, write_tree
     from compiler.ownership import check_target
     from compiler.pipeline import compile_repo
 
     if not args.check:
         check_target(args.out, config_dir=args.config_dir)  # refuse before compiling
     compiled = compile_repo(args.config_dir)
+    for warning in compile_warnings(compiled.repo, args.out, read_tree(args.out), compiled.files):
+        print(f"warning: {warning}", file=sys.stderr)
     if args.check:
         diff = diff_tree(compiled.files, args.out)
         if diff:

@@ -44,6 +44,7 @@ def load(config_dir: Path) -> Repo:
 
 def build(repo: Repo) -> Compiled:
     artifacts = [a for emit in OBJECT_EMITTERS for a in emit(repo)]
+    artifacts += gitops.tenant_namespaces(repo, artifacts)
     _no_path_twice(artifacts)
     problems = cel_preflight.check(repo, artifacts)
     if problems:

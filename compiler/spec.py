@@ -293,6 +293,25 @@ class Flux(_Strict):
     path: str = Field(max_length=1024, description="Path of the compiled output in that source.")
     interval: str = Field(default="10m", pattern=r"^([0-9]+(h|m|s))+$", description="Reconcile interval.")
     namespace: NamespaceName = Field(default="flux-system", description="Namespace of the Kustomizations.")
+    url: str | None = Field(
+        default=None, max_length=2048, pattern=r"^(https?|ssh|oci)://",
+        description="Emit the source too (a GitRepository or OCIRepository named by sourceRef) "
+        "at this URL; leave unset when the source already exists (e.g. flux-system).")
+    ref: str = Field(default="main", min_length=1, max_length=255,
+                     description="The branch (GitRepository) or tag (OCIRepository) of that source.")
+
+    @model_validator(mode="after")
+    def _source_can_be_emitted(self) -> "Flux":
+        if self.url is None:
+            return self
+        if self.source_ref.kind == "Bucket":
+            raise ValueError("url: a Bucket source cannot be emitted (it needs an endpoint and "
+                             "credentials); create it yourself and leave url unset")
+        oci = self.url.startswith("oci://")
+        if oci != (self.source_ref.kind == "OCIRepository"):
+            raise ValueError(f"url: {self.url!r} does not fit sourceRef.kind "
+                             f"{self.source_ref.kind} (oci:// is for OCIRepository only)")
+        return self
 
 
 class GitOps(_Strict):

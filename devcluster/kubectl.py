@@ -1,7 +1,8 @@
 """Apply compiled output to a cluster the way GitOps tools do: server-side apply, layer by layer.
 
 CRDs first (and wait until they are Established), then everything else in layer order, exactly
-the order the Argo CD sync waves and Flux dependsOn chain encode.
+the order the Argo CD sync waves and Flux dependsOn chain encode: the order
+`OUT/waves/kustomization.yaml` lists (`compiler.emit.base.LAYERS`).
 """
 
 from __future__ import annotations
@@ -9,10 +10,14 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
+
+import yaml
+
+from compiler.emit.base import CRDS, LAYERS
+from compiler.emit.gitops import WAVES
 
 FIELD_MANAGER = "fivespot-devcluster"
-LAYERS = ("crds", "rbac", "admission", "workloads", "schedules")
 
 
 def kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> str:
@@ -39,17 +44,30 @@ def wait_established(kubeconfig: Path, crd_names: Sequence[str], timeout_s: int 
                 *[f"crd/{name}" for name in crd_names])
 
 
-def install(kubeconfig: Path, out_dir: Path, extra_crds: Sequence[Path] = ()) -> None:
-    """Install a compiled OUT_DIR (and e.g. a consumer's own CRD) in sync-wave order."""
+def layers(out_dir: Path) -> list[str]:
+    """The layer folders of OUT_DIR in the order its `waves/kustomization.yaml` lists them."""
+    waves = out_dir / WAVES / "kustomization.yaml"
+    if not waves.is_file():
+        return [layer for layer in LAYERS if (out_dir / layer).is_dir()]
+    resources = yaml.safe_load(waves.read_text()).get("resources") or []
+    return [str(resource).removeprefix("../") for resource in resources]
+
+
+def install(kubeconfig: Path, out_dir: Path, extra_crds: Sequence[Path] = (),
+            after_layer: Callable[[str], None] | None = None) -> None:
+    """Install a compiled OUT_DIR (and e.g. a consumer's own CRD) in sync-wave order;
+    `after_layer(layer)` runs once each layer is applied (a test's probe, a health wait)."""
     names = []
     for crd in extra_crds:
         apply(kubeconfig, crd)
         names.append(kubectl(kubeconfig, "get", "-f", str(crd), "-o", "name").strip().split("/")[-1])
-    for layer in LAYERS:
+    for layer in layers(out_dir):
         folder = out_dir / layer
         if not folder.is_dir():
             continue
         apply(kubeconfig, folder)
-        if layer == "crds":
+        if layer == CRDS:
             names += [p.stem for p in sorted(folder.glob("*.yaml")) if p.name != "kustomization.yaml"]
             wait_established(kubeconfig, names)
+        if after_layer is not None:
+            after_layer(layer)

@@ -10,15 +10,20 @@ CRDS: Final = "crds"
 RBAC: Final = "rbac"
 ADMISSION: Final = "admission"
 WORKLOADS: Final = "workloads"
+WEBHOOK_CONFIG: Final = "webhook"
+"""The ValidatingWebhookConfiguration alone, once the webhook Deployment is healthy: a webhook
+configuration (failurePolicy Fail) that arrives before its server refuses every write it guards."""
 SCHEDULES: Final = "schedules"
-"""Schedule objects in tenant namespaces (compiled exchange calendars): last, so a tenant
+"""Schedule objects in tenant namespaces (compiled exchange calendars): after the workloads and the
+webhook (the providers that publish their status run by then), so a tenant
 namespace that does not exist yet fails this layer alone."""
 MONITORING: Final = "monitoring"
 """ServiceMonitors and the PrometheusRule (Platform.spec.monitoring): after everything else, as
 they only observe it, and so a cluster without the Prometheus Operator fails this layer alone."""
-LAYERS: Final = (CRDS, RBAC, ADMISSION, WORKLOADS, SCHEDULES, MONITORING)
-SYNC_WAVES: Final = {CRDS: "0", RBAC: "1", ADMISSION: "2", WORKLOADS: "3", SCHEDULES: "4",
-                     MONITORING: "5"}
+LAYERS: Final = (CRDS, RBAC, ADMISSION, WORKLOADS, WEBHOOK_CONFIG, SCHEDULES, MONITORING)
+SYNC_WAVES: Final = {layer: str(wave) for wave, layer in enumerate(LAYERS)}
+"""A layer's Argo CD sync wave is its place in LAYERS: the one machine-readable order, written on
+every object (`argocd.argoproj.io/sync-wave`) and followed by the Flux dependsOn chain."""
 
 PART_OF: Final = "fivespot"
 MANAGED_BY: Final = "fivespot-compiler"

@@ -1,11 +1,22 @@
-"""The GitOps layout: a kustomize tree, Argo CD sync waves and an Application, Flux Kustomizations.
+"""The GitOps layout: a kustomize tree, Argo CD sync waves, Application, AppProject and health Lua,
+Flux source, entry Kustomization and one Kustomization per layer.
 
-Order matters on a live cluster: CRDs before anything that uses them, the namespace and RBAC
-before workloads, admission before the workloads it guards. Argo CD gets that from sync-wave
-annotations on every object (one Application, server-side apply, the webhook caBundle ignored
-so self-managed certificates never leave it OutOfSync); Flux from one Kustomization per layer
-chained with dependsOn and health checks, since a Flux dry run fails when a CRD arrives in the
-same Kustomization as its objects.
+Order matters on a live cluster: CRDs before anything that uses them, namespaces and RBAC before
+workloads, admission before the workloads it guards, the webhook configuration only once the
+webhook Deployment is healthy (a configuration with failurePolicy Fail and no server behind it
+refuses every write it guards), schedules last. `base.LAYERS` is that order; Argo CD gets it from
+the sync-wave annotation on every object (`waves/` lists every layer for it), Flux from one
+Kustomization per layer chained with dependsOn and `wait`, since a Flux dry run fails when a CRD
+arrives in the same Kustomization as its objects.
+
+Nothing a tenant has is at the mercy of a prune: CRDs (deleting one deletes every object of its
+kind) and namespaces carry the Argo CD `Prune=false,Delete=false` sync options and the Flux
+`prune: disabled` annotation, so neither dropping a kind from the config, nor deleting the
+Application or a Kustomization, deletes them (`compile` warns when a CRD leaves the output).
+
+With Flux configured, the root `kustomization.yaml` lists only `flux/` (the source and the entry
+Kustomization): a parent Kustomization that recurses into the output applies the dependsOn chain,
+never every layer at once.
 """
 
 from __future__ import annotations
@@ -15,18 +26,36 @@ from pathlib import PurePosixPath
 from typing import Any, Final
 
 from api.identities import WEBHOOK_CONFIGURATION
-from compiler.emit.base import ADMISSION, CRDS, LAYERS, SYNC_WAVES, WORKLOADS, Artifact, metadata
+from compiler.emit import health
+from compiler.emit.base import LAYERS, RBAC, SCHEDULES, SYNC_WAVES, WEBHOOK_CONFIG, Artifact, metadata
 from compiler.repo import Repo
 
 SYNC_WAVE: Final = "argocd.argoproj.io/sync-wave"
 SYNC_OPTIONS: Final = "argocd.argoproj.io/sync-options"
+COMPARE_OPTIONS: Final = "argocd.argoproj.io/compare-options"
+FLUX_PRUNE: Final = "kustomize.toolkit.fluxcd.io/prune"
 KUSTOMIZE_API: Final = "kustomize.config.k8s.io/v1beta1"
 FLUX_API: Final = "kustomize.toolkit.fluxcd.io/v1"
+FLUX_SOURCE_API: Final = "source.toolkit.fluxcd.io/v1"
 ARGO_API: Final = "argoproj.io/v1alpha1"
+WAVES: Final = "waves"
+"""The folder listing every layer (`../crds`, ...): what tools that order by sync wave apply."""
+FLUX_LAYERS: Final = "flux/layers"
+ENTRY: Final = "fivespot"
+"""The Flux entry Kustomization, and the Argo CD Application."""
+
+PROTECTED_KINDS: Final = frozenset({"CustomResourceDefinition", "Namespace"})
+"""Never pruned or deleted by Argo CD or Flux: a CRD takes every object of its kind with it, a
+namespace everything in it."""
+NEVER_DELETE: Final = ("Prune=false", "Delete=false")
+SKIP_DRY_RUN: Final = "SkipDryRunOnMissingResource=true"
+ARGOCD_CM: Final = "argocd-cm"
+DEFAULT_PROJECT: Final = "default"
 
 
 def decorate(artifacts: list[Artifact]) -> list[Artifact]:
-    """Every object with its Argo CD sync wave; objects of CRDs in this output skip the dry run."""
+    """Every object with its sync wave; objects of CRDs in this output skip the dry run; CRDs
+    and namespaces are never pruned or deleted."""
     own_kinds = {(a.obj["spec"]["group"], a.obj["spec"]["names"]["kind"])
                  for a in artifacts if a.kind == "CustomResourceDefinition"}
     decorated = []
@@ -34,25 +63,62 @@ def decorate(artifacts: list[Artifact]) -> list[Artifact]:
         obj = copy.deepcopy(artifact.obj)
         annotations = obj["metadata"].setdefault("annotations", {})
         annotations[SYNC_WAVE] = SYNC_WAVES[artifact.layer]
+        options = []
         group = obj["apiVersion"].rpartition("/")[0]
         if (group, obj["kind"]) in own_kinds:
-            annotations[SYNC_OPTIONS] = "SkipDryRunOnMissingResource=true"
+            options.append(SKIP_DRY_RUN)
+        if obj["kind"] in PROTECTED_KINDS:
+            options += NEVER_DELETE
+            annotations[FLUX_PRUNE] = "disabled"
+        if options:
+            annotations[SYNC_OPTIONS] = ",".join(options)
         obj["metadata"]["annotations"] = dict(sorted(annotations.items()))
         decorated.append(Artifact(artifact.layer, artifact.path, obj))
     return decorated
+
+
+def tenant_namespaces(repo: Repo, artifacts: list[Artifact]) -> list[Artifact]:
+    """The namespaces the schedules layer writes into, created in the RBAC layer (a sync must not
+    fail on `namespaces "agents" not found`); never pruned or deleted (`decorate`)."""
+    names = sorted({a.obj["metadata"]["namespace"] for a in artifacts if a.layer == SCHEDULES}
+                   - {repo.namespace})
+    return [Artifact(RBAC, f"{RBAC}/namespaces/{name}.namespace.yaml",
+                     {"apiVersion": "v1", "kind": "Namespace",
+                      "metadata": metadata(name, "fivespot-tenant")})
+            for name in names]
 
 
 def _kustomization(resources: list[str]) -> dict[str, Any]:
     return {"apiVersion": KUSTOMIZE_API, "kind": "Kustomization", "resources": resources}
 
 
-def kustomize_tree(artifacts: list[Artifact]) -> list[Artifact]:
-    layers = [layer for layer in LAYERS if any(a.layer == layer for a in artifacts)]
-    tree = [Artifact("", "kustomization.yaml", _kustomization(layers))]
+def present_layers(artifacts: list[Artifact]) -> list[str]:
+    return [layer for layer in LAYERS if any(a.layer == layer for a in artifacts)]
+
+
+def kustomize_tree(repo: Repo, artifacts: list[Artifact]) -> list[Artifact]:
+    layers = present_layers(artifacts)
+    root = ["flux"] if repo.platform.spec.gitops.flux is not None else layers
+    tree = [Artifact("", "kustomization.yaml", _kustomization(root)),
+            Artifact("", f"{WAVES}/kustomization.yaml",
+                     _kustomization([f"../{layer}" for layer in layers]))]
     for layer in layers:
         files = sorted(str(PurePosixPath(a.path).relative_to(layer)) for a in artifacts if a.layer == layer)
         tree.append(Artifact(layer, f"{layer}/kustomization.yaml", _kustomization(files)))
     return tree
+
+
+# --- Argo CD -------------------------------------------------------------------------------------
+
+
+def _group_kind(obj: dict[str, Any]) -> tuple[str, str]:
+    return obj["apiVersion"].rpartition("/")[0], obj["kind"]
+
+
+def own_kinds(artifacts: list[Artifact]) -> list[tuple[str, str]]:
+    """(group, kind) of every CRD in the output."""
+    return sorted((a.obj["spec"]["group"], a.obj["spec"]["names"]["kind"])
+                  for a in artifacts if a.kind == "CustomResourceDefinition")
 
 
 def argocd_application(repo: Repo) -> list[Artifact]:
@@ -62,11 +128,11 @@ def argocd_application(repo: Repo) -> list[Artifact]:
     spec: dict[str, Any] = {
         "project": argo.project,
         "source": {"repoURL": argo.repo_url, "targetRevision": argo.target_revision,
-                   "path": argo.path},
+                   "path": str(PurePosixPath(argo.path) / WAVES)},
         "destination": {"server": argo.destination_server, "namespace": repo.namespace},
         "syncPolicy": {
             "automated": {"prune": True, "selfHeal": True},
-            "syncOptions": ["ServerSideApply=true", "RespectIgnoreDifferences=true"],
+            "syncOptions": ["ServerSideApply=true", "RespectIgnoreDifferences=true", "PruneLast=true"],
             "retry": {"limit": 5, "backoff": {"duration": "10s", "factor": 2, "maxDuration": "3m"}},
         },
     }
@@ -78,49 +144,136 @@ def argocd_application(repo: Repo) -> list[Artifact]:
         }]
     application = {
         "apiVersion": ARGO_API, "kind": "Application",
-        "metadata": {**metadata("fivespot", "fivespot-gitops", argo.namespace),
+        "metadata": {**metadata(ENTRY, "fivespot-gitops", argo.namespace,
+                                annotations={COMPARE_OPTIONS: "ServerSideDiff=true"}),
                      "finalizers": ["resources-finalizer.argocd.argoproj.io"]},
         "spec": spec,
     }
     return [Artifact("", "argocd/application.yaml", application)]
 
 
-def flux_kustomizations(repo: Repo, artifacts: list[Artifact]) -> list[Artifact]:
-    flux = repo.platform.spec.gitops.flux
-    if flux is None:
+def argocd_project(repo: Repo, artifacts: list[Artifact]) -> list[Artifact]:
+    """The Application's AppProject, allowing exactly the repository, the namespaces and the
+    kinds the output has (none when the project is Argo CD's `default`, which fivespot must not
+    redefine: `compile` warns)."""
+    argo = repo.platform.spec.gitops.argocd
+    if argo is None or argo.project == DEFAULT_PROJECT:
         return []
-    layers = [layer for layer in LAYERS if any(a.layer == layer for a in artifacts)]
-    out = []
-    previous: str | None = None
-    for layer in layers:
-        name = f"fivespot-{layer}"
-        spec: dict[str, Any] = {
+    namespaces = sorted({a.obj["metadata"]["namespace"] for a in artifacts
+                         if "namespace" in a.obj["metadata"]})
+    cluster = sorted({_group_kind(a.obj) for a in artifacts if "namespace" not in a.obj["metadata"]})
+    namespaced = sorted({_group_kind(a.obj) for a in artifacts if "namespace" in a.obj["metadata"]})
+    project = {
+        "apiVersion": ARGO_API, "kind": "AppProject",
+        "metadata": {**metadata(argo.project, "fivespot-gitops", argo.namespace),
+                     "finalizers": ["resources-finalizer.argocd.argoproj.io"]},
+        "spec": {
+            "description": "fivespot: exactly what its compiled output contains",
+            "sourceRepos": [argo.repo_url],
+            "destinations": [{"server": argo.destination_server, "namespace": n} for n in namespaces],
+            "clusterResourceWhitelist": [{"group": g, "kind": k} for g, k in cluster],
+            "namespaceResourceWhitelist": [{"group": g, "kind": k} for g, k in namespaced],
+        },
+    }
+    return [Artifact("", "argocd/appproject.yaml", project)]
+
+
+def argocd_health(repo: Repo, artifacts: list[Artifact]) -> list[Artifact]:
+    """The health Lua as the keys of argocd-cm to add: apply it server-side (it then owns only
+    these keys) or use it as a kustomize patch of the Argo CD install. Its labels are Argo CD's,
+    which finds argocd-cm by `app.kubernetes.io/part-of: argocd`."""
+    argo = repo.platform.spec.gitops.argocd
+    if argo is None:
+        return []
+    config_map = {
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": ARGOCD_CM, "namespace": argo.namespace,
+                     "labels": {"app.kubernetes.io/name": ARGOCD_CM,
+                                "app.kubernetes.io/part-of": "argocd"}},
+        "data": health.argocd_health(own_kinds(artifacts), repo.has_webhook),
+    }
+    return [Artifact("", "argocd/argocd-cm.health.yaml", config_map)]
+
+
+# --- Flux ----------------------------------------------------------------------------------------
+
+
+def flux_source(repo: Repo) -> list[Artifact]:
+    flux = repo.platform.spec.gitops.flux
+    if flux is None or flux.url is None:
+        return []
+    ref = flux.source_ref
+    spec: dict[str, Any] = {"interval": flux.interval, "url": flux.url}
+    if ref.kind == "GitRepository":
+        spec["ref"] = {"branch": flux.ref}
+    else:
+        spec["ref"] = {"tag": flux.ref}
+    source = {"apiVersion": FLUX_SOURCE_API, "kind": ref.kind,
+              "metadata": metadata(ref.name, "fivespot-gitops", ref.namespace), "spec": spec}
+    return [Artifact("", f"flux/{ref.kind.lower()}.yaml", source)]
+
+
+def _flux_kustomization(repo: Repo, name: str, path: str, spec: dict[str, Any]) -> dict[str, Any]:
+    flux = repo.platform.spec.gitops.flux
+    assert flux is not None
+    return {
+        "apiVersion": FLUX_API, "kind": "Kustomization",
+        "metadata": metadata(name, "fivespot-gitops", flux.namespace),
+        "spec": {
             "interval": flux.interval,
-            "path": str(PurePosixPath(flux.path) / layer),
+            "path": path,
             "prune": True,
             "sourceRef": {"kind": flux.source_ref.kind, "name": flux.source_ref.name,
                           "namespace": flux.source_ref.namespace},
-            "timeout": "5m",
-            "wait": layer in (CRDS, ADMISSION),
-        }
+            **spec,
+        },
+    }
+
+
+def webhook_health_exprs() -> list[dict[str, str]]:
+    return [{"apiVersion": "admissionregistration.k8s.io/v1",
+             "kind": health.WEBHOOK_CONFIGURATION_KIND,
+             "current": health.WEBHOOK_CONFIGURATION_CURRENT,
+             "inProgress": health.WEBHOOK_CONFIGURATION_IN_PROGRESS}]
+
+
+def flux_kustomizations(repo: Repo, artifacts: list[Artifact]) -> list[Artifact]:
+    """The entry Kustomization (what a parent applies, with the source) and one Kustomization
+    per layer, each waiting for its objects' health (kstatus) and depending on the one before."""
+    flux = repo.platform.spec.gitops.flux
+    if flux is None:
+        return []
+    root = PurePosixPath(flux.path)
+    layers = []
+    previous: str | None = None
+    for layer in present_layers(artifacts):
+        name = f"{ENTRY}-{layer}"
+        spec: dict[str, Any] = {"timeout": "5m", "wait": True}
         if previous:
             spec["dependsOn"] = [{"name": previous}]
-        if layer == WORKLOADS:
-            spec["healthChecks"] = [
-                {"apiVersion": "apps/v1", "kind": "Deployment", "name": a.name,
-                 "namespace": repo.namespace}
-                for a in artifacts if a.layer == WORKLOADS and a.kind == "Deployment"
-            ]
-        out.append(Artifact("", f"flux/{name}.yaml", {
-            "apiVersion": FLUX_API, "kind": "Kustomization",
-            "metadata": metadata(name, "fivespot-gitops", flux.namespace), "spec": spec}))
+        if layer == WEBHOOK_CONFIG:
+            spec["healthCheckExprs"] = webhook_health_exprs()
+        layers.append(Artifact("", f"{FLUX_LAYERS}/{name}.yaml",
+                               _flux_kustomization(repo, name, str(root / layer), spec)))
         previous = name
-    if out:
-        out.append(Artifact("", "flux/kustomization.yaml",
-                            _kustomization(sorted(PurePosixPath(a.path).name for a in out))))
-    return out
+    if not layers:
+        return []
+    entry = _flux_kustomization(repo, ENTRY, str(root / FLUX_LAYERS),
+                                {"timeout": f"{5 * len(layers)}m", "wait": True})
+    top = flux_source(repo) + [Artifact("", f"flux/{ENTRY}.yaml", entry)]
+    return [
+        *top,
+        Artifact("", "flux/kustomization.yaml",
+                 _kustomization(sorted(PurePosixPath(a.path).name for a in top))),
+        *layers,
+        Artifact("", f"{FLUX_LAYERS}/kustomization.yaml",
+                 _kustomization(sorted(PurePosixPath(a.path).name for a in layers))),
+    ]
 
 
 def emit(repo: Repo, artifacts: list[Artifact]) -> list[Artifact]:
     """The layout files around the (already decorated) objects."""
-    return kustomize_tree(artifacts) + argocd_application(repo) + flux_kustomizations(repo, artifacts)
+    return (kustomize_tree(repo, artifacts) + argocd_application(repo)
+            + argocd_project(repo, artifacts) + argocd_health(repo, artifacts)
+            + flux_kustomizations(repo, artifacts))
+

@@ -50,7 +50,7 @@ from api.identities import (
     service_account_user,
 )
 from api.kinds import scheduled_capacity as scap
-from compiler.emit.base import ADMISSION, WORKLOADS, Artifact, metadata
+from compiler.emit.base import ADMISSION, WEBHOOK_CONFIG, WORKLOADS, Artifact, metadata
 from compiler.emit.workloads import WEBHOOK_PORT_NAME, cert_manager, selector
 from compiler.repo import Repo
 from compiler.spec import NetworkPeer
@@ -229,7 +229,7 @@ def emit(repo: Repo) -> list[Artifact]:
     if not repo.has_webhook:
         return []
     artifacts = [
-        Artifact(ADMISSION, f"{ADMISSION}/webhook/{WEBHOOK_CONFIGURATION}"
+        Artifact(WEBHOOK_CONFIG, f"{WEBHOOK_CONFIG}/{WEBHOOK_CONFIGURATION}"
                  ".validatingwebhookconfiguration.yaml", configuration(repo)),
         Artifact(WORKLOADS, f"{WORKLOADS}/{WEBHOOK}.service.yaml", service(repo)),
     ]

@@ -131,7 +131,7 @@ class Installed:
 
 def _rewrite_to_local_url(out: Path, port: int) -> None:
     """The one change to the compiled output: Service -> URL (see the module docstring)."""
-    path = out / "admission" / "webhook" / f"{CONFIGURATION}.validatingwebhookconfiguration.yaml"
+    path = out / "webhook" / f"{CONFIGURATION}.validatingwebhookconfiguration.yaml"
     configuration = yaml.safe_load(path.read_text())
     for hook in configuration["webhooks"]:
         service = hook["clientConfig"].pop("service")

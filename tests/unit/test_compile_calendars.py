@@ -85,13 +85,13 @@ def test_the_compiled_calendar_opens_at_0930_and_closes_early_the_day_after_than
     assert capital_markets.next_transition(spec, at(27, 10, 0)) == at(27, 13, 0)
 
 
-def test_schedules_are_their_own_layer_synced_after_the_workloads() -> None:
-    assert LAYERS.index(SCHEDULES) == LAYERS.index(WORKLOADS) + 1
+def test_schedules_are_their_own_layer_synced_last_after_the_workloads() -> None:
+    assert LAYERS[-1] == SCHEDULES and LAYERS.index(SCHEDULES) > LAYERS.index(WORKLOADS)
     assert int(SYNC_WAVES[SCHEDULES]) > int(SYNC_WAVES[WORKLOADS])
     files = compile_repo(EXAMPLE).files
-    assert b"- schedules\n" in files["kustomization.yaml"]
+    assert files["waves/kustomization.yaml"].endswith(b"- ../schedules\n")
     assert b"agents/nyse.capitalmarketsschedule.yaml" in files["schedules/kustomization.yaml"]
-    assert b"name: fivespot-workloads" in files["flux/fivespot-schedules.yaml"]
+    assert b"name: fivespot-webhook\n" in files["flux/layers/fivespot-schedules.yaml"]
 
 
 def test_a_calendar_gives_one_schedule_per_namespace_and_overrides_layer_on_the_exchange(

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from compiler.emit import rbac, webhook, workloads
-from compiler.emit.base import ADMISSION, WORKLOADS
+from compiler.emit.base import ADMISSION, WEBHOOK_CONFIG, WORKLOADS
 from compiler.repo import Repo
 from compiler.spec import CapacityConsumer, Platform
 from policies.cel.engine import compile_expression
@@ -55,10 +55,10 @@ def test_a_repo_without_consumers_has_no_webhook() -> None:
     assert webhook.emit(make_repo(consumers=())) == []
 
 
-def test_the_artifacts_land_in_the_admission_and_workloads_layers() -> None:
+def test_the_configuration_has_its_own_layer_after_the_workloads_and_the_rest_land_before() -> None:
     paths = {a.path: a.layer for a in webhook.emit(make_repo(webhook=CERT_MANAGER))}
     assert paths == {
-        "admission/webhook/fivespot-webhook.validatingwebhookconfiguration.yaml": ADMISSION,
+        "webhook/fivespot-webhook.validatingwebhookconfiguration.yaml": WEBHOOK_CONFIG,
         "admission/webhook/fivespot-webhook.certificate.yaml": ADMISSION,
         "workloads/fivespot-webhook.service.yaml": WORKLOADS,
         "workloads/fivespot-webhook.networkpolicy.yaml": WORKLOADS,

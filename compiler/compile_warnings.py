@@ -1,0 +1,89 @@
+"""What `fivespot compile` (and `--check`) warns about: output that is valid but will hurt.
+
+A warning does not fail the compile; it names the file, the field and what will happen, in the
+same `FILE:LINE:COL: field: message` shape as an error, so CI logs and editors treat both alike.
+- The webhook's NetworkPolicy with no `allowedSources`: the API server cannot reach the webhook,
+  so admission through it is refused (failurePolicy Fail) or skipped (Ignore) until they are set.
+- An Argo CD Application in the `default` project: no AppProject is emitted (fivespot must not
+  redefine Argo CD's own), so the Application may sync anything anywhere.
+- A CRD that the previous output had and this one does not: deleting a CRD deletes every object
+  of its kind. The compiled CRDs are marked so Argo CD and Flux never prune or delete them, so
+  the CRD stays in the cluster; the warning says so, and how to remove it once it is unused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import yaml
+
+from compiler.diagnostics import Diagnostic, Location
+from compiler.emit.base import CRDS
+from compiler.emit.gitops import DEFAULT_PROJECT
+from compiler.repo import Repo
+from compiler.spec import FailurePolicy
+
+
+def _platform_location(repo: Repo) -> Location:
+    return repo.sources.get(("Platform", repo.platform.metadata.name), Location("platform.yaml", 1, 1))
+
+
+def network_policy(repo: Repo) -> list[Diagnostic]:
+    settings = repo.platform.spec.webhook
+    if not repo.has_webhook or not settings.network_policy.enabled or settings.network_policy.allowed_sources:
+        return []
+    effect = ("every ScheduledCapacity write and every capacity write to a target will be refused "
+              "(failurePolicy Fail)" if settings.failure_policy is FailurePolicy.FAIL else
+              "the webhook's checks will be skipped (failurePolicy Ignore)")
+    return [Diagnostic(_platform_location(repo), "spec.webhook.networkPolicy.allowedSources",
+                       "unset: the webhook's NetworkPolicy admits nobody on its serving port, so "
+                       f"the API server cannot call it and {effect} until you name the API "
+                       "server's addresses (README: \"Who may connect to the webhook\")")]
+
+
+def argocd_project(repo: Repo) -> list[Diagnostic]:
+    argo = repo.platform.spec.gitops.argocd
+    if argo is None or argo.project != DEFAULT_PROJECT:
+        return []
+    return [Diagnostic(_platform_location(repo), "spec.gitops.argocd.project",
+                       "is Argo CD's default project, which allows every repository, namespace and "
+                       "kind, and which fivespot does not redefine: name a project of fivespot's "
+                       "own to get an AppProject limited to what the output contains")]
+
+
+def _crds(files: Mapping[str, bytes]) -> dict[str, str]:
+    """CRD file path -> kind, for every CRD file in an output tree."""
+    found: dict[str, str] = {}
+    for path, content in files.items():
+        if not path.startswith(f"{CRDS}/") or path.endswith("/kustomization.yaml"):
+            continue
+        try:
+            document = yaml.safe_load(content)
+            kind = str(document["spec"]["names"]["kind"])
+        except (yaml.YAMLError, KeyError, TypeError):
+            kind = Path(path).stem
+        found[path] = kind
+    return found
+
+
+def dropped_crds(out_dir: Path, previous: Mapping[str, bytes],
+                 files: Mapping[str, bytes]) -> list[Diagnostic]:
+    """One warning per CRD the previous output had and the new one has not."""
+    before, after = _crds(previous), _crds(files)
+    warnings = []
+    for path in sorted(set(before) - set(after)):
+        kind, name = before[path], Path(path).stem
+        warnings.append(Diagnostic(
+            Location(str(out_dir / path), 1, 1), "",
+            f"the output no longer has the CRD {name} (kind {kind}). Deleting a CRD deletes every "
+            f"{kind} in the cluster, so Argo CD and Flux leave it in place (it was compiled with "
+            f"Prune=false,Delete=false and prune: disabled); once `kubectl get {name} -A` lists "
+            f"nothing you still need, delete it with `kubectl delete crd {name}`"))
+    return warnings
+
+
+def compile_warnings(repo: Repo, out_dir: Path, previous: Mapping[str, bytes],
+                     files: Mapping[str, bytes]) -> list[Diagnostic]:
+    """Every warning for compiling `repo` to `files` where `previous` was."""
+    return network_policy(repo) + argocd_project(repo) + dropped_crds(out_dir, previous, files)

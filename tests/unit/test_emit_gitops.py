@@ -1,0 +1,250 @@
+"""The GitOps layout: waves, deletion safety, tenant namespaces, the Argo CD Application, AppProject
+and health ConfigMap, the Flux source / entry / layer chain, and the compile warnings."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from compiler.compile_warnings import compile_warnings
+from compiler.diagnostics import CompileError
+from compiler.emit import gitops, health
+from compiler.emit.base import LAYERS, SYNC_WAVES, WEBHOOK_CONFIG, WORKLOADS
+from compiler.output import read_tree, write_tree
+from compiler.pipeline import Compiled, compile_repo
+from policies.cel.engine import compile_expression
+
+pytestmark = pytest.mark.unit
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "agent-sandbox" / "config"
+
+
+def compile_with(tmp_path: Path, **changes: Any) -> Compiled:
+    """The example with `changes` merged into its Platform spec (None deletes a key)."""
+    config = tmp_path / "config"
+    if not config.exists():
+        shutil.copytree(EXAMPLE, config)
+    platform = yaml.safe_load((config / "platform.yaml").read_text())
+
+    def merge(into: dict[str, Any], update: dict[str, Any]) -> None:
+        for key, value in update.items():
+            if value is None:
+                into.pop(key, None)
+            elif isinstance(value, dict) and isinstance(into.get(key), dict):
+                merge(into[key], value)
+            else:
+                into[key] = value
+
+    merge(platform["spec"], changes)
+    (config / "platform.yaml").write_text(yaml.safe_dump(platform))
+    return compile_repo(config)
+
+
+def load(compiled: Compiled, path: str) -> dict[str, Any]:
+    document = yaml.safe_load(compiled.files[path])
+    assert isinstance(document, dict)
+    return document
+
+
+@pytest.fixture(scope="module")
+def example() -> Compiled:
+    return compile_repo(EXAMPLE)
+
+
+# --- waves ---------------------------------------------------------------------------------------
+
+
+def test_every_object_carries_the_wave_of_its_layer(example: Compiled) -> None:
+    for artifact in example.artifacts:
+        assert artifact.obj["metadata"]["annotations"][gitops.SYNC_WAVE] == SYNC_WAVES[artifact.layer]
+    assert [int(SYNC_WAVES[layer]) for layer in LAYERS] == list(range(len(LAYERS)))
+
+
+def test_the_webhook_configuration_is_alone_in_a_wave_after_the_webhook_deployment(example: Compiled) -> None:
+    by_kind = {(a.kind, a.name): a for a in example.artifacts}
+    configuration = by_kind[("ValidatingWebhookConfiguration", "fivespot-webhook")]
+    deployment = by_kind[("Deployment", "fivespot-webhook")]
+    assert (configuration.layer, deployment.layer) == (WEBHOOK_CONFIG, WORKLOADS)
+    assert int(SYNC_WAVES[configuration.layer]) == int(SYNC_WAVES[deployment.layer]) + 1
+    assert [a.kind for a in example.artifacts if a.layer == WEBHOOK_CONFIG] == ["ValidatingWebhookConfiguration"]
+
+
+def test_waves_lists_every_layer_in_order_and_the_flux_root_lists_only_flux(example: Compiled) -> None:
+    waves = load(example, "waves/kustomization.yaml")["resources"]
+    assert waves == [f"../{layer}" for layer in LAYERS]
+    assert load(example, "kustomization.yaml")["resources"] == ["flux"]
+
+
+def test_without_flux_the_root_lists_the_layers_in_order(tmp_path: Path) -> None:
+    compiled = compile_with(tmp_path, gitops={"flux": None})
+    assert load(compiled, "kustomization.yaml")["resources"] == list(LAYERS)
+    assert not [path for path in compiled.files if path.startswith("flux/")]
+
+
+# --- deletion safety -----------------------------------------------------------------------------
+
+
+def test_crds_and_namespaces_are_never_pruned_or_deleted_and_nothing_else_is_held(example: Compiled) -> None:
+    protected = 0
+    for artifact in example.artifacts:
+        annotations = artifact.obj["metadata"]["annotations"]
+        options = annotations.get(gitops.SYNC_OPTIONS, "").split(",")
+        if artifact.kind in ("CustomResourceDefinition", "Namespace"):
+            protected += 1
+            assert {"Prune=false", "Delete=false"} <= set(options), artifact.path
+            assert annotations[gitops.FLUX_PRUNE] == "disabled", artifact.path
+        else:
+            assert "Prune=false" not in options and gitops.FLUX_PRUNE not in annotations, artifact.path
+    assert protected >= 8  # six CRDs, the install namespace and the tenant namespace
+
+
+def test_tenant_namespaces_of_the_schedules_are_created_in_the_rbac_wave(example: Compiled) -> None:
+    namespaces = {a.name: a for a in example.artifacts if a.kind == "Namespace"}
+    assert set(namespaces) == {"5spot-system", "agents"}
+    assert namespaces["agents"].layer == "rbac"
+    assert namespaces["agents"].path == "rbac/namespaces/agents.namespace.yaml"
+    schedules = {a.obj["metadata"]["namespace"] for a in example.artifacts if a.layer == "schedules"}
+    assert schedules <= set(namespaces)
+
+
+# --- Argo CD -------------------------------------------------------------------------------------
+
+
+def test_the_application_syncs_the_waves_with_server_side_diff_and_apply(example: Compiled) -> None:
+    application = load(example, "argocd/application.yaml")
+    assert application["spec"]["source"]["path"] == "clusters/prod/fivespot/waves"
+    assert application["metadata"]["annotations"][gitops.COMPARE_OPTIONS] == "ServerSideDiff=true"
+    assert "ServerSideApply=true" in application["spec"]["syncPolicy"]["syncOptions"]
+    assert application["spec"]["project"] == "platform"
+
+
+def test_the_app_project_allows_exactly_the_repository_namespaces_and_kinds_of_the_output(
+        example: Compiled) -> None:
+    project = load(example, "argocd/appproject.yaml")["spec"]
+    assert project["sourceRepos"] == ["https://git.example.com/platform/cluster-config.git"]
+    assert {d["namespace"] for d in project["destinations"]} == {"5spot-system", "agents"}
+    namespaced = {(a.obj["apiVersion"].rpartition("/")[0], a.kind) for a in example.artifacts
+                  if "namespace" in a.obj["metadata"]}
+    cluster = {(a.obj["apiVersion"].rpartition("/")[0], a.kind) for a in example.artifacts
+               if "namespace" not in a.obj["metadata"]}
+    assert {(e["group"], e["kind"]) for e in project["namespaceResourceWhitelist"]} == namespaced
+    assert {(e["group"], e["kind"]) for e in project["clusterResourceWhitelist"]} == cluster
+    assert ("", "Secret") not in namespaced
+
+
+def test_the_default_project_gets_no_app_project_and_a_warning(tmp_path: Path) -> None:
+    compiled = compile_with(tmp_path, gitops={"argocd": {"project": "default"}})
+    assert "argocd/appproject.yaml" not in compiled.files
+    warnings = compile_warnings(compiled.repo, tmp_path / "out", {}, compiled.files)
+    assert [w.field for w in warnings] == ["spec.gitops.argocd.project"]
+    assert str(warnings[0]).startswith("platform.yaml:1:1: spec.gitops.argocd.project: ")
+
+
+def test_argocd_cm_has_a_health_check_for_every_fivespot_kind_and_the_webhook_configuration(
+        example: Compiled) -> None:
+    config_map = load(example, "argocd/argocd-cm.health.yaml")
+    assert config_map["metadata"]["name"] == "argocd-cm"
+    assert config_map["metadata"]["labels"]["app.kubernetes.io/part-of"] == "argocd"
+    kinds = {(a.obj["spec"]["group"], a.obj["spec"]["names"]["kind"])
+             for a in example.artifacts if a.kind == "CustomResourceDefinition"}
+    expected = {health.health_key(g, k) for g, k in kinds} | {
+        "resource.customizations.health.admissionregistration.k8s.io_ValidatingWebhookConfiguration"}
+    assert set(config_map["data"]) == expected
+    assert "resource.customizations.health.5spot.finos.org_ScheduledCapacity" in expected
+
+
+# --- Flux ----------------------------------------------------------------------------------------
+
+
+def test_the_flux_entry_applies_only_the_layer_chain_and_each_layer_waits_on_the_one_before(
+        example: Compiled) -> None:
+    assert load(example, "flux/kustomization.yaml")["resources"] == ["fivespot.yaml"]
+    entry = load(example, "flux/fivespot.yaml")["spec"]
+    assert entry["path"] == "clusters/prod/fivespot/flux/layers"
+    assert entry["wait"] is True
+    names = [f"fivespot-{layer}" for layer in LAYERS]
+    assert load(example, "flux/layers/kustomization.yaml")["resources"] == sorted(f"{n}.yaml" for n in names)
+    previous = None
+    for layer, name in zip(LAYERS, names):
+        spec = load(example, f"flux/layers/{name}.yaml")["spec"]
+        assert spec["path"] == f"clusters/prod/fivespot/{layer}"
+        assert spec["wait"] is True and spec["prune"] is True
+        assert spec.get("dependsOn") == ([{"name": previous}] if previous else None)
+        previous = name
+    webhook_layer = load(example, "flux/layers/fivespot-webhook.yaml")["spec"]
+    assert webhook_layer["healthCheckExprs"][0]["kind"] == "ValidatingWebhookConfiguration"
+
+
+def test_a_flux_url_emits_the_git_repository_beside_the_entry(tmp_path: Path) -> None:
+    compiled = compile_with(tmp_path, gitops={"flux": {"url": "https://git.example.com/cfg.git",
+                                                       "ref": "release"}})
+    source = load(compiled, "flux/gitrepository.yaml")
+    assert (source["kind"], source["metadata"]["name"], source["metadata"]["namespace"]) == \
+        ("GitRepository", "cluster-config", "flux-system")
+    assert source["spec"]["ref"] == {"branch": "release"}
+    assert load(compiled, "flux/kustomization.yaml")["resources"] == ["fivespot.yaml", "gitrepository.yaml"]
+
+
+@pytest.mark.parametrize("kind,url,words", [
+    ("Bucket", "https://s3.example.com/x", "a Bucket source cannot be emitted"),
+    ("GitRepository", "oci://ghcr.io/x/y", "does not fit sourceRef.kind GitRepository"),
+])
+def test_a_flux_url_that_cannot_be_emitted_is_an_error_naming_the_field(
+        tmp_path: Path, kind: str, url: str, words: str) -> None:
+    with pytest.raises(CompileError) as raised:
+        compile_with(tmp_path, gitops={"flux": {"url": url, "sourceRef": {"kind": kind}}})
+    assert words in str(raised.value) and "platform.yaml:" in str(raised.value)
+
+
+def _configuration(*bundles: str | None) -> dict[str, Any]:
+    hooks = []
+    for index, bundle in enumerate(bundles):
+        config: dict[str, Any] = {"service": {"name": "fivespot-webhook"}}
+        if bundle is not None:
+            config["caBundle"] = bundle
+        hooks.append({"name": f"h{index}.example.com", "clientConfig": config})
+    return {"webhooks": hooks}
+
+
+@pytest.mark.parametrize("bundles,current", [
+    ((None, None), False), (("", "Y2E="), False), (("Y2E=", None), False), (("Y2E=", "Y2E="), True),
+])
+def test_the_flux_webhook_health_is_current_only_when_every_webhook_has_a_ca_bundle(
+        bundles: tuple[str | None, ...], current: bool) -> None:
+    state = _configuration(*bundles)
+    for expr, expected in ((health.WEBHOOK_CONFIGURATION_CURRENT, current),
+                           (health.WEBHOOK_CONFIGURATION_IN_PROGRESS, not current)):
+        assert compile_expression(expr, ["webhooks"]).evaluate({"webhooks": state["webhooks"]}) is expected
+
+
+# --- warnings ------------------------------------------------------------------------------------
+
+
+def test_an_unset_allowed_sources_warns_that_admission_will_be_refused(tmp_path: Path) -> None:
+    compiled = compile_with(tmp_path, webhook={"networkPolicy": {"allowedSources": []}})
+    [warning] = [w for w in compile_warnings(compiled.repo, tmp_path / "out", {}, compiled.files)]
+    assert warning.field == "spec.webhook.networkPolicy.allowedSources"
+    assert "will be refused (failurePolicy Fail) until you name the API server's addresses" in warning.message
+    ignoring = compile_with(tmp_path, webhook={"failurePolicy": "Ignore"})
+    [skipped] = compile_warnings(ignoring.repo, tmp_path / "out", {}, ignoring.files)
+    assert "checks will be skipped (failurePolicy Ignore)" in skipped.message
+
+
+def test_the_example_compiles_without_warnings(example: Compiled, tmp_path: Path) -> None:
+    assert compile_warnings(example.repo, tmp_path, {}, example.files) == []
+
+
+def test_a_crd_that_leaves_the_output_is_a_warning_naming_the_kind(tmp_path: Path) -> None:
+    before = compile_with(tmp_path)
+    out = tmp_path / "out"
+    write_tree(before.files, out)
+    after = compile_with(tmp_path, installScheduledMachineCrd=False)
+    warnings = compile_warnings(after.repo, out, read_tree(out), after.files)
+    assert len(warnings) == 1
+    assert "no longer has the CRD scheduledmachines.5spot.finos.org (kind ScheduledMachine)" in warnings[0].message
+    assert str(warnings[0]).startswith(f"{out / 'crds' / 'scheduledmachines.5spot.finos.org.yaml'}:1:1:")
+    assert compile_warnings(after.repo, out, after.files, after.files) == []
