@@ -85,10 +85,30 @@ def test_every_compiled_policy_type_checks_without_warnings(
     assert not pending, f"kube-controller-manager never type-checked {sorted(pending)}"
 
 
-def test_kustomize_renders_exactly_the_compiled_objects(tmp_path: Path) -> None:
+def test_kustomize_renders_exactly_the_compiled_objects_from_waves(tmp_path: Path) -> None:
+    compiled = compile_repo(EXAMPLE / "config")
+    write_tree(compiled.files, tmp_path / "out")
+    rendered = [d for d in yaml.safe_load_all(
+        kubectl(Path("/dev/null"), "kustomize", str(tmp_path / "out" / "waves"))) if d]
+    assert sorted((d["kind"], d["metadata"]["name"]) for d in rendered) == \
+        sorted((a.kind, a.name) for a in compiled.artifacts)
+
+
+def test_the_flux_root_renders_only_the_source_and_entry_kustomization(tmp_path: Path) -> None:
+    """A parent Flux Kustomization reaching the output applies the chain, never the layers."""
     compiled = compile_repo(EXAMPLE / "config")
     write_tree(compiled.files, tmp_path / "out")
     rendered = [d for d in yaml.safe_load_all(kubectl(Path("/dev/null"), "kustomize", str(tmp_path / "out")))
                 if d]
-    assert sorted((d["kind"], d["metadata"]["name"]) for d in rendered) == \
-        sorted((a.kind, a.name) for a in compiled.artifacts)
+    assert [(d["kind"], d["metadata"]["name"]) for d in rendered] == [("Kustomization", "fivespot")]
+
+
+def test_the_tenant_namespace_comes_with_the_output(
+    kubeconfig: Path, admin: client.ApiClient, tmp_path: Path
+) -> None:
+    compiled = compile_repo(EXAMPLE / "config")
+    out = tmp_path / "out"
+    write_tree(compiled.files, out)
+    install(kubeconfig, out, [EXAMPLE / "consumer" / "virtualmachinepools.yaml"])
+    namespace = client.CoreV1Api(admin).read_namespace("agents")
+    assert namespace.metadata.annotations["kustomize.toolkit.fluxcd.io/prune"] == "disabled"
