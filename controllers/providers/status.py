@@ -9,7 +9,9 @@ how it decides. The rules, all pure functions of their inputs:
 - nothing is written when nothing changed (`status_patch` returns None), so a reconcile with no
   news does not wake every watcher of the object;
 - an invalid spec is reported, never raised: Ready=False with the validation errors, `active`
-  held at its last value (consumers hold their own state while Ready is not True).
+  held at its last value (consumers hold their own state while Ready is not True), and
+  Stalled=True with the same reason, so kstatus (Flux `wait`) and the Argo CD health Lua read it
+  as Failed / Degraded, not as still in progress; Stalled is present only while True.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from api.kinds.providers import Condition, ProviderStatus
 from controllers.providers.intervals import require_aware
 
 READY: Final = "Ready"
+STALLED: Final = "Stalled"
 REASON_INVALID_SPEC: Final = "InvalidSpec"
 MAX_REPORTED_ERRORS: Final = 5
 MAX_MESSAGE_LENGTH: Final = 2048
@@ -117,12 +120,19 @@ def desired_status(
             else stamp
         ),
     )
-    conditions = list(prior.conditions) if prior is not None else []
+    conditions = [c for c in prior.conditions if c.type != STALLED] if prior is not None else []
     position = next((i for i, c in enumerate(conditions) if c.type == READY), None)
     if position is None:
         conditions.append(ready_condition)
     else:
         conditions[position] = ready_condition
+    if not is_ready:
+        old_stalled = prior.condition(STALLED) if prior is not None else None
+        conditions.append(Condition(
+            type=STALLED, status="True", reason=reason, message=message,
+            last_transition_time=(old_stalled.last_transition_time
+                                  if old_stalled is not None and old_stalled.status == "True"
+                                  else stamp)))
     return ProviderStatus(
         active=active,
         observed_generation=generation,

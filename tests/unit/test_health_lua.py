@@ -125,7 +125,9 @@ def test_no_status_yet_is_progressing_in_argo_cd_where_kstatus_cannot_tell() -> 
 
 @pytest.mark.parametrize("conditions,generation,observed,expected", [
     ([{"type": "Ready", "status": "True", "reason": "Published"}], 1, 1, "Healthy"),
-    ([{"type": "Ready", "status": "False", "reason": "InvalidSpec"}], 1, 1, "Progressing"),
+    ([{"type": "Ready", "status": "False", "reason": "InvalidSpec"},
+      {"type": "Stalled", "status": "True", "reason": "InvalidSpec", "message": "fix spec.days"}], 1, 1, "Degraded"),
+    ([{"type": "Ready", "status": "False", "reason": "NotYet"}], 1, 1, "Progressing"),
     ([{"type": "Ready", "status": "True"}], 2, 1, "Progressing"),
     ([], 1, 1, "Healthy"),
 ])

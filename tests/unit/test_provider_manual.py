@@ -97,7 +97,8 @@ def test_invalid_spec_is_reported_as_not_ready_and_holds_active() -> None:
     status = patch["status"]
     assert status["active"] is True
     assert status["lastTransitionTime"] == "2026-11-30T12:00:00Z"
-    (ready,) = status["conditions"]
+    ready, stalled = status["conditions"]  # Stalled=True beside Ready=False (kstatus)
+    assert (stalled["type"], stalled["status"]) == ("Stalled", "True")
     assert (ready["status"], ready["reason"]) == ("False", "InvalidSpec")
     assert "spec.enable: Extra inputs are not permitted" in ready["message"]
     assert ready["lastTransitionTime"] == "2026-11-30T15:00:00Z"
@@ -106,7 +107,8 @@ def test_invalid_spec_is_reported_as_not_ready_and_holds_active() -> None:
 def test_missing_spec_is_reported_not_raised() -> None:
     patch, _ = manual.evaluate(None, 1, None, NOW)
     assert patch is not None
-    (ready,) = patch["status"]["conditions"]
+    ready, stalled = patch["status"]["conditions"]  # Stalled=True beside Ready=False (kstatus)
+    assert (stalled["type"], stalled["status"]) == ("Stalled", "True")
     assert ready["status"] == "False" and ready["message"].endswith(
         "spec: Input should be a valid dictionary or instance of ManualScheduleSpec"
     )

@@ -87,13 +87,26 @@ def test_ready_time_moves_only_when_ready_status_changes() -> None:
 
 
 def test_conditions_of_other_types_are_kept_in_place() -> None:
-    stalled = Condition(type="Stalled", status="False", reason="Fine", message="",
-                        last_transition_time="2026-01-01T00:00:00Z")
+    other = Condition(type="CalendarCurrent", status="False", reason="Fine", message="",
+                      last_transition_time="2026-01-01T00:00:00Z")
     first = publish(None, T0)
-    prior = first.model_copy(update={"conditions": (stalled, *first.conditions)})
+    prior = first.model_copy(update={"conditions": (other, *first.conditions)})
     again = publish(prior, T1)
-    assert [c.type for c in again.conditions] == ["Stalled", "Ready"]
-    assert again.conditions[0] == stalled
+    assert [c.type for c in again.conditions] == ["CalendarCurrent", "Ready"]
+    assert again.conditions[0] == other
+
+
+def test_an_invalid_spec_is_stalled_for_kstatus_until_fixed() -> None:
+    first = publish(None, T0)
+    broken = publish(first, T1, ready=(False, "InvalidSpec", "bad"))
+    stalled = broken.condition("Stalled")
+    assert stalled is not None and (stalled.status, stalled.reason, stalled.message) == ("True", "InvalidSpec", "bad")
+    assert stalled.last_transition_time == "2026-11-30T12:05:00Z"
+    still = publish(broken, T2, ready=(False, "InvalidSpec", "bad"))
+    assert still.condition("Stalled") == stalled
+    fixed = publish(still, T2)
+    assert fixed.condition("Stalled") is None
+    assert [c.type for c in fixed.conditions] == ["Ready"]
 
 
 def test_patch_is_none_when_nothing_changed() -> None:
@@ -207,8 +220,9 @@ def test_invalid_time_based_spec_is_reported_as_not_ready(
     status = patch["status"]
     assert status["active"] is False and status["observedGeneration"] == 2
     assert "nextTransitionTime" in status and status["nextTransitionTime"] is None
-    (ready,) = status["conditions"]
-    assert (ready["status"], ready["reason"]) == ("False", "InvalidSpec")
+    ready, stalled = status["conditions"]
+    assert (ready["type"], ready["status"], ready["reason"]) == ("Ready", "False", "InvalidSpec")
+    assert (stalled["type"], stalled["status"], stalled["reason"]) == ("Stalled", "True", "InvalidSpec")
     assert ready["message"].startswith("the spec is invalid, so status.active keeps its last value")
     for fragment in fragments:
         assert fragment in ready["message"]
@@ -221,7 +235,8 @@ def test_invalid_capital_markets_spec_is_reported_as_not_ready() -> None:
             "sessions": [{"days": "mon-fri", "open": "16:00", "close": "09:30"}]}
     patch, requeue = capital_markets.evaluate(spec, 1, None, T0)
     assert requeue is None and patch is not None
-    (ready,) = patch["status"]["conditions"]
+    ready, stalled = patch["status"]["conditions"]  # Stalled=True beside Ready=False (kstatus)
+    assert (stalled["type"], stalled["status"]) == ("Stalled", "True")
     assert ready["status"] == "False"
     assert "spec.sessions[0]: open must be earlier than close" in ready["message"]
 
