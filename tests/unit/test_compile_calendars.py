@@ -85,8 +85,8 @@ def test_the_compiled_calendar_opens_at_0930_and_closes_early_the_day_after_than
     assert capital_markets.next_transition(spec, at(27, 10, 0)) == at(27, 13, 0)
 
 
-def test_schedules_are_their_own_layer_synced_last_after_the_workloads() -> None:
-    assert LAYERS[-1] == SCHEDULES and LAYERS.index(SCHEDULES) > LAYERS.index(WORKLOADS)
+def test_schedules_are_their_own_layer_synced_after_the_workloads_and_the_webhook() -> None:
+    assert LAYERS.index(SCHEDULES) > LAYERS.index("webhook") > LAYERS.index(WORKLOADS)
     assert int(SYNC_WAVES[SCHEDULES]) > int(SYNC_WAVES[WORKLOADS])
     files = compile_repo(EXAMPLE).files
     assert files["waves/kustomization.yaml"].endswith(b"- ../schedules\n")

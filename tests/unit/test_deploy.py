@@ -34,9 +34,9 @@ def test_install_reads_the_wave_annotation_the_compiler_writes() -> None:
 def test_install_applies_what_the_root_kustomization_reaches_and_not_the_gitops_objects(out: Path) -> None:
     manifests = load(out)
     sources = {m.source.parts[0] for m in manifests}
-    assert sources == {"crds", "rbac", "admission", "workloads", "schedules"}
+    assert sources == {"crds", "rbac", "admission", "workloads", "webhook", "schedules"}
     assert not {"Application", "Kustomization"} & {m.kind for m in manifests}
-    compiled = sum(1 for p in out.rglob("*.yaml") if p.parts[-2] not in ("argocd", "flux")
+    compiled = sum(1 for p in out.rglob("*.yaml") if p.relative_to(out).parts[0] not in ("argocd", "flux")
                    and p.name != "kustomization.yaml")
     assert len(manifests) == compiled
 
@@ -44,7 +44,7 @@ def test_install_applies_what_the_root_kustomization_reaches_and_not_the_gitops_
 def test_an_output_with_a_waves_kustomization_is_installed_from_it(out: Path, tmp_path: Path) -> None:
     copy = tmp_path / "out"
     shutil.copytree(out, copy)
-    (copy / "waves").mkdir()
+    (copy / "waves").mkdir(exist_ok=True)
     (copy / "waves" / "kustomization.yaml").write_text(yaml.safe_dump(
         {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
          "resources": ["../crds", "../rbac"]}))
@@ -68,7 +68,7 @@ def test_a_later_wave_declared_in_the_output_is_applied_later(out: Path, tmp_pat
     """The order comes from the output: move the webhook configuration after the workloads."""
     copy = tmp_path / "out"
     shutil.copytree(out, copy)
-    webhook = next((copy / "admission").rglob("*validatingwebhookconfiguration.yaml"))
+    webhook = next(copy.rglob("*validatingwebhookconfiguration.yaml"))
     obj = yaml.safe_load(webhook.read_text())
     obj["metadata"]["annotations"][SYNC_WAVE] = "7"
     webhook.write_text(yaml.safe_dump(obj))
@@ -84,7 +84,7 @@ def test_install_applies_the_webhook_configuration_only_after_the_deployments_wa
     hooks = next(i for i, step in enumerate(kinds) if "ValidatingWebhookConfiguration" in step)
     assert hooks == last_deployments + 1 and kinds[hooks] == ["ValidatingWebhookConfiguration"]
     assert sorted(m.source for s in steps for m in s.manifests) == sorted(m.source for m in manifests)
-    assert "wave 3 webhook configurations" in steps[hooks].title
+    assert "wave 4 webhook configurations" in steps[hooks].title
 
 
 def test_a_webhook_configuration_declared_after_the_deployments_stays_in_its_own_wave(
@@ -92,7 +92,7 @@ def test_a_webhook_configuration_declared_after_the_deployments_stays_in_its_own
 ) -> None:
     copy = tmp_path / "out"
     shutil.copytree(out, copy)
-    webhook = next((copy / "admission").rglob("*validatingwebhookconfiguration.yaml"))
+    webhook = next(copy.rglob("*validatingwebhookconfiguration.yaml"))
     obj = yaml.safe_load(webhook.read_text())
     obj["metadata"]["annotations"][SYNC_WAVE] = "7"
     webhook.write_text(yaml.safe_dump(obj))
