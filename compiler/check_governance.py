@@ -16,11 +16,22 @@ saying the controller makes it write nothing.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
-from api.fieldgovernance import CHECK, Claim, GovernedBy, claim_of, denial, governed_by_message, standing
+from api.fieldgovernance import (
+    CHECK,
+    Claim,
+    GovernedBy,
+    Standing,
+    claim_of,
+    denial,
+    governed_by_message,
+    standing,
+    standings,
+)
 from api.kinds import scheduled_capacity as scap
 from compiler.diagnostics import Location
 from policies.admission_eval import Verdict, Violation
@@ -55,14 +66,36 @@ def _same_claim(a: Claim, b: Claim | None) -> bool:
     return b is not None and (a.key, a.path) == (b.key, b.path)
 
 
+class _Standings:
+    """The admitted claims grouped by target object, each group's standings decided once: claims
+    on different objects never overlap, so a claim's standing depends only on its own group, and
+    deciding every claim against every other would make `check` cubic in the number of objects."""
+
+    def __init__(self, admitted: Sequence[Claim]) -> None:
+        self._groups: dict[str, list[Claim]] = {}
+        for claim in admitted:
+            self._groups.setdefault(claim.key, []).append(claim)
+        self._decided = {key: standings(group) for key, group in self._groups.items()}
+        self._names = Counter((c.key, c.namespace, c.name) for c in admitted)
+        self._admitted = {id(c) for c in admitted}
+
+    def of(self, claim: Claim) -> Standing:
+        group = self._groups.get(claim.key, [])
+        if id(claim) in self._admitted and self._names[(claim.key, claim.namespace, claim.name)] == 1:
+            return self._decided[claim.key][(claim.namespace, claim.name)]
+        # Not admitted itself, or its name given twice: decided as the given one, among its group.
+        return standing(claim, group)
+
+
 def field_governance(checked: Sequence[Checked]) -> list[Verdict]:
     """Each object's verdict with the field-governance rule applied among all of them."""
     claims = [_claim(c.obj, c.namespace) for c in checked]
     where = {(c.namespace, c.name): item.where for c, item in zip(claims, checked) if c is not None}
     admitted = [c for c, item in zip(claims, checked) if c is not None and item.verdict.allowed]
+    decided = _Standings(admitted)
     verdicts = []
     for claim, item in zip(claims, checked):
-        found = standing(claim, admitted) if claim is not None else None
+        found = decided.of(claim) if claim is not None else None
         if claim is None or not isinstance(found, GovernedBy):
             verdicts.append(item.verdict)
             continue

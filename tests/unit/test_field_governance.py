@@ -355,3 +355,61 @@ def test_a_denial_is_confirmed_against_the_api_server_so_a_just_deleted_governor
     def unreadable(namespace: str, name: str) -> dict[str, Any]:
         raise TimeoutError("the API server did not answer")
     assert not review_field_governance(_create(scap("replacement")), rivals, unreadable).allowed
+
+
+# --- check over many objects: the same answer as claim-against-all, in time linear in them ------
+
+
+def _naive(checked: list[Any]) -> list[bool]:
+    """The rule applied literally: every claim's standing among every admitted claim."""
+    from compiler.check_governance import _claim
+
+    claims = [_claim(c.obj, c.namespace) for c in checked]
+    admitted = [c for c, item in zip(claims, checked) if c is not None and item.verdict.allowed]
+    return [item.verdict.allowed and not (c is not None and isinstance(standing(c, admitted), GovernedBy))
+            for c, item in zip(claims, checked)]
+
+
+def _checked(objects: list[dict[str, Any]], allowed: list[bool]) -> list[Any]:
+    from compiler.check_governance import Checked
+    from compiler.diagnostics import Location
+    from policies.admission_eval import Verdict
+
+    return [Checked(o, "agents", Verdict(ok), None, Location("objects.yaml", i + 1, 1))
+            for i, (o, ok) in enumerate(zip(objects, allowed))]
+
+
+def test_check_decides_each_target_apart_and_gives_the_answer_of_every_claim_against_every_other(
+) -> None:
+    import random
+
+    from compiler.check_governance import field_governance
+
+    rng = random.Random(1405)
+    for _ in range(200):
+        objects = [scap(f"s{i}", rng.choice(["spec.a", "spec.a.b", "spec.a.c", "spec.b"]),
+                        target=rng.choice(["p1", "p2", "p3"]),
+                        created=rng.choice([None, "2026-03-02T08:00:00Z", "2026-03-01T08:00:00Z"]))
+                   for i in range(rng.randrange(1, 9))]
+        checked = _checked(objects, [rng.random() > 0.2 for _ in objects])
+        assert [v.allowed for v in field_governance(checked)] == _naive(checked)
+
+
+def test_check_over_thousands_of_objects_compares_each_only_with_those_on_its_own_target(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import api.fieldgovernance as rule
+    from compiler.check_governance import field_governance
+
+    calls = 0
+    real = rule.overlaps
+
+    def counted(a: Claim, b: Claim) -> bool:
+        nonlocal calls
+        calls += 1
+        return real(a, b)
+
+    monkeypatch.setattr(rule, "overlaps", counted)
+    objects = [scap(f"s{i}", target=f"pool-{i // 2}") for i in range(4000)]  # pairs on 2,000 targets
+    verdicts = field_governance(_checked(objects, [True] * len(objects)))
+    assert sum(not v.allowed for v in verdicts) == 2000
+    assert calls <= 10 * len(objects)
