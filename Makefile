@@ -13,7 +13,7 @@ LOWEST_INTEGRATION := tests/integration/test_control_plane_is_real.py \
 CLUSTER_DIR := .cluster
 EXAMPLE := examples/agent-sandbox
 
-.PHONY: install run test unit integration test-lowest typecheck imports controlplane cluster cluster-down clean golden demo bench bench-compile bench-check bench-webhook bench-capacity bench-providers bench-composite bench-deploy image image-lock reference kind
+.PHONY: soak-governance install run test unit integration test-lowest typecheck imports controlplane cluster cluster-down clean golden demo bench bench-compile bench-check bench-webhook bench-capacity bench-providers bench-composite bench-deploy image image-lock reference kind
 
 install: $(STAMP)
 
@@ -113,6 +113,9 @@ bench-check: install controlplane
 
 bench-webhook: install controlplane
 	$(BIN)/python bench/webhook/run.py
+
+soak-governance: install controlplane
+	FIVESPOT_SOAK=1 $(BIN)/python -m pytest -m integration -q tests/integration/test_capacity_governance.py -k under_load
 
 bench-capacity: install controlplane
 	$(BIN)/python bench/capacity/run.py
