@@ -72,6 +72,7 @@ def test_uninstall_with_delete_crds_removes_them(out: Path, kubeconfig: Path, tm
     crds_only = tmp_path / "crds-only"
     shutil.copytree(out, crds_only)
     (crds_only / "kustomization.yaml").write_text("resources: [crds]\n")
+    shutil.rmtree(crds_only / "waves", ignore_errors=True)  # install follows waves/ when present
     assert fivespot("install", str(crds_only), "--kubeconfig", str(kubeconfig)).returncode == 0
     kept = fivespot("uninstall", str(crds_only), "--kubeconfig", str(kubeconfig))
     assert kept.returncode == 0 and "kept 5 CRDs" in kept.stdout
