@@ -197,9 +197,14 @@ def _pem_blocks(data: bytes) -> list[bytes]:
 # --- the rules -----------------------------------------------------------------------------------
 
 
-def renew_at(cert: x509.Certificate, fraction: float) -> datetime.datetime:
+def renew_at(cert: x509.Certificate, fraction: float,
+             lifetime: datetime.timedelta | None = None) -> datetime.datetime:
+    """`fraction` of the way through the certificate's life, or through `lifetime` (the one
+    configured now) when that is shorter: shortening a validity takes effect on the Secret a
+    webhook finds, without anyone deleting it."""
     issued = tls.issued_at(cert)
-    return issued + (cert.not_valid_after_utc - issued) * fraction
+    life = cert.not_valid_after_utc - issued
+    return issued + (min(life, lifetime) if lifetime is not None else life) * fraction
 
 
 def _new_authority(now: datetime.datetime, lifetimes: Lifetimes) -> Authority:
@@ -238,7 +243,7 @@ def _serving_is_current(state: TLSState, by: Authority, now: datetime.datetime,
         return False
     if _names_of(cert) != (set(names.dns), set(names.ips)):
         return False
-    return by.signed(cert) and now < renew_at(cert, lifetimes.renew_fraction)
+    return by.signed(cert) and now < renew_at(cert, lifetimes.renew_fraction, lifetimes.serving)
 
 
 def plan(state: TLSState | None, now: datetime.datetime, lifetimes: Lifetimes,
@@ -256,7 +261,7 @@ def plan(state: TLSState | None, now: datetime.datetime, lifetimes: Lifetimes,
         authorities, changed = live, True
     if not authorities:
         authorities, changed = [_new_authority(now, lifetimes)], True
-    elif now >= renew_at(authorities[-1].cert, lifetimes.renew_fraction):
+    elif now >= renew_at(authorities[-1].cert, lifetimes.renew_fraction, lifetimes.ca):
         authorities.append(_new_authority(now, lifetimes))
         changed = True
     by = signer(authorities, now, lifetimes.overlap)
@@ -276,8 +281,8 @@ def next_due(state: TLSState, lifetimes: Lifetimes, now: datetime.datetime) -> d
     """The next time after `now` that `plan` may change `state` (a renewal point, a CA switch
     or an expiry); points already passed are ignored, so a caller sleeping until then never
     spins."""
-    times = [renew_at(state.serving_cert, lifetimes.renew_fraction),
-             renew_at(state.authorities[-1].cert, lifetimes.renew_fraction)]
+    times = [renew_at(state.serving_cert, lifetimes.renew_fraction, lifetimes.serving),
+             renew_at(state.authorities[-1].cert, lifetimes.renew_fraction, lifetimes.ca)]
     times += [a.cert.not_valid_after_utc for a in state.authorities]
     times += [a.published_at + lifetimes.overlap for a in state.authorities]
     return min((t for t in times if t > now), default=now + lifetimes.overlap)

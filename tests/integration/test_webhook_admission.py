@@ -12,6 +12,8 @@ the TLS Secret and injects the caBundle itself, exactly as in a cluster.
 
 It runs with two gunicorn workers (they race for the Secret like two replicas) and with
 certificates short-lived enough to rotate during the module: serving 24 s, CA 48 s, overlap 4 s.
+An earlier module may have left the Secret holding year-long certificates (the API server is
+shared by the session); the webhook renews them on these lifetimes all the same.
 """
 
 from __future__ import annotations

@@ -97,6 +97,18 @@ def test_new_names_reissue_the_serving_certificate_at_once() -> None:
         x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName)
 
 
+def test_shortened_lifetimes_renew_what_the_secret_holds_on_the_new_schedule() -> None:
+    long_lived = plan(None, at(0), Lifetimes(ca=365 * DAY, serving=90 * DAY), NAMES)
+    assert long_lived is not None
+    assert plan(long_lived, at(5.9), LIFETIMES, NAMES) is None
+    assert next_due(long_lived, LIFETIMES, at(1)) == at(6)
+    renewed = plan(long_lived, at(6.01), LIFETIMES, NAMES)
+    assert renewed is not None and renewed.serving_cert.not_valid_after_utc == at(6.01 + 9)
+    assert renewed.authorities == long_lived.authorities
+    staged = plan(renewed, at(20.01), LIFETIMES, NAMES)  # 2/3 of the configured 30-day CA
+    assert staged is not None and len(staged.authorities) == 2
+
+
 def test_the_secret_round_trips_and_a_damaged_secret_is_replaced() -> None:
     state = step(None, 0)
     data = state.secret_data()
