@@ -61,6 +61,16 @@ HOST_GOVERNANCE_CONFLICT: Final = Alert(
     "{{ $value }} ScheduledCapacities entered HostGovernanceConflict in the last 15 minutes; "
     "their value is driven to 0 until the conflict is resolved.")
 
+FIELD_GOVERNANCE_CONFLICT: Final = Alert(
+    "FivespotFieldGovernanceConflict",
+    'sum by (namespace, job) (fivespot_governance_conflicted_objects{rule="field"}) > 0',
+    "0m", "warning",
+    "A ScheduledCapacity names a field an older one already governs, and writes nothing",
+    "{{ $value }} ScheduledCapacities are yielding their field to an older ScheduledCapacity "
+    "naming the same target and path (FieldGovernanceConflict=True, phase Error): they follow "
+    "no schedule until the conflict is resolved. Find them with "
+    "`kubectl get scap -A | grep FieldGovernedByOlderScheduledCapacity`.")
+
 WATCH_STALLED: Final = Alert(
     "FivespotWatchStalled",
     "min by (namespace, job, pod, resource) (fivespot_watch_healthy) < 1",
@@ -104,7 +114,8 @@ def _component_down(job: str) -> Alert:
         "or the metrics port unreachable.", job=job)
 
 
-FIXED_ALERTS: Final = (HANDBACK_TIMED_OUT, HOST_GOVERNANCE_CONFLICT, WATCH_STALLED,
+FIXED_ALERTS: Final = (HANDBACK_TIMED_OUT, HOST_GOVERNANCE_CONFLICT, FIELD_GOVERNANCE_CONFLICT,
+                       WATCH_STALLED,
                        CERTIFICATE_EXPIRES_SOON, RECONCILE_ERRORS, NO_LEADER)
 
 

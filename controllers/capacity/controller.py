@@ -208,12 +208,12 @@ class CapacityController:
         self.workers = Controller(CAPACITY_CONTROLLER, self.queue, self.reconcile,
                                   workers=settings.workers)
         self._own_writes: dict[str, Obj] = {}
+        """Objects as our own status writes returned them, until the watch delivers that version."""
         self._own_targets: dict[str, int] = {}
         """Target ref key -> the resourceVersion our last merge patch of it returned."""
         self._quiet_echoes: dict[str, int] = {}
         """The same, for writes of the active value only: their watch event needs no reconcile
         (a zero write's does: the handback completes on seeing the 0 land)."""
-        """Objects as our own status writes returned them, until the watch delivers that version."""
         self._own_lock = threading.Lock()
         self._events: queue.Queue[tuple[Obj, Event]] = queue.Queue(maxsize=1000)
         self._stop = threading.Event()
