@@ -89,71 +89,46 @@ spec:
   validationActions: [Deny]
 """
 
-FIXTURES: Final = """\
+FIXTURES_HEADER: Final = """\
 # Fixtures: objects with the verdict the API server must give them. `fivespot test .` checks
 # every one offline; CI runs it on every push.
-apiVersion: config.5spot.finos.org/v1alpha1
-kind: Fixture
-metadata: {name: team-a-scales-its-deployment-allowed}
-spec:
-  object:
-    apiVersion: 5spot.finos.org/v1alpha1
-    kind: ScheduledCapacity
-    metadata: {name: web, namespace: team-a}
-    spec:
-      schedule: {apiVersion: spotschedules.5spot.finos.org/v1alpha1, kind: ManualSchedule, name: web}
-      targetRef: {apiVersion: apps/v1, kind: Deployment, name: web}
-      capacity: {path: spec.replicas, activeValue: 3}
-  expect: {allowed: true}
----
-apiVersion: config.5spot.finos.org/v1alpha1
-kind: Fixture
-metadata: {name: over-the-tenant-limit-denied}
-spec:
-  object:
-    apiVersion: 5spot.finos.org/v1alpha1
-    kind: ScheduledCapacity
-    metadata: {name: web, namespace: team-a}
-    spec:
-      schedule: {apiVersion: spotschedules.5spot.finos.org/v1alpha1, kind: ManualSchedule, name: web}
-      targetRef: {apiVersion: apps/v1, kind: Deployment, name: web}
-      capacity: {path: spec.replicas, activeValue: 11}
-  expect:
-    allowed: false
-    violations:
-    - {policy: fivespot-tenant-limits, field: spec.capacity.activeValue}
----
-apiVersion: config.5spot.finos.org/v1alpha1
-kind: Fixture
-metadata: {name: namespace-without-tenant-policy-denied}
-spec:
-  object:
-    apiVersion: 5spot.finos.org/v1alpha1
-    kind: ScheduledCapacity
-    metadata: {name: web, namespace: team-b}
-    spec:
-      schedule: {apiVersion: spotschedules.5spot.finos.org/v1alpha1, kind: ManualSchedule, name: web}
-      targetRef: {apiVersion: apps/v1, kind: Deployment, name: web}
-      capacity: {path: spec.replicas, activeValue: 3}
-  expect:
-    allowed: false
-    violations:
-    - {policy: fivespot-scap-tenancy, field: metadata.namespace, message: namespace team-b has no TenantPolicy}
----
-apiVersion: config.5spot.finos.org/v1alpha1
-kind: Fixture
-metadata: {name: a-field-the-consumer-does-not-allow-denied}
-spec:
-  object:
-    apiVersion: 5spot.finos.org/v1alpha1
-    kind: ScheduledCapacity
-    metadata: {name: web, namespace: team-a}
-    spec:
-      schedule: {apiVersion: spotschedules.5spot.finos.org/v1alpha1, kind: ManualSchedule, name: web}
-      targetRef: {apiVersion: apps/v1, kind: Deployment, name: web}
-      capacity: {path: spec.template.spec.priority, activeValue: 3}
-  expect: {allowed: false}
 """
+
+
+def _fixture(name: str, expect: str, *, value: int = 3, namespace: str = "team-a",
+             path: str = "spec.replicas") -> str:
+    """One Fixture document: the scaffold's ScheduledCapacity `web`, varied where the rule bites."""
+    return f"""\
+apiVersion: config.5spot.finos.org/v1alpha1
+kind: Fixture
+metadata: {{name: {name}}}
+spec:
+  object:
+    apiVersion: 5spot.finos.org/v1alpha1
+    kind: ScheduledCapacity
+    metadata: {{name: web, namespace: {namespace}}}
+    spec:
+      schedule: {{apiVersion: spotschedules.5spot.finos.org/v1alpha1, kind: ManualSchedule, name: web}}
+      targetRef: {{apiVersion: apps/v1, kind: Deployment, name: web}}
+      capacity: {{path: {path}, activeValue: {value}}}
+  expect:{expect}
+"""
+
+
+FIXTURES: Final = FIXTURES_HEADER + "---\n".join((
+    _fixture("team-a-scales-its-deployment-allowed", " {allowed: true}"),
+    _fixture("over-the-tenant-limit-denied", """
+    allowed: false
+    violations:
+    - {policy: fivespot-tenant-limits, field: spec.capacity.activeValue}""", value=11),
+    _fixture("namespace-without-tenant-policy-denied", """
+    allowed: false
+    violations:
+    - {policy: fivespot-scap-tenancy, field: metadata.namespace, message: namespace team-b has no TenantPolicy}""",
+             namespace="team-b"),
+    _fixture("a-field-the-consumer-does-not-allow-denied", " {allowed: false}",
+             path="spec.template.spec.priority"),
+))
 
 README: Final = """\
 # fivespot config repo
