@@ -12,8 +12,6 @@ field-governance rule stands between them.
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,22 +24,18 @@ from kubernetes.client.rest import ApiException
 
 from compiler.output import write_tree
 from compiler.pipeline import compile_repo
-from devcluster.clients import service_account_kubeconfig
 from devcluster.kubectl import install
 from tests.integration.test_control_plane_is_real import eventually
 from tests.integration.test_webhook_admission import (
-    CONFIGURATION,
     EXAMPLE,
     INSTALL_NS,
-    ROOT,
     SCAP,
     TENANT,
-    Server,
     _ensure_namespace,
     _rewrite_to_local_url,
     denial,
     free_port,
-    ready,
+    serving,
 )
 
 pytestmark = pytest.mark.integration
@@ -68,34 +62,12 @@ def objects(kubeconfig: Path, admin: client.ApiClient,
     for name in {TENANT, INSTALL_NS, *(n for t in compiled.repo.tenants for n in t.spec.namespaces)}:
         _ensure_namespace(core, name)
     install(kubeconfig, out, [EXAMPLE / "consumer" / "virtualmachinepools.yaml"])
-    identity = service_account_kubeconfig(kubeconfig, INSTALL_NS, "fivespot-webhook",
-                                          work / "webhook.kubeconfig")
-    log = work / "webhook.log"
-    command = [sys.executable, "-m", "webhook", "serve", "--port", str(port), "--bind", "127.0.0.1",
-               "--metrics-port", "0", "--bundle", str(out / "bundle.json"), "--kubeconfig",
-               str(identity), "--tls-san", "127.0.0.1", "--workers", "1"]
-    with log.open("wb") as handle:
-        process = subprocess.Popen(command, cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT,
-                                   start_new_session=True)
-    server = Server(process, port, log)
     api = client.CustomObjectsApi(admin)
-    try:
-        eventually(lambda: ready(port), timeout_s=60)
+    with serving(kubeconfig, admin, out, port, ["--workers", "1"]):
         eventually(lambda: True if denial(lambda: api.create_namespaced_custom_object(
             *SCAP[:2], TENANT, SCAP[2], scap("sentinel", uuid.uuid4().hex), dry_run="All")) is None
             else None, timeout_s=60)
         yield api
-    except BaseException:
-        print(server.output())
-        raise
-    finally:
-        server.stop()
-        registration = client.AdmissionregistrationV1Api(admin)
-        try:
-            registration.delete_validating_webhook_configuration(CONFIGURATION)
-        except ApiException as error:
-            if error.status != 404:
-                raise
 
 
 def scap(name: str, pool: str, path: str = "spec.warmReplicas", version: str = "v1alpha1",

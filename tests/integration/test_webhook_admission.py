@@ -32,6 +32,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -179,25 +180,34 @@ def installed(kubeconfig: Path, admin: client.ApiClient,
     for name in _namespaces(compiled.repo):
         _ensure_namespace(core, name)
     install(kubeconfig, out, [EXAMPLE / "consumer" / "virtualmachinepools.yaml"])
-    identity = service_account_kubeconfig(kubeconfig, INSTALL_NS, "fivespot-webhook",
-                                          work / "webhook.kubeconfig")
-    log = work / "webhook.log"
-    command = [sys.executable, "-m", "webhook", "serve", "--port", str(port), "--bind", "127.0.0.1",
-               "--metrics-port", "0", "--bundle", str(out / "bundle.json"), "--kubeconfig",
-               str(identity), "--tls-san", "127.0.0.1", "--workers", "2", "--request-deadline", "3",
-               *LIFETIMES]
-    with log.open("wb") as handle:
-        process = subprocess.Popen(command, cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT,
-                                   start_new_session=True)
-    server = Server(process, port, log)
     objects = client.CustomObjectsApi(admin)
-    try:
-        eventually(lambda: ready(port), timeout_s=60)
+    with serving(kubeconfig, admin, out, port, ["--workers", "2", "--request-deadline", "3",
+                                                 *LIFETIMES]) as server:
         # Sentinel: the API server has the injected caBundle and reaches the webhook.
         eventually(lambda: True if denial(lambda: objects.create_namespaced_custom_object(
             *SCAP[:2], TENANT, SCAP[2], scap("sentinel"), dry_run="All")) is None else None,
             timeout_s=60)
         yield Installed(server, out, admin, objects, list(compiled.repo.fixtures))
+
+
+@contextmanager
+def serving(kubeconfig: Path, admin: client.ApiClient, out: Path, port: int,
+            options: list[str]) -> Iterator[Server]:
+    """The webhook of the installed output `out`, as its own ServiceAccount on `port`, until the
+    block ends; then stopped and its configuration deleted. Its log is printed if the block fails."""
+    identity = service_account_kubeconfig(kubeconfig, INSTALL_NS, "fivespot-webhook",
+                                          out.parent / "webhook.kubeconfig")
+    log = out.parent / "webhook.log"
+    command = [sys.executable, "-m", "webhook", "serve", "--port", str(port), "--bind", "127.0.0.1",
+               "--metrics-port", "0", "--bundle", str(out / "bundle.json"), "--kubeconfig",
+               str(identity), "--tls-san", "127.0.0.1", *options]
+    with log.open("wb") as handle:
+        process = subprocess.Popen(command, cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+    server = Server(process, port, log)
+    try:
+        eventually(lambda: ready(port), timeout_s=60)
+        yield server
     except BaseException:
         print(server.output())
         raise
