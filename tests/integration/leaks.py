@@ -100,6 +100,17 @@ def survivors(before: set[tuple[int, int]], ignore: tuple[str, ...] = (),
         time.sleep(0.2)
 
 
+def still_running(procs: list[Proc], timeout_s: float = 10.0) -> list[Proc]:
+    """Those of `procs` still among this process's descendants after up to `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        alive = {(p.pid, p.start) for p in descendants(os.getpid())}
+        left = [p for p in procs if (p.pid, p.start) in alive]
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.1)
+
+
 def kill(procs: list[Proc]) -> None:
     for proc in procs:
         try:

@@ -141,16 +141,6 @@ def _start_dev(tmp_path: Path) -> tuple[subprocess.Popen[str], Output, Path]:
     return process, Output(process), state
 
 
-def _gone(procs: list[leaks.Proc], timeout_s: float) -> list[leaks.Proc]:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        alive = {(p.pid, p.start) for p in leaks.descendants(os.getpid())}
-        left = [p for p in procs if (p.pid, p.start) in alive]
-        if not left or time.monotonic() > deadline:
-            return left
-        time.sleep(0.1)
-
-
 def test_dev_runs_another_config_flips_a_manual_schedule_and_ctrl_c_leaves_no_process(
     tmp_path: Path,
 ) -> None:
@@ -220,7 +210,7 @@ def test_killing_dev_outright_ends_every_process_it_started(tmp_path: Path) -> N
     finally:
         process.send_signal(signal.SIGKILL)
         process.wait()
-    left = _gone(started, timeout_s=10)
+    left = leaks.still_running(started, timeout_s=10)
     leaks.kill(left)
     assert left == [], "outlived fivespot dev:\n" + "\n".join(map(str, left))
 
@@ -242,6 +232,6 @@ def test_ctrl_c_while_dev_starts_stops_at_once_and_leaves_no_process(tmp_path: P
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
     assert "ready." not in output.drain() and "stopping" in output.text(), output.text()
-    left = _gone(started, timeout_s=10)
+    left = leaks.still_running(started, timeout_s=10)
     leaks.kill(left)
     assert left == [], "outlived fivespot dev:\n" + "\n".join(map(str, left))

@@ -75,16 +75,6 @@ def _container_processes() -> list[leaks.Proc]:
     return [p for p in leaks.descendants(os.getpid()) if p.uid == UID]
 
 
-def _gone(procs: list[leaks.Proc], timeout_s: float = 10.0) -> list[leaks.Proc]:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        alive = {(p.pid, p.start) for p in leaks.descendants(os.getpid())}
-        left = [p for p in procs if (p.pid, p.start) in alive]
-        if not left or time.monotonic() > deadline:
-            return left
-        time.sleep(0.1)
-
-
 def _harness(rootfs: Path, tmp_path: Path, mode: str) -> subprocess.Popen[str]:
     harness = subprocess.Popen([sys.executable, "-c", _HARNESS, str(rootfs),
                                 str(tmp_path / "container.log"), mode],
@@ -107,7 +97,7 @@ def test_killing_the_process_that_started_a_container_ends_all_of_the_containers
     finally:
         harness.send_signal(signal.SIGKILL)
         harness.wait()
-    left = _gone(started)
+    left = leaks.still_running(started)
     leaks.kill(left)
     assert left == [], "outlived the process that started them:\n" + "\n".join(map(str, left))
 
@@ -118,7 +108,7 @@ def test_a_container_never_outlives_the_thread_that_started_it(
     harness = _harness(rootfs, tmp_path, "thread-ends")
     try:
         started = _container_processes()
-        left = _gone(started)
+        left = leaks.still_running(started)
         leaks.kill(left)
         assert left == [], "outlived the thread that started them:\n" + "\n".join(map(str, left))
     finally:
