@@ -229,8 +229,9 @@ class MachineStatus(KindModel):
         "The spec generation this status was computed from."))
     conditions: tuple[Condition, ...] = Field(
         default=(), max_length=MAX_CONDITIONS,
-        description="Ready, SpotScheduleResolved, MachineCreated, NodeDrained, "
-        "HostGovernanceConflict.",
+        description="Ready (True when settled: Active, Inactive, Disabled, Terminated), "
+        "Reconciling and Stalled (kstatus; present only while True), SpotScheduleResolved, "
+        "MachineCreated, NodeDrained, HostGovernanceConflict.",
         json_schema_extra={"x-kubernetes-list-type": "map",
                            "x-kubernetes-list-map-keys": ["type"]})
 

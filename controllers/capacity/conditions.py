@@ -11,26 +11,38 @@ normal, settled state), Reconciling=True while the controller is still getting t
 being awaited, a target that does not exist yet), Stalled=True when it cannot get there without
 a person (a refused spec or write, a handback past its timeout, a host governance conflict).
 Reconciling and Stalled are "abnormal-true": present only while True, as kstatus recommends.
-`settle` is the one place that decides them.
+The rule and its helpers (`settle`, `merge`, `kept`) are `api.conditions`, shared with the
+machine controller; this module holds ScheduledCapacity's vocabulary.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
-from api.kinds.scheduled_capacity import Condition, ConditionStatus
+from api import conditions
+from api.conditions import (
+    READY,
+    RECONCILING,
+    STALLED,
+    Observation,
+    false,
+    kept,
+    settle,
+    true,
+    unknown,
+)
+from api.kinds.scheduled_capacity import Condition
 
-READY: Final = "Ready"
+__all__ = ["READY", "RECONCILING", "STALLED", "Observation", "false", "kept", "settle", "true",
+           "unknown", "merge"]
+
 SPOT_SCHEDULE_RESOLVED: Final = "SpotScheduleResolved"
 TARGET_RESOLVED: Final = "TargetResolved"
 CAPACITY_WRITTEN: Final = "CapacityWritten"
 HANDBACK_COMPLETE: Final = "HandbackComplete"
 HOST_GOVERNANCE_CONFLICT: Final = "HostGovernanceConflict"
 FIELD_GOVERNANCE_CONFLICT: Final = "FieldGovernanceConflict"
-RECONCILING: Final = "Reconciling"
-STALLED: Final = "Stalled"
 
 CONDITION_TYPES: Final = (
     READY,
@@ -101,81 +113,11 @@ class Reason:
     NOT_EVALUATED: Final = "NotEvaluated"
 
 
-@dataclass(frozen=True)
-class Observation:
-    """A condition's new status, reason and message, before its transition time is known."""
-
-    type: str
-    status: ConditionStatus
-    reason: str
-    message: str
-    generation: int | None = None
-    """Set only for a condition carried over unrecomputed: the generation it was computed from."""
-
-
-def true(type_: str, reason: str, message: str) -> Observation:
-    return Observation(type_, ConditionStatus.TRUE, reason, message)
-
-
-def false(type_: str, reason: str, message: str) -> Observation:
-    return Observation(type_, ConditionStatus.FALSE, reason, message)
-
-
-def unknown(type_: str, reason: str, message: str) -> Observation:
-    return Observation(type_, ConditionStatus.UNKNOWN, reason, message)
-
-
-def settle(ready_reason: str, message: str, stalled: Observation | None,
-           reconciling: Observation | None) -> tuple[Observation, ...]:
-    """Ready and, when one applies, Stalled or Reconciling (Stalled wins): Ready=True exactly
-    when neither does. `ready_reason` names the settled state, or why it is not settled."""
-    for pending in (stalled, reconciling):
-        if pending is not None:
-            return (false(READY, ready_reason, message), pending)
-    return (true(READY, ready_reason, message),)
-
-
-def kept(prior: tuple[Condition, ...], fallback: Observation) -> Observation:
-    """The prior condition of `fallback.type` unchanged, or `fallback` when there is none."""
-    for condition in prior:
-        if condition.type == fallback.type:
-            return Observation(
-                condition.type,
-                condition.status,
-                condition.reason,
-                condition.message,
-                condition.observed_generation,
-            )
-    return fallback
-
-
 def merge(
     prior: tuple[Condition, ...],
     observations: tuple[Observation, ...],
     now: datetime,
     generation: int,
 ) -> tuple[Condition, ...]:
-    """The new condition list: `lastTransitionTime` is carried over unless the status flipped."""
-    by_type = {c.type: c for c in prior}
-    merged = []
-    for obs in sorted(observations, key=lambda o: _order(o.type)):
-        before = by_type.get(obs.type)
-        if before is None or before.status != obs.status:
-            since = now
-        else:
-            since = before.last_transition_time
-        merged.append(
-            Condition(
-                type=obs.type,
-                status=obs.status,
-                reason=obs.reason,
-                message=obs.message,
-                last_transition_time=since,
-                observed_generation=generation if obs.generation is None else obs.generation,
-            )
-        )
-    return tuple(merged)
-
-
-def _order(type_: str) -> int:
-    return CONDITION_TYPES.index(type_) if type_ in CONDITION_TYPES else len(CONDITION_TYPES)
+    """The new condition list in `CONDITION_TYPES` order (`api.conditions.merge`)."""
+    return conditions.merge(prior, observations, now, generation, CONDITION_TYPES)

@@ -30,13 +30,23 @@ Rules, in order of precedence:
    (Warning), as CAPI's own nodeDrainTimeout does.
 5. In schedule: the bootstrap object, the infrastructure object and the Machine referencing them
    exist (created in that order, owned by the ScheduledMachine); Pending until the Machine has a
-   node, then Active (Ready=True). A schedule that reopens during the grace period cancels the
+   node, then Active. A schedule that reopens during the grace period cancels the
    shutdown; once the drain has begun it is not reversed (seed 000: the node is going) — the
    removal completes and a new Machine is created.
 
 The schedule follows the provider contract: a resolved provider's `status.active` is followed;
 an unresolved one holds the last resolved answer (`status.spotSchedule.active`) and says why in
 `SpotScheduleResolved=False`; never resolved means out of schedule, so nothing is created.
+
+Ready, Reconciling and Stalled follow kstatus, as every fivespot kind does (`api.conditions`):
+Ready=True when settled — Active (InSchedule), Inactive (ScheduleInactive), Disabled, Terminated
+(KillSwitch) once the Machine and its objects are gone; Ready=False with Reconciling=True while
+the controller is on its way (Pending: CreatingMachine / AwaitingNode / AwaitingMachineDeletion;
+ShuttingDown: GracefulShutdown, Draining, WorkloadClusterUnreachable, then
+AwaitingMachineDeletion; AwaitingObjectDeletion; a schedule that has never resolved, as on
+ScheduledCapacity); Ready=False with Stalled=True for what needs a person (Error, and an action
+the API server refused for a reason a retry will not fix). Reconciling and Stalled are present
+only while True.
 
 HostGovernanceConflict=True is reported (and a Warning event on the transition) while a
 ScheduledCapacity names this machine's node; the capacity side holds its value at 0, and this
@@ -50,6 +60,8 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Final, Literal
 
+from api import conditions as cond
+from api.conditions import Observation
 from api.kinds.machine_lifecycle import (
     MachinePhase,
     MachineSpec,
@@ -59,8 +71,7 @@ from api.kinds.machine_lifecycle import (
 )
 from api.kinds.scheduled_capacity import ConditionStatus
 from api.kinds.scheduled_machine import NodeRef
-from controllers.capacity import conditions as cond
-from controllers.capacity.conditions import Observation
+from controllers.capacity import conditions as capacity_conditions
 from controllers.machine.observations import (
     DecisionInput,
     Foreign,
@@ -75,10 +86,15 @@ from controllers.machine.observations import (
 )
 
 READY: Final = cond.READY
-SPOT_SCHEDULE_RESOLVED: Final = cond.SPOT_SCHEDULE_RESOLVED
+RECONCILING: Final = cond.RECONCILING
+STALLED: Final = cond.STALLED
+SPOT_SCHEDULE_RESOLVED: Final = capacity_conditions.SPOT_SCHEDULE_RESOLVED
 MACHINE_CREATED: Final = "MachineCreated"
 NODE_DRAINED: Final = "NodeDrained"
-HOST_GOVERNANCE_CONFLICT: Final = cond.HOST_GOVERNANCE_CONFLICT
+HOST_GOVERNANCE_CONFLICT: Final = capacity_conditions.HOST_GOVERNANCE_CONFLICT
+CONDITION_TYPES: Final = (READY, RECONCILING, STALLED, SPOT_SCHEDULE_RESOLVED, MACHINE_CREATED,
+                          NODE_DRAINED, HOST_GOVERNANCE_CONFLICT)
+"""Every condition the controller sets, in the order it reports them."""
 
 POLL: Final = timedelta(seconds=5)
 """How soon to look again while waiting on something no watch reports (evictions, deletions of
@@ -89,8 +105,10 @@ RECHECK: Final = timedelta(seconds=1)
 
 class Reason:
     IN_SCHEDULE: Final = "InSchedule"
+    CREATING: Final = "CreatingMachine"
     AWAITING_NODE: Final = "AwaitingNode"
     MACHINE_DELETING: Final = "AwaitingMachineDeletion"
+    OBJECTS_DELETING: Final = "AwaitingObjectDeletion"
     SCHEDULE_INACTIVE: Final = "ScheduleInactive"
     SCHEDULE_NEVER_RESOLVED: Final = "ScheduleNeverResolved"
     DISABLED: Final = "Disabled"
@@ -239,7 +257,8 @@ def _status(inp: DecisionInput, phase: MachinePhase, message: str, observations:
     the conditions merged (lastTransitionTime moves only on a flip). Validated, so a value of
     the wrong shape fails here rather than in the API server."""
     prior = inp.prior or MachineStatus()
-    conditions = cond.merge(prior.conditions, tuple(observations), inp.now, inp.generation)
+    conditions = cond.merge(prior.conditions, tuple(observations), inp.now, inp.generation,
+                            CONDITION_TYPES)
     data = prior.model_dump(by_alias=False)
     data.update({"phase": phase, "message": message[:1024], "observed_generation": inp.generation,
                  "conditions": conditions, "machine_ref": _ref(inp, Part.MACHINE),
@@ -273,8 +292,8 @@ def _phase_event(inp: DecisionInput, phase: MachinePhase, reason: str, message: 
 
 
 def _refused(inp: DecisionInput, reason: str, message: str) -> Decision:
-    status = _status(inp, MachinePhase.ERROR, message, [
-        cond.false(READY, reason, message)], in_schedule=False)
+    status = _status(inp, MachinePhase.ERROR, message, [*cond.stalled(reason, message)],
+                     in_schedule=False)
     return Decision((), status, None, tuple(_phase_event(inp, MachinePhase.ERROR, reason, message,
                                                           "Warning")))
 
@@ -359,7 +378,7 @@ def _in_schedule(inp: DecisionInput, spec: MachineSpec, spot: SpotSchedule) -> D
     if machine is not None and machine.deleting:
         message = "waiting for the previous Machine to be deleted before creating it again"
         status = _status(inp, MachinePhase.PENDING, message, [
-            cond.false(READY, Reason.MACHINE_DELETING, message), schedule_obs,
+            *cond.working(Reason.MACHINE_DELETING, Reason.MACHINE_DELETING, message), schedule_obs,
             cond.false(MACHINE_CREATED, Reason.MACHINE_DELETING, message), conflict],
             in_schedule=True, spot_schedule=spot, shutdown_started_at=None, drain_started_at=None,
             node_ref=None)
@@ -379,14 +398,15 @@ def _in_schedule(inp: DecisionInput, spec: MachineSpec, spot: SpotSchedule) -> D
     if machine is not None and machine.node:
         message = f"the Machine is in the cluster as node {machine.node}"
         phase = MachinePhase.ACTIVE
-        ready = cond.true(READY, Reason.IN_SCHEDULE, message)
+        ready = cond.settled(Reason.IN_SCHEDULE, message)
         events += _phase_event(inp, phase, Reason.IN_SCHEDULE, message)
     else:
         message = "the schedule is active; waiting for the Machine to get a node (status.nodeRef)"
         phase = MachinePhase.PENDING
-        ready = cond.false(READY, Reason.AWAITING_NODE, message)
+        ready = cond.working(Reason.AWAITING_NODE,
+                             Reason.CREATING if machine is None else Reason.AWAITING_NODE, message)
     drained = cond.false(NODE_DRAINED, Reason.NOT_DRAINING, "the machine is in schedule")
-    status = _status(inp, phase, message, [ready, schedule_obs, created, drained, conflict],
+    status = _status(inp, phase, message, [*ready, schedule_obs, created, drained, conflict],
                      in_schedule=True, spot_schedule=spot, shutdown_started_at=None,
                      drain_started_at=None, node_ref=_node_ref(machine))
     return Decision(tuple(actions), status, None, tuple(events))
@@ -405,8 +425,11 @@ def _kill(inp: DecisionInput, spec: MachineSpec, spot: SpotSchedule) -> Decision
         isinstance(o, Owned) for o in (inp.bootstrap, inp.infrastructure))
     events = _phase_event(inp, MachinePhase.TERMINATED, Reason.KILL_SWITCH, message, "Warning")
     conflict, conflict_events = _conflict(inp, machine.node if machine else None)
+    ready = (cond.settled(Reason.KILL_SWITCH, message) if not remaining else cond.working(
+        Reason.KILL_SWITCH, Reason.MACHINE_DELETING if machine is not None else Reason.OBJECTS_DELETING,
+        message))
     status = _status(inp, MachinePhase.TERMINATED, message, [
-        cond.false(READY, Reason.KILL_SWITCH, message), _schedule_condition(spot),
+        *ready, _schedule_condition(spot),
         cond.false(MACHINE_CREATED, Reason.KILL_SWITCH, message),
         cond.false(NODE_DRAINED, Reason.KILL_SWITCH, "the drain was skipped (kill switch)"),
         conflict], in_schedule=False, spot_schedule=spot, node_ref=_node_ref(machine))
@@ -430,8 +453,12 @@ def _remove(inp: DecisionInput, spec: MachineSpec, spot: SpotSchedule, final: Ma
 
     def shutting(message: str, drained: Observation, actions: tuple[Action, ...],
                  requeue: datetime | None, more: list[Event], **fields: object) -> Decision:
+        """ShuttingDown: Reconciling=True, its reason the step under way — the Machine's deletion
+        once it is asked for, the NodeDrained reason before."""
+        deleting = Delete(Part.MACHINE) in actions or (machine is not None and machine.deleting)
+        step = Reason.MACHINE_DELETING if deleting else drained.reason
         status = _status(inp, MachinePhase.SHUTTING_DOWN, message, [
-            cond.false(READY, reason, message), schedule_obs,
+            *cond.working(reason, step, message), schedule_obs,
             cond.true(MACHINE_CREATED, Reason.CREATED, "the Machine exists"), drained, conflict],
             **common, node_ref=_node_ref(machine), **fields)
         return Decision(actions, status, requeue, tuple(events + more))
@@ -449,8 +476,15 @@ def _remove(inp: DecisionInput, spec: MachineSpec, spot: SpotSchedule, final: Ma
         drained = (cond.kept(prior.conditions, cond.false(NODE_DRAINED, Reason.NO_NODE, message))
                    if drained_before is not None else
                    cond.false(NODE_DRAINED, Reason.NO_NODE, "the machine has no node"))
+        if leftovers:
+            ready = cond.working(reason, Reason.OBJECTS_DELETING, message)
+        elif reason == Reason.SCHEDULE_NEVER_RESOLVED:
+            # as ScheduledCapacity: waiting for a provider that has never answered is not settled
+            ready = cond.working(reason, reason, message)
+        else:
+            ready = cond.settled(reason, message)
         status = _status(inp, final, message, [
-            cond.false(READY, reason, message), schedule_obs,
+            *ready, schedule_obs,
             cond.false(MACHINE_CREATED, reason, message), drained, conflict],
             **common, node_ref=None, shutdown_started_at=None, drain_started_at=None)
         return Decision(cleanup, status, inp.now + POLL if leftovers else None,
@@ -550,10 +584,13 @@ def action_failed(inp: DecisionInput, decision: Decision, action: Action, messag
         reason, phase = Reason.ACTION_FAILED, decision.status.phase
     text = text[:1024]
     prior_ready = inp.prior.condition(READY) if inp.prior is not None else None
-    ready = cond.false(READY, reason, text)
     others = tuple(Observation(c.type, c.status, c.reason, c.message, c.observed_generation)
-                   for c in decision.status.conditions if c.type != READY)
-    merged = cond.merge(decision.status.conditions, others + (ready,), inp.now, inp.generation)
+                   for c in decision.status.conditions if c.type not in cond.KSTATUS_TYPES)
+    # Ready and Stalled flip against what was reported, not against the decision never written.
+    before = tuple(c for c in decision.status.conditions if c.type not in cond.KSTATUS_TYPES) + (
+        tuple(c for c in inp.prior.conditions if c.type in cond.KSTATUS_TYPES) if inp.prior else ())
+    merged = cond.merge(before, others + cond.stalled(reason, text), inp.now, inp.generation,
+                        CONDITION_TYPES)
     status = decision.status.model_copy(update={"phase": phase, "message": text,
                                                 "conditions": merged})
     new = prior_ready is None or prior_ready.message != text
