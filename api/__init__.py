@@ -9,6 +9,8 @@ the generator (`compiler`) turns these models into CRDs, and the running process
 - `fieldpath`    the field-path rule (which fields a ScheduledCapacity may name)
 - `identities`   component names, ServiceAccounts, lease names, ports, the bundle's ConfigMap
 - `providers`    the one registry of built-in schedule providers
+- `conditions`   the status-condition rule every controller reports by (kstatus: Ready,
+                 Reconciling, Stalled)
 - `bundle`       the compiled bundle: one typed model, one parser, one error type
 
 It imports no other fivespot package, and nothing that talks to an API server.

@@ -33,12 +33,15 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from compiler.emit import health
 from devcluster import localrun
 from devcluster.clients import admin_client, service_account_kubeconfig
 from devcluster.kubectl import apply, kubectl, wait_established
 from runtime import kube
 from tests.integration.capacity_world import FAST_LEASES, eventually, unique
+from tests import kstatus
 from tests.integration.conftest import own_control_plane
+from tests.unit.test_health_lua import ARGO_OF_KSTATUS, argo_health
 
 pytestmark = pytest.mark.integration
 
@@ -797,3 +800,79 @@ def test_a_scheduled_capacity_naming_the_machines_node_is_reported_from_this_sid
     eventually(lambda: next((c for c in status(mgmt, name)["conditions"]
                              if c["type"] == "HostGovernanceConflict"), {}).get("status") == "False",
                15, "the conflict cleared")
+
+
+# --- health: kstatus (Flux `wait`, `kubectl wait`) and the Argo CD Lua on live objects ------------
+
+
+KSTATUS_TYPES = ("Ready", "Reconciling", "Stalled")
+
+
+def observed(mgmt: client.ApiClient, name: str, phase: str, ready: tuple[str, str],
+             timeout: float = 30) -> dict[str, Any]:
+    """The whole object once the controller reported `phase` with Ready (status, reason) for the
+    generation it has now."""
+    def seen() -> dict[str, Any] | None:
+        obj = kube.request(mgmt, "GET", p(SM, name))
+        st = obj.get("status") or {}
+        conditions = {c["type"]: (c["status"], c["reason"]) for c in st.get("conditions", [])}
+        return obj if (st.get("phase") == phase and conditions.get("Ready") == ready
+                       and st.get("observedGeneration") == obj["metadata"]["generation"]) else None
+    return eventually(seen, timeout, f"{name} {phase} with Ready={ready}")
+
+
+def test_kstatus_and_argo_cd_read_every_live_machine_phase_as_the_readme_says(
+        controller: MachineControllerProcess, mgmt: client.ApiClient, wl: client.ApiClient,
+        management: Any, kubelet: Kubelet) -> None:
+    """Settled — Active, Inactive, Disabled, Terminated — is Current / Healthy (Ready=True, the
+    reason naming the state); on its way — Pending, ShuttingDown, a schedule never resolved — is
+    InProgress / Progressing (Reconciling=True); Error is Failed / Degraded (Stalled=True)."""
+    rack, sched = unique("rack"), unique("ms")
+    closed, closed_sched = unique("rack"), unique("ms")
+    off, never, broken = unique("rack"), unique("rack"), unique("rack")
+    schedule(mgmt, sched, True)
+    schedule(mgmt, closed_sched, True)
+    scheduled_machine(mgmt, rack, sched, gracefulShutdownTimeout="1h")
+    scheduled_machine(mgmt, off, sched, enabled=False)
+    scheduled_machine(mgmt, never, unique("no-such-schedule"))
+    broken_sched = unique("ms")
+    schedule(mgmt, broken_sched, True)
+    scheduled_machine(mgmt, broken, broken_sched, bootstrapSpec={
+        "apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2", "kind": "KubeadmConfig", "spec": {}})
+    scheduled_machine(mgmt, closed, closed_sched)
+    eventually(lambda: get(mgmt, p(MACHINES, closed)), 20, "the Machine")
+    join_node(mgmt, wl, closed, unique("node"))
+    wait_phase(mgmt, closed, "Active")
+    schedule(mgmt, closed_sched, False)  # a real shutdown: drained (no pods), deleted, Inactive
+
+    seen: dict[str, tuple[dict[str, Any], str, set[str]]] = {}  # state: (object, kstatus, types)
+    eventually(lambda: get(mgmt, p(MACHINES, rack)), 20, "the Machine")
+    seen["Pending"] = (observed(mgmt, rack, "Pending", ("False", "AwaitingNode")), "InProgress",
+                       {"Ready", "Reconciling"})
+    join_node(mgmt, wl, rack, unique("node"))
+    seen["Active"] = (observed(mgmt, rack, "Active", ("True", "InSchedule")), "Current", {"Ready"})
+    schedule(mgmt, sched, False)
+    seen["ShuttingDown"] = (observed(mgmt, rack, "ShuttingDown", ("False", "ScheduleInactive")),
+                            "InProgress", {"Ready", "Reconciling"})
+    kube.merge_patch(mgmt, p(SM, rack), {"spec": {"killSwitch": True}})
+    seen["Terminated"] = (observed(mgmt, rack, "Terminated", ("True", "KillSwitch")), "Current", {"Ready"})
+    seen["Inactive"] = (observed(mgmt, closed, "Inactive", ("True", "ScheduleInactive")), "Current",
+                        {"Ready"})
+    seen["Disabled"] = (observed(mgmt, off, "Disabled", ("True", "Disabled")), "Current", {"Ready"})
+    seen["never resolved"] = (observed(mgmt, never, "Inactive", ("False", "ScheduleNeverResolved")),
+                              "InProgress", {"Ready", "Reconciling"})
+    seen["Error"] = (observed(mgmt, broken, "Error", ("False", "CreateRejected")), "Failed",
+                     {"Ready", "Stalled"})
+
+    verdicts = dict(zip(seen, kstatus.verdicts([obj for obj, _, _ in seen.values()]), strict=True))
+    for state, (obj, expected, types) in seen.items():
+        conditions = obj["status"]["conditions"]
+        present = {c["type"] for c in conditions if c["type"] in KSTATUS_TYPES}
+        assert present == types, (state, conditions)
+        assert all(c["status"] == "True" for c in conditions if c["type"] in ("Reconciling", "Stalled"))
+        assert all(c["observedGeneration"] == obj["metadata"]["generation"] for c in conditions)
+        argo, message = argo_health(health.KSTATUS_LUA, obj)
+        assert (verdicts[state], argo) == (expected, ARGO_OF_KSTATUS[expected]), (state, message, conditions)
+    # What a user runs: `kubectl wait` returns for a closed-window machine, as for an active one.
+    kubectl(management.kubeconfig, "-n", NS, "wait", "--for=condition=Ready", "--timeout=30s",
+            f"scheduledmachine/{closed}", f"scheduledmachine/{off}")
