@@ -21,21 +21,16 @@ from datetime import datetime
 from typing import Final
 
 from api import conditions
-from api.conditions import (
-    READY,
-    RECONCILING,
-    STALLED,
-    Observation,
-    false,
-    kept,
-    settle,
-    true,
-    unknown,
-)
+from api.conditions import READY as READY
+from api.conditions import RECONCILING as RECONCILING
+from api.conditions import STALLED as STALLED
+from api.conditions import Observation as Observation
+from api.conditions import false as false
+from api.conditions import kept as kept
+from api.conditions import settle as settle
+from api.conditions import true as true
+from api.conditions import unknown as unknown
 from api.kinds.scheduled_capacity import Condition
-
-__all__ = ["READY", "RECONCILING", "STALLED", "Observation", "false", "kept", "settle", "true",
-           "unknown", "merge"]
 
 SPOT_SCHEDULE_RESOLVED: Final = "SpotScheduleResolved"
 TARGET_RESOLVED: Final = "TargetResolved"

@@ -425,9 +425,14 @@ def _kill(inp: DecisionInput, spec: MachineSpec, spot: SpotSchedule) -> Decision
         isinstance(o, Owned) for o in (inp.bootstrap, inp.infrastructure))
     events = _phase_event(inp, MachinePhase.TERMINATED, Reason.KILL_SWITCH, message, "Warning")
     conflict, conflict_events = _conflict(inp, machine.node if machine else None)
-    ready = (cond.settled(Reason.KILL_SWITCH, message) if not remaining else cond.working(
-        Reason.KILL_SWITCH, Reason.MACHINE_DELETING if machine is not None else Reason.OBJECTS_DELETING,
-        message))
+    if remaining:
+        ready = cond.working(Reason.KILL_SWITCH, Reason.MACHINE_DELETING if machine is not None
+                             else Reason.OBJECTS_DELETING, message)
+    else:
+        message = ("spec.killSwitch is set: the machine is out of the cluster (removed at once, "
+                   "without the graceful shutdown period or a drain); unset it to follow the "
+                   "schedule again")
+        ready = cond.settled(Reason.KILL_SWITCH, message)
     status = _status(inp, MachinePhase.TERMINATED, message, [
         *ready, _schedule_condition(spot),
         cond.false(MACHINE_CREATED, Reason.KILL_SWITCH, message),
