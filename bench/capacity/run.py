@@ -8,16 +8,19 @@ separate process with its compiled ServiceAccount:
   spec.warmReplicas reads the active value, as seen by a watch in this process (so it includes
   watch delivery both ways; an upper bound on the controller's own share). Flips are paced
   (`--rate` per second), one object each, in `--rounds` rounds.
-- burst: `--burst` schedules flipped at once; per-object latency and time to the last write
-  (the queue's throughput, not the per-flip latency the target in DESIGN §8 is about).
-- market-open burst (`--burst-shared N`): N more ScheduledCapacities, each with its own pool, all
+- market open (`--burst N`, issue 16): N more ScheduledCapacities, each with its own pool, all
   following ONE ManualSchedule, which is flipped once: the time until every target reads the
   active value, against the limit measured in the same run — a bare client (the controller's
   client configuration and connection pool, its ServiceAccount, as many threads as it has
   workers) sending the same N merge patches to N other pools as fast as the API server takes
   them. Reported: both times, their ratio, the controller's API calls per flip (from its
-  metrics), and the invariants checked from its audit log (every target written exactly once,
-  with the active value).
+  metrics). `--conflicted K` of the pools get a second, younger ScheduledCapacity on the same
+  field and schedule (the one-governor rule: it must never write). The invariants are checked
+  from the controller's audit log over the open and the close of every round, and the run
+  fails (exit 1) when one does not hold: only 0 or activeValue is ever written, every target
+  is written exactly once per flip, and no conflicted (younger) object writes at all.
+- separate schedules (`--burst-separate N`, the older `--burst`): N objects' own schedules
+  flipped at once by client threads; per-object latency and time to the last write.
 - drain -> Inactive: a HandingBack object's counter is set to 0; the time until its phase reads
   Inactive (again as seen by a watch).
 - settle: time for the controller to give all N objects their first status after it starts.
@@ -27,8 +30,9 @@ separate process with its compiled ServiceAccount:
 
     .venv/bin/python bench/capacity/run.py                 # own control plane, 1,000 then 10,000
     .venv/bin/python bench/capacity/run.py --objects 200 --grow-to 0 --rounds 1   # quick look
-    .venv/bin/python bench/capacity/run.py --objects 0 --rounds 0 --burst 0 --grow-to 0 \
-        --burst-shared 1000 --workers 8                                  # market open only
+    .venv/bin/python bench/capacity --burst 1000          # the issue's invocation (everything)
+    .venv/bin/python bench/capacity/run.py --objects 0 --rounds 0 --burst-separate 0 --grow-to 0 \
+        --burst 1000 --burst-rounds 3                                    # market open only
 """
 
 from __future__ import annotations
@@ -139,6 +143,21 @@ class Bench:
         kube.request(self.api, "POST", p(SCAP), body={
             "apiVersion": "5spot.finos.org/v1alpha1", "kind": "ScheduledCapacity",
             "metadata": {"name": f"bcap-{i:05d}"},
+            "spec": {"schedule": {"apiVersion": "spotschedules.5spot.finos.org/v1alpha1",
+                                  "kind": "ManualSchedule", "name": "ms-burst"},
+                     "targetRef": {"apiVersion": "pools.agents.example.com/v1alpha1",
+                                   "kind": "VirtualMachinePool", "name": f"bpool-{i:05d}"},
+                     "capacity": {"path": "spec.warmReplicas", "activeValue": ACTIVE},
+                     "handback": {"drainedPath": "status.inUse", "timeout": "1h"}}})
+
+    def create_conflicted(self, i: int) -> None:
+        """A second, younger ScheduledCapacity on bpool-i's field, following ms-burst too: the
+        one-governor rule gives the field to bcap-i (older; on a tie, the name sorts first), so
+        this one must never write. (The bench installs no webhook, so admission lets it in and
+        the controller's own check is what is exercised.)"""
+        kube.request(self.api, "POST", p(SCAP), body={
+            "apiVersion": "5spot.finos.org/v1alpha1", "kind": "ScheduledCapacity",
+            "metadata": {"name": f"bdup-{i:05d}"},
             "spec": {"schedule": {"apiVersion": "spotschedules.5spot.finos.org/v1alpha1",
                                   "kind": "ManualSchedule", "name": "ms-burst"},
                      "targetRef": {"apiVersion": "pools.agents.example.com/v1alpha1",
@@ -306,10 +325,36 @@ def audit_writes(log: Path, since: int) -> list[dict[str, Any]]:
     return found
 
 
+def conflicted_indices(n: int, k: int) -> list[int]:
+    """Which market-open pools get a younger, conflicting ScheduledCapacity: k spread evenly."""
+    return sorted({i * n // k for i in range(k)}) if k and n else []
+
+
+def check_flip(writes: list[dict[str, Any]], n: int, value: int,
+               conflicted: set[str]) -> dict[str, bool]:
+    """The invariants of one flip of ms-burst, from the audit lines written during it."""
+    per_target: dict[str, list[Any]] = {}
+    for w in writes:
+        per_target.setdefault(str(w["target"]), []).append(w["value"])
+    return {
+        "only_0_or_activeValue": all(w["value"] in (0, ACTIVE) for w in writes),
+        "every_target_written_once": len(per_target) == n
+        and all(len(v) == 1 for v in per_target.values()),
+        "every_write_the_flip_value": all(v == [value] for v in per_target.values()),
+        "no_conflicted_object_written": not any(w.get("key") in conflicted for w in writes),
+    }
+
+
 def market_open(bench: "Bench", kubeconfig: Path, sa: Path, port: int, log: Path, n: int,
-                workers: int, rounds: int) -> dict[str, Any]:
-    """`rounds` market opens of n objects on one schedule, each after a bare-client run."""
+                workers: int, rounds: int, conflicted: set[str]) -> dict[str, Any]:
+    """`rounds` market opens of n objects on one schedule, each after a bare-client run, each
+    followed by the close (every target back to 0, drained, Inactive)."""
     results = []
+
+    def market_writes(mark: int) -> list[dict[str, Any]]:
+        return [w for w in audit_writes(log, mark)
+                if str(w.get("target", "")).startswith("VirtualMachinePool/agents/bpool-")]
+
     for r in range(rounds):
         bare_s = bare_patches(sa, n, workers, ACTIVE if r % 2 == 0 else 0)
         mark = log.stat().st_size
@@ -318,32 +363,30 @@ def market_open(bench: "Bench", kubeconfig: Path, sa: Path, port: int, log: Path
         reconciles_before = reconcile_totals(port)[1]
         controller_s = bench.shared_burst(n, ACTIVE)
         time.sleep(1.0)  # let the status patches and the echo reconciles finish
-        writes = [w for w in audit_writes(log, mark) if str(w.get("target", "")).startswith(
-            "VirtualMachinePool/agents/bpool-")]
-        per_target: dict[str, list[Any]] = {}
-        for w in writes:
-            per_target.setdefault(w["target"], []).append(w["value"])
+        opened = check_flip(market_writes(mark), n, ACTIVE, conflicted)
         calls = {what: metric_value(port, "fivespot_writes_total", f'what="{what}"') - before
                  for what, before in calls_before.items()}
+        reconciles = int(reconcile_totals(port)[1] - reconciles_before)
+        mark = log.stat().st_size
+        bench.shared_burst(n, 0)
+        bench.wait_phases([f"bcap-{i:05d}" for i in range(n)], {"Inactive"}, 300)
+        time.sleep(1.0)
+        closed = check_flip(market_writes(mark), n, 0, conflicted)
         results.append({
             "bare_s": round(bare_s, 2), "controller_s": round(controller_s, 2),
             "ratio": round(controller_s / bare_s, 2),
             "target_patches": int(calls["target"]), "status_patches": int(calls["status"]),
-            "reconciles": int(reconcile_totals(port)[1] - reconciles_before),
-            "invariants": {
-                "every_target_written_once": len(per_target) == n
-                and all(len(v) == 1 for v in per_target.values()),
-                "only_the_active_value": all(v == [ACTIVE] for v in per_target.values()),
-            },
+            "reconciles": reconciles,
+            "invariants": {key: opened[key] and closed[key] for key in opened},
         })
-        print(f"  market open {r + 1}: {results[-1]}", flush=True)
-        # Close again (every target back to 0; drained, so Inactive) before the next round.
-        bench.shared_burst(n, 0)
-        bench.wait_phases([f"bcap-{i:05d}" for i in range(n)], {"Inactive"}, 300)
-    return {"objects": n, "workers": workers, "rounds": results,
+        print(f"  market open {r + 1}: bare client {bare_s:.2f} s, controller {controller_s:.2f} s, "
+              f"ratio {controller_s / bare_s:.2f}; {results[-1]}", flush=True)
+    failed = sorted({key for r in results for key, held in r["invariants"].items() if not held})
+    return {"objects": n, "workers": workers, "conflicted": len(conflicted), "rounds": results,
             "controller_s_median": statistics.median(r["controller_s"] for r in results),
             "bare_s_median": statistics.median(r["bare_s"] for r in results),
-            "ratio_median": statistics.median(r["ratio"] for r in results)}
+            "ratio_median": statistics.median(r["ratio"] for r in results),
+            "invariants_failed": failed}
 
 
 def process_metric(port: int, name: str) -> float:
@@ -392,12 +435,16 @@ def main() -> int:
     parser.add_argument("--sample", type=int, default=100, help="flips (and drains) per round")
     parser.add_argument("--rate", type=float, default=20.0, help="flips per second")
     parser.add_argument("--threads", type=int, default=8, help="client threads creating objects")
-    parser.add_argument("--burst", type=int, default=500,
-                        help="then flip this many schedules at once (0: skip)")
-    parser.add_argument("--burst-shared", type=int, default=0, metavar="N",
-                        help="market open: N objects on one schedule flipped once, against a bare "
-                             "client's N patches (0: skip)")
+    parser.add_argument("--burst", "--burst-shared", dest="burst", type=int, default=1000,
+                        metavar="N",
+                        help="market open: N more objects on ONE ManualSchedule flipped at once, "
+                             "against a bare client's N patches in the same run (0: skip)")
     parser.add_argument("--burst-rounds", type=int, default=3, help="market opens to run")
+    parser.add_argument("--conflicted", type=int, default=10, metavar="K",
+                        help="market-open pools that also get a younger, conflicting "
+                             "ScheduledCapacity (which must never write)")
+    parser.add_argument("--burst-separate", type=int, default=500, metavar="N",
+                        help="then flip N objects' own schedules at once (0: skip)")
     parser.add_argument("--kubeconfig", type=Path, help="use a running cluster instead of starting one")
     parser.add_argument("--workers", type=int, default=4, help="the controller's --workers")
     parser.add_argument("--json", type=Path, help="also write the results here")
@@ -421,13 +468,16 @@ def main() -> int:
         print(f"creating {args.objects} ScheduledCapacities (+ pools + schedules)...", flush=True)
         created_s = bench.create_many(range(args.objects))
         print(f"  created in {created_s:.1f}s", flush=True)
-        if args.burst_shared:
+        conflicted = conflicted_indices(args.burst, args.conflicted)
+        if args.burst:
             kube.request(admin, "POST", p(MANUAL), body={
                 "apiVersion": "spotschedules.5spot.finos.org/v1alpha1", "kind": "ManualSchedule",
                 "metadata": {"name": "ms-burst"}, "spec": {"enabled": False}})
             bench.set_shared(False)
-            list(bench.pool.map(bench.create_shared, range(args.burst_shared)))
-            print(f"  created {args.burst_shared} market-open objects", flush=True)
+            list(bench.pool.map(bench.create_shared, range(args.burst)))
+            list(bench.pool.map(bench.create_conflicted, conflicted))
+            print(f"  created {args.burst} market-open objects ({len(conflicted)} of their fields "
+                  "with a second, younger governor)", flush=True)
         for kind, handler in ((POOLS, bench.on_pool), (SCAP, bench.on_scap)):
             informer = Informer(admin, kind[0], kind[1], kind[2], NS, resync_s=0)
             informer.add_handler(handler)
@@ -441,8 +491,10 @@ def main() -> int:
                                                 extra=["--workers", str(args.workers)])
         port = localrun.metrics_port_of(log)
         names = [f"cap-{i:05d}" for i in range(args.objects)]
-        names += [f"bcap-{i:05d}" for i in range(args.burst_shared)]
+        names += [f"bcap-{i:05d}" for i in range(args.burst)]
         bench.wait_phases(names, {"Inactive"}, 600)
+        bench.wait_phases([f"bdup-{i:05d}" for i in conflicted],
+                          {"Pending", "Inactive", "Active", "HandingBack", "Disabled", "Error"}, 120)
         settle_from_start = time.monotonic() - start
         print(f"  controller settled {args.objects} objects {settle_from_start:.1f}s after start", flush=True)
         time.sleep(2)
@@ -466,22 +518,25 @@ def main() -> int:
             "drain_p99_ms_median": statistics.median(r["p99_ms"] for r in drains) if drains else None,
             "rss_mb": {str(args.objects): round(rss_small, 1)},
         }
-        burst = list(range(args.rounds * sample, min(args.objects, args.rounds * sample + args.burst)))
+        burst = list(range(args.rounds * sample,
+                           min(args.objects, args.rounds * sample + args.burst_separate)))
         if burst:
             cpu_before = process_metric(port, "process_cpu_seconds_total")
             sum_before, count_before = reconcile_totals(port)
             latencies, total = bench.burst(burst)
             cpu = process_metric(port, "process_cpu_seconds_total") - cpu_before
             sum_after, count_after = reconcile_totals(port)
-            result["burst"] = {**summary(latencies), "objects": len(burst), "all_written_s": round(total, 2),
+            result["burst_separate"] = {**summary(latencies), "objects": len(burst), "all_written_s": round(total, 2),
                                "controller_cpu_s": round(cpu, 2),
                                "reconciles": int(count_after - count_before),
                                "reconcile_mean_ms": round(1000 * (sum_after - sum_before)
                                                           / max(count_after - count_before, 1), 1)}
-            print(f"  burst of {len(burst)} flips: {result['burst']}", flush=True)
-        if args.burst_shared:
-            result["market_open"] = market_open(bench, kubeconfig, sa, port, log, args.burst_shared,
-                                                args.workers, args.burst_rounds)
+            print(f"  {len(burst)} separate schedules flipped at once: {result['burst_separate']}",
+                  flush=True)
+        if args.burst:
+            result["market_open"] = market_open(
+                bench, kubeconfig, sa, port, log, args.burst, args.workers, args.burst_rounds,
+                {f"{NS}/bdup-{i:05d}" for i in conflicted})
         if args.grow_to > args.objects:
             print(f"growing to {args.grow_to} objects...", flush=True)
             grow_start = time.monotonic()
@@ -494,6 +549,15 @@ def main() -> int:
         print(json.dumps(result, indent=2))
         if args.json:
             args.json.write_text(json.dumps(result, indent=2) + "\n")
+        if "market_open" in result:
+            opened = result["market_open"]
+            print(f"market open, {opened['objects']} objects on one schedule, median of "
+                  f"{len(opened['rounds'])}: bare client {opened['bare_s_median']:.2f} s, "
+                  f"controller {opened['controller_s_median']:.2f} s, ratio "
+                  f"{opened['ratio_median']:.2f}", flush=True)
+            if opened["invariants_failed"]:
+                print(f"INVARIANTS BROKEN: {', '.join(opened['invariants_failed'])}", flush=True)
+                return 1
         return 0
     finally:
         for informer in informers:

@@ -28,12 +28,15 @@ import datetime as dt
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any
 
@@ -45,6 +48,7 @@ sys.path.insert(0, str(ROOT))
 from compiler.output import write_tree  # noqa: E402
 from compiler.pipeline import compile_repo  # noqa: E402
 from controllers.providers import capital_markets  # noqa: E402
+from controllers.providers.controller import DEFAULT_WORKERS as DEFAULT_PROVIDER_WORKERS  # noqa: E402
 from devcluster.build import cached_binaries, ensure_binaries  # noqa: E402
 from devcluster.clients import admin_client, service_account_kubeconfig  # noqa: E402
 from devcluster.controlplane import ControlPlane  # noqa: E402
@@ -136,7 +140,18 @@ def main() -> None:
                              "together at one more")
     parser.add_argument("--workers", type=int, default=None,
                         help="the provider's --workers (default: its own default)")
+    parser.add_argument("--burst", type=int, default=0, metavar="N",
+                        help="market open instead (issue 16): N schedules open at one boundary "
+                             "and close at the next, each burst against a bare client's N status "
+                             "patches in the same run; prints both times and the ratio")
+    parser.add_argument("--replicas", type=int, default=1,
+                        help="with --burst: provider replicas (each campaigns for both partitions)")
+    parser.add_argument("--lead", type=float, default=75.0, metavar="S",
+                        help="with --burst: seconds of set-up before the first boundary")
+    parser.add_argument("--json", type=Path, help="with --burst: also write the results here")
     args = parser.parse_args()
+    if args.burst:
+        raise SystemExit(market_open(args))
     if sum(args.groups) >= args.objects:
         parser.error("--groups must leave objects for the final burst")
 
@@ -269,6 +284,262 @@ def main() -> None:
     finally:
         if process is not None:
             process.terminate()
+            process.wait(timeout=30)
+        plane.stop()
+
+
+# --- market open: every schedule at one boundary, against a bare client (issue 16) --------------
+
+BARE_NS = "bench-bare"
+"""The bare client's objects: a namespace in a partition no provider replica campaigns for, so the
+providers' informers still receive every event of the bare writes (the same watch fan-out) and
+drop it."""
+BURST_NAMESPACES = ("bench-providers", "agents")
+"""The market-open objects, half in each: `default` and `agents`, the example's two partitions."""
+
+
+def bench_config(tmp: Path) -> Path:
+    """The example config with one more partition, `bare` (namespace bench-bare), for the bare
+    client's objects; the providers campaign only for the example's own partitions."""
+    config = tmp / "config"
+    shutil.copytree(EXAMPLE / "config", config)
+    platform_file = config / "platform.yaml"
+    document = yaml.safe_load(platform_file.read_text())
+    document["spec"]["partitions"].append({"name": "bare", "namespaces": [BARE_NS]})
+    platform_file.write_text(yaml.safe_dump(document, sort_keys=False))
+    return config
+
+
+def market_schedule(name: str, namespace: str, opens: dt.datetime, closes: dt.datetime,
+                    zone: str, offset: dt.timezone) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": "CapitalMarketsSchedule",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"timezone": zone, "sessions": [
+            {"days": "mon-sun", "open": opens.astimezone(offset).strftime("%H:%M"),
+             "close": closes.astimezone(offset).strftime("%H:%M")}]},
+    }
+
+
+def metrics_of(port: int) -> dict[str, float]:
+    """The provider's /metrics as {"name{labels}": value}."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    values: dict[str, float] = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            try:
+                values[name] = float(value)
+            except ValueError:
+                continue
+    return values
+
+
+def counters(port: int) -> dict[str, float]:
+    """Status writes and reconciles so far of one capital-markets provider process."""
+    values = metrics_of(port)
+    return {
+        "writes": values.get(f'fivespot_writes_total{{controller="{COMPONENT}",what="status"}}', 0.0),
+        "reconciles": values.get(
+            f'fivespot_reconcile_duration_seconds_count{{controller="{COMPONENT}"}}', 0.0),
+    }
+
+
+def bare_status_patches(sa_config: Path, api: Any, instant: dt.datetime, threads: int) -> tuple[float, int]:
+    """The limit: the status patches the provider would send for every bare object at `instant`
+    (the same bodies, resourceVersion precondition included, computed beforehand), sent by the
+    provider's own client configuration (`runtime.kube.load_client`: its ServiceAccount, its
+    connection pool) from as many threads as the provider has workers. Seconds, patches sent."""
+    from controllers.providers.reconcile import plan
+    from runtime import kube
+
+    items = api.list_namespaced_custom_object(GROUP, VERSION, BARE_NS, PLURAL)["items"]
+    patches = [(item["metadata"]["name"], plan(item, capital_markets.evaluate, instant).patch)
+               for item in items]
+    todo = [(name, patch) for name, patch in patches if patch is not None]
+    client = kube.load_client(sa_config)
+
+    def one(entry: tuple[str, dict[str, Any]]) -> None:
+        name, patch = entry
+        kube.merge_patch(client, kube.resource_path(GROUP, VERSION, PLURAL, BARE_NS, name, "status"),
+                         patch, field_manager="bench-bare")
+
+    try:
+        with ThreadPoolExecutor(threads) as pool:
+            started = time.monotonic()
+            list(pool.map(one, todo))
+            return time.monotonic() - started, len(todo)
+    finally:
+        client.close()
+
+
+def market_open(args: argparse.Namespace) -> int:
+    """`--burst N`: N CapitalMarketsSchedules open at one whole minute and close at the next (two
+    bursts of N status writes), each burst right after a bare client's N status patches."""
+    n = args.burst
+    workers = args.workers or DEFAULT_PROVIDER_WORKERS
+    print(f"machine: {platform.node()} {platform.machine()} {os.cpu_count()} CPUs, python "
+          f"{platform.python_version()}, load average "
+          f"{', '.join(f'{x:.2f}' for x in os.getloadavg())} at start", flush=True)
+    plane = ControlPlane(cached_binaries() or ensure_binaries(), owned=True)
+    plane.start()
+    processes: list[subprocess.Popen[str]] = []
+    readers: list[LogReader] = []
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            work = Path(tmp)
+            kubeconfig = plane.kubeconfig
+            out = work / "out"
+            write_tree(compile_repo(bench_config(work)).files, out)
+            namespaces = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+                          for ns in (*BURST_NAMESPACES, BARE_NS)]
+            kubectl(kubeconfig, "apply", "-f", "-", stdin=yaml.safe_dump_all(namespaces))
+            install(kubeconfig, out, [EXAMPLE / "consumer" / "virtualmachinepools.yaml"])
+
+            opens = (dt.datetime.now(UTC) + dt.timedelta(seconds=args.lead + 59)).replace(
+                second=0, microsecond=0)
+            closes = opens + dt.timedelta(minutes=1)
+            zone, offset = zone_for(opens)
+            objects = [market_schedule(f"m{i:04d}", BURST_NAMESPACES[i % 2], opens, closes, zone, offset)
+                       for i in range(n)]
+            bare = [market_schedule(f"b{i:04d}", BARE_NS, opens, closes, zone, offset) for i in range(n)]
+            manifest = work / "schedules.yaml"
+            manifest.write_text(yaml.safe_dump_all(objects + bare))
+            kubectl(kubeconfig, "apply", "--server-side", "-f", str(manifest))
+            keys = {f"{o['metadata']['namespace']}/{o['metadata']['name']}" for o in objects}
+            print(f"created {n} CapitalMarketsSchedules ({n // 2 + n % 2} in partition default, "
+                  f"{n // 2} in agents) and {n} bare ones in {BARE_NS}; every one opens at "
+                  f"{opens:%H:%M:%SZ} and closes at {closes:%H:%M:%SZ}", flush=True)
+
+            sa_config = service_account_kubeconfig(kubeconfig, INSTALL_NS, COMPONENT,
+                                                   work / "provider.kubeconfig")
+            for replica in range(args.replicas):
+                command = [sys.executable, "-m", "controllers.providers", "capital-markets",
+                           "--bundle", str(out / "bundle.json"), "--kubeconfig", str(sa_config),
+                           "--lease-namespace", INSTALL_NS, "--identity", f"bench-{replica}",
+                           "--metrics-port", "0", "--partitions", "default,agents",
+                           "--workers", str(workers)]
+                process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE,
+                                           stderr=subprocess.STDOUT, text=True)
+                assert process.stdout is not None
+                processes.append(process)
+                readers.append(LogReader(process.stdout))
+                readers[-1].start()
+            print(f"provider: {args.replicas} x python -m controllers.providers capital-markets "
+                  f"--partitions default,agents --workers {workers} (other flags default)", flush=True)
+
+            admin = admin_client(kubeconfig)
+            from kubernetes import client
+
+            api = client.CustomObjectsApi(admin)
+            def ours() -> list[dict[str, Any]]:
+                """The market-open objects as the API server has them (the example's own
+                schedules in `agents` left out)."""
+                return [i for ns in BURST_NAMESPACES
+                        for i in api.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL)["items"]
+                        if f"{ns}/{i['metadata']['name']}" in keys]
+
+            deadline = time.monotonic() + 180
+            while True:
+                published = sum(1 for i in ours()
+                                if (i.get("status") or {}).get("observedGeneration") == 1)
+                if published == n:
+                    break
+                if time.monotonic() > deadline or any(p.poll() is not None for p in processes):
+                    raise SystemExit(f"only {published} statuses published:\n"
+                                     + "".join(line for r in readers for line in r.lines[-10:]))
+                time.sleep(1)
+            ports = [int(json.loads(next(line for line in r.lines if '"provider starting"' in line))
+                         ["metrics_port"]) for r in readers]
+            leading = [sorted({json.loads(line)["partition"] for line in r.lines
+                               if '"leading partition; queued its objects"' in line})
+                       for r in readers]
+            print(f"initial statuses published; partitions led: "
+                  + ", ".join(f"bench-{i}: {','.join(led) or '-'}" for i, led in enumerate(leading)),
+                  flush=True)
+            # The bare objects' first status (the provider's initial publish), not timed.
+            bare_status_patches(sa_config, api, opens - dt.timedelta(seconds=30), workers)
+
+            rounds: list[dict[str, Any]] = []
+            for boundary, active in ((opens, True), (closes, False)):
+                bare_s, sent = bare_status_patches(sa_config, api, boundary + dt.timedelta(seconds=1),
+                                                   workers)
+                margin = (boundary - dt.datetime.now(UTC)).total_seconds()
+                if margin < 2:
+                    raise SystemExit(f"the bare client finished {-margin:.1f} s after the boundary "
+                                     f"{boundary:%H:%M:%SZ}; the set-up took longer than --lead "
+                                     f"{args.lead}: pass a larger one")
+                time.sleep(margin - 1.5)
+                before = [counters(port) for port in ports]
+                written: dict[str, list[tuple[dt.datetime, Any]]] = {}
+                settle = time.monotonic() + 45
+                while time.monotonic() < settle:
+                    time.sleep(0.5)
+                    written = {}
+                    for reader in readers:
+                        for when, key, value in reader.writes_after(boundary - dt.timedelta(seconds=1)):
+                            written.setdefault(key, []).append((when, value))
+                    if keys <= written.keys() and time.monotonic() > settle - 40:
+                        break
+                time.sleep(1.0)  # the echo reconciles of the last writes
+                after = [counters(port) for port in ports]
+                written = {}
+                for reader in readers:
+                    for when, key, value in reader.writes_after(boundary - dt.timedelta(seconds=1)):
+                        written.setdefault(key, []).append((when, value))
+                delays = [(w[0][0] - boundary).total_seconds() for k, w in written.items() if k in keys]
+                rounds.append({
+                    "boundary": f"{boundary:%H:%M:%SZ}", "active": active,
+                    "bare_s": round(bare_s, 2), "bare_patches": sent,
+                    "written": len(delays),
+                    "all_written_s": round(max(delays), 2) if delays else None,
+                    "p50_s": round(statistics.median(delays), 3) if delays else None,
+                    "p99_s": round(percentile(delays, 0.99), 3) if delays else None,
+                    "ratio": round(max(delays) / bare_s, 2) if delays else None,
+                    "status_writes_per_replica": [int(a["writes"] - b["writes"]) for a, b in zip(after, before)],
+                    "reconciles_per_replica": [int(a["reconciles"] - b["reconciles"]) for a, b in zip(after, before)],
+                    "invariants": {
+                        "every_object_written": keys <= written.keys(),
+                        "written_once": all(len(w) == 1 for k, w in written.items() if k in keys),
+                        "the_boundary_value": all(v is active for k, w in written.items() if k in keys
+                                                  for _, v in w),
+                        "no_bare_object_written": not any(k.startswith(BARE_NS + "/") for k in written),
+                    },
+                })
+                r = rounds[-1]
+                print(f"boundary {r['boundary']} (active={active}): bare client {bare_s:.2f} s for "
+                      f"{sent} status patches; provider: {r['written']} written, last after "
+                      f"{r['all_written_s']} s, p50 {r['p50_s']} s, p99 {r['p99_s']} s; ratio "
+                      f"{r['ratio']}; status writes per replica {r['status_writes_per_replica']}, "
+                      f"reconciles per replica {r['reconciles_per_replica']}", flush=True)
+            final = ours()
+            closed = sum(1 for i in final if (i.get("status") or {}).get("active") is False)
+            failed = sorted({key for r in rounds for key, held in r["invariants"].items() if not held})
+            if closed != n:
+                failed.append(f"only {closed} of {n} read active=false after the close")
+            result = {"objects": n, "replicas": args.replicas, "workers": workers,
+                      "partitions_led": leading, "rounds": rounds,
+                      "all_written_s_median": statistics.median(
+                          r["all_written_s"] or 0.0 for r in rounds),
+                      "bare_s_median": statistics.median(r["bare_s"] for r in rounds),
+                      "ratio_median": statistics.median(r["ratio"] or 0.0 for r in rounds),
+                      "invariants_failed": failed}
+            print(json.dumps(result, indent=2))
+            if args.json:
+                args.json.write_text(json.dumps(result, indent=2) + "\n")
+            print(f"market open, {n} CapitalMarketsSchedules at one boundary, {args.replicas} "
+                  f"replica(s) x 2 partitions, median of {len(rounds)} boundaries: bare client "
+                  f"{result['bare_s_median']:.2f} s, provider {result['all_written_s_median']:.2f} s, "
+                  f"ratio {result['ratio_median']:.2f}", flush=True)
+            if failed:
+                print(f"INVARIANTS BROKEN: {', '.join(failed)}", flush=True)
+                return 1
+            return 0
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
             process.wait(timeout=30)
         plane.stop()
 

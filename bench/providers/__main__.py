@@ -1,0 +1,6 @@
+"""`python bench/providers ARGS`: the same as `python bench/providers/run.py ARGS`."""
+
+import runpy
+from pathlib import Path
+
+runpy.run_path(str(Path(__file__).with_name("run.py")), run_name="__main__")
