@@ -13,7 +13,7 @@ LOWEST_INTEGRATION := tests/integration/test_control_plane_is_real.py \
 CLUSTER_DIR := .cluster
 EXAMPLE := examples/agent-sandbox
 
-.PHONY: soak-governance install run test unit integration test-lowest typecheck imports controlplane cluster cluster-down clean golden demo bench bench-compile bench-check bench-webhook bench-capacity bench-providers bench-composite bench-deploy image image-lock reference kind
+.PHONY: soak-governance install run test unit integration test-lowest typecheck imports controlplane cluster cluster-down clean golden demo bench bench-compile bench-check bench-webhook bench-capacity bench-providers bench-market-open bench-composite bench-deploy image image-lock reference kind
 
 install: $(STAMP)
 
@@ -122,6 +122,11 @@ bench-capacity: install controlplane
 
 bench-providers: install controlplane
 	$(BIN)/python bench/providers/run.py
+
+# Market open (issue 16): every object on one schedule flips at once, beside a bare client.
+bench-market-open: install controlplane
+	$(BIN)/python bench/capacity --objects 0 --rounds 0 --burst-separate 0 --grow-to 0 --burst 1000
+	$(BIN)/python bench/providers --burst 1000
 
 bench-composite: install controlplane
 	$(BIN)/python bench/providers/composite.py

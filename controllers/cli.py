@@ -149,7 +149,7 @@ def serve(args: argparse.Namespace, what: str,
     """Run one controller until SIGTERM: inputs (exit 2 when bad), probes and metrics, the
     start line tests and the demo wait for, then stop (workers, leases, watches)."""
     from runtime.health import HealthServer
-    from runtime.kube import load_client
+    from runtime.kube import load_client, pool_for
     from runtime.signals import stop_event_on_signals
 
     logs.configure(args.log_level)
@@ -157,7 +157,7 @@ def serve(args: argparse.Namespace, what: str,
         bundle, partitions, timing = runtime_inputs(args)
         if check is not None:
             check(bundle)
-        api = load_client(args.kubeconfig)
+        api = load_client(args.kubeconfig, pool_size=pool_for(args.workers))
     except (BundleError, ValueError) as error:
         log.error("cannot start", extra={"error": str(error)})
         return EXIT_BAD_INPUT

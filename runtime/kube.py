@@ -67,10 +67,20 @@ class KubeconfigError(ValueError):
 POOL_SIZE: Final = 32
 """Connections kept per host: every informer holds one open for its watch, and workers and lease
 threads need their own; urllib3's default (5 per CPU) would open and drop TLS connections."""
+SPARE_CONNECTIONS: Final = 16
+"""Beyond one per worker: the watches (one per informer) and the lease renewals."""
 
 
-def load_client(kubeconfig: Path | None = None) -> client.ApiClient:
-    """A client from `kubeconfig`, else $KUBECONFIG, else the in-cluster ServiceAccount.
+def pool_for(workers: int) -> int:
+    """The connection pool of a process with `workers` reconcile threads: one connection each
+    plus the watches and leases, never fewer than POOL_SIZE. A smaller pool does not block: the
+    surplus requests open a TLS connection each and drop it again, at a market open of all things."""
+    return max(POOL_SIZE, workers + SPARE_CONNECTIONS)
+
+
+def load_client(kubeconfig: Path | None = None, *, pool_size: int = POOL_SIZE) -> client.ApiClient:
+    """A client from `kubeconfig`, else $KUBECONFIG, else the in-cluster ServiceAccount, keeping
+    up to `pool_size` connections (`pool_for(workers)` in a controller).
 
     Raises KubeconfigError, saying which of them failed and why."""
     path = kubeconfig or (Path(os.environ["KUBECONFIG"]) if os.environ.get("KUBECONFIG") else None)
@@ -89,7 +99,7 @@ def load_client(kubeconfig: Path | None = None) -> client.ApiClient:
             raise KubeconfigError(f"cannot load kubeconfig {path}: {reason}") from error
         raise KubeconfigError("no --kubeconfig or $KUBECONFIG, and no in-cluster ServiceAccount "
                               f"({reason}): pass --kubeconfig") from error
-    configuration.connection_pool_maxsize = POOL_SIZE
+    configuration.connection_pool_maxsize = pool_size
     return client.ApiClient(configuration)
 
 

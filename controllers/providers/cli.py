@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     provider = PROVIDER_TYPES[args.name]
     try:
         bundle, partitions, timing = runtime_inputs(args)
-        api = kube.load_client(args.kubeconfig)
+        api = kube.load_client(args.kubeconfig, pool_size=kube.pool_for(args.workers))
     except (BundleError, ValueError) as error:
         log.error("cannot start", extra={"error": str(error)})
         return EXIT_BAD_INPUT

@@ -12,7 +12,13 @@ the kind and write only its `/status`. On the shared runtime:
   leads that namespace's partition, checks that again right before every write, and queues the
   whole partition when it starts leading (whatever the previous leader left behind is
   re-evaluated, and a boundary missed during a failover is caught up at once);
-- the informer's slow resync re-delivers every object as a backstop (the second clock).
+- the informer's slow resync re-delivers every object as a backstop (the second clock);
+- the watch event of the controller's own status write is not reconciled (`runtime.echoes`): it
+  carries exactly the resourceVersion the patch answered with, so it is the object the reconcile
+  computed from plus the status it decided (the patch was conditional on the resourceVersion it
+  computed from), and that reconcile already requeued the key at the next boundary. At a market
+  open, when every schedule flips in the same second, this halves the reconciles (one per
+  object, not two). No Events are recorded: a status write is the whole output.
 """
 
 from __future__ import annotations
@@ -29,7 +35,8 @@ from api.providers import BUILTIN_PROVIDERS, BuiltinProvider, ProviderKind
 from controllers.providers import capital_markets, composite, manual, time_based
 from controllers.providers.reconcile import Evaluate, Plan, plan, requeue_delay
 from runtime import kube, metrics
-from runtime.cache import DELETED, Obj
+from runtime.cache import DELETED, MODIFIED, Obj
+from runtime.echoes import OwnWrites
 from runtime.clock import SYSTEM_CLOCK, Clock
 from runtime.controller import Controller, Result
 from runtime.informer import (
@@ -126,6 +133,7 @@ class ProviderController:
         )
         self.controller = Controller(self.name, self.queue, self.reconcile, workers=workers)
         self._writes = metrics.WRITES.labels(controller=self.name, what="status")
+        self._own_writes = OwnWrites()
         self.informer.add_handler(self._on_event)
 
     # --- lifecycle ------------------------------------------------------------------------------
@@ -161,9 +169,18 @@ class ProviderController:
         return partition if partition in self.partitions.campaign else None
 
     def _on_event(self, event_type: str, obj: Obj, old: Obj | None) -> None:
-        if event_type == DELETED:
-            return
         key = kube.object_key(obj)
+        if event_type == DELETED:
+            self._own_writes.forget(key)
+            return
+        if event_type == MODIFIED:
+            meta = obj.get("metadata")
+            if self._own_writes.is_echo(key, meta.get("resourceVersion")
+                                        if isinstance(meta, Mapping) else None):
+                return
+        self._queue(key)
+
+    def _queue(self, key: str) -> None:
         partition = self._partition(kube.split_key(key)[0])
         if partition is not None and self.elector.is_leading(partition):
             self.queue.add(key)
@@ -202,8 +219,14 @@ class ProviderController:
                 return None
             path = kube.resource_path(self.provider.kind.group, self.provider.kind.version,
                                       self._plural, namespace, name, "status")
+            version: str | None = None
+            self._own_writes.begin(key)
             try:
-                kube.merge_patch(self.api_client, path, decided.patch, field_manager=self.name)
+                written = kube.merge_patch(self.api_client, path, decided.patch,
+                                           field_manager=self.name)
+                meta = written.get("metadata")
+                answered = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
+                version = answered if isinstance(answered, str) else None
             except kube.ApiError as error:
                 if error.not_found:
                     return None
@@ -211,6 +234,9 @@ class ProviderController:
                     # A conflict means the cache is behind; the watch event is on its way.
                     return Result(retry=True)
                 raise
+            finally:
+                if self._own_writes.landed(key, version):
+                    self._queue(key)
             self._writes.inc()
             status = decided.patch.get("status", {})
             log.info("status written", extra={

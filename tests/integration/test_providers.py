@@ -397,6 +397,48 @@ def test_the_provider_command_runs_as_its_service_account_and_releases_its_lease
         assert not lease.spec.holder_identity, partition
 
 
+def test_the_providers_own_status_write_coming_back_is_not_reconciled_but_a_foreign_one_is(
+    run_provider: RunProvider, admin: client.ApiClient, namespace: str
+) -> None:
+    from prometheus_client import REGISTRY
+
+    controller = run_provider("manual")
+
+    def reconciles() -> float:
+        value = REGISTRY.get_sample_value("fivespot_reconcile_duration_seconds_count",
+                                          {"controller": controller.name})
+        return value or 0.0
+
+    def settled() -> bool:
+        # The cache holds what the server holds (the last write's event arrived and was
+        # handled), and nothing is queued or being reconciled.
+        cached = controller.informer.get(namespace, "echo") or {}
+        served = _get(admin, namespace, "manualschedules", "echo")
+        return (cached.get("metadata", {}).get("resourceVersion")
+                == served["metadata"]["resourceVersion"]
+                and len(controller.queue) == 0 and not controller.queue.processing())
+
+    _create(admin, namespace, "manualschedules", "ManualSchedule", "echo", {"enabled": True})
+    _status_when(admin, namespace, "manualschedules", "echo", lambda s: s.get("active") is True,
+                 "active: true")
+    _until(settled, "the first write never settled")
+    time.sleep(0.5)
+    before = reconciles()
+
+    _patch_spec(admin, namespace, "manualschedules", "echo", {"enabled": False})
+    _status_when(admin, namespace, "manualschedules", "echo",
+                 lambda s: s.get("observedGeneration") == 2, "observedGeneration 2")
+    _until(settled, "the spec edit's write never settled")
+    time.sleep(0.5)
+    assert reconciles() - before == 1  # the spec edit; not the event of its own status write
+
+    # Someone else's status write is an event like any other: reconciled and put right.
+    _objects(admin).patch_namespaced_custom_object_status(
+        GROUP, VERSION, namespace, "manualschedules", "echo", {"status": {"active": True}})
+    _status_when(admin, namespace, "manualschedules", "echo", lambda s: s.get("active") is False,
+                 "active put back to false")
+
+
 def test_a_status_computed_from_a_stale_object_is_refused_not_written(
     installed: Path, kubeconfig: Path, admin: client.ApiClient, namespace: str
 ) -> None:
