@@ -361,8 +361,10 @@ def market_open(bench: "Bench", kubeconfig: Path, sa: Path, port: int, log: Path
         calls_before = {what: metric_value(port, "fivespot_writes_total", f'what="{what}"')
                         for what in ("target", "status")}
         reconciles_before = reconcile_totals(port)[1]
+        cpu_before = process_metric(port, "process_cpu_seconds_total")
         controller_s = bench.shared_burst(n, ACTIVE)
         time.sleep(1.0)  # let the status patches and the echo reconciles finish
+        cpu = process_metric(port, "process_cpu_seconds_total") - cpu_before
         opened = check_flip(market_writes(mark), n, ACTIVE, conflicted)
         calls = {what: metric_value(port, "fivespot_writes_total", f'what="{what}"') - before
                  for what, before in calls_before.items()}
@@ -376,7 +378,7 @@ def market_open(bench: "Bench", kubeconfig: Path, sa: Path, port: int, log: Path
             "bare_s": round(bare_s, 2), "controller_s": round(controller_s, 2),
             "ratio": round(controller_s / bare_s, 2),
             "target_patches": int(calls["target"]), "status_patches": int(calls["status"]),
-            "reconciles": reconciles,
+            "reconciles": reconciles, "controller_cpu_s": round(cpu, 2),
             "invariants": {key: opened[key] and closed[key] for key in opened},
         })
         print(f"  market open {r + 1}: bare client {bare_s:.2f} s, controller {controller_s:.2f} s, "

@@ -472,6 +472,7 @@ def market_open(args: argparse.Namespace) -> int:
                                      f"{args.lead}: pass a larger one")
                 time.sleep(margin - 1.5)
                 before = [counters(port) for port in ports]
+                cpu_before = [cpu_seconds(process.pid) for process in processes]
                 written: dict[str, list[tuple[dt.datetime, Any]]] = {}
                 settle = time.monotonic() + 45
                 while time.monotonic() < settle:
@@ -484,6 +485,7 @@ def market_open(args: argparse.Namespace) -> int:
                         break
                 time.sleep(1.0)  # the echo reconciles of the last writes
                 after = [counters(port) for port in ports]
+                cpu = [cpu_seconds(process.pid) - was for process, was in zip(processes, cpu_before)]
                 written = {}
                 for reader in readers:
                     for when, key, value in reader.writes_after(boundary - dt.timedelta(seconds=1)):
@@ -499,6 +501,7 @@ def market_open(args: argparse.Namespace) -> int:
                     "ratio": round(max(delays) / bare_s, 2) if delays else None,
                     "status_writes_per_replica": [int(a["writes"] - b["writes"]) for a, b in zip(after, before)],
                     "reconciles_per_replica": [int(a["reconciles"] - b["reconciles"]) for a, b in zip(after, before)],
+                    "cpu_s_per_replica": [round(c, 2) for c in cpu],
                     "invariants": {
                         "every_object_written": keys <= written.keys(),
                         "written_once": all(len(w) == 1 for k, w in written.items() if k in keys),
@@ -512,7 +515,8 @@ def market_open(args: argparse.Namespace) -> int:
                       f"{sent} status patches; provider: {r['written']} written, last after "
                       f"{r['all_written_s']} s, p50 {r['p50_s']} s, p99 {r['p99_s']} s; ratio "
                       f"{r['ratio']}; status writes per replica {r['status_writes_per_replica']}, "
-                      f"reconciles per replica {r['reconciles_per_replica']}", flush=True)
+                      f"reconciles per replica {r['reconciles_per_replica']}, CPU-s per replica "
+                      f"{r['cpu_s_per_replica']}", flush=True)
             final = ours()
             closed = sum(1 for i in final if (i.get("status") or {}).get("active") is False)
             failed = sorted({key for r in rounds for key, held in r["invariants"].items() if not held})
