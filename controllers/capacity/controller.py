@@ -5,12 +5,14 @@ One reconcile of one ScheduledCapacity:
 1. only if this replica leads the object's partition (checked again right before each write);
 2. observe: the object and its prior status, the provider's status, the target's field and
    drain counter, the namespace's ScheduledMachines — from informer caches, turning "cache not
-   synced" and API errors into LookupFailed, never into "absent";
+   synced" and API errors into LookupFailed, never into "absent"; where the cache has not yet
+   caught up with our own last write of an object, that write's answer is what is observed;
 3. `decide` (pure); a transient answer retries with backoff and writes nothing;
-4. when the decision writes, the target is read once more from the API server (the cache may
-   lag our own last write) and the decision is re-made, so a write always rests on fresh data;
-   the write is re-checked against the compiled allowlist (`refusal`) and sent as exactly one
-   JSON merge patch of the single field;
+4. before a zero write the target is read once more from the API server (a handback reads the
+   drain counter) and the decision is re-made; before the active value goes to a
+   ScheduledCapacity with spec.nodeName, the ScheduledMachines are listed fresh and the
+   decision is re-made; the write is re-checked against the compiled allowlist (`refusal`)
+   and sent as exactly one JSON merge patch of the single field;
 5. only after the write landed, the status patch (only if the status changed, conditional on
    the resourceVersion the decision read), then Kubernetes Events, then a requeue at the
    decision's deadline (a handback timeout).
@@ -157,6 +159,36 @@ def newer(a: Obj | None, b: Obj | None) -> Obj | None:
     return b if rb >= ra else a
 
 
+@dataclass(frozen=True)
+class OwnTargetWrite:
+    """The target as our last merge patch of it returned it. Until the target watch delivers
+    that version, the cache holds an older copy, and a decision made on that copy can be wrong
+    in a way nothing would correct: with the active value just written and a ScheduledMachine
+    taking the node (or the schedule closing) a moment later, the cached copy still reads 0, so
+    "hand back" looks done and no zero write is sent, and the echo of our active write — which
+    would show the active value — is `quiet`, skipped as carrying nothing new. So every decision
+    reads the newer of the cached copy and this one (`known_target`)."""
+
+    obj: Obj
+    quiet: bool
+    """A write of the active value: its own watch event needs no reconcile (a zero write's does:
+    the handback completes on seeing the 0 land)."""
+
+    def is_echo(self, obj: Obj) -> bool:
+        """`obj` is exactly the version this write made, coming back, and it needs no reconcile."""
+        revision = _revision(obj)
+        return self.quiet and revision is not None and revision == _revision(self.obj)
+
+
+def known_target(cached: Obj | None, own: OwnTargetWrite | None) -> Obj | None:
+    """The target as this replica knows it: the cached copy, or our own last write of it when
+    the cache has not caught up with that yet (an object deleted since is gone from the cache,
+    and our copy of it is dropped on the deletion's event)."""
+    if own is None:
+        return cached
+    return newer(cached, own.obj) if cached is not None else own.obj
+
+
 def guard_write(
     spec: ScheduledCapacitySpec | InvalidSpec, entry: Consumer | None, decision: Decision
 ) -> str | None:
@@ -209,11 +241,9 @@ class CapacityController:
                                   workers=settings.workers)
         self._own_writes: dict[str, Obj] = {}
         """Objects as our own status writes returned them, until the watch delivers that version."""
-        self._own_targets: dict[str, int] = {}
-        """Target ref key -> the resourceVersion our last merge patch of it returned."""
-        self._quiet_echoes: dict[str, int] = {}
-        """The same, for writes of the active value only: their watch event needs no reconcile
-        (a zero write's does: the handback completes on seeing the 0 land)."""
+        self._own_targets: dict[str, OwnTargetWrite] = {}
+        """Target ref key -> our last merge patch of it, until the target watch delivers that
+        version or a newer one."""
         self._own_lock = threading.Lock()
         self._events: queue.Queue[tuple[Obj, Event]] = queue.Queue(maxsize=1000)
         self._stop = threading.Event()
@@ -299,29 +329,13 @@ class CapacityController:
 
     def _on_target(self, event: str, obj: Obj, old: Obj | None) -> None:
         key = object_ref_key(obj)
-        if event == MODIFIED and self._is_own_target_write(key, obj):
-            return  # exactly the revision our own active write made: nothing else changed
-        self._enqueue_objects(self.scaps.by_index(BY_TARGET, key))
-
-    def _is_own_target_write(self, key: str, obj: Obj) -> bool:
-        with self._own_lock:
-            own = self._quiet_echoes.get(key)
-        return own is not None and _revision(obj) == own
-
-    def _target_cache_current(self, spec: ScheduledCapacitySpec, namespace: str) -> bool:
-        """Whether the target cache already holds our own last write of this target (or we
-        have not written it since start), so a fresh read could only show someone else's
-        change that its watch has not delivered yet."""
-        key = ref_key(namespace, spec.target_ref.api_version, spec.target_ref.kind, spec.target_ref.name)
         with self._own_lock:
             own = self._own_targets.get(key)
-        if own is None:
-            return True
-        watched = self.targets.get(spec.target_ref.group, spec.target_ref.kind)
-        informer = watched.informer if watched is not None else None
-        cached = informer.get(namespace, spec.target_ref.name) if informer is not None else None
-        revision = _revision(cached) if cached is not None else None
-        return revision is not None and revision >= own
+            if own is not None and (event == DELETED or newer(own.obj, obj) is obj):
+                del self._own_targets[key]  # the cache has caught up with our own write
+        if event == MODIFIED and own is not None and own.is_echo(obj):
+            return  # exactly the revision our own active write made: nothing else changed
+        self._enqueue_objects(self.scaps.by_index(BY_TARGET, key))
 
     def _on_machine(self, event: str, obj: Obj, old: Obj | None) -> None:
         namespace = str(_mapping(obj.get("metadata")).get("namespace", ""))
@@ -378,7 +392,10 @@ class CapacityController:
         watched = self.targets.get(spec.target_ref.group, spec.target_ref.kind)
         informer = watched.informer if watched is not None else None
         if not fresh and informer is not None and informer.has_synced():
-            return observe_target(informer.get(namespace, spec.target_ref.name), spec)
+            key = ref_key(namespace, spec.target_ref.api_version, spec.target_ref.kind, spec.target_ref.name)
+            with self._own_lock:
+                own = self._own_targets.get(key)
+            return observe_target(known_target(informer.get(namespace, spec.target_ref.name), own), spec)
         path = kube.resource_path(resolved.group, resolved.version, resolved.plural, namespace,
                                   spec.target_ref.name)
         try:
@@ -452,14 +469,13 @@ class CapacityController:
         decision = decide(inp)
         machines_rv: str | None = None
         if decision.write is not None and isinstance(spec, ScheduledCapacitySpec):
-            if not (decision.write == spec.capacity.active_value
-                    and self._target_cache_current(spec, namespace)):
-                # The cache may lag our own last write: decide again on the target as it is now.
-                # (Not needed for the active value when the cache holds our last write: that
-                # decision rests on the schedule, the host and the field's governor, and the
-                # target's value only decides whether to write at all, so a lagging foreign
-                # change costs at most an identical, idempotent patch. A zero write may start a
-                # handback, which reads the drain counter: always fresh.)
+            if decision.write != spec.capacity.active_value:
+                # A zero write may start a handback, which reads the drain counter: decide again
+                # on the target as it is now. (Not needed for the active value: the observation
+                # already holds our own last write (`known_target`), the decision rests on the
+                # schedule, the host and the field's governor, and the target's value only
+                # decides whether to write at all, so a foreign change the watch has not
+                # delivered yet costs at most an identical, idempotent patch.)
                 inp = replace(inp, target=self._observe_target(spec, namespace, fresh=True))
                 decision = decide(inp)
             if decision.write == spec.capacity.active_value and spec.node_name is not None:
@@ -520,16 +536,12 @@ class CapacityController:
                 self._write_status(key, partition, obj, raw, failed, inp.prior)
             return Result(retry=True)
         metrics.WRITES.labels(controller=self._label, what="target").inc()
-        revision = _revision(written)
-        if revision is not None:
+        if _revision(written) is not None:
             written_key = ref_key(inp.namespace, spec.target_ref.api_version, spec.target_ref.kind,
                                   spec.target_ref.name)
             with self._own_lock:
-                self._own_targets[written_key] = revision
-                if decision.write == spec.capacity.active_value:
-                    self._quiet_echoes[written_key] = revision
-                else:
-                    self._quiet_echoes.pop(written_key, None)
+                self._own_targets[written_key] = OwnTargetWrite(
+                    strip(written), quiet=decision.write == spec.capacity.active_value)
         audit: dict[str, object] = {
             "key": key, "partition": partition, "identity": self.settings.identity,
             "target": f"{spec.target_ref.kind}/{inp.namespace}/{spec.target_ref.name}",

@@ -1,0 +1,234 @@
+"""The capacity shell between its own target write and that write's watch echo.
+
+The reconcile runs for real (observe, decide, write, status) against a small in-memory API server
+and caches fed by hand, so a test can hold an event back the way a loaded machine does: the
+target watch delivers our own write of the active value late, while a ScheduledMachine event, or
+the schedule closing, arrives first. The shell skips the echo of its own active write (nothing
+new in it), so a decision made in that window must already rest on that write — the root cause
+of the one-in-a-few-hundred host-race trial whose pool stayed at the active value.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from compiler.emit.bundle import bundle
+from compiler.pipeline import load
+from controllers.capacity.controller import CapacityController, OwnTargetWrite, Settings, known_target
+from runtime import kube
+from runtime.cache import ADDED, DELETED, MODIFIED
+from runtime.informer import Informer, handle_watch_event
+from runtime.kube import ApiClient, ResolvedKind
+from runtime.partitions import Partitions
+
+ROOT = Path(__file__).resolve().parents[2]
+NS = "agents"
+POOL = f"/apis/pools.agents.example.com/v1alpha1/namespaces/{NS}/virtualmachinepools/pool"
+SCHEDULE = f"/apis/spotschedules.5spot.finos.org/v1alpha1/namespaces/{NS}/manualschedules/desk"
+SCAP = f"/apis/5spot.finos.org/v1alpha1/namespaces/{NS}/scheduledcapacities/cap"
+MACHINES = f"/apis/5spot.finos.org/v1beta1/namespaces/{NS}/scheduledmachines"
+KINDS = {
+    "VirtualMachinePool": ResolvedKind("pools.agents.example.com", "v1alpha1", "VirtualMachinePool",
+                                       "virtualmachinepools", True),
+    "ManualSchedule": ResolvedKind("spotschedules.5spot.finos.org", "v1alpha1", "ManualSchedule",
+                                   "manualschedules", True),
+}
+
+
+def _merge(into: dict[str, Any], patch: Mapping[str, Any]) -> None:
+    for key, value in patch.items():
+        if value is None:
+            into.pop(key, None)
+        elif isinstance(value, Mapping) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = copy.deepcopy(value)
+
+
+class FakeApiServer:
+    """Objects by path, one revision counter, merge patches applied and recorded."""
+
+    def __init__(self) -> None:
+        self.revision = 100
+        self.objects: dict[str, dict[str, Any]] = {}
+        self.target_writes: list[object] = []
+
+    def put(self, path: str, obj: dict[str, Any]) -> dict[str, Any]:
+        self.revision += 1
+        obj = copy.deepcopy(obj)
+        obj["metadata"]["resourceVersion"] = str(self.revision)
+        self.objects[path] = obj
+        return copy.deepcopy(obj)
+
+    def request(self, api: object, method: str, path: str, *, body: Any = None, **_: Any) -> dict[str, Any]:
+        if method == "POST" and path.endswith("/events"):
+            return dict(body)
+        if method == "GET" and path in self.objects:
+            return copy.deepcopy(self.objects[path])
+        if method == "GET" and path == MACHINES:
+            items = [copy.deepcopy(o) for p, o in self.objects.items() if p.startswith(MACHINES + "/")]
+            return {"items": items, "metadata": {"resourceVersion": str(self.revision)}}
+        if method == "PATCH":
+            base = path.removesuffix("/status")
+            if base not in self.objects:
+                raise kube.ApiError(404, "NotFound", path)
+            updated = copy.deepcopy(self.objects[base])
+            _merge(updated, {k: v for k, v in body.items() if k != "metadata"})
+            if base == POOL:
+                self.target_writes.append(updated["spec"].get("warmReplicas"))
+            return self.put(base, updated)
+        raise kube.ApiError(404, "NotFound", f"{method} {path}")
+
+
+class World:
+    """The controller, built as the CLI builds it, with its caches fed from `server` by hand."""
+
+    def __init__(self, server: FakeApiServer, controller: CapacityController):
+        self.server, self.controller = server, controller
+
+    def informer(self, which: str) -> Informer:
+        if which == "scaps":
+            return self.controller.scaps
+        if which == "machines":
+            return self.controller.machines
+        watches = self.controller.targets if which == "VirtualMachinePool" else self.controller.providers
+        watched = watches.get(KINDS[which].group, which)
+        assert watched is not None and watched.informer is not None
+        return watched.informer
+
+    def deliver(self, which: str, obj: Mapping[str, Any], event: str = MODIFIED) -> None:
+        """One watch event reaching the cache and the handlers (what the watch thread does)."""
+        informer = self.informer(which)
+        step = handle_watch_event(informer._cache, {"type": event, "object": copy.deepcopy(obj)})
+        if step.delta is not None:
+            informer._dispatch([step.delta])
+
+    def create(self, which: str, path: str, obj: dict[str, Any]) -> dict[str, Any]:
+        stored = self.server.put(path, obj)
+        self.deliver(which, stored, ADDED)
+        return stored
+
+    def reconcile(self) -> None:
+        self.controller.reconcile(f"{NS}/cap")
+
+    def queued(self) -> list[str]:
+        keys = []
+        while len(self.controller.queue):
+            key = self.controller.queue.get(timeout=0)
+            if key is None:
+                break
+            keys.append(key)
+            self.controller.queue.done(key)
+        return keys
+
+
+@pytest.fixture
+def world(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
+    server = FakeApiServer()
+    monkeypatch.setattr(kube, "request", server.request)
+    monkeypatch.setattr(kube, "resolve_kind", lambda api, group, kind: KINDS.get(kind))
+    monkeypatch.setattr(Informer, "start", lambda self: self._synced.set())  # fed by hand, never watches
+    compiled = bundle(load(ROOT / "examples" / "agent-sandbox" / "config"))
+    settings = Settings(bundle=compiled, identity="unit", namespace=compiled.namespace,
+                        partitions=Partitions.from_bundle(compiled))
+    controller = CapacityController(cast(ApiClient, None), settings)
+    monkeypatch.setattr(controller.elector, "is_leading", lambda partition: True)
+    controller.providers.resolve_now()
+    controller.targets.resolve_now()
+    for informer in (controller.scaps, controller.machines):
+        informer.start()
+    world = World(server, controller)
+    world.create("VirtualMachinePool", POOL, {
+        "apiVersion": "pools.agents.example.com/v1alpha1", "kind": "VirtualMachinePool",
+        "metadata": {"name": "pool", "namespace": NS, "generation": 1}, "spec": {"warmReplicas": 0}})
+    world.create("ManualSchedule", SCHEDULE, {
+        "apiVersion": "spotschedules.5spot.finos.org/v1alpha1", "kind": "ManualSchedule",
+        "metadata": {"name": "desk", "namespace": NS, "generation": 1}, "spec": {"enabled": True},
+        "status": {"active": True, "observedGeneration": 1}})
+    world.create("scaps", SCAP, {
+        "apiVersion": "5spot.finos.org/v1alpha1", "kind": "ScheduledCapacity",
+        "metadata": {"name": "cap", "namespace": NS, "generation": 1,
+                     "creationTimestamp": "2026-03-04T10:00:00Z"},
+        "spec": {"schedule": {"apiVersion": "spotschedules.5spot.finos.org/v1alpha1",
+                              "kind": "ManualSchedule", "name": "desk"},
+                 "targetRef": {"apiVersion": "pools.agents.example.com/v1alpha1",
+                               "kind": "VirtualMachinePool", "name": "pool"},
+                 "capacity": {"path": "spec.warmReplicas", "activeValue": 7},
+                 "nodeName": "worker-3"}})
+    yield world
+
+
+def _land_machine(world: World) -> None:
+    world.create("machines", f"{MACHINES}/m", {
+        "apiVersion": "5spot.finos.org/v1beta1", "kind": "ScheduledMachine",
+        "metadata": {"name": "m", "namespace": NS, "generation": 1}, "spec": {},
+        "status": {"nodeRef": {"name": "worker-3"}}})
+
+
+def _write_active_value_and_hold_its_echo(world: World) -> dict[str, Any]:
+    world.reconcile()
+    assert world.server.target_writes == [7]
+    world.deliver("scaps", world.server.objects[SCAP])  # our status write (Active) is seen
+    world.queued()
+    return copy.deepcopy(world.server.objects[POOL])  # what the target watch has not delivered yet
+
+
+def test_a_machine_taking_the_node_before_our_active_writes_echo_arrives_is_still_driven_to_0(
+        world: World) -> None:
+    echo = _write_active_value_and_hold_its_echo(world)
+    _land_machine(world)
+    assert world.queued() == [f"{NS}/cap"], "the machine event re-queues the ScheduledCapacity"
+    world.reconcile()  # the target cache still reads 0: the decision must rest on our write of 7
+    assert world.server.target_writes == [7, 0]
+    world.deliver("VirtualMachinePool", echo)
+    assert world.server.objects[POOL]["spec"]["warmReplicas"] == 0
+
+
+def test_a_schedule_closing_before_our_active_writes_echo_arrives_is_still_handed_back(world: World) -> None:
+    echo = _write_active_value_and_hold_its_echo(world)
+    closed = world.server.objects[SCHEDULE]
+    closed["status"]["active"] = False
+    world.deliver("ManualSchedule", world.server.put(SCHEDULE, closed))
+    world.reconcile()
+    assert world.server.target_writes == [7, 0]
+    world.deliver("VirtualMachinePool", echo)
+    assert world.server.objects[POOL]["spec"]["warmReplicas"] == 0
+
+
+def test_the_echo_of_our_own_active_write_is_skipped_and_our_copy_dropped_once_the_watch_catches_up(
+        world: World) -> None:
+    echo = _write_active_value_and_hold_its_echo(world)
+    world.deliver("VirtualMachinePool", echo)
+    assert world.queued() == [], "our own active write coming back needs no reconcile"
+    world.reconcile()
+    assert world.server.target_writes == [7], "an unchanged world writes nothing"
+    someone = copy.deepcopy(echo)
+    someone["spec"]["warmReplicas"] = 3
+    world.deliver("VirtualMachinePool", world.server.put(POOL, someone))
+    assert world.queued() == [f"{NS}/cap"], "anyone else's change is reconciled"
+    world.reconcile()
+    assert world.server.target_writes == [7, 7]
+
+
+def test_the_target_as_known_is_the_newer_of_the_cache_and_our_own_last_write() -> None:
+    cached = {"metadata": {"resourceVersion": "10"}, "spec": {"warmReplicas": 0}}
+    ours = OwnTargetWrite({"metadata": {"resourceVersion": "11"}, "spec": {"warmReplicas": 7}}, quiet=True)
+    later = {"metadata": {"resourceVersion": "12"}, "spec": {"warmReplicas": 3}}
+    assert known_target(cached, ours) is ours.obj
+    assert known_target(later, ours) is later
+    assert known_target(None, ours) is ours.obj, "written before the cache saw the target at all"
+    assert known_target(cached, None) is cached
+    assert ours.is_echo({"metadata": {"resourceVersion": "11"}})
+    assert not ours.is_echo(later)
+    assert not OwnTargetWrite(ours.obj, quiet=False).is_echo({"metadata": {"resourceVersion": "11"}})
+
+
+def test_a_deleted_target_drops_our_copy_of_it(world: World) -> None:
+    echo = _write_active_value_and_hold_its_echo(world)
+    world.deliver("VirtualMachinePool", echo, DELETED)
+    assert world.controller._own_targets == {}
