@@ -115,7 +115,7 @@ bench-webhook: install controlplane
 	$(BIN)/python bench/webhook/run.py
 
 soak-governance: install controlplane
-	FIVESPOT_SOAK=1 $(BIN)/python -m pytest -m integration -q tests/integration/test_capacity_governance.py -k under_load
+	FIVESPOT_SOAK_TRIALS=1000 $(BIN)/python -m pytest -m integration -q -s tests/integration/test_capacity_governance.py -k under_load
 
 bench-capacity: install controlplane
 	$(BIN)/python bench/capacity/run.py

@@ -50,8 +50,8 @@ from tests.integration.capacity_world import (
 
 pytestmark = pytest.mark.integration
 
-RACE_TRIALS = 200
-"""Per scenario (the issue's floor)."""
+RACE_TRIALS = int(os.environ.get("FIVESPOT_SOAK_TRIALS") or 200)
+"""Per scenario: the issue's floor in make test; `make soak-governance` runs more."""
 IN_FLIGHT_TOGETHER = 8
 
 
@@ -256,9 +256,6 @@ def _cleanup(admin: client.ApiClient, trial: Trial) -> None:
             pass
 
 
-@pytest.mark.skipif(not os.environ.get("FIVESPOT_SOAK"), reason=(
-    "soak run, outside make test: 600 trials, and on an idle machine one trial in a few hundred "
-    "leaves its pool not driven to 0 within 30 s (open in issue 12); run it with make soak-governance"))
 @pytest.mark.parametrize("scenario", ["machine-before-capacity", "machine-first", "schedule-first"])
 def test_no_active_value_is_written_once_the_machine_is_visible_at_the_decision_under_load(
         controller: ControllerProcess, world: World, admin: client.ApiClient, scenario: str) -> None:
@@ -308,6 +305,6 @@ def test_no_active_value_is_written_once_the_machine_is_visible_at_the_decision_
           f"machine, or in flight), {len(in_flight)} in flight (R < M < W), all driven to 0; "
           f"machine landed -> 0 seen: median {exposed[len(exposed) // 2]:.2f}s, max {exposed[-1]:.2f}s")
     assert not decided_after_visible, decided_after_visible[:3]
-    assert exposed[-1] < 5.0
+    assert exposed[-1] < 10.0, "a conflict that appears after the write is driven to 0 within seconds"
     if scenario != "schedule-first":
         assert active_writes == 0 and not in_flight
