@@ -15,7 +15,10 @@ stop delivering; client-go's reflector is the model here):
 - a stall (no event and no bookmark for `stall_after_s` since the watch was answered) is counted,
   logged, makes `healthy()` false (readiness fails) until the restarted watch delivers an event
   or a bookmark, and restarts the watch;
-- reconnects back off exponentially with jitter.
+- reconnects back off exponentially with jitter;
+- a list or watch answered `404 Not Found` (the resource is no longer served: its CRD was deleted,
+  or the version it watches was removed) is reported to `add_not_found_handler` callbacks, so the
+  owner can re-resolve the kind; the informer itself keeps retrying until it is stopped.
 
 A slow periodic resync re-delivers every cached object as RESYNC: the second clock, a backstop
 for anything an event-driven reaction missed.
@@ -146,6 +149,7 @@ class Informer:
         self._clock = clock
         self._cache = Cache()
         self._handlers: builtins.list[EventHandler] = []
+        self._not_found_handlers: builtins.list[Callable[[], None]] = []
         self._handlers_lock = threading.Lock()
         self._synced = threading.Event()
         self._stop = threading.Event()
@@ -167,6 +171,12 @@ class Informer:
         (enqueue a key)."""
         with self._handlers_lock:
             self._handlers.append(callback)
+
+    def add_not_found_handler(self, callback: Callable[[], None]) -> None:
+        """Call `callback()` (on the watch thread; keep it short) whenever a list or watch is
+        answered 404: the resource is not served any more."""
+        with self._handlers_lock:
+            self._not_found_handlers.append(callback)
 
     def add_index(self, name: str, func: IndexFunc) -> None:
         """Keep a secondary index: `by_index(name, value)` returns objects `func` maps to value."""
@@ -255,6 +265,8 @@ class Informer:
             except Exception as error:  # API errors, connection resets, decoding
                 if self._stop.is_set():
                     break
+                if isinstance(error, kube.ApiError) and error.not_found:
+                    self._report_not_found()
                 delay = reconnect_delay(attempt, self._rng)
                 attempt += 1
                 metrics.WATCH_RESTARTS.labels(resource=self.name, reason="error").inc()
@@ -371,6 +383,15 @@ class Informer:
                     handler(delta.type, delta.obj, delta.old)
                 except Exception:
                     log.exception("event handler failed", extra={"resource": self.name})
+
+    def _report_not_found(self) -> None:
+        with self._handlers_lock:
+            handlers = list(self._not_found_handlers)
+        for handler in handlers:
+            try:
+                handler()
+            except Exception:
+                log.exception("not-found handler failed", extra={"resource": self.name})
 
     def _resync_loop(self) -> None:
         while not self._stop.wait(self.resync_s):

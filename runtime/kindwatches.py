@@ -2,9 +2,17 @@
 
 Each kind is resolved through discovery, in whatever version the API server serves (provider
 contract: never a pinned version). A kind whose CRD is not installed is *unresolved*: the
-controller reports it on the objects that use it (the capacity controller's
-ProviderCRDNotInstalled) and the resolver retries in the background, so installing the CRD later
-starts its informer and re-queues exactly the objects that were waiting for it.
+controller reports it on the objects that use it (ProviderCRDNotInstalled) and the resolver
+retries in the background, so installing the CRD later starts its informer and re-queues exactly
+the objects that were waiting for it.
+
+A kind can also stop being served while it is watched: its CRD deleted, or the version being
+watched removed from it. The informer's list or watch is then answered 404; the resolver looks
+the kind up again and, if discovery no longer serves it as watched, drops that informer: the kind
+is unresolved again (or watched in its new version) and the objects that use it are re-queued,
+so they report the missing CRD rather than a missing object. Until the resolver has confirmed it
+(about a second after the CRD is gone), the kind reads as served and empty: the API server
+deletes a CRD's objects before the CRD itself.
 """
 
 from __future__ import annotations
@@ -35,10 +43,12 @@ class Watched:
     resolved: ResolvedKind | None = None
     informer: Informer | None = None
     last_error: str | None = None
+    suspect: bool = False
+    """The informer was answered 404: the resolver checks whether the kind is still served."""
 
 
 InformerFactory = Callable[[ResolvedKind], Informer]
-Resolved = Callable[[GroupKind], None]
+Changed = Callable[[GroupKind], None]
 
 
 class KindWatches:
@@ -51,13 +61,16 @@ class KindWatches:
         handler: EventHandler,
         *,
         retry_s: float = 5.0,
-        on_resolved: Resolved | None = None,
+        on_change: Changed | None = None,
     ):
+        """`on_change(group_kind)` runs on the resolver thread whenever a kind's resolution
+        changes: it became served (its informer has synced) or stopped being served (its
+        informer was dropped). Controllers re-queue the objects that use the kind."""
         self.api_client = api_client
         self._make = make_informer
         self._handler = handler
         self._retry_s = retry_s
-        self._on_resolved = on_resolved
+        self._on_change = on_change
         self._lock = threading.Lock()
         self._kinds: dict[GroupKind, Watched] = {}
         self._stop = threading.Event()
@@ -81,9 +94,10 @@ class KindWatches:
             return [w.informer for w in self._kinds.values() if w.informer is not None]
 
     def resolve_now(self) -> None:
-        """One resolution pass over every unresolved kind (the resolver thread's body)."""
+        """One resolution pass over every unresolved or suspect kind (the resolver thread's
+        body)."""
         with self._lock:
-            pending = [w for w in self._kinds.values() if w.resolved is None]
+            pending = [w for w in self._kinds.values() if w.resolved is None or w.suspect]
         for watched in pending:
             try:
                 resolved = kube.resolve_kind(self.api_client, watched.group, watched.kind)
@@ -92,19 +106,58 @@ class KindWatches:
                 log.warning("discovery failed", extra={"group": watched.group, "kind": watched.kind,
                                                        "error": error.message[:300]})
                 continue
+            dropped = False
+            if watched.informer is not None:
+                with self._lock:
+                    watched.suspect = False
+                if resolved == watched.resolved:
+                    continue  # still served as watched (a brief 404); the informer retries
+                self._drop(watched)
+                dropped = True
             if resolved is None:
                 watched.last_error = NOT_SERVED
+                if dropped:
+                    self._changed(watched)
                 continue
-            informer = self._make(resolved)
-            informer.add_handler(self._handler)
-            with self._lock:
-                watched.resolved, watched.informer, watched.last_error = resolved, informer, None
-            informer.start()
-            log.info("watching kind", extra={"group": resolved.group, "kind": resolved.kind,
-                                              "version": resolved.version, "plural": resolved.plural})
-            if self._on_resolved is not None:
-                informer.wait_synced(10)
-                self._on_resolved((watched.group, watched.kind))
+            self._watch(watched, resolved)
+
+    def _watch(self, watched: Watched, resolved: ResolvedKind) -> None:
+        informer = self._make(resolved)
+        informer.add_handler(self._handler)
+        informer.add_not_found_handler(lambda: self._suspect(watched))
+        with self._lock:
+            watched.resolved, watched.informer, watched.last_error = resolved, informer, None
+        informer.start()
+        log.info("watching kind", extra={"group": resolved.group, "kind": resolved.kind,
+                                          "version": resolved.version, "plural": resolved.plural})
+        if self._on_change is not None:
+            informer.wait_synced(10)
+            self._changed(watched)
+
+    def _drop(self, watched: Watched) -> None:
+        with self._lock:
+            informer, resolved = watched.informer, watched.resolved
+            watched.informer, watched.resolved = None, None
+        log.warning("kind no longer served as watched; dropping its watch",
+                    extra={"group": watched.group, "kind": watched.kind,
+                           "version": resolved.version if resolved else None})
+        if informer is not None:
+            informer.stop()
+
+    def _suspect(self, watched: Watched) -> None:
+        with self._lock:
+            if watched.informer is None:
+                return
+            watched.suspect = True
+        self._wake.set()
+
+    def _changed(self, watched: Watched) -> None:
+        if self._on_change is not None:
+            try:
+                self._on_change((watched.group, watched.kind))
+            except Exception:
+                log.exception("kind change handler failed",
+                              extra={"group": watched.group, "kind": watched.kind})
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="kind-resolver", daemon=True)

@@ -224,9 +224,9 @@ class CapacityController:
         self.scaps.add_handler(self._on_scap)
         self.machines.add_handler(self._on_machine)
         self.providers = KindWatches(api_client, self._informer_for, self._on_provider,
-                                     retry_s=settings.resolve_retry_s, on_resolved=self._on_kind_resolved)
+                                     retry_s=settings.resolve_retry_s, on_change=self._on_kind_changed)
         self.targets = KindWatches(api_client, self._informer_for, self._on_target,
-                                   retry_s=settings.resolve_retry_s, on_resolved=self._on_kind_resolved)
+                                   retry_s=settings.resolve_retry_s, on_change=self._on_kind_changed)
         for provider in settings.bundle.providers:
             self.providers.want(provider.group, provider.kind)
         for consumer in settings.bundle.consumers:
@@ -342,7 +342,7 @@ class CapacityController:
         for node in {machine_node(obj), machine_node(old)} - {None}:
             self._enqueue_objects(self.scaps.by_index(BY_NODE, f"{namespace}/{node}"))
 
-    def _on_kind_resolved(self, group_kind: tuple[str, str]) -> None:
+    def _on_kind_changed(self, group_kind: tuple[str, str]) -> None:
         group, kind = group_kind
         for obj in self.scaps.list():
             refs = scap_references(obj)

@@ -157,7 +157,7 @@ class MachineController:
             self.scaps.add_handler(self._on_scap)
         self.providers = KindWatches(api_client, self._informer_for, self._on_provider,
                                      retry_s=settings.resolve_retry_s,
-                                     on_resolved=self._on_kind_resolved)
+                                     on_change=self._on_kind_changed)
         self.elector = LeaderElector(
             api_client, settings.namespace, leases_for(MACHINE_CONTROLLER, self.partitions.campaign),
             settings.identity, timing=settings.timing, clock=clock, controller=MACHINE_CONTROLLER,
@@ -241,7 +241,7 @@ class MachineController:
         for found in self.sms.list(str(namespace)):
             self._enqueue(kube.object_key(found))
 
-    def _on_kind_resolved(self, group_kind: tuple[str, str]) -> None:
+    def _on_kind_changed(self, group_kind: tuple[str, str]) -> None:
         for obj in self.sms.list():
             if any(f"/{group_kind[0]}/{group_kind[1]}/" in k for k in schedule_key(obj)):
                 self._enqueue(kube.object_key(obj))

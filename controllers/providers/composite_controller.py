@@ -5,8 +5,10 @@ partition, status written only when it changed, with the resourceVersion as a pr
 also observes other provider kinds:
 - the children's kinds are watched by group + kind in whatever version the API server serves
   (`runtime.kindwatches`, the same resolution the capacity controller uses); a kind whose CRD is
-  not installed is unresolved, and installing it later starts its informer and re-queues the
-  composites that wait for it;
+  not installed is unresolved (`ProviderCRDNotInstalled`), and installing it later starts its
+  informer and re-queues the composites that wait for it; a kind whose CRD is deleted while it
+  is watched has its watch dropped and its composites re-queued the same way (unresolved again
+  until the CRD is back);
 - every child status event re-queues exactly the composites that reference the child, through
   an index on the composites' raw specs (`namespace/group/kind/name`): nothing polls;
 - each reference is read per the provider contract through `runtime.schedules` (status only),
@@ -84,7 +86,7 @@ class CompositeController(ProviderController):
         self.informer.add_index(BY_CHILD, child_keys)
         self.informer.add_handler(self._on_own)
         self.children = KindWatches(api_client, self._informer_for, self._on_child,
-                                    retry_s=resolve_retry_s, on_resolved=self._on_kind_resolved)
+                                    retry_s=resolve_retry_s, on_change=self._on_kind_changed)
         for group, kind in child_kinds:
             self.children.want(group, kind)
 
@@ -132,7 +134,7 @@ class CompositeController(ProviderController):
         # re-check when it changes (its status reaches them through `_on_child`).
         self._enqueue(self._parents(obj))
 
-    def _on_kind_resolved(self, group_kind: tuple[str, str]) -> None:
+    def _on_kind_changed(self, group_kind: tuple[str, str]) -> None:
         group, kind = group_kind
         self._enqueue(o for o in self.informer.list()
                       if any(f"/{group}/{kind}/" in k for k in child_keys(o)))

@@ -4,10 +4,15 @@ notifications handlers get; stall detection; the reconnect backoff; line splitti
 from __future__ import annotations
 
 import random
+import threading
 from typing import Any
 
+import pytest
+
+from runtime import kube
 from runtime.cache import ADDED, DELETED, MODIFIED, Cache
 from runtime.informer import (
+    Informer,
     handle_watch_event,
     is_stalled,
     iter_lines,
@@ -108,3 +113,25 @@ def test_reconnect_delays_grow_with_jitter_and_are_capped() -> None:
 def test_lines_split_across_chunks_are_reassembled() -> None:
     chunks = [b'{"a":', b'1}\n{"b"', b':2}\n\n', b'{"c":3}']
     assert list(iter_lines(chunks)) == [b'{"a":1}', b'{"b":2}', b'{"c":3}']
+
+
+def test_a_list_answered_404_is_reported_to_the_not_found_handlers_and_retried(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[str] = []
+
+    def request(api: object, method: str, path: str, **kwargs: object) -> dict[str, object]:
+        calls.append(path)
+        raise kube.ApiError(404, "NotFound", "404 page not found")
+
+    monkeypatch.setattr(kube, "request", request)
+    told = threading.Event()
+    informer = Informer(None, "ex.com", "v1", "widgets", resync_s=0)  # type: ignore[arg-type]
+    informer.add_not_found_handler(told.set)
+    informer.start()
+    try:
+        assert told.wait(10)
+        assert not informer.has_synced()
+    finally:
+        informer.stop()
+    assert calls and calls[0] == "/apis/ex.com/v1/widgets"
