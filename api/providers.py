@@ -18,6 +18,7 @@ from typing import Final
 from pydantic import BaseModel
 
 from api.identities import provider_identity
+from api.kinds.composite import OBJECT_RULES as COMPOSITE_OBJECT_RULES
 from api.kinds.composite import CompositeScheduleSpec
 from api.kinds.providers import (
     VERSION,
@@ -53,6 +54,9 @@ class ProviderKind:
     reads_providers: bool = False
     """Whether its controller reads other provider kinds' status (CompositeSchedule's
     children): its identity may then get, list and watch every provider kind."""
+    object_rules: tuple[Mapping[str, str], ...] = ()
+    """`x-kubernetes-validations` of the object's root schema: rules that need
+    `metadata.name` (CompositeSchedule's self-reference), which the spec's rules cannot see."""
 
     @property
     def kind(self) -> str:
@@ -93,6 +97,7 @@ CAPITAL_MARKETS_SCHEDULE: Final = ProviderKind(
 COMPOSITE_SCHEDULE: Final = ProviderKind(
     BuiltinProvider.COMPOSITE, "compositeschedules", "compositeschedule", ("csch",),
     CompositeScheduleSpec, ProviderStatus, "composite", reads_providers=True,
+    object_rules=COMPOSITE_OBJECT_RULES,
 )
 
 BUILTIN_PROVIDERS: Final[Mapping[BuiltinProvider, ProviderKind]] = MappingProxyType({

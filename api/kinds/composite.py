@@ -16,8 +16,11 @@ version), `anyOf: [nodes]`, `allOf: [nodes]` or `not: node`. A CRD schema cannot
 so the model is unrolled to `MAX_DEPTH` levels of operators; at the last level only references
 are left, and the rule there says so. What the CRD can see is refused at admission with the
 same messages the controller uses: the form of each node, a reference outside the provider
-group. What it cannot (a self-reference, a cycle through other CompositeSchedules, both need
-the object's name and its neighbours) the controller reports as `Ready=False/InvalidSpec`.
+group, and a direct self-reference (`OBJECT_RULES`, at the object's root, where CEL sees
+`metadata.name`). What a rule on one object cannot see, a cycle through other
+CompositeSchedules (A -> B -> A: each object is valid alone, and which one closes the loop
+depends on the order they are written), the controller reports as `Ready=False/InvalidSpec`,
+as it does a self-reference that reached the cluster before this rule did.
 """
 
 from __future__ import annotations
@@ -62,12 +65,51 @@ LEAF_MESSAGE: Final = (
     "another CompositeSchedule and reference it"
 )
 
+
+
+def _names_itself(node: str, levels: int) -> str:
+    """CEL: `node` (with `levels` levels of operators below it) or a node under it is a
+    reference to the object itself (kind and name; any version of the provider group)."""
+    own = (f"(has({node}.kind) && {node}.kind == self.kind && has({node}.name) && "
+           f"{node}.name == self.metadata.name && has({node}.apiVersion) && "
+           f"{node}.apiVersion.startsWith({cel_string(PROVIDER_GROUP + '/')}))")
+    if levels == 0:
+        return own
+    child = f"c{levels}"
+    below = _names_itself(child, levels - 1)
+    return (f"({own} || (has({node}.anyOf) && {node}.anyOf.exists({child}, {below})) || "
+            f"(has({node}.allOf) && {node}.allOf.exists({child}, {below})) || "
+            f"(has({node}.not) && {_names_itself(f'{node}.not', levels - 1)}))")
+
+
+SELF_REFERENCE_RULE: Final = (
+    f"!has(self.metadata.name) || !has(self.spec) || !{_names_itself('self.spec', MAX_DEPTH)}"
+)
+"""At the object's root: no node of the spec references this very object. References name
+objects in the composite's own namespace (a reference has no namespace field), so kind, group
+and name decide it; the version does not (children are resolved by group and kind)."""
+SELF_REFERENCE_MESSAGE: Final = (
+    "a CompositeSchedule cannot reference itself (a cycle): reference the schedules it would "
+    "combine, not the CompositeSchedule of the same name"
+)
+SELF_REFERENCE_MESSAGE_EXPRESSION: Final = (
+    "'CompositeSchedule ' + self.metadata.name + ' -> ' + self.metadata.name + "
+    "' is a cycle; a composite cannot depend on itself: reference the schedules it would "
+    "combine, not the CompositeSchedule of the same name'"
+)
+OBJECT_RULES: Final = (
+    {"rule": SELF_REFERENCE_RULE, "message": SELF_REFERENCE_MESSAGE,
+     "messageExpression": SELF_REFERENCE_MESSAGE_EXPRESSION, "fieldPath": ".spec"},
+)
+"""The rules of the object's root schema (they need `metadata.name`, which `spec` cannot see)."""
+
 _API_VERSION: Final = re.compile(SCHEDULE_API_VERSION_PATTERN)
 
 CEL_RULES: Final = {
     "REFERENCE_API_VERSION_RULE": REFERENCE_API_VERSION_RULE,
     "NODE_FORM_RULE": NODE_FORM_RULE,
     "LEAF_RULE": LEAF_RULE,
+    "SELF_REFERENCE_RULE": SELF_REFERENCE_RULE,
 }
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import copy
 import functools
-
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -41,6 +41,8 @@ class KindInfo:
     status: dict[str, Any] | None
     columns: tuple[dict[str, Any], ...]
     scope: str = "Namespaced"
+    object_rules: tuple[Mapping[str, str], ...] = ()
+    """`x-kubernetes-validations` at the root of the object's schema."""
 
     @property
     def name(self) -> str:
@@ -137,6 +139,7 @@ def builtin_provider(kind: BuiltinProvider) -> KindInfo:
         plural=provider.plural, short_names=provider.short_names,
         description=_doc(provider.spec_model), spec=structural_schema(provider.spec_model),
         status=structural_schema(provider.status_model), columns=_PROVIDER_COLUMNS,
+        object_rules=provider.object_rules,
     )
 
 
@@ -187,16 +190,19 @@ def crd(info: KindInfo) -> dict[str, Any]:
     }
     if info.status is not None:
         properties["status"] = info.status
+    root: dict[str, Any] = {
+        "type": "object",
+        "description": info.description,
+        "properties": properties,
+        "required": ["spec"],
+    }
+    if info.object_rules:
+        root["x-kubernetes-validations"] = [dict(rule) for rule in info.object_rules]
     version: dict[str, Any] = {
         "name": info.version,
         "served": True,
         "storage": True,
-        "schema": {"openAPIV3Schema": {
-            "type": "object",
-            "description": info.description,
-            "properties": properties,
-            "required": ["spec"],
-        }},
+        "schema": {"openAPIV3Schema": root},
         "additionalPrinterColumns": list(info.columns),
     }
     if info.status is not None:

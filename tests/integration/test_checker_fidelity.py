@@ -18,6 +18,7 @@ denying; fivespot names the first by binding name, and lists them all.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import random
 import re
@@ -355,33 +356,56 @@ def _post_raw(objects: client.CustomObjectsApi, namespace: str, body: str) -> No
         raise error
 
 
+@functools.cache
+def _plurals() -> dict[tuple[str, str], tuple[str, str]]:
+    """(group, kind) -> (version, plural) of every CRD the example compiles to."""
+    found = {}
+    for artifact in compile_repo(EXAMPLE / "config").artifacts:
+        if artifact.obj["kind"] == "CustomResourceDefinition":
+            spec = artifact.obj["spec"]
+            found[(spec["group"], spec["names"]["kind"])] = (spec["versions"][0]["name"],
+                                                            spec["names"]["plural"])
+    return found
+
+
+def _resource(obj: dict[str, Any]) -> tuple[str, str, str]:
+    """Where the object is posted: its kind's group, version and plural (a fixture may be any
+    kind the example installs); ScheduledCapacity for the generated cases."""
+    group = str(obj.get("apiVersion", "")).rpartition("/")[0]
+    version, plural = _plurals().get((group, str(obj.get("kind"))), (VERSION, PLURAL))
+    return (group, version, plural) if plural != PLURAL else (GROUP, VERSION, PLURAL)
+
+
 def server_verdict(objects: client.CustomObjectsApi, case: Case, suffix: str = "") -> Outcome:
     """The server's answer to a dry-run create (or update from `case.old`) with kubectl's
     default `fieldValidation=Strict`. An update goes to a fresh object named after `suffix`."""
     obj = copy.deepcopy(case.object)
     namespace = _namespace(obj)
+    group, version, plural = _resource(obj)
     try:
         if case.raw is not None:
             _post_raw(objects, namespace, case.raw)
         elif case.old is None:
-            objects.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, obj,
+            objects.create_namespaced_custom_object(group, version, namespace, plural, obj,
                                                     dry_run="All", field_validation="Strict")
         else:
             old = copy.deepcopy(case.old)
-            url_name = f"fidelity-{suffix}"
             new_name = (obj.get("metadata") or {}).get("name")
+            # A ScheduledCapacity update goes to a fresh name; another kind keeps its own (a
+            # CompositeSchedule's rules read metadata.name: it may not reference itself).
+            url_name = f"fidelity-{suffix}" if plural == PLURAL else str(case.old["metadata"]["name"])
             old.setdefault("metadata", {})["name"] = url_name
-            created = objects.create_namespaced_custom_object(GROUP, VERSION, _namespace(old),
-                                                              PLURAL, old)
+            created = objects.create_namespaced_custom_object(group, version, _namespace(old),
+                                                              plural, old)
             obj.setdefault("metadata", {})["resourceVersion"] = created["metadata"]["resourceVersion"]
             if new_name == case.old["metadata"]["name"]:
                 obj["metadata"]["name"] = url_name
             try:
-                objects.replace_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL,
+                objects.replace_namespaced_custom_object(group, version, namespace, plural,
                                                          url_name, obj, dry_run="All",
                                                          field_validation="Strict")
             finally:
-                objects.delete_namespaced_custom_object(GROUP, VERSION, _namespace(old), PLURAL,
+                objects.delete_namespaced_custom_object(group, version, _namespace(old), plural,
                                                         url_name)
     except ApiException as error:
         return _denial(error, case, suffix)

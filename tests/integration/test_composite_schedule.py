@@ -187,8 +187,8 @@ def test_office_hours_or_override_and_not_freeze_flips_a_scheduled_capacity_exac
 
 
 def test_a_childs_crd_removed_makes_the_composite_unresolved_only_when_it_matters(
-    providers: dict[str, ProviderController], installed: tuple[Path, Path], kubeconfig: Path,
-    schedules: Schedules,
+    providers: dict[str, ProviderController], capacity: ControllerProcess,
+    installed: tuple[Path, Path], kubeconfig: Path, schedules: Schedules, admin: client.ApiClient,
 ) -> None:
     on, office = unique("on"), unique("office")
     either, both = unique("either"), unique("both")
@@ -201,23 +201,70 @@ def test_a_childs_crd_removed_makes_the_composite_unresolved_only_when_it_matter
     for name in (either, both):
         schedules.wait(name, lambda s: s.get("active") is True and _ready(s).get("status") == "True",
                        "active and ready")
+    # The capacity controller, following the same child directly, through the same watches code.
+    world = World(admin)
+    pool, scap = unique("pool"), unique("cap")
+    world.pool(pool)
+    kube.request(admin, "POST", path(SCAP), body={
+        "apiVersion": "5spot.finos.org/v1alpha1", "kind": "ScheduledCapacity",
+        "metadata": {"name": scap},
+        "spec": {"schedule": ref("TimeBasedSpotSchedule", office),
+                 "targetRef": {"apiVersion": "pools.agents.example.com/v1alpha1",
+                               "kind": "VirtualMachinePool", "name": pool},
+                 "capacity": {"path": "spec.warmReplicas", "activeValue": 3}}})
+    world.wait_phase(scap, "Active", timeout=30)
     out, _ = installed
     crd = out / "crds" / "timebasedspotschedules.spotschedules.5spot.finos.org.yaml"
     kubectl(kubeconfig, "delete", "-f", str(crd), "--wait=true")
+    reinstalled = False
     try:
-        held = schedules.wait(both, lambda s: _ready(s).get("status") == "False", "unresolved")
+        # The API server deletes the CRD's objects first, so for a moment the child reads as
+        # absent; once the watch is answered 404 the kind is dropped: the CRD is reported.
+        held = schedules.wait(both, lambda s: "ProviderCRDNotInstalled" in _ready(s).get("message", ""),
+                              "the missing CRD reported", timeout=60)
         assert held["active"] is True                                    # the last state is held
-        assert _ready(held)["reason"] == "ChildUnresolved"
-        assert f"TimeBasedSpotSchedule/{office} at spec.allOf[1]" in _ready(held)["message"]
+        assert _ready(held)["status"] == "False" and _ready(held)["reason"] == "ChildUnresolved"
+        assert f"TimeBasedSpotSchedule/{office} at spec.allOf[1]: ProviderCRDNotInstalled" \
+            in _ready(held)["message"]
         still = schedules.status("CompositeSchedule", either)
         assert still["active"] is True and _ready(still)["status"] == "True"   # anyOf: on decides
-    finally:
+        resolved = eventually(lambda: (c := world.condition(scap, "SpotScheduleResolved"))
+                              .get("reason") == "ProviderCRDNotInstalled" and c, 60,
+                              "the capacity controller reports the missing CRD")
+        assert resolved["status"] == "False" and world.warm(pool) == 3    # held
+
         # Back as the installer put it (its field manager), so later modules apply cleanly.
         apply(kubeconfig, crd)
         wait_established(kubeconfig, [crd.stem])
+        reinstalled = True
+        # Watched again: the CRD is back, its object is not (deleting a CRD deletes its objects).
+        schedules.wait(both, lambda s: "ScheduleNotFound" in _ready(s).get("message", ""),
+                       "the kind watched again", timeout=60)
+        eventually(lambda: _create_when_served(schedules, office), 30, "TimeBasedSpotSchedule served")
+        recovered = schedules.wait(both, lambda s: _ready(s).get("status") == "True", "recovered",
+                                   timeout=60)
+        assert recovered["active"] is True and _ready(recovered)["reason"] == "ExpressionTrue"
+        eventually(lambda: world.condition(scap, "SpotScheduleResolved").get("status") == "True",
+                   60, "the capacity controller follows the schedule again")
+    finally:
+        if not reinstalled:
+            apply(kubeconfig, crd)
+            wait_established(kubeconfig, [crd.stem])
 
 
-def test_a_cycle_or_a_self_reference_is_an_invalid_spec_and_a_foreign_reference_is_refused(
+def _create_when_served(schedules: Schedules, name: str) -> bool:
+    try:
+        schedules.create("TimeBasedSpotSchedule", name, ALWAYS)
+    except kube.ApiError as error:
+        if error.status == 409:
+            return True
+        if error.status in (404, 405, 503):  # the re-created CRD's storage is not up yet
+            return False
+        raise
+    return True
+
+
+def test_a_cycle_is_an_invalid_spec_and_a_self_or_foreign_reference_is_refused(
     providers: dict[str, ProviderController], schedules: Schedules,
 ) -> None:
     first, second, itself, on = unique("first"), unique("second"), unique("self"), unique("on")
@@ -231,9 +278,22 @@ def test_a_cycle_or_a_self_reference_is_an_invalid_spec_and_a_foreign_reference_
         invalid = schedules.wait(name, lambda s: _ready(s).get("reason") == "InvalidSpec", "InvalidSpec")
         assert " is a cycle" in _ready(invalid)["message"]
     assert schedules.status("CompositeSchedule", first)["active"] is True   # held, not flipped
-    schedules.create("CompositeSchedule", itself, {"not": ref("CompositeSchedule", itself)})
-    invalid = schedules.wait(itself, lambda s: _ready(s).get("reason") == "InvalidSpec", "InvalidSpec")
-    assert f"{itself} -> {itself} is a cycle" in _ready(invalid)["message"]
+
+    # A self-reference is visible to the object's own root rule: refused by the API server.
+    self_ref = {"allOf": [{"anyOf": [ref("ManualSchedule", on), ref("CompositeSchedule", itself)]}]}
+    with pytest.raises(kube.ApiError) as refused:
+        schedules.create("CompositeSchedule", itself, self_ref)
+    assert refused.value.status == 422
+    assert refused.value.message == (
+        f'CompositeSchedule.spotschedules.5spot.finos.org "{itself}" is invalid: spec: Invalid '
+        f"value: CompositeSchedule {itself} -> {itself} is a cycle; a composite cannot depend on "
+        "itself: reference the schedules it would combine, not the CompositeSchedule of the same "
+        "name")
+    schedules.create("CompositeSchedule", itself, {"anyOf": [ref("ManualSchedule", on)]})
+    with pytest.raises(kube.ApiError) as refused:                        # and on update
+        schedules.edit("CompositeSchedule", itself, {"anyOf": [ref("CompositeSchedule", itself)]})
+    assert refused.value.status == 422 and " is a cycle" in refused.value.message
+    schedules.wait(itself, lambda s: s.get("active") is True, "the legal one runs")
 
     for spec, message in [
         ({"anyOf": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}]},

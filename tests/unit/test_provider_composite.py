@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,12 +20,20 @@ from api.kinds.composite import (
     NODE_FORM_MESSAGE,
     NODE_FORM_RULE,
     REFERENCE_API_VERSION_RULE,
+    SELF_REFERENCE_MESSAGE,
+    SELF_REFERENCE_MESSAGE_EXPRESSION,
+    SELF_REFERENCE_RULE,
     CompositeScheduleSpec,
 )
+from api.providers import BuiltinProvider
 from api.provider_contract import LookupFailed, Resolved, ScheduleObservation, Unresolved, UnresolvedReason
 from controllers.providers import composite
 from controllers.providers.composite import AllOf, AnyOf, Children, Not, Ref, Truth, truth
+from compiler.emit.crds import builtin_provider, crd
+from compiler.pipeline import compile_repo
 from controllers.providers.composite_controller import child_keys
+from policies.admission_eval import Checker, Request
+from policies.cel import compile_crd_rule, compile_expression
 
 pytestmark = pytest.mark.unit
 
@@ -308,3 +317,76 @@ def test_the_cel_rules_say_what_the_model_says() -> None:
     assert accepts(LEAF_RULE, ref("a")) and not accepts(LEAF_RULE, {})
     assert accepts(REFERENCE_API_VERSION_RULE, V1) and not accepts(REFERENCE_API_VERSION_RULE, "apps/v1")
     assert "at most" in LEAF_MESSAGE
+
+
+# --- a self-reference: refused at admission by a rule at the object's root -----------------------
+
+
+def _composite(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """What a CRD rule at the root sees: apiVersion, kind, metadata.name (and generateName), spec."""
+    return {"apiVersion": V1, "kind": "CompositeSchedule", "metadata": {"name": name}, "spec": spec}
+
+
+def _every_position(target: dict[str, str]) -> list[dict[str, Any]]:
+    """Specs holding `target` at each place a node can be, at every level of nesting."""
+    other = ref("x")
+    specs: list[dict[str, Any]] = [target]
+    for op in ("anyOf", "allOf"):
+        specs += [{op: [target]}, {op: [other, target]}, {op: [other, other, other, target]}]
+        for inner in ("anyOf", "allOf"):
+            specs.append({op: [other, {inner: [other, target]}]})
+        specs.append({op: [{"not": target}]})
+        specs.append({"not": {op: [other, target]}})
+    specs += [{"not": target}, {"not": {"not": target}}]
+    return specs
+
+
+SELF = {"apiVersion": V1, "kind": "CompositeSchedule", "name": "desk"}
+NOT_SELF = [
+    {"apiVersion": V1, "kind": "CompositeSchedule", "name": "desk-2"},     # another composite
+    {"apiVersion": V1, "kind": "ManualSchedule", "name": "desk"},          # same name, other kind
+    {"apiVersion": V1, "kind": "CompositeSchedule", "name": "des"},
+]
+
+
+def test_the_self_reference_rule_finds_the_object_itself_at_every_position_and_nothing_else() -> None:
+    rule = compile_crd_rule(SELF_REFERENCE_RULE)
+    for spec in _every_position(SELF) + _every_position({**SELF, "apiVersion": f"{GROUP}/v1"}):
+        assert rule.evaluate(_composite("desk", spec)) is False, spec
+        loop = composite.cycle("desk", composite.parse(CompositeScheduleSpec.model_validate(spec)),
+                               lambda name: None)
+        assert loop == ["desk", "desk"], spec                  # the controller says the same
+    for target in NOT_SELF:
+        for spec in _every_position(target):
+            assert rule.evaluate(_composite("desk", spec)) is True, spec
+            assert composite.cycle("desk", composite.parse(CompositeScheduleSpec.model_validate(spec)),
+                                   lambda name: None) is None
+    # A generated name cannot be known when the spec is written: nothing to compare.
+    assert rule.evaluate({"apiVersion": V1, "kind": "CompositeSchedule",
+                          "metadata": {"generateName": "desk-"}, "spec": SELF}) is True
+
+
+def test_the_self_reference_rule_is_at_the_root_of_the_compiled_crd_and_its_message_names_the_object() -> None:
+    schema = crd(builtin_provider(BuiltinProvider.COMPOSITE))["spec"]["versions"][0]["schema"][
+        "openAPIV3Schema"]
+    (rule,) = schema["x-kubernetes-validations"]
+    assert rule["rule"] == SELF_REFERENCE_RULE and rule["fieldPath"] == ".spec"
+    assert rule["message"] == SELF_REFERENCE_MESSAGE
+    message = compile_expression(SELF_REFERENCE_MESSAGE_EXPRESSION, ("self",)).evaluate(
+        {"self": _composite("desk", SELF)})
+    assert message.startswith("CompositeSchedule desk -> desk is a cycle; a composite cannot depend")
+
+
+def test_fivespot_check_refuses_a_self_reference_with_the_api_servers_answer() -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "agent-sandbox" / "config"
+    checker = Checker.compile([a.obj for a in compile_repo(example).artifacts])
+    obj = {**_composite("desk", {"allOf": [{"anyOf": [ref("office"), SELF]}]}),
+           "metadata": {"name": "desk", "namespace": "agents"}}
+    verdict = checker.check(Request("CREATE", obj))
+    assert not verdict.allowed
+    assert verdict.status is not None and verdict.status.message == (
+        'CompositeSchedule.spotschedules.5spot.finos.org "desk" is invalid: spec: Invalid value: '
+        "CompositeSchedule desk -> desk is a cycle; a composite cannot depend on itself: "
+        "reference the schedules it would combine, not the CompositeSchedule of the same name")
+    legal = {**obj, "spec": {"allOf": [{"anyOf": [ref("office"), NOT_SELF[0]]}]}}
+    assert checker.check(Request("CREATE", legal)).allowed
