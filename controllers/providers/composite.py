@@ -11,8 +11,11 @@ held at its last value (its consumers hold theirs). When the answer depends on a
 could not be looked at, nothing is written and the reconcile is retried: a controller's own
 start-up must not flip Ready.
 
-A cycle (this object reachable from itself through CompositeSchedule children, including a
-direct self-reference) is an invalid spec: `Ready=False/InvalidSpec` with the path.
+A cycle (this object reachable from itself through CompositeSchedule children) is an invalid
+spec: `Ready=False/InvalidSpec` with the path. A direct self-reference is refused at admission
+(`api.kinds.composite.SELF_REFERENCE_RULE`, at the object's root); a cycle through other objects
+is not visible to a rule on one object, so this is where it is caught, and where a
+self-reference stored before the rule existed still is.
 
 `nextTransitionTime` is derived from the children's own `nextTransitionTime`: their next flips
 are applied in time order and the first one that changes the root's value is the composite's
