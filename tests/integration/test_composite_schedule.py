@@ -135,6 +135,21 @@ def schedules(admin: client.ApiClient) -> Schedules:
     return Schedules(admin)
 
 
+def _capacity_following(admin: client.ApiClient, world: World, schedule: dict[str, str],
+                        value: int) -> tuple[str, str]:
+    """A new pool and a ScheduledCapacity writing `value` to it while `schedule` is active."""
+    pool, scap = unique("pool"), unique("cap")
+    world.pool(pool)
+    kube.request(admin, "POST", path(SCAP), body={
+        "apiVersion": "5spot.finos.org/v1alpha1", "kind": "ScheduledCapacity",
+        "metadata": {"name": scap},
+        "spec": {"schedule": schedule,
+                 "targetRef": {"apiVersion": "pools.agents.example.com/v1alpha1",
+                               "kind": "VirtualMachinePool", "name": pool},
+                 "capacity": {"path": "spec.warmReplicas", "activeValue": value}}})
+    return pool, scap
+
+
 def _ready(status: dict[str, Any]) -> dict[str, Any]:
     return next((c for c in status.get("conditions") or [] if c["type"] == "Ready"), {})
 
@@ -151,15 +166,7 @@ def test_office_hours_or_override_and_not_freeze_flips_a_scheduled_capacity_exac
         {"anyOf": [ref("TimeBasedSpotSchedule", office), ref("ManualSchedule", override)]},
         {"not": ref("ManualSchedule", freeze)}]})
     world = World(admin)
-    pool, scap = unique("pool"), unique("cap")
-    world.pool(pool)
-    kube.request(admin, "POST", path(SCAP), body={
-        "apiVersion": "5spot.finos.org/v1alpha1", "kind": "ScheduledCapacity",
-        "metadata": {"name": scap},
-        "spec": {"schedule": ref("CompositeSchedule", desk),
-                 "targetRef": {"apiVersion": "pools.agents.example.com/v1alpha1",
-                               "kind": "VirtualMachinePool", "name": pool},
-                 "capacity": {"path": "spec.warmReplicas", "activeValue": 7}}})
+    pool, scap = _capacity_following(admin, world, ref("CompositeSchedule", desk), 7)
 
     def expect(active: bool) -> None:
         status = schedules.wait(desk, lambda s: s.get("active") is active and _ready(s).get("status") == "True",
@@ -203,15 +210,7 @@ def test_a_childs_crd_removed_makes_the_composite_unresolved_only_when_it_matter
                        "active and ready")
     # The capacity controller, following the same child directly, through the same watches code.
     world = World(admin)
-    pool, scap = unique("pool"), unique("cap")
-    world.pool(pool)
-    kube.request(admin, "POST", path(SCAP), body={
-        "apiVersion": "5spot.finos.org/v1alpha1", "kind": "ScheduledCapacity",
-        "metadata": {"name": scap},
-        "spec": {"schedule": ref("TimeBasedSpotSchedule", office),
-                 "targetRef": {"apiVersion": "pools.agents.example.com/v1alpha1",
-                               "kind": "VirtualMachinePool", "name": pool},
-                 "capacity": {"path": "spec.warmReplicas", "activeValue": 3}}})
+    pool, scap = _capacity_following(admin, world, ref("TimeBasedSpotSchedule", office), 3)
     world.wait_phase(scap, "Active", timeout=30)
     out, _ = installed
     crd = out / "crds" / "timebasedspotschedules.spotschedules.5spot.finos.org.yaml"
