@@ -29,7 +29,7 @@ from datetime import datetime, timezone
 from typing import Any, Final
 
 from api.fieldpath import capacity_path_error
-from api.kinds.scheduled_capacity import api_group
+from api.kinds.names import api_group
 
 CHECK: Final = "field-governance"
 """The webhook check's name: every denial starts with it."""

@@ -17,7 +17,7 @@ saying the controller makes it write nothing.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
@@ -32,7 +32,7 @@ from api.fieldgovernance import (
     standing,
     standings,
 )
-from api.kinds import scheduled_capacity as scap
+from api.kinds.names import is_scheduled_capacity
 from compiler.diagnostics import Location
 from policies.admission_eval import Verdict, Violation
 from policies.admission_eval.status import Status
@@ -49,15 +49,13 @@ class Checked:
     namespace: str
     verdict: Verdict
     old: Mapping[str, Any] | None
-    where: Location
-
-
-def _is_capacity(obj: Mapping[str, Any]) -> bool:
-    return obj.get("kind") == scap.KIND and scap.api_group(str(obj.get("apiVersion"))) == scap.GROUP
+    where: Callable[[], Location]
+    """Where the object's name is given; asked only of a governor a denial names (finding a
+    field's position re-reads its document, which would double the cost of a clean run)."""
 
 
 def _claim(obj: Mapping[str, Any] | None, namespace: str) -> Claim | None:
-    if obj is None or not _is_capacity(obj):
+    if obj is None or not is_scheduled_capacity(obj):
         return None
     return claim_of(obj, namespace)
 
@@ -100,7 +98,8 @@ def field_governance(checked: Sequence[Checked]) -> list[Verdict]:
             verdicts.append(item.verdict)
             continue
         governor = found.governor
-        read_from = where.get((governor.namespace, governor.name))
+        locate = where.get((governor.namespace, governor.name))
+        read_from = locate() if locate is not None else None
         source = f". ScheduledCapacity {governor.governor} is defined at {read_from}" if read_from else ""
         if _same_claim(claim, _claim(item.old, item.namespace)):
             warning = f"{CHECK}: {governed_by_message(claim, governor).rstrip('.')}{source}"

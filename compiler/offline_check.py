@@ -10,6 +10,7 @@ and renders tables and JSON. Bad input is never a traceback: it is an InputError
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -251,7 +252,8 @@ def check(policies: Sequence[Path], objects: Sequence[Path], old: Path | None = 
         raise InputError(problems)
     governed = field_governance([  # one field, one governor among the objects given
         Checked(d.data, r.namespace, r.verdict, before.data if (before := previous.get(
-            _key(checker, d.data))) is not None else None, d.locate("metadata", "name"))
+            _key(checker, d.data))) is not None else None,
+            functools.partial(d.locate, "metadata", "name"))
         for d, r in zip(documents, results)])
     return [replace(r, verdict=v) for r, v in zip(results, governed)]
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ipaddress
 import re
-import importlib.metadata
 from enum import StrEnum
 from typing import Annotated, Any, Final, Literal
 
@@ -33,6 +32,7 @@ from api.kinds.scheduled_capacity import (
     VERSION_PATTERN,
 )
 from api.providers import BuiltinProvider
+from commandline.version import version
 from compiler.calendars import MAX_YEARS as MAX_CALENDAR_YEARS
 from compiler.specschema import SpecSchema
 
@@ -41,14 +41,7 @@ IMAGE_REPOSITORY: Final = "ghcr.io/finos/fivespot"
 """Where `make image` (image/build.py) names the image it builds."""
 
 
-def _version() -> str:
-    try:
-        return importlib.metadata.version("fivespot")
-    except importlib.metadata.PackageNotFoundError:  # a source tree that was never installed
-        return "0.0.0"
-
-
-VERSION: Final = _version()
+VERSION: Final = version()
 DEFAULT_IMAGE: Final = f"{IMAGE_REPOSITORY}:{VERSION}"
 CONFIG_API_VERSION: Final = f"{CONFIG_GROUP}/v1alpha1"
 

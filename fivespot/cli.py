@@ -14,6 +14,7 @@ import sys
 from typing import Callable, Final, Sequence
 
 from commandline import boundary, exitcodes
+from commandline.version import version
 from compiler import cli as compiler_cli
 
 RUNTIME_COMMANDS: Final[dict[str, tuple[str, str]]] = {
@@ -32,11 +33,9 @@ A value is "module" (its `register`) or "module:function" for a package with sev
 
 
 def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
-    from compiler.spec import VERSION
-
     parser = argparse.ArgumentParser(prog="fivespot", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--version", action="version", version=f"fivespot {VERSION}")
+    parser.add_argument("--version", action=_Version, nargs=0, help="show fivespot's version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     compiler_cli.register(sub)
     wanted = next((a for a in argv if not a.startswith("-")), None)
@@ -47,6 +46,15 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         else:
             sub.add_parser(name, help=summary)
     return parser
+
+
+class _Version(argparse.Action):
+    """`--version`, looked up only when given (`commandline.version`)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        print(f"fivespot {version()}")
+        parser.exit()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

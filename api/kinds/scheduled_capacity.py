@@ -29,10 +29,12 @@ from api.fieldpath import (
     MAX_PATH_LENGTH,
 )
 from api.kinds.base import KindModel
+from api.kinds.names import GROUP as GROUP
+from api.kinds.names import SCHEDULED_CAPACITY
+from api.kinds.names import api_group as api_group
 
-GROUP: Final = "5spot.finos.org"
 VERSION: Final = "v1alpha1"
-KIND: Final = "ScheduledCapacity"
+KIND: Final = SCHEDULED_CAPACITY
 PLURAL: Final = "scheduledcapacities"
 SHORT_NAMES: Final = ("scap",)
 
@@ -158,12 +160,6 @@ class TargetRef(KindModel):
     def group(self) -> str:
         """The API group of `api_version` ('' for the core group)."""
         return api_group(self.api_version)
-
-
-def api_group(api_version: str) -> str:
-    """The group part of an apiVersion: `apps/v1` -> `apps`, `v1` -> ``."""
-    group, slash, _ = api_version.rpartition("/")
-    return group if slash else ""
 
 
 class Capacity(KindModel):

@@ -375,7 +375,7 @@ def _checked(objects: list[dict[str, Any]], allowed: list[bool]) -> list[Any]:
     from compiler.diagnostics import Location
     from policies.admission_eval import Verdict
 
-    return [Checked(o, "agents", Verdict(ok), None, Location("objects.yaml", i + 1, 1))
+    return [Checked(o, "agents", Verdict(ok), None, lambda i=i: Location("objects.yaml", i + 1, 1))
             for i, (o, ok) in enumerate(zip(objects, allowed))]
 
 
