@@ -18,7 +18,6 @@ process that logs JSON (the controllers) gets the line as a JSON log record with
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 import threading
@@ -101,7 +100,7 @@ def report(command: str, what: str, error: BaseException, *, debug: bool) -> Non
     JSON, else as a line on stderr (and the trace after it with --debug)."""
     line = f"{command}: {what}"
     if _logs_structured():
-        logging.getLogger("fivespot").error(line, exc_info=error)
+        sys.modules["logging"].getLogger("fivespot").error(line, exc_info=error)
         return
     print(line, file=sys.stderr)
     if debug:
@@ -120,8 +119,11 @@ def _thread_hook(command: str, debug: bool) -> Callable[[threading.ExceptHookArg
 
 
 def _logs_structured() -> bool:
-    return any(getattr(handler.formatter, "structured", False)
-               for handler in logging.getLogger().handlers)
+    # a process that never imported logging logs nothing structured, and a short command
+    # (`fivespot check` of one file) does not pay for importing it
+    logging = sys.modules.get("logging")
+    return logging is not None and any(getattr(handler.formatter, "structured", False)
+                                       for handler in logging.getLogger().handlers)
 
 
 def _is_ours(filename: str) -> bool:

@@ -9,7 +9,6 @@ without `fork` are decided in this process.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from collections.abc import Sequence
 from typing import Final
@@ -30,19 +29,27 @@ def decide_all(checker: Checker, requests: Sequence[Request], jobs: int | None =
     """The verdict for each request (or the NamespaceRequired it raised), in order. `jobs`:
     how many processes at most (default: the usable cores)."""
     workers = min(jobs or usable_cores(), len(requests) // MIN_PER_WORKER)
-    if workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
+    if workers < 2:
         return [_decide(checker, request) for request in requests]
+    import multiprocessing  # only where it is used: it costs a short run a tenth of its start-up
+
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return [_decide(checker, request) for request in requests]
+    # The first is decided here, before forking: what the checker builds on first use (the
+    # match plan and the batched program of the policies a request matches) is then built once,
+    # and every worker inherits it.
+    first = _decide(checker, requests[0])
     global _checker, _requests
     _checker, _requests = checker, requests
     try:
-        size = -(-len(requests) // workers)
+        size = -(-(len(requests) - 1) // workers)
         slices = [(start, min(start + size, len(requests)))
-                  for start in range(0, len(requests), size)]
+                  for start in range(1, len(requests), size)]
         with multiprocessing.get_context("fork").Pool(workers) as pool:
             parts = pool.map(_decide_slice, slices, chunksize=1)
     finally:
         _checker, _requests = None, ()
-    return [outcome for part in parts for outcome in part]
+    return [first, *(outcome for part in parts for outcome in part)]
 
 
 def usable_cores() -> int:

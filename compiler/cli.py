@@ -123,6 +123,9 @@ def register(sub: Any) -> None:
     check.add_argument("-j", "--jobs", type=int, metavar="N",
                        help="decide on at most N processes (default: every usable core, when "
                             "there are enough objects to gain from it)")
+    check.add_argument("--no-cache", dest="cache", action="store_false",
+                       help="neither reuse nor keep the policies read and the CEL compiled in an "
+                            "earlier run (kept by content in ~/.cache/fivespot/check)")
     check.add_argument("-o", "--output", choices=("table", "json"), default="table",
                        help="table (default) or json")
     check.set_defaults(handler=_reported(_check))
@@ -207,7 +210,7 @@ def _check(args: argparse.Namespace) -> int:
     from compiler.offline_check import check, render_check_json, render_check_table
 
     results = check(args.policies, args.objects, old=args.old, namespaces=args.namespaces,
-                    field_validation=args.field_validation, jobs=args.jobs)
+                    field_validation=args.field_validation, jobs=args.jobs, cache=args.cache)
     print(render_check_json(results) if args.output == "json" else render_check_table(results))
     return EXIT_OK if all(r.verdict.allowed for r in results) else EXIT_NEGATIVE
 
@@ -232,15 +235,18 @@ def _reported(handler: Handler) -> Handler:
 
 def _handle(handler: Handler, args: argparse.Namespace) -> int:
     """The handler's exit code, with the errors the compiler's commands expect reported."""
-    from compiler.ownership import OutputRefused
-
     try:
         return handler(args)
     except InputError as error:
         return _diagnostics(error.diagnostics, "nothing was checked")
     except CompileError as error:
         return _diagnostics(error.diagnostics, "nothing was written")
-    except OutputRefused as error:
+    except Exception as error:
+        # only a handler that imported compiler.ownership can have raised its OutputRefused, and
+        # `check` (one file, in an editor's hook) does not pay for importing it
+        ownership = sys.modules.get("compiler.ownership")
+        if ownership is None or not isinstance(error, ownership.OutputRefused):
+            raise
         print(f"fivespot {args.command}: --out {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
 

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from compiler import checkcache
 from compiler.check_governance import Checked, field_governance
 from compiler.checkpool import decide_all
 from compiler.diagnostics import Diagnostic, InputError, Location
@@ -32,6 +33,7 @@ from policies.admission_eval import (
     Verdict,
     Violation,
 )
+from policies.cel.engine import compiled_programs, restore_programs
 
 if TYPE_CHECKING:
     from compiler.pipeline import Compiled
@@ -111,11 +113,20 @@ _CHECKED_KINDS: Final = ("CustomResourceDefinition", "ValidatingAdmissionPolicy"
 a compiled output (RBAC, workloads, Argo CD and Flux objects) is not parsed at all."""
 
 
-def load_checker(roots: Sequence[Path]) -> Checker:
-    """A Checker from compiled output folders or files; raises InputError."""
-    objects: list[Mapping[str, Any]] = []
+def load_checker(roots: Sequence[Path], cache: bool = True) -> Checker:
+    """A Checker from compiled output folders or files; raises InputError. With `cache`, what
+    reading and compiling these exact files gave an earlier run is reused and this run's is kept
+    (`compiler.checkcache`)."""
+    checker, keep = _load_checker(roots, cache)
+    keep()
+    return checker
+
+
+def _load_checker(roots: Sequence[Path], cache: bool) -> tuple[Checker, Callable[[], None]]:
+    """The Checker, and what keeps its work for later runs: called after deciding, so the CEL
+    compiled on first use (the batches of the policies a request matches) is kept too."""
     problems: list[Diagnostic] = []
-    others: list[tuple[Path, str]] = []
+    files: list[tuple[Path, str, str]] = []  # (path, name relative to its root, text)
     for root in roots:
         if not root.exists():
             problems.append(Diagnostic(Location(str(root), 0, 0), "",
@@ -125,12 +136,50 @@ def load_checker(roots: Sequence[Path]) -> Checker:
         for path in policy_files(root):
             try:
                 text = read_file(path, str(path))
-                if any(kind in text for kind in _CHECKED_KINDS):
-                    objects += [d.data for d in read_text(text, str(path)) if isinstance(d.data, dict)]
-                else:
-                    others.append((path, text))
             except InputError as error:
                 problems += error.diagnostics
+                continue
+            files.append((path, path.relative_to(root).as_posix() if path != root else path.name,
+                          text))
+    if problems:
+        try:  # every problem in one run: the files read may have theirs too
+            _policy_objects(files)
+        except InputError as error:
+            problems += error.diagnostics
+        raise InputError(problems)
+    where = ", ".join(str(r) for r in roots)
+    if not cache:
+        return checker_from_objects(_policy_objects(files), where), lambda: None
+    name = checkcache.key([(relative, text) for _, relative, text in files])
+    kept = checkcache.load(name)
+    if kept is not None:
+        restore_programs(kept.programs)
+        objects, known = kept.objects, len(kept.programs)
+    else:
+        objects, known = _policy_objects(files), -1
+    checker = checker_from_objects(objects, where)
+
+    def keep() -> None:
+        programs = compiled_programs()
+        if len(programs) != known:
+            checkcache.save(name, checkcache.Entry(objects, programs))
+
+    return checker, keep
+
+
+def _policy_objects(files: Sequence[tuple[Path, str, str]]) -> list[Mapping[str, Any]]:
+    """The objects of the files that may matter to the checker; raises InputError."""
+    objects: list[Mapping[str, Any]] = []
+    problems: list[Diagnostic] = []
+    others: list[tuple[Path, str]] = []
+    for path, _, text in files:
+        try:
+            if any(kind in text for kind in _CHECKED_KINDS):
+                objects += [d.data for d in read_text(text, str(path)) if isinstance(d.data, dict)]
+            else:
+                others.append((path, text))
+        except InputError as error:
+            problems += error.diagnostics
     param_kinds = {str((o.get("spec") or {}).get("paramKind", {}).get("kind", ""))
                    for o in objects if o.get("kind") == "ValidatingAdmissionPolicy"
                    and isinstance(o.get("spec"), dict)
@@ -143,7 +192,7 @@ def load_checker(roots: Sequence[Path]) -> Checker:
                 problems += error.diagnostics
     if problems:
         raise InputError(problems)
-    return checker_from_objects(objects, ", ".join(str(r) for r in roots))
+    return objects
 
 
 def checker_from_objects(objects: Sequence[Mapping[str, Any]], where: str) -> Checker:
@@ -205,11 +254,11 @@ def _unknown_kind(document: Document, error: UnknownKind) -> Diagnostic:
 
 def check(policies: Sequence[Path], objects: Sequence[Path], old: Path | None = None,
           namespaces: Path | None = None, field_validation: FieldValidation = "Strict",
-          jobs: int | None = None) -> list[Result]:
+          jobs: int | None = None, cache: bool = True) -> list[Result]:
     """Decide every object in `objects` (UPDATE where `old` holds its previous version), with
     the request's `fieldValidation` (kubectl's default: Strict), on at most `jobs` processes
-    (default: every usable core, for large inputs)."""
-    checker = load_checker(policies)
+    (default: every usable core, for large inputs); `cache`: see `load_checker`."""
+    checker, keep = _load_checker(policies, cache)
     documents = _objects(d for path in objects for d in read_documents(path))
     old_documents = _objects(read_documents(old)) if old is not None else []
     namespace_objects = _namespaces(namespaces)
@@ -250,12 +299,13 @@ def check(policies: Sequence[Path], objects: Sequence[Path], old: Path | None = 
                               document.file, document.line))
     if problems:
         raise InputError(problems)
+    keep()
     governed = field_governance([  # one field, one governor among the objects given
         Checked(d.data, r.namespace, r.verdict, before.data if (before := previous.get(
             _key(checker, d.data))) is not None else None,
             functools.partial(d.locate, "metadata", "name"))
         for d, r in zip(documents, results)])
-    return [replace(r, verdict=v) for r, v in zip(results, governed)]
+    return [r if v is r.verdict else replace(r, verdict=v) for r, v in zip(results, governed)]
 
 
 def _namespaces(path: Path | None) -> dict[str, Mapping[str, Any]]:

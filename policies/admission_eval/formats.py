@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import binascii
 import ipaddress
-import uuid
 from collections.abc import Callable
 from datetime import date
 from typing import Final
@@ -58,6 +57,8 @@ def _valid_byte(text: str) -> bool:
 
 
 def _valid_uuid(text: str) -> bool:
+    import uuid  # imports platform and more: paid only by schemas that use the format
+
     try:
         uuid.UUID(text)
     except ValueError:

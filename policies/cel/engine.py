@@ -7,7 +7,9 @@ Kubernetes function library), compilation with the Kubernetes deviations from st
 (cross-type numeric comparisons, literal validators), conversion of Python values in and out,
 and the mapping of error texts to the wording cel-go, and therefore `kubectl`, uses.
 
-Programs are cached by (expression, variables) and are safe to evaluate from many threads.
+Programs are cached by (expression, variables) and are safe to evaluate from many threads; they
+pickle (as cel-cpp's serialized form and the checked AST), so `fivespot check` can keep them
+between runs (`compiler.checkcache`).
 """
 
 from __future__ import annotations
@@ -140,6 +142,10 @@ class Program:
             return plain
         return to_python(plain)
 
+    def __reduce__(self) -> tuple[object, tuple[object, ...]]:
+        return (_restored, (self.expression, tuple(sorted(self.variables)), self.tree,
+                            self.result_type, self.optional_old_self, self._compiled.serialize()))
+
     def _data(self, activation: Mapping[str, object]) -> dict[str, object]:
         data = dict(activation)
         if self.optional_old_self:
@@ -181,11 +187,54 @@ def compile_expression(
     `optional_old_self` gives CRD rules the `optionalOldSelf: true` behaviour: `oldSelf` is an
     `optional_type(dyn)` and the rule also runs when there is no old value.
     """
-    return _compile_cached(expr, frozenset(variables), optional_old_self)
+    names = frozenset(variables)
+    key = (expr, names, optional_old_self and _OLD_SELF in names)
+    found = _PROGRAMS.get(key)
+    if found is None:
+        found = _compile(expr, names, optional_old_self)
+        _remember(key, found)
+    return found
 
 
-@functools.lru_cache(maxsize=4096)
-def _compile_cached(expr: str, variables: frozenset[str], optional_old_self: bool) -> Program:
+_PROGRAMS: Final[dict[tuple[str, frozenset[str], bool], Program]] = {}
+"""Every program compiled (or restored) in this process, by (expression, variables, whether
+`oldSelf` is optional), oldest first."""
+_MAX_PROGRAMS: Final = 4096
+_PROGRAMS_LOCK: Final = threading.Lock()
+
+
+def _remember(key: tuple[str, frozenset[str], bool], program: Program) -> None:
+    with _PROGRAMS_LOCK:
+        if key not in _PROGRAMS and len(_PROGRAMS) >= _MAX_PROGRAMS:
+            del _PROGRAMS[next(iter(_PROGRAMS))]
+        _PROGRAMS[key] = program
+
+
+def compiled_programs() -> list[Program]:
+    """The programs compiled in this process so far: what a cache between processes keeps
+    (a Program pickles as its checked AST and cel-cpp's serialized form)."""
+    with _PROGRAMS_LOCK:
+        return list(_PROGRAMS.values())
+
+
+def restore_programs(programs: Iterable[Program]) -> None:
+    """Make `compile_expression` answer with these programs (unpickled from an earlier process
+    that compiled them with this same code) instead of compiling them again."""
+    for program in programs:
+        _remember((program.expression, program.variables, program.optional_old_self), program)
+
+
+def _restored(expression: str, variables: tuple[str, ...], tree: CheckedAst, result_type: str,
+              optional_old_self: bool, serialized: bytes) -> Program:
+    names = frozenset(variables)
+    hidden = (names - {_OLD_SELF}) | {_HAS_OLD_SELF, _OLD_SELF_VALUE}
+    env = _environment(frozenset(hidden) if optional_old_self else names, False)
+    with _COMPILE_LOCK:
+        compiled = env.deserialize(serialized)
+    return Program(expression, names, tree, result_type, optional_old_self, compiled)
+
+
+def _compile(expr: str, variables: frozenset[str], optional_old_self: bool) -> Program:
     compiled, tree = _check(expr, variables, optional_old_self)
     if optional_old_self and _OLD_SELF in variables:
         compiled = _compile_with_optional_old_self(expr, variables)
