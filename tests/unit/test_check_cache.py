@@ -8,8 +8,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
-
 import pytest
 import yaml
 
@@ -17,21 +15,11 @@ from compiler import checkcache
 from compiler.output import write_tree
 from compiler.pipeline import compile_repo
 from fivespot.cli import main
+from tests.unit.test_cli_check import GOOD
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "agent-sandbox" / "config"
 
-GOOD: dict[str, Any] = {
-    "apiVersion": "5spot.finos.org/v1alpha1", "kind": "ScheduledCapacity",
-    "metadata": {"name": "warm-pool", "namespace": "agents"},
-    "spec": {
-        "schedule": {"apiVersion": "spotschedules.5spot.finos.org/v1alpha1",
-                     "kind": "ManualSchedule", "name": "m"},
-        "targetRef": {"apiVersion": "pools.agents.example.com/v1alpha1",
-                      "kind": "VirtualMachinePool", "name": "p"},
-        "capacity": {"path": "spec.warmReplicas", "activeValue": 5},
-    },
-}
 TOO_LONG = {"drainedPath": "status.inUse", "timeout": "200h"}
 """Refused by a CRD rule's CEL (not by the schema's pattern)."""
 
