@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import re
 import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -189,25 +190,29 @@ def compile_expression(
     """
     names = frozenset(variables)
     key = (expr, names, optional_old_self and _OLD_SELF in names)
-    found = _PROGRAMS.get(key)
-    if found is None:
-        found = _compile(expr, names, optional_old_self)
-        _remember(key, found)
+    with _PROGRAMS_LOCK:
+        found = _PROGRAMS.get(key)
+        if found is not None:
+            _PROGRAMS.move_to_end(key)
+            return found
+    found = _compile(expr, names, optional_old_self)
+    _remember(key, found)
     return found
 
 
-_PROGRAMS: Final[dict[tuple[str, frozenset[str], bool], Program]] = {}
-"""Every program compiled (or restored) in this process, by (expression, variables, whether
-`oldSelf` is optional), oldest first."""
+_PROGRAMS: Final[OrderedDict[tuple[str, frozenset[str], bool], Program]] = OrderedDict()
+"""The programs compiled (or restored) in this process, by (expression, variables, whether
+`oldSelf` is optional), least recently used first."""
 _MAX_PROGRAMS: Final = 4096
 _PROGRAMS_LOCK: Final = threading.Lock()
 
 
 def _remember(key: tuple[str, frozenset[str], bool], program: Program) -> None:
     with _PROGRAMS_LOCK:
-        if key not in _PROGRAMS and len(_PROGRAMS) >= _MAX_PROGRAMS:
-            del _PROGRAMS[next(iter(_PROGRAMS))]
         _PROGRAMS[key] = program
+        _PROGRAMS.move_to_end(key)
+        if len(_PROGRAMS) > _MAX_PROGRAMS:
+            _PROGRAMS.popitem(last=False)
 
 
 def compiled_programs() -> list[Program]:
