@@ -18,7 +18,19 @@ the run). After every object has its first status:
 Also reported: the in-process CPU cost of evaluating every object once (what a resync, or a
 boundary shared by all, costs in decisions alone).
 
+Market open (`--burst N`, issue 16) instead: N CapitalMarketsSchedules, half in partition
+`default`, half in `agents`, all open at one whole minute and close at the next; `--replicas`
+provider processes (default flags but `--partitions default,agents`) lead the two partitions.
+After each of the two bursts, the limit in the same run: a bare client (the provider's
+ServiceAccount, `runtime.kube.load_client`'s pool, as many threads as the provider has workers)
+sends the same flip's status patches (bodies computed by the provider's own `plan`, with the
+resourceVersion precondition) to N objects in a partition nobody leads. Printed per boundary:
+the bare client's time, the provider's boundary -> last status written, their ratio, status
+writes, reconciles and CPU per replica; the run fails unless every object was written exactly
+once per boundary with the boundary's value and no bare object was touched.
+
     .venv/bin/python bench/providers/run.py [--objects 1000] [--quiet-minutes 2] [--groups 100 100 100]
+    .venv/bin/python bench/providers --burst 1000 [--replicas 2]
 """
 
 from __future__ import annotations
@@ -146,7 +158,7 @@ def main() -> None:
                              "patches in the same run; prints both times and the ratio")
     parser.add_argument("--replicas", type=int, default=1,
                         help="with --burst: provider replicas (each campaigns for both partitions)")
-    parser.add_argument("--lead", type=float, default=75.0, metavar="S",
+    parser.add_argument("--lead", type=float, default=120.0, metavar="S",
                         help="with --burst: seconds of set-up before the first boundary")
     parser.add_argument("--json", type=Path, help="with --burst: also write the results here")
     args = parser.parse_args()
@@ -376,7 +388,8 @@ def bare_status_patches(sa_config: Path, api: Any, instant: dt.datetime, threads
 
 def market_open(args: argparse.Namespace) -> int:
     """`--burst N`: N CapitalMarketsSchedules open at one whole minute and close at the next (two
-    bursts of N status writes), each burst right after a bare client's N status patches."""
+    bursts of N status writes), each burst followed by a bare client's N status patches of the
+    same flip."""
     n = args.burst
     workers = args.workers or DEFAULT_PROVIDER_WORKERS
     print(f"machine: {platform.node()} {platform.machine()} {os.cpu_count()} CPUs, python "
@@ -463,13 +476,11 @@ def market_open(args: argparse.Namespace) -> int:
 
             rounds: list[dict[str, Any]] = []
             for boundary, active in ((opens, True), (closes, False)):
-                bare_s, sent = bare_status_patches(sa_config, api, boundary + dt.timedelta(seconds=1),
-                                                   workers)
                 margin = (boundary - dt.datetime.now(UTC)).total_seconds()
                 if margin < 2:
-                    raise SystemExit(f"the bare client finished {-margin:.1f} s after the boundary "
-                                     f"{boundary:%H:%M:%SZ}; the set-up took longer than --lead "
-                                     f"{args.lead}: pass a larger one")
+                    raise SystemExit(f"{-margin:.1f} s late for the boundary {boundary:%H:%M:%SZ}: "
+                                     f"the set-up took longer than --lead {args.lead}; pass a "
+                                     "larger one")
                 time.sleep(margin - 1.5)
                 before = [counters(port) for port in ports]
                 cpu_before = [cpu_seconds(process.pid) for process in processes]
@@ -491,6 +502,10 @@ def market_open(args: argparse.Namespace) -> int:
                     for when, key, value in reader.writes_after(boundary - dt.timedelta(seconds=1)):
                         written.setdefault(key, []).append((when, value))
                 delays = [(w[0][0] - boundary).total_seconds() for k, w in written.items() if k in keys]
+                # The limit, right after the burst: the same status patches (this boundary's flip)
+                # to the bare objects, before the next boundary.
+                bare_s, sent = bare_status_patches(sa_config, api, boundary + dt.timedelta(seconds=1),
+                                                   workers)
                 rounds.append({
                     "boundary": f"{boundary:%H:%M:%SZ}", "active": active,
                     "bare_s": round(bare_s, 2), "bare_patches": sent,
