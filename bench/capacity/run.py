@@ -97,73 +97,53 @@ class Bench:
     def set_in_use(self, i: int, count: int) -> None:
         kube.merge_patch(self.api, p(POOLS, f"pool-{i:05d}", "status"), {"status": {"inUse": count}})
 
-    def create(self, i: int) -> None:
+    def create_pool(self, name: str) -> None:
         kube.request(self.api, "POST", p(POOLS), body={
             "apiVersion": "pools.agents.example.com/v1alpha1", "kind": "VirtualMachinePool",
-            "metadata": {"name": f"pool-{i:05d}"}, "spec": {"warmReplicas": 0}})
+            "metadata": {"name": name}, "spec": {"warmReplicas": 0}})
+
+    def create_scap(self, name: str, schedule: str, pool: str) -> None:
+        """A ScheduledCapacity of ACTIVE on `pool`'s spec.warmReplicas, following ManualSchedule
+        `schedule`, handing back on status.inUse."""
+        kube.request(self.api, "POST", p(SCAP), body={
+            "apiVersion": "5spot.finos.org/v1alpha1", "kind": "ScheduledCapacity",
+            "metadata": {"name": name},
+            "spec": {"schedule": {"apiVersion": "spotschedules.5spot.finos.org/v1alpha1",
+                                  "kind": "ManualSchedule", "name": schedule},
+                     "targetRef": {"apiVersion": "pools.agents.example.com/v1alpha1",
+                                   "kind": "VirtualMachinePool", "name": pool},
+                     "capacity": {"path": "spec.warmReplicas", "activeValue": ACTIVE},
+                     "handback": {"drainedPath": "status.inUse", "timeout": "1h"}}})
+
+    def create(self, i: int) -> None:
+        self.create_pool(f"pool-{i:05d}")
         self.set_in_use(i, 0)
         kube.request(self.api, "POST", p(MANUAL), body={
             "apiVersion": "spotschedules.5spot.finos.org/v1alpha1", "kind": "ManualSchedule",
             "metadata": {"name": f"ms-{i:05d}"}, "spec": {"enabled": False}})
         self.set_active(i, False)
-        kube.request(self.api, "POST", p(SCAP), body={
-            "apiVersion": "5spot.finos.org/v1alpha1", "kind": "ScheduledCapacity",
-            "metadata": {"name": f"cap-{i:05d}"},
-            "spec": {"schedule": {"apiVersion": "spotschedules.5spot.finos.org/v1alpha1",
-                                  "kind": "ManualSchedule", "name": f"ms-{i:05d}"},
-                     "targetRef": {"apiVersion": "pools.agents.example.com/v1alpha1",
-                                   "kind": "VirtualMachinePool", "name": f"pool-{i:05d}"},
-                     "capacity": {"path": "spec.warmReplicas", "activeValue": ACTIVE},
-                     "handback": {"drainedPath": "status.inUse", "timeout": "1h"}}})
+        self.create_scap(f"cap-{i:05d}", f"ms-{i:05d}", f"pool-{i:05d}")
 
     def create_light(self, i: int) -> None:
         """For the RSS point only: a pool and a ScheduledCapacity following the shared (inactive)
         schedule ms-00000, without the counter (such objects wait in HandingBack)."""
-        kube.request(self.api, "POST", p(POOLS), body={
-            "apiVersion": "pools.agents.example.com/v1alpha1", "kind": "VirtualMachinePool",
-            "metadata": {"name": f"pool-{i:05d}"}, "spec": {"warmReplicas": 0}})
-        kube.request(self.api, "POST", p(SCAP), body={
-            "apiVersion": "5spot.finos.org/v1alpha1", "kind": "ScheduledCapacity",
-            "metadata": {"name": f"cap-{i:05d}"},
-            "spec": {"schedule": {"apiVersion": "spotschedules.5spot.finos.org/v1alpha1",
-                                  "kind": "ManualSchedule", "name": "ms-00000"},
-                     "targetRef": {"apiVersion": "pools.agents.example.com/v1alpha1",
-                                   "kind": "VirtualMachinePool", "name": f"pool-{i:05d}"},
-                     "capacity": {"path": "spec.warmReplicas", "activeValue": ACTIVE},
-                     "handback": {"drainedPath": "status.inUse", "timeout": "1h"}}})
+        self.create_pool(f"pool-{i:05d}")
+        self.create_scap(f"cap-{i:05d}", "ms-00000", f"pool-{i:05d}")
 
     def create_shared(self, i: int) -> None:
         """A market-open object: its own pool, the shared schedule ms-burst; and a bare pool
         for the baseline's patches."""
         for name in (f"bpool-{i:05d}", f"bare-{i:05d}"):
-            kube.request(self.api, "POST", p(POOLS), body={
-                "apiVersion": "pools.agents.example.com/v1alpha1", "kind": "VirtualMachinePool",
-                "metadata": {"name": name}, "spec": {"warmReplicas": 0}})
+            self.create_pool(name)
         kube.merge_patch(self.api, p(POOLS, f"bpool-{i:05d}", "status"), {"status": {"inUse": 0}})
-        kube.request(self.api, "POST", p(SCAP), body={
-            "apiVersion": "5spot.finos.org/v1alpha1", "kind": "ScheduledCapacity",
-            "metadata": {"name": f"bcap-{i:05d}"},
-            "spec": {"schedule": {"apiVersion": "spotschedules.5spot.finos.org/v1alpha1",
-                                  "kind": "ManualSchedule", "name": "ms-burst"},
-                     "targetRef": {"apiVersion": "pools.agents.example.com/v1alpha1",
-                                   "kind": "VirtualMachinePool", "name": f"bpool-{i:05d}"},
-                     "capacity": {"path": "spec.warmReplicas", "activeValue": ACTIVE},
-                     "handback": {"drainedPath": "status.inUse", "timeout": "1h"}}})
+        self.create_scap(f"bcap-{i:05d}", "ms-burst", f"bpool-{i:05d}")
 
     def create_conflicted(self, i: int) -> None:
         """A second, younger ScheduledCapacity on bpool-i's field, following ms-burst too: the
         one-governor rule gives the field to bcap-i (older; on a tie, the name sorts first), so
         this one must never write. (The bench installs no webhook, so admission lets it in and
         the controller's own check is what is exercised.)"""
-        kube.request(self.api, "POST", p(SCAP), body={
-            "apiVersion": "5spot.finos.org/v1alpha1", "kind": "ScheduledCapacity",
-            "metadata": {"name": f"bdup-{i:05d}"},
-            "spec": {"schedule": {"apiVersion": "spotschedules.5spot.finos.org/v1alpha1",
-                                  "kind": "ManualSchedule", "name": "ms-burst"},
-                     "targetRef": {"apiVersion": "pools.agents.example.com/v1alpha1",
-                                   "kind": "VirtualMachinePool", "name": f"bpool-{i:05d}"},
-                     "capacity": {"path": "spec.warmReplicas", "activeValue": ACTIVE},
-                     "handback": {"drainedPath": "status.inUse", "timeout": "1h"}}})
+        self.create_scap(f"bdup-{i:05d}", "ms-burst", f"bpool-{i:05d}")
 
     def set_shared(self, active: bool) -> None:
         kube.merge_patch(self.api, p(MANUAL, "ms-burst", "status"), {"status": {
