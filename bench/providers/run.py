@@ -369,7 +369,7 @@ def bare_status_patches(sa_config: Path, api: Any, instant: dt.datetime, threads
     items = api.list_namespaced_custom_object(GROUP, VERSION, BARE_NS, PLURAL)["items"]
     patches = [(item["metadata"]["name"], plan(item, capital_markets.evaluate, instant).patch)
                for item in items]
-    todo = [(name, patch) for name, patch in patches if patch is not None]
+    to_send = [(name, patch) for name, patch in patches if patch is not None]
     client = kube.load_client(sa_config)
 
     def one(entry: tuple[str, dict[str, Any]]) -> None:
@@ -380,8 +380,8 @@ def bare_status_patches(sa_config: Path, api: Any, instant: dt.datetime, threads
     try:
         with ThreadPoolExecutor(threads) as pool:
             started = time.monotonic()
-            list(pool.map(one, todo))
-            return time.monotonic() - started, len(todo)
+            list(pool.map(one, to_send))
+            return time.monotonic() - started, len(to_send)
     finally:
         client.close()
 
