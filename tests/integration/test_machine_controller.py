@@ -793,9 +793,11 @@ def test_a_scheduled_capacity_naming_the_machines_node_is_reported_from_this_sid
                                         and c["status"] == "True"), None), 15, "the conflict")
     assert gate in conflict["message"] and node in conflict["message"]
     assert status(mgmt, name)["phase"] == "Active", "the machine side keeps following its schedule"
-    events = kube.request(mgmt, "GET", p(("events.k8s.io", "v1", "events")))["items"]
-    assert any(e["reason"] == "NodeAlsoNamedByScheduledCapacity" and e["type"] == "Warning"
-               and e["regarding"]["name"] == name for e in events)
+    # The Events follow the status write, so the condition can be seen before its Event.
+    eventually(lambda: any(e["reason"] == "NodeAlsoNamedByScheduledCapacity" and e["type"] == "Warning"
+                           and e["regarding"]["name"] == name
+                           for e in kube.request(mgmt, "GET", p(("events.k8s.io", "v1", "events")))["items"]),
+               15, "the Warning event")
     kube.request(mgmt, "DELETE", p(("5spot.finos.org", "v1alpha1", "scheduledcapacities"), gate))
     eventually(lambda: next((c for c in status(mgmt, name)["conditions"]
                              if c["type"] == "HostGovernanceConflict"), {}).get("status") == "False",
