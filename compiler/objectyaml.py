@@ -10,10 +10,13 @@ as `duplicate field "spec.enabled"`.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import functools
 import json
+import os
 import re
-from collections.abc import Callable, Mapping
+import sys
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -91,11 +94,37 @@ def read_text(text: str, name: str) -> list[Document]:
     slow = _needs_reference(text, bounds)
     documents: list[Document] = []
     line, previous = 1, 0
-    for index, (start, end) in enumerate(zip(bounds, bounds[1:])):
-        line += text.count("\n", previous, start)
-        previous = start
-        documents += _read_chunk(text[start:end], name, line, index in slow)
+    with _silenced_stderr():
+        for index, (start, end) in enumerate(zip(bounds, bounds[1:])):
+            line += text.count("\n", previous, start)
+            previous = start
+            documents += _read_chunk(text[start:end], name, line, index in slow)
     return documents
+
+
+@contextlib.contextmanager
+def _silenced_stderr() -> Iterator[None]:
+    """File descriptor 2 sent to /dev/null while the fast path reads: rapidyaml prints its own
+    diagnostic (`line=2 col=1 (8B): ERROR: [parse] ...` and its source path) there before it
+    raises, and its Python binding has no way to set the error handler. Such a document is read
+    again by the reference path, which words the error; nothing else writes to stderr meanwhile.
+    Once per file: a few system calls."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):  # no stderr at all: nothing to keep quiet
+        yield
+        return
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, 2)
+        finally:
+            os.close(devnull)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def _needs_reference(text: str, bounds: list[int]) -> set[int]:

@@ -4,6 +4,8 @@ case (exit 2) with its exact message."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +96,24 @@ def test_unreadable_yaml_exits_two_with_its_position(out_dir: Path, tmp_path: Pa
     # libyaml's words, as `compile` reports the same text
     assert err == (f"{objects}:3:1: invalid YAML: did not find expected ',' or ']'\n"
                    "1 error; nothing was checked\n")
+
+
+@pytest.mark.parametrize(("text", "where", "problem"), [
+    ("apiVersion: v1\nkind: [\n", "3:1", "did not find expected node content"),
+    ('kind: ScheduledCapacity\nmetadata: "unclosed\n', "3:1", "found unexpected end of stream"),
+])
+def test_unreadable_yaml_shows_only_fivespots_message_on_stderr_as_a_whole_process(
+        out_dir: Path, tmp_path: Path, text: str, where: str, problem: str) -> None:
+    # rapidyaml, tried first, prints its own C++ diagnostic to file descriptor 2 before raising
+    # (`line=2 col=1 (8B): ERROR: [parse] ...`): only a real process shows whether it leaks
+    objects = tmp_path / "broken.yaml"
+    objects.write_text(text)
+    done = subprocess.run([sys.executable, "-m", "fivespot.cli", "check", "--policies",
+                           str(out_dir), str(objects)], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (f"{objects}:{where}: invalid YAML: {problem}\n"
+                           "1 error; nothing was checked\n")
 
 
 def test_a_missing_objects_file_exits_two(out_dir: Path, tmp_path: Path,
