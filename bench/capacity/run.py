@@ -24,6 +24,8 @@ separate process with its compiled ServiceAccount:
 - drain -> Inactive: a HandingBack object's counter is set to 0; the time until its phase reads
   Inactive (again as seen by a watch).
 - settle: time for the controller to give all N objects their first status after it starts.
+- idle CPU: the settled controller's CPU time over `--idle` seconds with nothing changing
+  (watches, lease renewals, metrics), as a share of one core.
 - RSS of the controller process (`process_resident_memory_bytes` from its /metrics) at N
   objects and again after growing to `--grow-to` objects (the extra objects each have a pool
   but share one schedule, to keep the set-up to two requests per object).
@@ -429,6 +431,8 @@ def main() -> int:
                         help="then flip N objects' own schedules at once (0: skip)")
     parser.add_argument("--kubeconfig", type=Path, help="use a running cluster instead of starting one")
     parser.add_argument("--workers", type=int, default=4, help="the controller's --workers")
+    parser.add_argument("--idle", type=float, default=20.0, metavar="S",
+                        help="measure the settled controller's CPU over this long (0: skip)")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
     started_machine = machine()
@@ -481,6 +485,12 @@ def main() -> int:
         print(f"  controller settled {args.objects} objects {settle_from_start:.1f}s after start", flush=True)
         time.sleep(2)
         rss_small = rss_mb(port)
+        idle_cpu = None
+        if args.idle > 0:
+            cpu_before = process_metric(port, "process_cpu_seconds_total")
+            time.sleep(args.idle)
+            idle_cpu = (process_metric(port, "process_cpu_seconds_total") - cpu_before) / args.idle
+            print(f"  idle: {100 * idle_cpu:.2f} % of a core over {args.idle:.0f} s", flush=True)
         rounds = []
         drains = []
         sample = min(args.sample, args.objects // max(args.rounds, 1))
@@ -499,6 +509,7 @@ def main() -> int:
             "drain_p50_ms_median": statistics.median(r["p50_ms"] for r in drains) if drains else None,
             "drain_p99_ms_median": statistics.median(r["p99_ms"] for r in drains) if drains else None,
             "rss_mb": {str(args.objects): round(rss_small, 1)},
+            "idle_cpu_percent": None if idle_cpu is None else round(100 * idle_cpu, 2),
         }
         burst = list(range(args.rounds * sample,
                            min(args.objects, args.rounds * sample + args.burst_separate)))
