@@ -8,7 +8,11 @@ reconciling safe with several workers:
 - `add_after` keeps a heap of delayed keys, keeping only the earliest time per key, so a requeue
   at a deadline (a handback timeout) costs nothing until it is due;
 - `add_rate_limited` backs off per key exponentially (transient API errors), and `forget` resets
-  it after a success.
+  it after a success;
+- `add_later` queues a key in a second, lower lane: it is handed out only when no key in the
+  first lane is ready (or once it has waited `starve_after_s`), so follow-up work such as a
+  status write never delays the writes a burst is waiting for. A key added to both lanes is
+  queued once, in the first.
 
 Time comes from an injected clock; `get(timeout=0)` never blocks, which is how the tests drive a
 fake clock.
@@ -27,6 +31,8 @@ from runtime.clock import SYSTEM_CLOCK, Clock
 
 DEFAULT_BASE_DELAY_S: Final = 0.05
 DEFAULT_MAX_DELAY_S: Final = 60.0
+DEFAULT_STARVE_AFTER_S: Final = 30.0
+"""A key in the later lane is handed out after this long even while the first lane is busy."""
 
 
 class ExponentialBackoff:
@@ -63,13 +69,23 @@ class WorkQueue:
         *,
         clock: Clock = SYSTEM_CLOCK,
         backoff: ExponentialBackoff | None = None,
+        starve_after_s: float = DEFAULT_STARVE_AFTER_S,
     ):
         self.name = name
+        self._starve_after_s = starve_after_s
         self._clock = clock
         self._backoff = backoff or ExponentialBackoff()
         self._cond = threading.Condition()
         self._queue: deque[str] = deque()
+        self._later: deque[tuple[int, str]] = deque()
+        """The lower lane, oldest first: (ticket, key); an entry whose ticket is no longer the
+        key's in `_dirty_later` was promoted or taken, and is skipped."""
         self._dirty: set[str] = set()
+        self._dirty_later: dict[str, tuple[int, float]] = {}
+        """Keys queued (or, while processing, to be queued again) in the later lane only, with
+        their ticket and when they were queued (ticket -1: not in the deque yet)."""
+        self._later_ready = 0
+        """How many `_later` entries are live."""
         self._processing: set[str] = set()
         self._waiting: dict[str, float] = {}
         self._heap: list[tuple[float, int, str]] = []
@@ -85,6 +101,18 @@ class WorkQueue:
         """Queue `key` now, unless it is already queued."""
         with self._cond:
             self._add_locked(key)
+
+    def add_later(self, key: str) -> None:
+        """Queue `key` in the lower lane, unless it is already queued in either lane."""
+        with self._cond:
+            if self._shutdown or key in self._dirty or key in self._dirty_later:
+                return
+            self._adds.inc()
+            if key in self._processing:
+                self._dirty_later[key] = (-1, 0.0)  # queued when the worker is done
+                return
+            self._append_later_locked(key)
+            self._cond.notify()
 
     def add_after(self, key: str, delay_s: float) -> None:
         """Queue `key` after `delay_s`; an earlier pending time for the same key wins."""
@@ -130,11 +158,10 @@ class WorkQueue:
             deadline = None if timeout is None else self._clock.monotonic() + timeout
             while True:
                 self._promote_due_locked()
-                if self._queue:
-                    key = self._queue.popleft()
-                    self._dirty.discard(key)
+                key = self._pop_locked()
+                if key is not None:
                     self._processing.add(key)
-                    self._depth.set(len(self._queue))
+                    self._set_depth_locked()
                     return key
                 if self._shutdown:
                     return None
@@ -151,10 +178,16 @@ class WorkQueue:
         """A worker finished `key`; if it was added meanwhile, it is queued again now."""
         with self._cond:
             self._processing.discard(key)
-            if key in self._dirty and not self._shutdown:
+            if self._shutdown:
+                return
+            if key in self._dirty:
                 self._queue.append(key)
-                self._depth.set(len(self._queue))
-                self._cond.notify()
+            elif key in self._dirty_later:
+                self._append_later_locked(key)
+            else:
+                return
+            self._set_depth_locked()
+            self._cond.notify()
 
     # --- lifecycle and introspection ------------------------------------------------------------
 
@@ -170,9 +203,14 @@ class WorkQueue:
             return self._shutdown
 
     def __len__(self) -> int:
-        """Keys ready now (not counting delayed ones or those being processed)."""
+        """Keys ready now in either lane (not counting delayed ones or those being processed)."""
         with self._cond:
-            return len(self._queue)
+            return len(self._queue) + self._later_ready
+
+    def later(self) -> list[str]:
+        """The keys queued in the lower lane, oldest first."""
+        with self._cond:
+            return [key for ticket, key in self._later if self._dirty_later.get(key, (None,))[0] == ticket]
 
     def delayed(self) -> dict[str, float]:
         """Delayed keys and the monotonic time each becomes due."""
@@ -190,11 +228,42 @@ class WorkQueue:
             return
         self._dirty.add(key)
         self._adds.inc()
+        promoted = self._dirty_later.pop(key, None)  # its later-lane entry, if any, is skipped
+        if promoted is not None and promoted[0] >= 0:
+            self._later_ready -= 1
         if key in self._processing:
             return
         self._queue.append(key)
-        self._depth.set(len(self._queue))
+        self._set_depth_locked()
         self._cond.notify()
+
+    def _append_later_locked(self, key: str) -> None:
+        ticket = next(self._seq)
+        self._dirty_later[key] = (ticket, self._clock.monotonic())
+        self._later.append((ticket, key))
+        self._later_ready += 1
+        self._set_depth_locked()
+
+    def _set_depth_locked(self) -> None:
+        self._depth.set(len(self._queue) + self._later_ready)
+
+    def _pop_locked(self) -> str | None:
+        """The first lane's next key; the later lane's when the first is empty or its oldest key
+        has waited `starve_after_s`."""
+        while self._later and self._dirty_later.get(self._later[0][1], (None,))[0] != self._later[0][0]:
+            self._later.popleft()  # promoted or superseded
+        starved = bool(self._later) and self._clock.monotonic() - \
+            self._dirty_later[self._later[0][1]][1] >= self._starve_after_s
+        if self._queue and not starved:
+            key = self._queue.popleft()
+            self._dirty.discard(key)
+            return key
+        if self._later:
+            _, key = self._later.popleft()
+            del self._dirty_later[key]
+            self._later_ready -= 1
+            return key
+        return None
 
     def _promote_due_locked(self) -> None:
         now = self._clock.monotonic()

@@ -8,14 +8,15 @@ One reconcile of one ScheduledCapacity:
    synced" and API errors into LookupFailed, never into "absent"; where the cache has not yet
    caught up with our own last write of an object, that write's answer is what is observed;
 3. `decide` (pure); a transient answer retries with backoff and writes nothing;
-4. before a zero write the target is read once more from the API server (a handback reads the
-   drain counter) and the decision is re-made; before the active value goes to a
-   ScheduledCapacity with spec.nodeName, the ScheduledMachines are listed fresh and the
-   decision is re-made; the write is re-checked against the compiled allowlist (`refusal`)
-   and sent as exactly one JSON merge patch of the single field;
+4. before the active value goes to a ScheduledCapacity with spec.nodeName, the
+   ScheduledMachines are listed fresh and the decision is re-made; the write is re-checked
+   against the compiled allowlist (`refusal`) and sent as exactly one JSON merge patch of the
+   single field;
 5. only after the write landed, the status patch (only if the status changed, conditional on
    the resourceVersion the decision read), then Kubernetes Events, then a requeue at the
-   decision's deadline (a handback timeout).
+   decision's deadline (a handback timeout). After a target write the status and Events are
+   held back (`PendingStatus`, the queue's later lane) so a burst's target writes go first; the
+   next reconcile of the object sends them before deciding anything.
 
 Event-driven reactions map provider, target and ScheduledMachine events back to the
 ScheduledCapacities that reference them through cache indexes, and the informers' slow resync
@@ -174,10 +175,14 @@ class OwnTargetWrite:
     """A write of the active value: its own watch event needs no reconcile (a zero write's does:
     the handback completes on seeing the 0 land)."""
 
+    def made(self, obj: Obj) -> bool:
+        """`obj` is exactly the version this write made, coming back."""
+        revision = _revision(obj)
+        return revision is not None and revision == _revision(self.obj)
+
     def is_echo(self, obj: Obj) -> bool:
         """`obj` is exactly the version this write made, coming back, and it needs no reconcile."""
-        revision = _revision(obj)
-        return self.quiet and revision is not None and revision == _revision(self.obj)
+        return self.quiet and self.made(obj)
 
 
 def known_target(cached: Obj | None, own: OwnTargetWrite | None) -> Obj | None:
@@ -187,6 +192,21 @@ def known_target(cached: Obj | None, own: OwnTargetWrite | None) -> Obj | None:
     if own is None:
         return cached
     return newer(cached, own.obj) if cached is not None else own.obj
+
+
+@dataclass(frozen=True)
+class PendingStatus:
+    """The status patch (and Events) of a decision whose target write has landed, held back so
+    that a burst's target writes go first (`WorkQueue.add_later`). The next reconcile of the key,
+    whichever lane it comes from, sends it before deciding anything, so no decision is ever made
+    on a status that is missing a write already made."""
+
+    obj: Obj
+    """The object as the decision read it: the patch is conditional on its resourceVersion."""
+    raw: Mapping[str, Any] | None
+    status: ScheduledCapacityStatus
+    prior: ScheduledCapacityStatus | None
+    events: tuple[Event, ...]
 
 
 def guard_write(
@@ -244,6 +264,8 @@ class CapacityController:
         self._own_targets: dict[str, OwnTargetWrite] = {}
         """Target ref key -> our last merge patch of it, until the target watch delivers that
         version or a newer one."""
+        self._pending: dict[str, PendingStatus] = {}
+        """Key -> the status of a landed target write, not yet sent (`PendingStatus`)."""
         self._own_lock = threading.Lock()
         self._events: queue.Queue[tuple[Obj, Event]] = queue.Queue(maxsize=1000)
         self._stop = threading.Event()
@@ -271,9 +293,11 @@ class CapacityController:
         self.elector.start()
 
     def stop(self) -> None:
-        """Stop acting first (workers drain), then release the leases, then stop watching."""
-        self._stop.set()
+        """Stop acting first (workers drain, held-back statuses are sent), then release the
+        leases, then stop watching."""
         self.workers.stop()
+        self.flush_pending()
+        self._stop.set()
         self.elector.stop(release=True)
         self.providers.stop()
         self.targets.stop()
@@ -289,11 +313,14 @@ class CapacityController:
 
     # --- event handlers: map every change to the ScheduledCapacities it concerns ----------------
 
-    def _enqueue(self, key: str) -> None:
+    def _enqueue(self, key: str, *, later: bool = False) -> None:
         namespace, _ = kube.split_key(key)
         partition = self.partitions.of(namespace)
         if partition is not None and self.elector.is_leading(partition):
-            self.queue.add(key)
+            if later:
+                self.queue.add_later(key)
+            else:
+                self.queue.add(key)
 
     def _enqueue_objects(self, objs: Iterable[Obj]) -> None:
         for obj in objs:
@@ -335,6 +362,11 @@ class CapacityController:
                 del self._own_targets[key]  # the cache has caught up with our own write
         if event == MODIFIED and own is not None and own.is_echo(obj):
             return  # exactly the revision our own active write made: nothing else changed
+        if event == MODIFIED and own is not None and own.made(obj):
+            # our own zero write coming back: the handback completes on it, after the burst
+            for scap_obj in self.scaps.by_index(BY_TARGET, key):
+                self._enqueue(kube.object_key(scap_obj), later=True)
+            return
         self._enqueue_objects(self.scaps.by_index(BY_TARGET, key))
 
     def _on_machine(self, event: str, obj: Obj, old: Obj | None) -> None:
@@ -350,6 +382,9 @@ class CapacityController:
                 self._enqueue(kube.object_key(obj))
 
     def _on_started_leading(self, partition: str) -> None:
+        with self._own_lock:  # held back in an earlier term: the statuses have moved on since
+            for key in [k for k in self._pending if self.partitions.of(kube.split_key(k)[0]) == partition]:
+                del self._pending[key]
         for obj in self.scaps.list():
             if self.partitions.of(_mapping(obj.get("metadata")).get("namespace")) == partition:
                 self.queue.add(kube.object_key(obj))
@@ -383,7 +418,9 @@ class CapacityController:
             return None, None
         return watched.resolved, watched.last_error
 
-    def _observe_target(self, spec: ScheduledCapacitySpec, namespace: str, *, fresh: bool) -> TargetObservation:
+    def _observe_target(self, spec: ScheduledCapacitySpec, namespace: str) -> TargetObservation:
+        """From the target cache and our own last write of it (`known_target`); read from the API
+        server only while that cache has not synced."""
         resolved, error = self._target_kind(spec)
         if resolved is None:
             if error == "not served by the API server":
@@ -391,7 +428,7 @@ class CapacityController:
             return LookupFailed(f"resolving {spec.target_ref.kind}: {error or 'pending'}")
         watched = self.targets.get(spec.target_ref.group, spec.target_ref.kind)
         informer = watched.informer if watched is not None else None
-        if not fresh and informer is not None and informer.has_synced():
+        if informer is not None and informer.has_synced():
             key = ref_key(namespace, spec.target_ref.api_version, spec.target_ref.kind, spec.target_ref.name)
             with self._own_lock:
                 own = self._own_targets.get(key)
@@ -443,6 +480,8 @@ class CapacityController:
         partition = self.partitions.of(namespace)
         if partition is None or not self.elector.is_leading(partition):
             return Result()
+        if not self._flush(key, partition):
+            return Result(retry=True)
         obj = self._current(key)
         if obj is None:
             return Result()
@@ -459,7 +498,7 @@ class CapacityController:
                                                           spec.target_ref.kind)
             if refusal(spec, entry) is None:
                 schedule = self._observe_schedule(spec, namespace)
-                target = self._observe_target(spec, namespace, fresh=False)
+                target = self._observe_target(spec, namespace)
                 machines = self._observe_machines(namespace)
         inp = DecisionInput(
             namespace=namespace, name=name, generation=int(meta.get("generation") or 0),
@@ -468,16 +507,13 @@ class CapacityController:
         )
         decision = decide(inp)
         machines_rv: str | None = None
+        # No fresh read of the target before a write: the observation already holds our own
+        # last write of it (`known_target`); whether to write rests on the schedule, the host and
+        # the field's governor, the target's value only says whether a write is needed at all (a
+        # foreign change the watch has not delivered yet costs at most an identical patch), and a
+        # decision that writes never completes a handback (the field does not read 0 yet): the
+        # drain counter is judged on a later reconcile, on the write's own answer or newer.
         if decision.write is not None and isinstance(spec, ScheduledCapacitySpec):
-            if decision.write != spec.capacity.active_value:
-                # A zero write may start a handback, which reads the drain counter: decide again
-                # on the target as it is now. (Not needed for the active value: the observation
-                # already holds our own last write (`known_target`), the decision rests on the
-                # schedule, the host and the field's governor, and the target's value only
-                # decides whether to write at all, so a foreign change the watch has not
-                # delivered yet costs at most an identical, idempotent patch.)
-                inp = replace(inp, target=self._observe_target(spec, namespace, fresh=True))
-                decision = decide(inp)
             if decision.write == spec.capacity.active_value and spec.node_name is not None:
                 # One host, one governor, under load: the machine cache can lag the provider's,
                 # so the active value goes out only on a list read from the API server now.
@@ -492,11 +528,51 @@ class CapacityController:
             outcome = self._write_target(key, partition, spec, entry, decision, inp, machines_rv)
             if outcome is not None:
                 return outcome
-        if not self._write_status(key, partition, obj, raw_status, decision.status, prior):
+            if status_patch(raw_status, decision.status) is not None or decision.events:
+                with self._own_lock:
+                    self._pending[key] = PendingStatus(obj, raw_status, decision.status, prior,
+                                                       decision.events)
+                self.queue.add_later(key)
+            return self._requeue(decision.requeue_at)
+        if self._write_status(key, partition, obj, raw_status, decision.status, prior) is not None:
             return Result(retry=True)
         for event in decision.events:
             self._queue_event(obj, event)
         return self._requeue(decision.requeue_at)
+
+    def _flush(self, key: str, partition: str) -> bool:
+        """Send `key`'s held-back status and Events, if any; False to retry (kept for then).
+
+        A conflict means the object changed since the decision (its spec, or a status written by
+        another hand): the held-back status is dropped and the reconcile decides on what is there
+        now, as after any status write that failed."""
+        with self._own_lock:
+            pending = self._pending.pop(key, None)
+        if pending is None:
+            return True
+        if not self.elector.is_leading(partition):
+            return True  # not ours any more: the partition's leader decides afresh
+        failed = self._write_status(key, partition, pending.obj, pending.raw, pending.status,
+                                    pending.prior)
+        if failed is not None and not failed.conflict:
+            with self._own_lock:
+                self._pending.setdefault(key, pending)
+            return False
+        if failed is None:
+            for event in pending.events:
+                self._queue_event(pending.obj, event)
+        return True
+
+    def flush_pending(self, only: str | None = None) -> None:
+        """Send every held-back status now (of partition `only`, if given): shutting down, or
+        handing a partition back."""
+        with self._own_lock:
+            keys = sorted(self._pending)
+        for key in keys:
+            partition = self.partitions.of(kube.split_key(key)[0])
+            if partition is not None and only in (None, partition):
+                self._flush(key, partition)
+
 
     def _requeue(self, at: datetime | None) -> Result:
         if at is None:
@@ -556,12 +632,13 @@ class CapacityController:
     def _write_status(
         self, key: str, partition: str, obj: Obj, raw: Mapping[str, Any] | None,
         desired: ScheduledCapacityStatus, prior: ScheduledCapacityStatus | None,
-    ) -> bool:
+    ) -> kube.ApiError | None:
+        """Patch the status when it changed; the error when that failed, else None."""
         patch = status_patch(raw, desired)
         if patch is None:
-            return True
+            return None
         if not self.elector.is_leading(partition):
-            return True
+            return None
         meta = _mapping(obj.get("metadata"))
         namespace, name = kube.split_key(key)
         body = {"metadata": {"resourceVersion": meta.get("resourceVersion")}, **patch}
@@ -572,12 +649,12 @@ class CapacityController:
         except kube.ApiError as error:
             level = logging.INFO if error.conflict else logging.WARNING
             log.log(level, "status write failed; retrying", extra={"key": key, "error": str(error)[:300]})
-            return False
+            return error
         metrics.WRITES.labels(controller=self._label, what="status").inc()
         with self._own_lock:
             self._own_writes[key] = strip(answer)
         self._count_transitions(prior, desired)
-        return True
+        return None
 
     def _count_transitions(self, prior: ScheduledCapacityStatus | None, status: ScheduledCapacityStatus) -> None:
         if status.phase is Phase.HANDBACK_TIMED_OUT and (prior is None or prior.phase is not status.phase):

@@ -776,6 +776,10 @@ def _governed_node(
     return spec.node_name if not conflict else None
 
 
+_SCHEDULE_ROUND: Final = frozenset({Phase.ACTIVE, Phase.HANDING_BACK, Phase.INACTIVE})
+"""The phases a schedule moves an object through; a change among them is no Event."""
+
+
 def _events(
     prior: ScheduledCapacityStatus | None,
     status: ScheduledCapacityStatus,
@@ -783,12 +787,18 @@ def _events(
     spec: ScheduledCapacitySpec | None,
     inp: DecisionInput,
 ) -> tuple[Event, ...]:
-    # One event per flip, not one per fact: a write that changes the phase is told in the phase
-    # event (a market open is a thousand flips in one second, and every Event is a POST).
+    # Events for what a person may want to know, not one per flip: a market open is every
+    # tenant's schedule opening in the same second, and every Event is a POST. The schedule's own
+    # round (Active -> HandingBack -> Inactive -> Active) is in the status (phase, Ready and its
+    # lastTransitionTime, lastWriteTime) and the metrics; a first phase, a phase outside that
+    # round (Error, HandbackTimedOut, Disabled, Terminated, Pending) or a way back from one, a
+    # write that repairs a drifted field, and every trouble condition are Events.
     events: list[Event] = []
     wrote = (f"wrote {write} to {spec.capacity.path} on {_target(spec, inp)}"
              if write is not None and spec is not None else None)
-    if prior is None or prior.phase is not status.phase:
+    changed = prior is None or prior.phase is not status.phase
+    routine = prior is not None and {prior.phase, status.phase} <= _SCHEDULE_ROUND
+    if changed and not routine:
         ready = status.condition(cond.READY)
         loud = status.phase in (Phase.ERROR, Phase.HANDBACK_TIMED_OUT)
         message = ready.message if ready is not None else status.phase.value
@@ -796,16 +806,16 @@ def _events(
             Event("Warning" if loud else "Normal", status.phase.value,
                   f"{message}; {wrote}" if wrote is not None else message)
         )
-    elif wrote is not None:
+    elif wrote is not None and not changed:
         events.append(Event("Normal", "CapacityWritten", wrote))
     before = {c.type: c for c in prior.conditions} if prior is not None else {}
     for condition in status.conditions:
         earlier = before.get(condition.type)
-        changed = earlier is None or (earlier.status, earlier.reason) != (
+        moved = earlier is None or (earlier.status, earlier.reason) != (
             condition.status,
             condition.reason,
         )
-        if changed and _is_trouble(condition):
+        if moved and _is_trouble(condition):
             events.append(Event("Warning", condition.reason, condition.message))
     return tuple(events)
 

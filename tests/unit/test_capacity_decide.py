@@ -896,10 +896,33 @@ def test_target_patch_refuses_values_that_are_not_counts(value: Any) -> None:
 
 
 def test_a_write_that_changes_the_phase_is_one_event_naming_both() -> None:
-    decision = decide(given(schedule=Resolved(False), target=TargetFound(ACTIVE_VALUE, 4), prior=active()))
-    assert [(e.type, e.reason) for e in decision.events] == [("Normal", "HandingBack")]
+    decision = decide(given(spec=spec_dict(enabled=False), target=TargetFound(ACTIVE_VALUE, 4), prior=active()))
+    assert [(e.type, e.reason) for e in decision.events] == [("Normal", "Disabled")]
     assert decision.events[0].message.endswith("; wrote 0 to spec.warmReplicas on Pool.pools.example.com "
                                                "tenant-a/agents")
+
+
+def test_the_schedules_own_round_of_phases_is_no_event() -> None:
+    closing = decide(given(schedule=Resolved(False), target=TargetFound(ACTIVE_VALUE, 4), prior=active()))
+    assert closing.write == 0 and closing.status.phase is Phase.HANDING_BACK
+    assert closing.events == ()
+    drained = decide(given(schedule=Resolved(False), target=TargetFound(0, 0), prior=closing.status))
+    assert drained.status.phase is Phase.INACTIVE and drained.events == ()
+    opening = decide(given(target=TargetFound(0, 0), prior=drained.status))
+    assert opening.write == ACTIVE_VALUE and opening.status.phase is Phase.ACTIVE
+    assert opening.events == ()
+
+
+def test_a_first_phase_and_a_way_back_from_trouble_are_events() -> None:
+    first = decide(given(schedule=Resolved(False), target=TargetFound(0, 0)))
+    assert [(e.type, e.reason) for e in first.events] == [("Normal", "Inactive")]
+    timed_out = decide(given(schedule=Resolved(False), target=TargetFound(0, 3), prior=draining(),
+                             now=NOW + TIMEOUT))
+    assert timed_out.status.phase is Phase.HANDBACK_TIMED_OUT
+    recovered = decide(given(schedule=Resolved(False), target=TargetFound(0, 0), prior=timed_out.status,
+                             now=NOW + TIMEOUT))
+    assert recovered.status.phase is Phase.INACTIVE
+    assert ("Normal", "Inactive") in [(e.type, e.reason) for e in recovered.events]
 
 
 def test_a_write_without_a_phase_change_is_a_capacity_written_event() -> None:

@@ -57,6 +57,7 @@ class FakeApiServer:
         self.revision = 100
         self.objects: dict[str, dict[str, Any]] = {}
         self.target_writes: list[object] = []
+        self.calls: list[tuple[str, str]] = []
 
     def put(self, path: str, obj: dict[str, Any]) -> dict[str, Any]:
         self.revision += 1
@@ -66,6 +67,7 @@ class FakeApiServer:
         return copy.deepcopy(obj)
 
     def request(self, api: object, method: str, path: str, *, body: Any = None, **_: Any) -> dict[str, Any]:
+        self.calls.append((method, path))
         if method == "POST" and path.endswith("/events"):
             return dict(body)
         if method == "GET" and path in self.objects:
@@ -232,3 +234,54 @@ def test_a_deleted_target_drops_our_copy_of_it(world: World) -> None:
     echo = _write_active_value_and_hold_its_echo(world)
     world.deliver("VirtualMachinePool", echo, DELETED)
     assert world.controller._own_targets == {}
+
+
+def test_a_target_writes_status_is_held_back_in_the_later_lane_and_sent_before_the_next_decision(
+        world: World) -> None:
+    world.queued()  # the creation's own add
+    world.reconcile()
+    assert world.server.target_writes == [7]
+    assert ("PATCH", SCAP + "/status") not in world.server.calls, "the status waits behind the burst"
+    assert world.controller.queue.later() == [f"{NS}/cap"]
+    assert "status" not in world.server.objects[SCAP]
+    closed = world.server.objects[SCHEDULE]
+    closed["status"]["active"] = False
+    world.deliver("ManualSchedule", world.server.put(SCHEDULE, closed))
+    assert world.controller.queue.later() == [], "the schedule's event promotes the key"
+    world.server.calls.clear()
+    world.reconcile()
+    assert world.server.calls[0] == ("PATCH", SCAP + "/status"), "the held-back status goes first"
+    assert world.server.target_writes == [7, 0]
+    # decided on the status that records the active write: the handback of what was given (the
+    # zero write landed; no spec.handback), not "nothing was ever given"
+    world.deliver("scaps", world.server.objects[SCAP])
+    world.reconcile()
+    status = world.server.objects[SCAP]["status"]
+    complete = [c for c in status["conditions"] if c["type"] == "HandbackComplete"]
+    assert status["phase"] == "Inactive" and complete[0]["reason"] == "ZeroWritten"
+
+
+def test_no_write_reads_the_target_from_the_api_server(world: World) -> None:
+    world.reconcile()
+    closed = world.server.objects[SCHEDULE]
+    closed["status"]["active"] = False
+    world.deliver("ManualSchedule", world.server.put(SCHEDULE, closed))
+    world.reconcile()
+    assert world.server.target_writes == [7, 0]
+    assert ("GET", POOL) not in world.server.calls
+
+
+def test_the_echo_of_our_own_zero_write_is_reconciled_in_the_later_lane(world: World) -> None:
+    echo = _write_active_value_and_hold_its_echo(world)
+    world.deliver("VirtualMachinePool", echo)
+    world.reconcile()
+    world.queued()
+    closed = world.server.objects[SCHEDULE]
+    closed["status"]["active"] = False
+    world.deliver("ManualSchedule", world.server.put(SCHEDULE, closed))
+    world.queued()
+    world.reconcile()
+    assert world.server.target_writes == [7, 0]
+    world.deliver("VirtualMachinePool", world.server.objects[POOL])
+    assert world.controller.queue.later() == [f"{NS}/cap"]
+    assert len(world.controller.queue) == 1

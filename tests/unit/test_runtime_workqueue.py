@@ -157,3 +157,62 @@ def test_a_reconcile_that_raises_is_retried_with_backoff_and_a_success_resets_it
     assert controller.process_one(0)
     assert queue.num_requeues("k") == 0
     assert queue.delayed()["k"] == pytest.approx(clock.t + 7), "Result.requeue_after_s schedules the next look"
+
+
+# --- the later lane -------------------------------------------------------------------------------
+
+
+def test_a_key_in_the_later_lane_waits_until_the_first_lane_is_empty() -> None:
+    queue = WorkQueue("lanes1", clock=FakeClock())
+    queue.add_later("status/a")
+    queue.add("write/b")
+    queue.add("write/c")
+    assert len(queue) == 3
+    assert [queue.get(0), queue.get(0), queue.get(0), queue.get(0)] == [
+        "write/b", "write/c", "status/a", None]
+
+
+def test_a_key_added_to_both_lanes_is_handed_out_once_from_the_first() -> None:
+    queue = WorkQueue("lanes2", clock=FakeClock())
+    queue.add_later("k")
+    queue.add_later("other")
+    queue.add("k")
+    queue.add_later("k")  # already in the first lane: stays there
+    assert queue.later() == ["other"]
+    assert [queue.get(0), queue.get(0), queue.get(0)] == ["k", "other", None]
+    assert len(queue) == 0
+
+
+def test_a_later_add_while_processing_is_queued_in_the_later_lane_on_done() -> None:
+    queue = WorkQueue("lanes3", clock=FakeClock())
+    queue.add("k")
+    assert queue.get(0) == "k"
+    queue.add_later("k")
+    queue.add("j")
+    queue.done("k")
+    assert queue.later() == ["k"]
+    assert [queue.get(0), queue.get(0), queue.get(0)] == ["j", "k", None]
+
+
+def test_a_first_lane_add_while_processing_wins_over_a_later_one() -> None:
+    queue = WorkQueue("lanes4", clock=FakeClock())
+    queue.add("k")
+    assert queue.get(0) == "k"
+    queue.add_later("k")
+    queue.add("k")
+    queue.add_later("other")
+    queue.done("k")
+    assert queue.later() == ["other"]
+    assert [queue.get(0), queue.get(0), queue.get(0)] == ["k", "other", None]
+
+
+def test_a_later_key_that_waited_too_long_goes_ahead_of_a_busy_first_lane() -> None:
+    clock = FakeClock()
+    queue = WorkQueue("lanes5", clock=clock, starve_after_s=30)
+    queue.add_later("status")
+    for i in range(3):
+        queue.add(f"write-{i}")
+    assert queue.get(0) == "write-0"
+    clock.t += 30
+    assert queue.get(0) == "status"
+    assert [queue.get(0), queue.get(0), queue.get(0)] == ["write-1", "write-2", None]
