@@ -59,6 +59,16 @@ class Controller:
         for thread in self._threads:
             thread.join(max(deadline - time.monotonic(), 0.0))
 
+    def wait_idle(self, match: Callable[[str], bool], timeout_s: float) -> bool:
+        """Wait until no key `match` accepts is being reconciled (a partition handed back: its
+        in-flight writes must land before its lease is released); False on timeout."""
+        deadline = time.monotonic() + timeout_s
+        while any(match(key) for key in self.queue.processing()):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+        return True
+
     def alive(self) -> bool:
         return all(t.is_alive() for t in self._threads) and bool(self._threads)
 

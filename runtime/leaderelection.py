@@ -15,6 +15,21 @@ The decision is the pure function `decide(view, me, now, held, timing, renewed_a
   candidates only one update lands; the other sees 409 and reads again.
 - Leadership spreads: a replica that already holds k leases waits `k * spread_s` longer before
   taking a free or expired one, so a replica holding none wins it.
+- Leadership rebalances (replicas rarely start within `spread_s` of each other): a replica that
+  holds at least two leases fewer than a peer asks that peer for one (`partition_to_ask_for`:
+  the annotation `fivespot.finos.org/wanted-by` on one of the peer's leases, at most once a
+  lease duration). The peer sees the request at its next renewal (the request changed the
+  resourceVersion, so the renewal's conditional write fails and it reads again), and, if it
+  still holds two more than the asker (`should_hand_back`), hands the lease back: it stops
+  acting for the partition, lets its in-flight work finish (`drain`), and only then releases
+  the lease naming the asker (`fivespot.finos.org/handed-to`); the asker takes it at once, any
+  other replica only after a whole lease duration (the asker may have died meanwhile). One move
+  always narrows the gap, so the moves end with no two replicas more than one lease apart. The
+  Lease is the only lock throughout: the releaser stops acting before the release is written,
+  and the asker acts only after its own acquire has landed. Asking writes only an annotation,
+  which does not restart anyone's view of the holder's lease (a candidate measures the holder's
+  *record* — holder, renew and acquire times, duration, transitions — as client-go does, not the
+  resourceVersion), so a request to a dead holder cannot keep its lease alive.
 - Graceful shutdown stops acting first, then releases each held lease (holder cleared), so a
   peer takes over after `spread` instead of a whole lease duration.
 """
@@ -43,6 +58,10 @@ log = logging.getLogger("fivespot.leaderelection")
 
 LEASE_GROUP: Final = "coordination.k8s.io"
 LEASE_VERSION: Final = "v1"
+WANTED_BY: Final = "fivespot.finos.org/wanted-by"
+"""On a lease: the identity of a replica holding fewer leases that asks its holder for it."""
+HANDED_TO: Final = "fivespot.finos.org/handed-to"
+"""On a released lease: the replica it was handed back to (which may take it at once)."""
 
 
 class Action(StrEnum):
@@ -87,6 +106,13 @@ class LeaseView:
     resource_version: str | None
     observed_at: float
     transitions: int = 0
+    wanted_by: str | None = None
+    """A peer's request for this lease (`WANTED_BY`)."""
+    handed_to: str | None = None
+    """Whom the last holder handed this released lease to (`HANDED_TO`)."""
+    record: tuple[object, ...] = ()
+    """The holder's record (holder, duration, acquire and renew times, transitions): what a
+    candidate's clock for the lease restarts on, never an annotation."""
 
 
 @dataclass(frozen=True)
@@ -126,6 +152,11 @@ def decide(
     wait = held * timing.spread_s
     if not view.exists:
         eligible, why = view.observed_at + wait, "no lease exists"
+    elif not view.holder and view.handed_to == me:
+        eligible, why = view.observed_at, "the lease was handed to me"
+    elif not view.holder and view.handed_to:
+        eligible = view.observed_at + timing.lease_duration_s + wait
+        why = f"the lease was handed to {view.handed_to}"
     elif not view.holder:
         eligible, why = view.observed_at + wait, "the lease was released"
     else:
@@ -136,6 +167,50 @@ def decide(
     holder = f"{view.holder} holds it" if view.exists and view.holder else why
     return Verdict(Action.STAND_BY, min(eligible, now + timing.poll_s), False,
                    f"{holder}; waiting (holding {held} other lease(s))")
+
+
+def holdings(views: Mapping[str, LeaseView], me: str, leading: Iterable[str]) -> dict[str, list[str]]:
+    """Identity -> the partitions (sorted) it holds, from the leases as this replica last read
+    them; mine are the ones I lead."""
+    lead = set(leading)
+    held: dict[str, list[str]] = {me: []}
+    for partition in sorted(set(views) | lead):
+        view = views.get(partition)
+        if partition in lead:
+            held[me].append(partition)
+        elif view is not None and view.exists and view.holder and view.holder != me:
+            held.setdefault(view.holder, []).append(partition)
+    return held
+
+
+def partition_to_ask_for(views: Mapping[str, LeaseView], me: str, leading: Iterable[str]) -> str | None:
+    """The one lease to ask a peer for, or None: the first (by name) of the peer holding the most,
+    when it holds at least two more than I do (moving one then narrows the gap, never reverses
+    it); the one I have asked for already while that still holds. One request at a time."""
+    held = holdings(views, me, leading)
+    mine = len(held[me])
+    asked = [p for p, v in sorted(views.items()) if v.wanted_by == me and v.holder
+             and v.holder != me and p not in held[me]]
+    if asked:
+        holder = views[asked[0]].holder
+        assert holder is not None
+        return asked[0] if len(held.get(holder, [])) >= mine + 2 else None
+    peers = [(len(ps), h) for h, ps in held.items() if h != me]
+    if not peers:
+        return None
+    most, peer = max(peers)
+    return held[peer][0] if most >= mine + 2 else None
+
+
+def should_hand_back(view: LeaseView, me: str, views: Mapping[str, LeaseView],
+                     leading: Iterable[str]) -> str | None:
+    """The peer to hand this lease (one I lead) back to: the one asking for it, when I still hold
+    at least two more leases than it does; else None (the request is declined)."""
+    asker = view.wanted_by
+    if not asker or asker == me or view.holder != me:
+        return None
+    held = holdings(views, me, leading)
+    return asker if len(held[me]) >= len(held.get(asker, [])) + 2 else None
 
 
 def is_leading(renewed_at: float | None, now: float, timing: Timing) -> bool:
@@ -164,9 +239,18 @@ class _State:
     view: LeaseView | None = None
     raw: dict[str, Any] | None = None
     renewed_at: float | None = None
+    draining: bool = False
+    """Handing the lease back: no longer acting, in-flight work finishing, not yet released."""
+    asked_at: float | None = None
+    """When this replica last asked the holder for this lease (local monotonic)."""
+    yield_until: float | None = None
+    """After handing the lease back: leave it alone until then (local monotonic)."""
 
 
 Callback = Callable[[str], None]
+Drain = Callable[[str, float], bool]
+"""`drain(partition, timeout_s)`: wait until no work for `partition` is in flight (the caller
+already stopped acting for it); True when done within the timeout."""
 
 
 class LeaderElector:
@@ -184,8 +268,11 @@ class LeaderElector:
         controller: str = "controller",
         on_started_leading: Callback | None = None,
         on_stopped_leading: Callback | None = None,
+        drain: Drain | None = None,
     ):
-        """`leases`: partition -> lease name (`identities.lease_name(component, partition)`)."""
+        """`leases`: partition -> lease name (`identities.lease_name(component, partition)`).
+        `drain` finishes a partition's in-flight work before its lease is handed back; without
+        it, the elector waits out the longest write (`lease_duration - renew_deadline`)."""
         self.api_client = api_client
         self.namespace = namespace
         self.leases = dict(leases)
@@ -195,6 +282,7 @@ class LeaderElector:
         self._clock = clock
         self._on_started = on_started_leading
         self._on_stopped = on_stopped_leading
+        self._drain = drain
         self._lock = threading.Lock()
         self._campaign = threading.Lock()
         self._states = {p: _State() for p in self.leases}
@@ -231,6 +319,14 @@ class LeaderElector:
         """May this replica write for `partition` now? Check right before every write."""
         with self._lock:
             state = self._states.get(partition)
+            renewed = state.renewed_at if state is not None and not state.draining else None
+        return is_leading(renewed, self._clock.monotonic(), self.timing)
+
+    def holds(self, partition: str) -> bool:
+        """Does this replica still hold `partition`'s lease (leading, or handing it back with
+        in-flight work finishing)? For that work only: new work checks `is_leading`."""
+        with self._lock:
+            state = self._states.get(partition)
             renewed = state.renewed_at if state is not None else None
         return is_leading(renewed, self._clock.monotonic(), self.timing)
 
@@ -238,6 +334,15 @@ class LeaderElector:
         return frozenset(p for p in self.leases if self.is_leading(p))
 
     # --- the loop -------------------------------------------------------------------------------
+
+    def _snapshot(self) -> tuple[dict[str, LeaseView], frozenset[str]]:
+        """Every lease as last read, and the partitions I lead now."""
+        now = self._clock.monotonic()
+        with self._lock:
+            views = {p: s.view for p, s in self._states.items() if s.view is not None}
+            leading = frozenset(p for p, s in self._states.items()
+                                if not s.draining and is_leading(s.renewed_at, now, self.timing))
+        return views, leading
 
     def _held_except(self, partition: str) -> int:
         now = self._clock.monotonic()
@@ -257,12 +362,23 @@ class LeaderElector:
     def _step(self, partition: str) -> float:
         with self._lock:
             state = replace(self._states[partition])
+        if state.yield_until is not None and self._clock.monotonic() < state.yield_until:
+            return min(self.timing.poll_s, state.yield_until - self._clock.monotonic())
         if state.view is None or state.renewed_at is None:
             state = self._read(partition)
         now = self._clock.monotonic()
         assert state.view is not None
         verdict = decide(state.view, self.identity, now, self._held_except(partition),
                          self.timing, state.renewed_at)
+        if verdict.action is Action.RENEW and state.renewed_at is not None and state.view.wanted_by:
+            with self._campaign:  # one move at a time per process, so the counts are true
+                views, leading = self._snapshot()
+                to = should_hand_back(state.view, self.identity, views, leading)
+                if to is not None:
+                    self._hand_back(partition, to)
+                    return self.timing.poll_s
+        if verdict.action is Action.STAND_BY and state.view.holder:
+            self._maybe_ask(partition, state)
         if verdict.action is Action.ACQUIRE:
             with self._campaign:  # one acquisition at a time per process, so `held` is true
                 state = self._read(partition)
@@ -287,8 +403,73 @@ class LeaderElector:
         name = self.leases[partition] if partition is not None else None
         return kube.resource_path(LEASE_GROUP, LEASE_VERSION, "leases", self.namespace, name)
 
+    def _maybe_ask(self, partition: str, state: _State) -> None:
+        """Ask this lease's holder for it, when `partition_to_ask_for` picks it (at most once a
+        lease duration per lease: a holder that declines is not asked again at once)."""
+        now = self._clock.monotonic()
+        assert state.view is not None
+        if state.view.wanted_by == self.identity:
+            return
+        if state.asked_at is not None and now < state.asked_at + self.timing.lease_duration_s:
+            return
+        with self._campaign:
+            views, leading = self._snapshot()
+            if partition_to_ask_for(views, self.identity, leading) != partition:
+                return
+            raw = state.raw
+            if not raw:
+                return
+            body = _annotated(raw, {WANTED_BY: self.identity})
+            try:
+                answer = kube.request(self.api_client, "PUT", self._path(partition), body=body,
+                                      timeout=self._write_timeout())
+            except kube.ApiError as error:
+                log.info("could not ask for a lease", extra={
+                    "partition": partition, "status": error.status, "error": error.message[:300]})
+                return
+            log.info("asked for a lease", extra={"partition": partition, "holder": state.view.holder,
+                                                  "identity": self.identity})
+            with self._lock:
+                current = self._states[partition]
+                current.asked_at = now
+                old = current.view
+                view = _view(answer, now)
+                if old is not None and (old.exists, old.holder, old.record) == (
+                        view.exists, view.holder, view.record):
+                    view = replace(view, observed_at=old.observed_at)
+                current.raw, current.view = answer, view
+
+    def _hand_back(self, partition: str, to: str) -> None:
+        """Stop acting for `partition`, let its in-flight work finish, then release its lease
+        naming `to`. If the work does not finish in time, nothing is released: the lease expires
+        (we stopped acting), as after a crash. Either way this replica leaves the partition alone
+        for one lease duration, so it neither reclaims it nor races `to` for it."""
+        with self._lock:
+            state = self._states[partition]
+            if state.renewed_at is None:
+                return
+            state.draining = True
+        self._stopped(partition, f"handing the lease back to {to}, which holds fewer")
+        # An in-flight write ends within its timeout, which is below this margin.
+        margin = self.timing.lease_duration_s - self.timing.renew_deadline_s
+        if self._drain is not None:
+            drained = self._drain(partition, margin)
+        else:
+            drained = not self._stop.wait(margin)
+        with self._lock:
+            snapshot = replace(self._states[partition])
+        if drained:  # conditional on the version we hold: a takeover meanwhile makes it a no-op
+            self._release(partition, snapshot, handed_to=to)
+        else:
+            log.warning("in-flight work did not finish in time; letting the lease expire",
+                        extra={"partition": partition, "identity": self.identity})
+        with self._lock:
+            state = self._states[partition]
+            state.renewed_at, state.draining, state.view = None, False, None
+            state.yield_until = self._clock.monotonic() + self.timing.lease_duration_s
+
     def _read(self, partition: str) -> _State:
-        """GET the lease; keep `observed_at` unless holder or resourceVersion changed."""
+        """GET the lease; keep `observed_at` unless the holder or its record changed."""
         try:
             raw: dict[str, Any] | None = kube.request(self.api_client, "GET", self._path(partition))
         except kube.ApiError as error:
@@ -300,8 +481,8 @@ class LeaderElector:
             state = self._states[partition]
             view = _view(raw, now)
             old = state.view
-            if old is not None and (old.exists, old.holder, old.resource_version) == (
-                view.exists, view.holder, view.resource_version
+            if old is not None and (old.exists, old.holder, old.record) == (
+                view.exists, view.holder, view.record
             ):
                 view = replace(view, observed_at=old.observed_at)
             state.view, state.raw = view, raw
@@ -313,7 +494,7 @@ class LeaderElector:
         stamp = micro_time(self._clock.now())
         name = self.leases[partition]
         duration = int(math.ceil(self.timing.lease_duration_s))
-        raw = dict(state.raw or {})
+        raw = _annotated(state.raw, {WANTED_BY: None, HANDED_TO: None}) if state.raw else {}
         spec = dict(raw.get("spec") or {})
         taking_over = spec.get("holderIdentity") != self.identity
         spec.update(holderIdentity=self.identity, leaseDurationSeconds=duration, renewTime=stamp)
@@ -365,37 +546,70 @@ class LeaderElector:
         if self._on_stopped is not None:
             self._on_stopped(partition)
 
-    def _release(self, partition: str, state: _State) -> None:
+    def _release(self, partition: str, state: _State, handed_to: str | None = None) -> None:
+        """Clear the holder (conditional on the version we hold; on a conflict — a peer's request
+        landed meanwhile — read once and try again). `handed_to`: the peer that may take it at
+        once."""
         raw = state.raw
-        if not raw:
-            return
-        spec = dict(raw.get("spec") or {})
-        if spec.get("holderIdentity") != self.identity:
-            return
-        spec.pop("holderIdentity", None)
-        stamp = micro_time(self._clock.now())
-        spec.update(leaseDurationSeconds=1, renewTime=stamp, acquireTime=stamp)
-        try:
-            kube.request(self.api_client, "PUT", self._path(partition), body={**raw, "spec": spec},
-                         timeout=(2.0, 3.0))
-            log.info("released lease", extra={"partition": partition, "lease": self.leases[partition]})
-        except kube.ApiError as error:
-            log.warning("could not release lease", extra={"partition": partition,
-                                                          "error": error.message[:300]})
+        for attempt in range(2):
+            if not raw:
+                return
+            spec = dict(raw.get("spec") or {})
+            if spec.get("holderIdentity") != self.identity:
+                return
+            spec.pop("holderIdentity", None)
+            stamp = micro_time(self._clock.now())
+            spec.update(leaseDurationSeconds=1, renewTime=stamp, acquireTime=stamp)
+            body = {**_annotated(raw, {WANTED_BY: None, HANDED_TO: handed_to}), "spec": spec}
+            try:
+                kube.request(self.api_client, "PUT", self._path(partition), body=body,
+                             timeout=(2.0, 3.0))
+                log.info("released lease", extra={"partition": partition,
+                                                  "lease": self.leases[partition],
+                                                  "handed_to": handed_to})
+                return
+            except kube.ApiError as error:
+                if not error.conflict or attempt:
+                    log.warning("could not release lease", extra={"partition": partition,
+                                                                  "error": error.message[:300]})
+                    return
+            try:
+                raw = kube.request(self.api_client, "GET", self._path(partition), timeout=(2.0, 3.0))
+            except kube.ApiError:
+                return
 
 
 def _view(raw: Mapping[str, Any] | None, now: float) -> LeaseView:
     if raw is None:
         return LeaseView(False, None, 0.0, None, now)
     spec = raw.get("spec") or {}
+    meta = raw.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
     return LeaseView(
         exists=True,
         holder=spec.get("holderIdentity") or None,
         duration_s=float(spec.get("leaseDurationSeconds") or 0),
-        resource_version=(raw.get("metadata") or {}).get("resourceVersion"),
+        resource_version=meta.get("resourceVersion"),
         observed_at=now,
         transitions=int(spec.get("leaseTransitions") or 0),
+        wanted_by=annotations.get(WANTED_BY) or None,
+        handed_to=annotations.get(HANDED_TO) or None,
+        record=tuple(spec.get(k) for k in ("holderIdentity", "leaseDurationSeconds", "acquireTime",
+                                           "renewTime", "leaseTransitions")),
     )
+
+
+def _annotated(raw: Mapping[str, Any], changes: Mapping[str, str | None]) -> dict[str, Any]:
+    """A copy of the lease with these annotations set (None: removed)."""
+    meta = dict(raw.get("metadata") or {})
+    annotations = dict(meta.get("annotations") or {})
+    for key, value in changes.items():
+        if value is None:
+            annotations.pop(key, None)
+        else:
+            annotations[key] = value
+    meta["annotations"] = annotations
+    return {**raw, "metadata": meta}
 
 
 def leases_for(component: str, partitions: Iterable[str]) -> dict[str, str]:

@@ -358,6 +358,13 @@ def counters(port: int) -> dict[str, float]:
     }
 
 
+def led(port: int) -> list[str]:
+    """The partitions one provider process leads now (`fivespot_is_leader`)."""
+    values = metrics_of(port)
+    return sorted(p for p in ("agents", "default")
+                  if values.get(f'fivespot_is_leader{{controller="{COMPONENT}",partition="{p}"}}') == 1.0)
+
+
 def bare_status_patches(sa_config: Path, api: Any, instant: dt.datetime, threads: int) -> tuple[float, int]:
     """The limit: the status patches the provider would send for every bare object at `instant`
     (the same bodies, resourceVersion precondition included, computed beforehand), sent by the
@@ -465,11 +472,20 @@ def market_open(args: argparse.Namespace) -> int:
                 time.sleep(1)
             ports = [int(json.loads(next(line for line in r.lines if '"provider starting"' in line))
                          ["metrics_port"]) for r in readers]
-            leading = [sorted({json.loads(line)["partition"] for line in r.lines
-                               if '"leading partition; queued its objects"' in line})
-                       for r in readers]
+            # Leadership spreads (a replica holding two fewer asks for one): wait until every
+            # partition has one leader and, with several replicas, no replica leads both.
+            spread_deadline = time.monotonic() + 60
+            while True:
+                leading = [led(port) for port in ports]
+                each = sorted(p for ps in leading for p in ps)
+                if each == ["agents", "default"] and (len(ports) == 1 or max(map(len, leading)) == 1):
+                    break
+                if time.monotonic() > spread_deadline:
+                    print("leadership did not spread within 60 s", flush=True)
+                    break
+                time.sleep(0.5)
             print(f"initial statuses published; partitions led: "
-                  + ", ".join(f"bench-{i}: {','.join(led) or '-'}" for i, led in enumerate(leading)),
+                  + ", ".join(f"bench-{i}: {','.join(ps) or '-'}" for i, ps in enumerate(leading)),
                   flush=True)
             # The bare objects' first status (the provider's initial publish), not timed.
             bare_status_patches(sa_config, api, opens - dt.timedelta(seconds=30), workers)
@@ -517,6 +533,7 @@ def market_open(args: argparse.Namespace) -> int:
                     "status_writes_per_replica": [int(a["writes"] - b["writes"]) for a, b in zip(after, before)],
                     "reconciles_per_replica": [int(a["reconciles"] - b["reconciles"]) for a, b in zip(after, before)],
                     "cpu_s_per_replica": [round(c, 2) for c in cpu],
+                    "partitions_led_per_replica": [led(port) for port in ports],
                     "invariants": {
                         "every_object_written": keys <= written.keys(),
                         "written_once": all(len(w) == 1 for k, w in written.items() if k in keys),

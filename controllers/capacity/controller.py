@@ -255,7 +255,7 @@ class CapacityController:
             api_client, settings.namespace,
             leases_for(CAPACITY_CONTROLLER, self.partitions.campaign), settings.identity,
             timing=settings.timing, clock=clock, controller=CAPACITY_CONTROLLER,
-            on_started_leading=self._on_started_leading,
+            on_started_leading=self._on_started_leading, drain=self._drain,
         )
         self.workers = Controller(CAPACITY_CONTROLLER, self.queue, self.reconcile,
                                   workers=settings.workers)
@@ -550,10 +550,10 @@ class CapacityController:
             pending = self._pending.pop(key, None)
         if pending is None:
             return True
-        if not self.elector.is_leading(partition):
+        if not self.elector.holds(partition):
             return True  # not ours any more: the partition's leader decides afresh
         failed = self._write_status(key, partition, pending.obj, pending.raw, pending.status,
-                                    pending.prior)
+                                    pending.prior, held=True)
         if failed is not None and not failed.conflict:
             with self._own_lock:
                 self._pending.setdefault(key, pending)
@@ -573,6 +573,16 @@ class CapacityController:
             if partition is not None and only in (None, partition):
                 self._flush(key, partition)
 
+    def _drain(self, partition: str, timeout_s: float) -> bool:
+        """Before `partition`'s lease is handed back (this replica already stopped acting for
+        it): let its in-flight reconciles finish, then send its held-back statuses."""
+        def mine(key: str) -> bool:
+            return self.partitions.of(kube.split_key(key)[0]) == partition
+
+        if not self.workers.wait_idle(mine, timeout_s):
+            return False
+        self.flush_pending(partition)
+        return True
 
     def _requeue(self, at: datetime | None) -> Result:
         if at is None:
@@ -632,12 +642,15 @@ class CapacityController:
     def _write_status(
         self, key: str, partition: str, obj: Obj, raw: Mapping[str, Any] | None,
         desired: ScheduledCapacityStatus, prior: ScheduledCapacityStatus | None,
+        *, held: bool = False,
     ) -> kube.ApiError | None:
-        """Patch the status when it changed; the error when that failed, else None."""
+        """Patch the status when it changed; the error when that failed, else None. `held`: the
+        record of a write already made, sent while the lease is still ours (even when handing
+        it back), not only while leading."""
         patch = status_patch(raw, desired)
         if patch is None:
             return None
-        if not self.elector.is_leading(partition):
+        if not (self.elector.holds(partition) if held else self.elector.is_leading(partition)):
             return None
         meta = _mapping(obj.get("metadata"))
         namespace, name = kube.split_key(key)

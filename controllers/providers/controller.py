@@ -130,6 +130,8 @@ class ProviderController:
             timing=timing, clock=clock, controller=self.name,
             on_started_leading=self._started_leading,
             on_stopped_leading=self._stopped_leading,
+            drain=lambda partition, timeout_s: self.controller.wait_idle(
+                lambda key: self._partition(kube.split_key(key)[0]) == partition, timeout_s),
         )
         self.controller = Controller(self.name, self.queue, self.reconcile, workers=workers)
         self._writes = metrics.WRITES.labels(controller=self.name, what="status")

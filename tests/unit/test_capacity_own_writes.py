@@ -140,6 +140,7 @@ def world(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
                         partitions=Partitions.from_bundle(compiled))
     controller = CapacityController(cast(ApiClient, None), settings)
     monkeypatch.setattr(controller.elector, "is_leading", lambda partition: True)
+    monkeypatch.setattr(controller.elector, "holds", lambda partition: True)
     controller.providers.resolve_now()
     controller.targets.resolve_now()
     for informer in (controller.scaps, controller.machines):

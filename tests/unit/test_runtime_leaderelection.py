@@ -4,7 +4,7 @@ property: a leader stops acting before any candidate can take over."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 from hypothesis import given
@@ -15,7 +15,10 @@ from runtime.leaderelection import (
     LeaseView,
     Timing,
     decide,
+    holdings,
     is_leading,
+    partition_to_ask_for,
+    should_hand_back,
 )
 
 T = Timing(lease_duration_s=15, renew_deadline_s=10, retry_period_s=2, poll_s=0.5, spread_s=1)
@@ -66,6 +69,12 @@ ROWS = [
     Row("the lease was deleted while I led: lost", ABSENT, 101.0, 0, 100.0, Action.LOST, False),
     Row("the lease still names me but I am not leading: reclaim it (conditional renew)",
         held_by(ME), 100.0, 0, None, Action.RENEW, False),
+    Row("a lease handed back to me: take it at once, whatever I hold",
+        replace(held_by(None), handed_to=ME), 100.0, 3, None, Action.ACQUIRE, False),
+    Row("a lease handed back to another: wait a whole lease duration (it may have died)",
+        replace(held_by(None), handed_to=OTHER), 114.0, 0, None, Action.STAND_BY, False, 114.5),
+    Row("a lease handed back to another that did not take it in a lease duration: take it",
+        replace(held_by(None), handed_to=OTHER), 115.0, 0, None, Action.ACQUIRE, False),
 ]
 
 
@@ -113,3 +122,70 @@ def test_a_replica_holding_fewer_leases_is_never_later_to_acquire_than_one_holdi
     fewer = decide(view, ME, now, held, T, None)
     if more.action is Action.ACQUIRE:
         assert fewer.action is Action.ACQUIRE
+
+
+# --- rebalancing ----------------------------------------------------------------------------------
+
+
+def views_of(**holders: str | None) -> dict[str, LeaseView]:
+    return {p: held_by(h) for p, h in holders.items()}
+
+
+def test_a_replica_holding_none_asks_the_one_holding_both_for_one() -> None:
+    views = views_of(agents=OTHER, default=OTHER)
+    assert holdings(views, ME, ()) == {ME: [], OTHER: ["agents", "default"]}
+    assert partition_to_ask_for(views, ME, ()) == "agents"
+
+
+def test_no_request_when_a_move_would_only_swap_who_holds_more() -> None:
+    assert partition_to_ask_for(views_of(a=OTHER, b=OTHER, c=ME), ME, ("c",)) is None
+    assert partition_to_ask_for(views_of(a=OTHER, b=ME), ME, ("b",)) is None
+    assert partition_to_ask_for(views_of(a=OTHER), ME, ()) is None, "1 against 0 is balanced"
+
+
+def test_a_standing_request_is_kept_while_it_is_still_justified_and_dropped_after() -> None:
+    asked = views_of(a=OTHER, b=OTHER, c=OTHER)
+    asked["a"] = replace(asked["a"], wanted_by=ME)
+    assert partition_to_ask_for(asked, ME, ()) == "a", "one request at a time: the one already made"
+    assert partition_to_ask_for(asked, ME, ("x", "y")) is None
+
+
+def test_the_holder_hands_back_only_to_the_asker_and_only_while_it_holds_two_more() -> None:
+    mine = views_of(agents=ME, default=ME)
+    asked = replace(mine["default"], wanted_by=OTHER)
+    assert should_hand_back(asked, ME, mine, ("agents", "default")) == OTHER
+    balanced = {**mine, "third": held_by(OTHER)}
+    assert should_hand_back(asked, ME, balanced, ("agents", "default")) is None
+    assert should_hand_back(mine["default"], ME, mine, ("agents", "default")) is None, "nobody asked"
+    assert should_hand_back(replace(asked, holder=OTHER), ME, mine, ("agents",)) is None
+
+
+@given(partitions=st.integers(1, 12), replicas=st.integers(2, 5), data=st.data())
+def test_moves_end_with_no_two_replicas_more_than_one_lease_apart(
+    partitions: int, replicas: int, data: st.DataObject
+) -> None:
+    """Any starting spread; any replica asks when `partition_to_ask_for` says so and the holder
+    honours it when `should_hand_back` agrees (both on the true leases). The moves stop, and end
+    balanced."""
+    names = [f"r{i}" for i in range(replicas)]
+    owner = {f"p{i:02d}": data.draw(st.sampled_from(names)) for i in range(partitions)}
+    for _ in range(partitions * partitions + 1):
+        moved = False
+        for asker in names:
+            views = {p: held_by(h) for p, h in owner.items()}
+            mine = [p for p, h in owner.items() if h == asker]
+            wanted = partition_to_ask_for(views, asker, mine)
+            if wanted is None:
+                continue
+            holder = owner[wanted]
+            theirs = [p for p, h in owner.items() if h == holder]
+            request = replace(held_by(holder), wanted_by=asker)
+            if should_hand_back(request, holder, views, theirs) == asker:
+                owner[wanted] = asker
+                moved = True
+        if not moved:
+            break
+    else:
+        raise AssertionError("the moves did not stop")
+    counts = [sum(1 for h in owner.values() if h == n) for n in names]
+    assert max(counts) - min(counts) <= 1, owner
