@@ -43,18 +43,20 @@ POLICY: Final = "field-governance.5spot.finos.org"
 
 @dataclass(frozen=True)
 class Checked:
-    """One object as `fivespot check` decided it, with what the rule needs besides the verdict."""
+    """One object as `fivespot check` decided it, with what the rule needs besides the verdict:
+    its claim and its old version's (`object_claim`; computed where the object was decided, so
+    a forked worker sends back only these)."""
 
-    obj: Mapping[str, Any]
-    namespace: str
+    claim: Claim | None
+    old_claim: Claim | None
     verdict: Verdict
-    old: Mapping[str, Any] | None
     where: Callable[[], Location]
     """Where the object's name is given; asked only of a governor a denial names (finding a
     field's position re-reads its document, which would double the cost of a clean run)."""
 
 
-def _claim(obj: Mapping[str, Any] | None, namespace: str) -> Claim | None:
+def object_claim(obj: Mapping[str, Any] | None, namespace: str) -> Claim | None:
+    """The fields a ScheduledCapacity claims (None for any other object, or no object)."""
     if obj is None or not is_scheduled_capacity(obj):
         return None
     return claim_of(obj, namespace)
@@ -87,7 +89,7 @@ class _Standings:
 
 def field_governance(checked: Sequence[Checked]) -> list[Verdict]:
     """Each object's verdict with the field-governance rule applied among all of them."""
-    claims = [_claim(c.obj, c.namespace) for c in checked]
+    claims = [c.claim for c in checked]
     where = {(c.namespace, c.name): item.where for c, item in zip(claims, checked) if c is not None}
     admitted = [c for c, item in zip(claims, checked) if c is not None and item.verdict.allowed]
     decided = _Standings(admitted)
@@ -101,7 +103,7 @@ def field_governance(checked: Sequence[Checked]) -> list[Verdict]:
         locate = where.get((governor.namespace, governor.name))
         read_from = locate() if locate is not None else None
         source = f". ScheduledCapacity {governor.governor} is defined at {read_from}" if read_from else ""
-        if _same_claim(claim, _claim(item.old, item.namespace)):
+        if _same_claim(claim, item.old_claim):
             warning = f"{CHECK}: {governed_by_message(claim, governor).rstrip('.')}{source}"
             verdicts.append(replace(item.verdict, warnings=(*item.verdict.warnings, warning)))
             continue

@@ -1,55 +1,65 @@
-"""Deciding many objects on every core the process may use.
+"""Reading and deciding many objects on every core the process may use.
 
-`Checker.check` is pure and CPU-bound, so a large `fivespot check` is split across forked
-workers: each inherits the compiled checker and the requests (nothing is re-read or recompiled),
-decides a contiguous slice, and sends back the verdicts, which are put back in input order —
-the output is the same bytes as a single process's. Small inputs, one usable core, or a platform
-without `fork` are decided in this process.
+A large `fivespot check` is split across forked workers: the parent finds where each document
+of the input starts (cheap whole-text scans), and each worker inherits the compiled checker and
+the input's text, then reads, decides and sums up a contiguous run of documents — YAML parsing
+is a third of the work, so it is shared too — and sends back only the results, which are put
+back in input order: the output is the same bytes as a single process's. Small inputs, one
+usable core, or a platform without `fork` are done in this process.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from typing import Final
-
-from policies.admission_eval import Checker, NamespaceRequired, Request, Verdict
+from collections.abc import Callable
+from typing import Any, Final, TypeVar
 
 MIN_PER_WORKER: Final = 500
-"""Below this many objects per worker, forking costs more than it saves."""
+"""Below this many documents per worker, forking costs more than it saves."""
+SLICES_PER_WORKER: Final = 4
+"""Runs of documents handed out per worker: more than one, so a worker slowed by another
+process on its core does not hold up the others."""
 
-Outcome = Verdict | NamespaceRequired
+T = TypeVar("T")
 
-_checker: Checker | None = None
-_requests: Sequence[Request] = ()
+_work: Callable[[int, int], list[Any] | None] | None = None
 
 
-def decide_all(checker: Checker, requests: Sequence[Request], jobs: int | None = None
-               ) -> list[Outcome]:
-    """The verdict for each request (or the NamespaceRequired it raised), in order. `jobs`:
-    how many processes at most (default: the usable cores)."""
-    workers = min(jobs or usable_cores(), len(requests) // MIN_PER_WORKER)
+def run(work: Callable[[int, int], list[T] | None], count: int, jobs: int | None = None
+        ) -> list[T] | None:
+    """`work(start, end)` (the results for items start..end-1, or None when one of them is not
+    what the caller's fast path handles) over range(count), on at most `jobs` processes
+    (default: the usable cores), the results concatenated in order; None when any part gave
+    None."""
+    workers = min(jobs or usable_cores(), count // MIN_PER_WORKER)
     if workers < 2:
-        return [_decide(checker, request) for request in requests]
+        return work(0, count)
     import multiprocessing  # only where it is used: it costs a short run a tenth of its start-up
 
     if "fork" not in multiprocessing.get_all_start_methods():
-        return [_decide(checker, request) for request in requests]
-    # The first is decided here, before forking: what the checker builds on first use (the
+        return work(0, count)
+    # The first item is done here, before forking: what the checker builds on first use (the
     # match plan and the batched program of the policies a request matches) is then built once,
     # and every worker inherits it.
-    first = _decide(checker, requests[0])
-    global _checker, _requests
-    _checker, _requests = checker, requests
+    first = work(0, 1)
+    if first is None:
+        return None
+    global _work
+    _work = work
     try:
-        size = -(-(len(requests) - 1) // workers)
-        slices = [(start, min(start + size, len(requests)))
-                  for start in range(1, len(requests), size)]
+        pieces = workers * SLICES_PER_WORKER
+        size = max(-(-(count - 1) // pieces), 1)
+        slices = [(start, min(start + size, count)) for start in range(1, count, size)]
         with multiprocessing.get_context("fork").Pool(workers) as pool:
-            parts = pool.map(_decide_slice, slices, chunksize=1)
+            parts = pool.map(_run_slice, slices, chunksize=1)
     finally:
-        _checker, _requests = None, ()
-    return [first, *(outcome for part in parts for outcome in part)]
+        _work = None
+    found = list(first)
+    for part in parts:
+        if part is None:
+            return None
+        found += part
+    return found
 
 
 def usable_cores() -> int:
@@ -59,13 +69,6 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def _decide(checker: Checker, request: Request) -> Outcome:
-    try:
-        return checker.check(request)
-    except NamespaceRequired as error:
-        return error
-
-
-def _decide_slice(bounds: tuple[int, int]) -> list[Outcome]:
-    assert _checker is not None
-    return [_decide(_checker, request) for request in _requests[bounds[0]:bounds[1]]]
+def _run_slice(bounds: tuple[int, int]) -> list[Any] | None:
+    assert _work is not None
+    return _work(*bounds)

@@ -16,7 +16,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -81,24 +81,46 @@ def read_documents(path: Path, shown: str | None = None) -> list[Document]:
 def read_text(text: str, name: str) -> list[Document]:
     """Every non-empty document of `text`: each read by the fast path when it gives exactly the
     reference path's value (`parse_documents`), else by the reference path."""
+    parts = split_text(text)
+    if parts is None:
+        return parse_documents(text, name)
+    return read_parts(text, name, parts)
+
+
+Part = tuple[int, int, int, bool]
+"""One `---`-separated part of a stream: (start, end) offsets, the line it starts on, and
+whether only the reference path may read it."""
+
+
+def split_text(text: str) -> list[Part] | None:
+    """The parts of `text`, found by whole-text scans (cheap), so they can be read apart, in any
+    process (`read_parts`); None when the stream must be read whole by the reference path."""
     if (text.startswith(("%", "...")) or "\n%" in text or "\n..." in text
             or any(brk in text for brk in _OTHER_LINE_BREAKS)):
         # directives belong to the document after them; what may follow a document end depends
         # on what came before; YAML 1.1 counts more line breaks than "\n": the reference path
         # reads such a stream whole
-        return parse_documents(text, name)
+        return None
     bounds = [match.start() for match in _MARKER.finditer(text)]
     if not bounds or bounds[0] != 0:
         bounds.insert(0, 0)
     bounds.append(len(text))
     slow = _needs_reference(text, bounds)
-    documents: list[Document] = []
+    parts: list[Part] = []
     line, previous = 1, 0
+    for index, (start, end) in enumerate(zip(bounds, bounds[1:])):
+        line += text.count("\n", previous, start)
+        previous = start
+        parts.append((start, end, line, index in slow))
+    return parts
+
+
+def read_parts(text: str, name: str, parts: Iterable[Part]) -> list[Document]:
+    """The documents of these parts of `text` (from `split_text`), in order; raises InputError."""
+    documents: list[Document] = []
     with _silenced_stderr():
-        for index, (start, end) in enumerate(zip(bounds, bounds[1:])):
-            line += text.count("\n", previous, start)
-            previous = start
-            documents += _read_chunk(text[start:end], name, line, index in slow)
+        for start, end, line, slow in parts:
+            documents += _read_chunk(text[start:end], name, line, slow)
     return documents
 
 

@@ -12,16 +12,24 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from compiler import checkcache
-from compiler.check_governance import Checked, field_governance
-from compiler.checkpool import decide_all
+from compiler import checkcache, checkpool
+from compiler.check_governance import Checked, field_governance, object_claim
+from compiler.checkpool import MIN_PER_WORKER, usable_cores
 from compiler.diagnostics import Diagnostic, InputError, Location
-from compiler.objectyaml import Document, read_documents, read_file, read_text
+from compiler.objectyaml import (
+    Document,
+    Part,
+    read_documents,
+    read_file,
+    read_parts,
+    read_text,
+    split_text,
+)
 from policies.admission_eval import (
     Checker,
     FieldValidation,
@@ -36,6 +44,7 @@ from policies.admission_eval import (
 from policies.cel.engine import compiled_programs, restore_programs
 
 if TYPE_CHECKING:
+    from api.fieldgovernance import Claim
     from compiler.pipeline import Compiled
 
 
@@ -259,7 +268,64 @@ def check(policies: Sequence[Path], objects: Sequence[Path], old: Path | None = 
     the request's `fieldValidation` (kubectl's default: Strict), on at most `jobs` processes
     (default: every usable core, for large inputs); `cache`: see `load_checker`."""
     checker, keep = _load_checker(policies, cache)
-    documents = _objects(d for path in objects for d in read_documents(path))
+    sources = [_source(path) for path in objects]
+    found = _check_in_workers(checker, sources, old, namespaces, field_validation, jobs)
+    results, checked = found if found is not None else _check_here(
+        checker, sources, old, namespaces, field_validation)
+    keep()
+    governed = field_governance(checked)  # one field, one governor among the objects given
+    return [r if v is r.verdict else replace(r, verdict=v) for r, v in zip(results, governed)]
+
+
+_Source = tuple[str, "str | InputError", "list[Part] | None"]
+"""An input file: its name, its text (or why it cannot be read), and its parts (`split_text`;
+None when it must be read whole)."""
+
+
+def _source(path: Path) -> _Source:
+    name = str(path)
+    try:
+        text = read_file(path, name)
+    except InputError as error:
+        return name, error, None
+    return name, text, split_text(text)
+
+
+def _documents(sources: Sequence[_Source]) -> Iterator[Document]:
+    """Every document of every file, in order; raises the InputError of the first that cannot
+    be read, when it is reached (as reading the files one after the other would)."""
+    for name, text, parts in sources:
+        if isinstance(text, InputError):
+            raise text
+        yield from (read_text(text, name) if parts is None else read_parts(text, name, parts))
+
+
+def _request(checker: Checker, document: Document, key: tuple[str, str, str, str],
+             previous: Mapping[tuple[str, str, str, str], Document],
+             namespace_objects: Mapping[str, Mapping[str, Any]],
+             field_validation: FieldValidation) -> Request:
+    before = previous.get(key)
+    return Request("UPDATE" if before is not None else "CREATE", document.data,
+                   before.data if before is not None else None,
+                   namespace_objects.get(key[2]) if key[2] else None,
+                   field_validation=field_validation, duplicate_fields=document.duplicates)
+
+
+def _claims(result: Result, document: Document, request: Request
+            ) -> tuple[Claim | None, Claim | None]:
+    """The object's field-governance claim, and its old version's when that matters."""
+    claim = object_claim(document.data, result.namespace)
+    old_claim = (object_claim(request.old_object, result.namespace)
+                 if claim is not None and request.old_object is not None else None)
+    return claim, old_claim
+
+
+def _check_here(checker: Checker, sources: Sequence[_Source], old: Path | None,
+                namespaces: Path | None, field_validation: FieldValidation
+                ) -> tuple[list[Result], list[Checked]]:
+    """Every object read and decided in this process, each problem of the input reported (as
+    one InputError, in the order the files give them)."""
+    documents = _objects(_documents(sources))
     old_documents = _objects(read_documents(old)) if old is not None else []
     namespace_objects = _namespaces(namespaces)
     problems = []
@@ -272,40 +338,99 @@ def check(policies: Sequence[Path], objects: Sequence[Path], old: Path | None = 
         raise InputError(problems)
     previous = {_key(checker, d.data): d for d in old_documents}
     keys = {_key(checker, d.data) for d in documents}
-    for key, document in previous.items():
-        if key not in keys:
-            problems.append(Diagnostic(
-                document.locate("metadata", "name"), "metadata.name",
-                f"old object {key[1]} {key[2] + '/' if key[2] else ''}{key[3]} has no new version "
-                "among the objects to check"))
+    problems = _old_without_new(previous, keys)
     if problems:
         raise InputError(problems)
-    object_keys = [_key(checker, document.data) for document in documents]
-    requests = []
-    for document, key in zip(documents, object_keys):
-        before = previous.get(key)
-        requests.append(Request(
-            "UPDATE" if before is not None else "CREATE", document.data,
-            before.data if before is not None else None,
-            namespace_objects.get(key[2]) if key[2] else None,
-            field_validation=field_validation, duplicate_fields=document.duplicates))
-    results = []
-    for document, key, request, outcome in zip(documents, object_keys, requests,
-                                               decide_all(checker, requests, jobs)):
-        if isinstance(outcome, NamespaceRequired):
-            problems.append(_namespace_needed(document, outcome, namespaces))
+    results: list[Result] = []
+    checked: list[Checked] = []
+    for document in documents:
+        key = _key(checker, document.data)
+        request = _request(checker, document, key, previous, namespace_objects, field_validation)
+        try:
+            verdict = checker.check(request)
+        except NamespaceRequired as error:
+            problems.append(_namespace_needed(document, error, namespaces))
             continue
-        results.append(Result(key[0], key[1], key[2], key[3], request.operation, outcome,
-                              document.file, document.line))
+        result = Result(key[0], key[1], key[2], key[3], request.operation, verdict,
+                        document.file, document.line)
+        results.append(result)
+        checked.append(Checked(*_claims(result, document, request), verdict,
+                               functools.partial(document.locate, "metadata", "name")))
     if problems:
         raise InputError(problems)
-    keep()
-    governed = field_governance([  # one field, one governor among the objects given
-        Checked(d.data, r.namespace, r.verdict, before.data if (before := previous.get(
-            _key(checker, d.data))) is not None else None,
-            functools.partial(d.locate, "metadata", "name"))
-        for d, r in zip(documents, results)])
-    return [r if v is r.verdict else replace(r, verdict=v) for r, v in zip(results, governed)]
+    return results, checked
+
+
+def _old_without_new(previous: Mapping[tuple[str, str, str, str], Document],
+                     keys: Collection[tuple[str, str, str, str]]) -> list[Diagnostic]:
+    return [Diagnostic(document.locate("metadata", "name"), "metadata.name",
+                       f"old object {key[1]} {key[2] + '/' if key[2] else ''}{key[3]} has no new "
+                       "version among the objects to check")
+            for key, document in previous.items() if key not in keys]
+
+
+def _check_in_workers(checker: Checker, sources: Sequence[_Source], old: Path | None,
+                      namespaces: Path | None, field_validation: FieldValidation,
+                      jobs: int | None) -> tuple[list[Result], list[Checked]] | None:
+    """The results of a large input, read and decided on forked workers (`checkpool`), each
+    reading its own run of documents; None when the input is small or one core is all there is,
+    or when anything in it is a problem: `_check_here` then does it all again and words each
+    problem exactly as it always does (bad input costs the time, never the wording)."""
+    if (jobs or usable_cores()) < 2 or any(not isinstance(text, str) or parts is None
+                                           for _, text, parts in sources):
+        return None
+    runs = [(index, part) for index, (_, _, parts) in enumerate(sources)
+            for part in range(len(parts or ()))]
+    if len(runs) < 2 * MIN_PER_WORKER:
+        return None
+    try:
+        old_documents = _objects(read_documents(old)) if old is not None else []
+        namespace_objects = _namespaces(namespaces)
+        previous = {_key(checker, d.data): d for d in old_documents}
+    except (InputError, UnknownKind):
+        return None
+
+    def work(start: int, end: int) -> list[_Decided] | None:
+        found: list[_Decided] = []
+        for index, part in runs[start:end]:
+            name, text, parts = sources[index]
+            assert isinstance(text, str) and parts is not None
+            try:
+                documents = _objects(read_parts(text, name, parts[part:part + 1]))
+                for position, document in enumerate(documents):
+                    key = _key(checker, document.data)
+                    request = _request(checker, document, key, previous, namespace_objects,
+                                       field_validation)
+                    result = Result(key[0], key[1], key[2], key[3], request.operation,
+                                    checker.check(request), document.file, document.line)
+                    claims = _claims(result, document, request)
+                    found.append((result, *claims, index, part, position))
+            except (InputError, UnknownKind, NamespaceRequired):
+                return None
+        return found
+
+    done = checkpool.run(work, len(runs), jobs)
+    if done is None or _old_without_new(previous, {(r.api_version, r.kind, r.namespace, r.name)
+                                                   for r, *_ in done}):
+        return None
+    return [r for r, *_ in done], [
+        Checked(claim, old_claim, result.verdict,
+                functools.partial(_name_in_part, sources[index], part, position))
+        for result, claim, old_claim, index, part, position in done]
+
+
+_Decided = tuple[Result, "Claim | None", "Claim | None", int, int, int]
+"""What a worker sends back for an object: its result, its claim and its old version's, and
+where it is (file, part, position among the part's objects)."""
+
+
+def _name_in_part(source: _Source, part: int, position: int) -> Location:
+    """Where the `position`-th object of a part gives its name (the part read again: asked only
+    of the few objects a diagnostic names)."""
+    name, text, parts = source
+    assert isinstance(text, str) and parts is not None
+    return _objects(read_parts(text, name, parts[part:part + 1]))[position].locate(
+        "metadata", "name")
 
 
 def _namespaces(path: Path | None) -> dict[str, Mapping[str, Any]]:
