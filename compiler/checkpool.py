@@ -46,6 +46,8 @@ def run(work: Callable[[int, int], list[T] | None], count: int, jobs: int | None
         return None
     global _work
     _work = work
+    import gc
+    gc.freeze()
     try:
         pieces = workers * SLICES_PER_WORKER
         size = max(-(-(count - 1) // pieces), 1)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+from sys import intern
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -401,27 +402,44 @@ def _check_in_workers(checker: Checker, sources: Sequence[_Source], old: Path | 
                     key = _key(checker, document.data)
                     request = _request(checker, document, key, previous, namespace_objects,
                                        field_validation)
-                    result = Result(key[0], key[1], key[2], key[3], request.operation,
-                                    checker.check(request), document.file, document.line)
-                    claims = _claims(result, document, request)
-                    found.append((result, *claims, index, part, position))
+                    verdict = checker.check(request)
+                    result = Result(key[0], key[1], key[2], key[3], request.operation, verdict,
+                                    document.file, document.line)
+                    # sent back as a tuple, the strings most objects share interned (pickled
+                    # once), a plain admission as None: unpickling is the parent's share
+                    found.append((intern(key[0]), intern(key[1]), intern(key[2]), key[3],
+                                  request.operation, None if _plain(verdict) else verdict,
+                                  document.line, *_claims(result, document, request),
+                                  index, part, position))
             except (InputError, UnknownKind, NamespaceRequired):
                 return None
         return found
 
     done = checkpool.run(work, len(runs), jobs)
-    if done is None or _old_without_new(previous, {(r.api_version, r.kind, r.namespace, r.name)
-                                                   for r, *_ in done}):
+    if done is None or _old_without_new(previous, {found[:4] for found in done}):
         return None
-    return [r for r, *_ in done], [
+    results = [Result(api_version, kind, namespace, name, operation,
+                      _PLAIN if verdict is None else verdict, sources[index][0], line)
+               for (api_version, kind, namespace, name, operation, verdict, line, *_, index, _,
+                    _) in done]
+    return results, [
         Checked(claim, old_claim, result.verdict,
                 functools.partial(_name_in_part, sources[index], part, position))
-        for result, claim, old_claim, index, part, position in done]
+        for result, (*_, claim, old_claim, index, part, position) in zip(results, done)]
 
 
-_Decided = tuple[Result, "Claim | None", "Claim | None", int, int, int]
-"""What a worker sends back for an object: its result, its claim and its old version's, and
-where it is (file, part, position among the part's objects)."""
+_Decided = tuple[str, str, str, str, str, "Verdict | None", int, "Claim | None", "Claim | None",
+                 int, int, int]
+"""What a worker sends back for an object: apiVersion, kind, namespace, name, operation, the
+verdict (None: `_PLAIN`), its line, its claim and its old version's, and where it is (file,
+part, position among the part's objects)."""
+_PLAIN: Final = Verdict(True)
+
+
+def _plain(verdict: Verdict) -> bool:
+    """Allowed with nothing to say: the verdict most objects get."""
+    return (verdict.allowed and not verdict.violations and not verdict.warnings
+            and not verdict.audit and verdict.status is None)
 
 
 def _name_in_part(source: _Source, part: int, position: int) -> Location:
