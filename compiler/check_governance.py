@@ -24,6 +24,7 @@ from typing import Any, Final
 from api.fieldgovernance import (
     CHECK,
     Claim,
+    Governs,
     GovernedBy,
     Standing,
     claim_of,
@@ -37,6 +38,7 @@ from compiler.diagnostics import Location
 from policies.admission_eval import Verdict, Violation
 from policies.admission_eval.status import Status
 
+_ALONE: Final = Governs()
 POLICY: Final = "field-governance.5spot.finos.org"
 """The webhook that makes this decision in a cluster (its denials are prefixed with CHECK)."""
 
@@ -75,7 +77,10 @@ class _Standings:
         self._groups: dict[str, list[Claim]] = {}
         for claim in admitted:
             self._groups.setdefault(claim.key, []).append(claim)
-        self._decided = {key: standings(group) for key, group in self._groups.items()}
+        # A claim alone on its target object governs it: most groups, decided without sorting
+        self._decided = {key: standings(group) if len(group) > 1
+                         else {(group[0].namespace, group[0].name): _ALONE}
+                         for key, group in self._groups.items()}
         self._names = Counter((c.key, c.namespace, c.name) for c in admitted)
         self._admitted = {id(c) for c in admitted}
 

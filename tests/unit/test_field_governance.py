@@ -362,20 +362,19 @@ def test_a_denial_is_confirmed_against_the_api_server_so_a_just_deleted_governor
 
 def _naive(checked: list[Any]) -> list[bool]:
     """The rule applied literally: every claim's standing among every admitted claim."""
-    from compiler.check_governance import _claim
-
-    claims = [_claim(c.obj, c.namespace) for c in checked]
+    claims = [c.claim for c in checked]
     admitted = [c for c, item in zip(claims, checked) if c is not None and item.verdict.allowed]
     return [item.verdict.allowed and not (c is not None and isinstance(standing(c, admitted), GovernedBy))
             for c, item in zip(claims, checked)]
 
 
 def _checked(objects: list[dict[str, Any]], allowed: list[bool]) -> list[Any]:
-    from compiler.check_governance import Checked
+    from compiler.check_governance import Checked, object_claim
     from compiler.diagnostics import Location
     from policies.admission_eval import Verdict
 
-    return [Checked(o, "agents", Verdict(ok), None, lambda i=i: Location("objects.yaml", i + 1, 1))
+    return [Checked(object_claim(o, "agents"), None, Verdict(ok),
+                    lambda i=i: Location("objects.yaml", i + 1, 1))
             for i, (o, ok) in enumerate(zip(objects, allowed))]
 
 
