@@ -277,3 +277,69 @@ def test_the_table_names_each_object_by_file_and_line_and_prints_the_servers_mes
     assert lines[2].startswith(f"{objects}:19 ")
     assert (f'{objects}:19: Error from server (Forbidden): scheduledcapacities.5spot.finos.org '
             f'"second" is forbidden: ValidatingAdmissionPolicy \'fivespot-tenant-limits\'') in out
+
+
+def _many(count: int) -> list[dict[str, Any]]:
+    """`count` objects, each on its own pool; every seventh denied by its schema, two pairs on
+    one pool each (one of each pair governed), one in a List, one with a duplicate field and a YAML anchor (read
+    by the reference path)."""
+    objects = []
+    for index in range(count):
+        obj = json.loads(json.dumps(GOOD))
+        obj["metadata"]["name"] = f"pool-{index}"
+        obj["spec"]["targetRef"]["name"] = f"sandboxes-{index}"
+        if index % 7 == 3:
+            obj["spec"]["capacity"]["activeValue"] = -1
+        objects.append(obj)
+    objects[-1]["spec"]["targetRef"]["name"] = "sandboxes-11"
+    objects[-2]["spec"]["targetRef"]["name"] = "sandboxes-30"
+    objects[500] = {"apiVersion": "v1", "kind": "List", "items": [objects[500]]}
+    return objects
+
+
+def test_a_large_input_read_and_decided_on_workers_gives_the_same_results_as_one_process(
+        out_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from compiler import checkpool, offline_check
+
+    objects = write(tmp_path / "objects.yaml", *_many(1200))
+    with objects.open("a") as stream:
+        stream.write("---\napiVersion: 5spot.finos.org/v1alpha1\nkind: ScheduledCapacity\n"
+                     "metadata: {name: &n anchored, namespace: agents}\n"
+                     "spec: {enabled: true, enabled: false}\n")
+    old = write(tmp_path / "old.yaml", _many(1200)[20], _many(1200)[-1])
+    forked = []
+    real = checkpool.run
+
+    def spied(*args: Any, **kwargs: Any) -> Any:
+        found = real(*args, **kwargs)
+        forked.append(found is not None)
+        return found
+
+    monkeypatch.setattr(checkpool, "run", spied)
+    policies = [out_dir]
+    alone = offline_check.check(policies, [objects], old, jobs=1, cache=False)
+    apart = offline_check.check(policies, [objects], old, jobs=2, cache=False)
+    assert forked == [True]  # one process does not fork; two do, and nothing fell back
+    assert offline_check.render_check_json(apart) == offline_check.render_check_json(alone)
+    assert offline_check.render_check_table(apart) == offline_check.render_check_table(alone)
+    assert sum(not r.verdict.allowed for r in apart) > 170
+    assert any("is defined at" in v.message for r in apart for v in r.verdict.violations)
+    assert any("is defined at" in w for r in apart for w in r.verdict.warnings)  # the UPDATE
+
+
+def test_a_problem_in_a_large_input_is_reported_as_one_process_reports_it(
+        out_dir: Path, tmp_path: Path) -> None:
+    from compiler import offline_check
+
+    many = _many(1200)
+    many[1100]["kind"] = "NoSuchKind"
+    objects = write(tmp_path / "objects.yaml", *many)
+    with objects.open("a") as stream:
+        stream.write("---\nkind: [unclosed\n")
+    reported = []
+    for jobs in (1, 2):
+        with pytest.raises(offline_check.InputError) as raised:
+            offline_check.check([out_dir], [objects], jobs=jobs, cache=False)
+        reported.append([str(d) for d in raised.value.diagnostics])
+    assert reported[0] == reported[1]
+    assert len(reported[0]) == 1 and "invalid YAML" in reported[0][0]
