@@ -36,7 +36,9 @@ def path(kind: tuple[str, str, str], name: str | None = None, sub: str | None = 
     return kube.resource_path(*kind, namespace=ns, name=name, subresource=sub)
 
 
-def eventually(probe: Callable[[], T | None], timeout: float = 10.0, what: str = "condition") -> T:
+def eventually(probe: Callable[[], T | None], timeout: float = 30.0, what: str = "condition") -> T:
+    """`probe()` once it is truthy. The timeouts are generous (a loaded two-core CI machine): they
+    cost nothing when the condition holds."""
     deadline = time.monotonic() + timeout
     last: T | None = None
     while time.monotonic() < deadline:
@@ -119,7 +121,7 @@ class World:
                 return dict(c)
         return {}
 
-    def wait_phase(self, name: str, phase: str, timeout: float = 10.0) -> dict[str, Any]:
+    def wait_phase(self, name: str, phase: str, timeout: float = 30.0) -> dict[str, Any]:
         return eventually(lambda: (s := self.status(name)).get("phase") == phase and s,
                           timeout, f"{name} phase {phase}")
 
@@ -151,7 +153,7 @@ class ControllerProcess:
         self.process = localrun.start_controller(self.kubeconfig, self.bundle, self.identity,
                                                  self.log_file, partitions=self.partitions,
                                                  extra=self.extra)
-        self.port = eventually(lambda: self._start_port(mark), 30, "controller start line")
+        self.port = eventually(lambda: self._start_port(mark), 60, "controller start line")
         return self
 
     def _start_port(self, mark: int) -> int | None:
@@ -165,7 +167,7 @@ class ControllerProcess:
         assert self.process is not None
         return self.process.pid
 
-    def wait_leading(self, *partitions: str, timeout: float = 15.0) -> None:
+    def wait_leading(self, *partitions: str, timeout: float = 60.0) -> None:
         def leading() -> bool:
             status, body = localrun.http_get(self.port, "/metrics")
             return status == 200 and all(

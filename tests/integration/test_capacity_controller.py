@@ -74,7 +74,7 @@ def test_schedule_on_writes_the_active_value_and_reports_active(
     assert ours[0]["fieldsV1"] == {"f:spec": {"f:warmReplicas": {}}}, "only the one field is ours"
 
 
-def test_schedule_off_writes_zero_then_the_drained_counter_completes_the_handback_within_a_second(
+def test_schedule_off_writes_zero_then_the_drained_counter_completes_the_handback_on_its_event(
     controller: ControllerProcess, world: World
 ) -> None:
     name, schedule, pool = activated(world, handback={"drainedPath": "status.inUse", "timeout": "5m"},
@@ -87,8 +87,11 @@ def test_schedule_off_writes_zero_then_the_drained_counter_completes_the_handbac
     assert world.condition(name, "HandbackComplete")["reason"] == "AwaitingDrain"
     drained_at = time.monotonic()
     world.set_in_use(pool, 0)
-    world.wait_phase(name, "Inactive", timeout=5)
-    assert time.monotonic() - drained_at < 1.0, "drain counter 0 -> Inactive is event-driven"
+    world.wait_phase(name, "Inactive")
+    # The only clocks that could complete it otherwise are the 5m handback deadline and the 300s
+    # resync; 10s rules both out with room for a loaded machine (the latency itself is measured
+    # in bench/capacity, on a quiet one).
+    assert time.monotonic() - drained_at < 10.0, "drain counter 0 -> Inactive is event-driven"
     assert world.condition(name, "HandbackComplete")["status"] == "True"
 
 
@@ -99,7 +102,7 @@ def test_an_undrained_handback_times_out_and_holds_zero_without_escalating(
                                      in_use=4)
     world.set_active(schedule, False)
     world.wait_phase(name, "HandingBack")
-    status = world.wait_phase(name, "HandbackTimedOut", timeout=6)
+    status = world.wait_phase(name, "HandbackTimedOut")
     assert world.warm(pool) == 0
     assert world.get_pool(pool)["status"]["inUse"] == 4, "nothing is forced"
     assert status["writtenValue"] == 0
@@ -110,6 +113,8 @@ def test_an_unreadable_counter_is_not_drained(controller: ControllerProcess, wor
     name, schedule, pool = activated(world, handback={"drainedPath": "status.inUse", "timeout": "5m"})
     world.set_active(schedule, False)
     world.wait_phase(name, "HandingBack")
+    eventually(lambda: world.condition(name, "HandbackComplete").get("reason") == "DrainCounterUnreadable",
+               what="HandbackComplete=False/DrainCounterUnreadable")
     time.sleep(1.0)
     assert world.phase(name) == "HandingBack"
     assert world.condition(name, "HandbackComplete")["reason"] == "DrainCounterUnreadable"
@@ -138,10 +143,10 @@ def test_a_scheduled_machine_on_the_node_forces_zero_and_its_removal_recovers(
     machine = unique("sm")
     world.machine(machine, node, schedule)
     eventually(lambda: world.condition(name, "HostGovernanceConflict").get("status") == "True",
-               10, "HostGovernanceConflict=True")
-    eventually(lambda: world.warm(pool) == 0, 5, "capacity driven to 0")
+               30, "HostGovernanceConflict=True")
+    eventually(lambda: world.warm(pool) == 0, 30, "capacity driven to 0")
     # No handback configured: complete once 0 landed (the status follows the write a moment later).
-    world.wait_phase(name, "Inactive", 5)
+    world.wait_phase(name, "Inactive")
     world.delete_machine(machine)
     world.wait_phase(name, "Active")
     assert world.warm(pool) == 7
@@ -157,7 +162,7 @@ def test_a_machine_that_exists_first_means_the_active_value_is_never_written(
     world.pool(pool, warm=0)
     world.scap(name, schedule, pool, 5, node=node)
     eventually(lambda: world.condition(name, "HostGovernanceConflict").get("status") == "True",
-               10, "conflict")
+               30, "conflict")
     fields = world.get_pool(pool)["metadata"]["managedFields"]
     assert not [f for f in fields if f["manager"] == "fivespot-capacity-controller"], \
         "the field already read 0, so nothing at all was written"
@@ -171,7 +176,7 @@ def test_a_missing_target_is_a_condition_and_is_never_created(
     world.schedule(schedule, True)
     world.scap(name, schedule, pool)
     eventually(lambda: world.condition(name, "TargetResolved").get("reason") == "TargetNotFound",
-               10, "TargetResolved=False/TargetNotFound")
+               30, "TargetResolved=False/TargetNotFound")
     assert world.phase(name) == "Pending"
     with pytest.raises(kube.ApiError) as missing:
         world.get_pool(pool)
@@ -189,7 +194,7 @@ def test_a_provider_that_is_not_ready_holds_the_last_known_state(
         "active": False, "conditions": [{"type": "Ready", "status": "False", "reason": "Stale",
                                          "message": "x", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})
     eventually(lambda: world.condition(name, "SpotScheduleResolved").get("reason") == "ScheduleNotReady",
-               10, "SpotScheduleResolved=False/ScheduleNotReady")
+               30, "SpotScheduleResolved=False/ScheduleNotReady")
     assert world.phase(name) == "Active" and world.warm(pool) == 7
 
 
@@ -202,13 +207,13 @@ def _in_phase(world: World, phase: str) -> tuple[str, str, str]:
         name, schedule, pool = unique("cap"), unique("ms"), unique("pool")
         world.schedule(schedule, True)
         world.scap(name, schedule, pool, handback=handback)
-        eventually(lambda: world.condition(name, "TargetResolved").get("reason") == "TargetNotFound", 10,
+        eventually(lambda: world.condition(name, "TargetResolved").get("reason") == "TargetNotFound", 30,
                    "Pending")
         return name, schedule, pool
     name, schedule, pool = activated(world, handback=handback, in_use=0 if phase == "Inactive" else 1)
     if phase != "Active":
         world.set_active(schedule, False)
-        world.wait_phase(name, phase, timeout=8)
+        world.wait_phase(name, phase)
     return name, schedule, pool
 
 
@@ -225,12 +230,26 @@ def _snapshot(world: World, objects: dict[str, tuple[str, str, str]]) -> dict[st
     return found
 
 
+def _settled(world: World, objects: dict[str, tuple[str, str, str]]) -> dict[str, Any]:
+    """The snapshot once nothing in it changed for 2s: a status write still in flight is waited
+    for (a fixed pause is not enough on a loaded machine), and a late one is still compared."""
+    last = _snapshot(world, objects)
+    steady_since = time.monotonic()
+    deadline = steady_since + 60
+    while time.monotonic() - steady_since < 2.0:
+        assert time.monotonic() < deadline, f"the objects never settled: {last!r}"
+        time.sleep(0.25)
+        now = _snapshot(world, objects)
+        if now != last:
+            last, steady_since = now, time.monotonic()
+    return last
+
+
 def test_a_restart_in_every_phase_replays_nothing_and_loses_nothing(
     controller: ControllerProcess, world: World
 ) -> None:
     objects = {phase: _in_phase(world, phase) for phase in PHASES}
-    time.sleep(1.0)  # let the last status writes settle
-    before = _snapshot(world, objects)
+    before = _settled(world, objects)
 
     controller.kill()
     # While the controller is down the world moves on in two places...
@@ -245,7 +264,7 @@ def test_a_restart_in_every_phase_replays_nothing_and_loses_nothing(
     assert world.warm(active_pool) == 0, "the flip made while down is acted on"
     world.wait_phase(objects["HandingBack"][0], "Inactive")
     time.sleep(1.5)
-    after = _snapshot(world, objects)
+    after = _settled(world, objects)
     for phase in ("HandbackTimedOut", "Inactive", "Pending"):
         assert after[phase] == before[phase], f"{phase}: a restart must not write anything"
     assert after["HandingBack"][1]["handbackStartTime"] == before["HandingBack"][1]["handbackStartTime"]

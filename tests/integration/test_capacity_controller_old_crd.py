@@ -82,7 +82,7 @@ def test_an_old_crd_admits_a_metadata_path_and_the_controller_refuses_it_and_say
         localrun.controller_kubeconfig(kubeconfig, tmp_path / "sa.kubeconfig"),
         out / "bundle.json", unique("old-crd"), tmp_path / "controller.log").start()
     try:
-        status = world.wait_phase(name, "Error", timeout=20)
+        status = world.wait_phase(name, "Error", timeout=60)
         ready = world.condition(name, "Ready")
         assert ready["status"] == "False"
         assert ready["reason"] == "CapacityPathRejected"
@@ -93,10 +93,11 @@ def test_an_old_crd_admits_a_metadata_path_and_the_controller_refuses_it_and_say
         assert "labels" not in meta
         assert not [f for f in meta["managedFields"] if f["manager"] == "fivespot-capacity-controller"]
         assert not process.writes()
-        events = eventually(lambda: [
-            e for e in kube.request(admin, "GET", "/apis/events.k8s.io/v1/namespaces/agents/events")["items"]
-            if e.get("regarding", {}).get("name") == name], 10, "an Event on the object")
-        assert any(e["type"] == "Warning" and e["reason"] == "Error" for e in events)
+        # The Events follow the status write: wait for the Warning itself, not for any Event.
+        eventually(lambda: any(
+            e["type"] == "Warning" and e["reason"] == "Error"
+            for e in kube.request(admin, "GET", "/apis/events.k8s.io/v1/namespaces/agents/events")["items"]
+            if e.get("regarding", {}).get("name") == name), 30, "the Warning Event on the object")
     finally:
         process.terminate()
         admin.close()

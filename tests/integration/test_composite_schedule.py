@@ -77,7 +77,7 @@ def providers(installed: tuple[Path, Path], kubeconfig: Path) -> Iterator[dict[s
         assert controller.start(stop, sync_timeout_s=30)
         running[command] = controller
     for command, controller in running.items():
-        eventually(lambda: controller.elector.leading() == set(controller.partitions.names), 20,
+        eventually(lambda: controller.elector.leading() == set(controller.partitions.names), 60,
                    f"{command} leading every partition")
     yield running
     stop.set()
@@ -125,7 +125,7 @@ class Schedules:
         return next((dict(c) for c in conditions if c["type"] == "Ready"), {})
 
     def wait(self, name: str, test: Callable[[dict[str, Any]], bool], what: str,
-             timeout: float = 15.0) -> dict[str, Any]:
+             timeout: float = 60.0) -> dict[str, Any]:
         return eventually(lambda: (s := self.status("CompositeSchedule", name)) and test(s) and s,
                           timeout, f"{name}: {what}")
 
@@ -172,7 +172,7 @@ def test_office_hours_or_override_and_not_freeze_flips_a_scheduled_capacity_exac
         status = schedules.wait(desk, lambda s: s.get("active") is active and _ready(s).get("status") == "True",
                                 f"active={active}")
         assert _ready(status)["reason"] == ("ExpressionTrue" if active else "ExpressionFalse")
-        world.wait_phase(scap, "Active" if active else "Inactive", timeout=15)
+        world.wait_phase(scap, "Active" if active else "Inactive", timeout=60)
         assert world.warm(pool) == (7 if active else 0)
 
     expect(False)                                                        # nothing on
@@ -181,7 +181,8 @@ def test_office_hours_or_override_and_not_freeze_flips_a_scheduled_capacity_exac
     schedules.edit("ManualSchedule", freeze, {"enabled": True})
     expect(False)                                                        # frozen
     schedules.edit("ManualSchedule", override, {"enabled": True})
-    status = schedules.status("CompositeSchedule", desk)
+    status = schedules.wait(desk, lambda s: "ManualSchedule/" + override + "=active"
+                            in _ready(s).get("message", ""), "override on seen")
     assert status["active"] is False                                     # an override does not beat a freeze
     schedules.edit("ManualSchedule", freeze, {"enabled": False})
     expect(True)                                                         # thawed: office and override
@@ -239,7 +240,7 @@ def test_a_childs_crd_removed_makes_the_composite_unresolved_only_when_it_matter
         # Watched again: the CRD is back, its object is not (deleting a CRD deletes its objects).
         schedules.wait(both, lambda s: "ScheduleNotFound" in _ready(s).get("message", ""),
                        "the kind watched again", timeout=60)
-        eventually(lambda: _create_when_served(schedules, office), 30, "TimeBasedSpotSchedule served")
+        eventually(lambda: _create_when_served(schedules, office), 60, "TimeBasedSpotSchedule served")
         recovered = schedules.wait(both, lambda s: _ready(s).get("status") == "True", "recovered",
                                    timeout=60)
         assert recovered["active"] is True and _ready(recovered)["reason"] == "ExpressionTrue"

@@ -48,7 +48,7 @@ def controller(kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory) -> It
 def _switched_off(world: World, admin: client.ApiClient, field: str, value: bool, phase: str) -> str:
     name, _, _ = _in_phase(world, "Inactive")
     kube.merge_patch(admin, path(SCAP, name), {"spec": {field: value}})
-    world.wait_phase(name, phase, timeout=10)
+    world.wait_phase(name, phase)
     return name
 
 
@@ -67,7 +67,7 @@ def test_kstatus_and_argo_cd_read_every_live_phase_as_the_readme_says(
         return objects if generations_seen else None
 
     time.sleep(1.0)
-    objects = eventually(settled, 10, "every status at its generation")
+    objects = eventually(settled, 30, "every status at its generation")
     phases = {phase: obj["status"]["phase"] for phase, obj in objects.items()}
     assert phases == {phase: phase for phase in names}
     verdicts = dict(zip(objects, kstatus.verdicts(list(objects.values())), strict=True))
@@ -86,5 +86,5 @@ def test_a_spec_edit_reads_in_progress_until_the_controller_observes_it(
         assert kstatus.verdicts([edited]) == ["InProgress"]
         assert argo_health(health.KSTATUS_LUA, edited)[0] == "Progressing"
     caught_up = eventually(lambda: (o := world.get_scap(name))["status"].get("observedGeneration")
-                           == o["metadata"]["generation"] and o, 10, "the edit observed")
+                           == o["metadata"]["generation"] and o, 30, "the edit observed")
     assert kstatus.verdicts([caught_up]) == ["Current"]

@@ -64,15 +64,15 @@ def test_toggling_a_manual_schedule_makes_the_capacity_controller_write_and_hand
         "apiVersion": "spotschedules.5spot.finos.org/v1alpha1", "kind": "ManualSchedule",
         "metadata": {"name": schedule}, "spec": {"enabled": False}})
     world.scap(name, schedule, pool, active_value=6)
-    world.wait_phase(name, "Inactive", timeout=40)  # the provider's first status came through
+    world.wait_phase(name, "Inactive", timeout=90)  # the provider's first status came through
     assert world.warm(pool) == 0
 
     kube.merge_patch(admin, path(MANUAL, schedule), {"spec": {"enabled": True}})
-    eventually(lambda: world.warm(pool) == 6, 15, "warmReplicas 6 after enabling")
+    eventually(lambda: world.warm(pool) == 6, 60, "warmReplicas 6 after enabling")
     world.wait_phase(name, "Active")
 
     kube.merge_patch(admin, path(MANUAL, schedule), {"spec": {"enabled": False}})
-    eventually(lambda: world.warm(pool) == 0, 15, "warmReplicas 0 after disabling")
+    eventually(lambda: world.warm(pool) == 0, 60, "warmReplicas 0 after disabling")
     world.wait_phase(name, "Inactive")
     published = kube.request(admin, "GET", path(MANUAL, schedule))["status"]
     assert published["active"] is False and published["observedGeneration"] == 3
