@@ -4,18 +4,30 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 import yaml
 from kubernetes import client
 
 from compiler.emit.base import SCHEDULES
 from compiler.output import write_tree
 from compiler.pipeline import Compiled, compile_repo
+from devcluster import localrun
 from devcluster.kubectl import install, kubectl
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "agent-sandbox"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_webhook_configuration_left(kubeconfig: Path) -> Iterator[None]:
+    """The installs here apply the compiled webhook configuration, which calls a Service a local
+    API server has not got (failurePolicy Fail): it goes with the module, so that a later
+    module's ScheduledCapacity writes are not refused by it."""
+    yield
+    localrun.remove_webhook_configuration(kubeconfig)
 
 
 def _create_tenant_namespaces(kubeconfig: Path, compiled: Compiled) -> None:

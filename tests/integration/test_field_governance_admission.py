@@ -91,9 +91,10 @@ def _wait_cached(objects: client.CustomObjectsApi, pool: str, path: str = "spec.
     probe = scap(f"probe-{uuid.uuid4().hex[:6]}", pool, path)
 
     def seen() -> bool | None:
-        return True if denial(lambda: objects.create_namespaced_custom_object(
-            *SCAP[:2], TENANT, SCAP[2], probe, dry_run="All")) else None
-    eventually(seen, timeout_s=10)
+        message = denial(lambda: objects.create_namespaced_custom_object(
+            *SCAP[:2], TENANT, SCAP[2], probe, dry_run="All"))
+        return True if message and message.startswith(HOOK) else None
+    eventually(seen, timeout_s=60)
 
 
 def _denied(call: Callable[[], object]) -> str:

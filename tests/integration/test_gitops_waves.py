@@ -61,6 +61,11 @@ from tests.unit.test_health_lua import argo_health
 pytestmark = pytest.mark.integration
 
 CONSUMER_CRD: Final = EXAMPLE / "consumer" / "virtualmachinepools.yaml"
+SYNC_WAVE_DELAY_S: Final = 2.0
+"""Argo CD's pause between a healthy wave and the next (ARGOCD_SYNC_WAVE_DELAY, 2 s by default):
+what follows the webhook wave starts no sooner, and by then the API server's admission plugin has
+the configuration with the injected caBundle that the health check read (it learns of the
+injection through its informer, a moment after the write)."""
 
 
 @dataclass
@@ -161,7 +166,8 @@ class Rollout:
         if layer == "workloads":
             self._start_webhook(out)  # its Deployment is ready: the wave is healthy
         if layer == "webhook":
-            eventually(lambda: _healthy(self.admin), timeout_s=30)
+            eventually(lambda: _healthy(self.admin), timeout_s=60)
+            time.sleep(SYNC_WAVE_DELAY_S)
         if self.writer is not None and layer != "crds":  # no tenant namespace before rbac
             self.probes[layer] = self.writer.once()
             self.writer.wave = layer
@@ -187,7 +193,7 @@ def _delete_configuration(admin: client.ApiClient) -> None:
     except ApiException as error:
         if error.status != 404:
             raise
-    eventually(lambda: _configuration(admin) is None or None, timeout_s=10)
+    eventually(lambda: _configuration(admin) is None or None, timeout_s=30)
 
 
 def test_the_staged_rollout_applied_wave_by_wave_refuses_no_write_at_any_point(

@@ -37,11 +37,13 @@ from compiler.pipeline import compile_repo
 from controllers.providers import capital_markets
 from controllers.providers.controller import PROVIDER_TYPES, ProviderController
 from controllers.providers.status import rfc3339
+from devcluster import localrun
 from devcluster.clients import client_as_service_account, service_account_kubeconfig
 from devcluster.kubectl import install, kubectl
 from runtime.clock import SYSTEM_CLOCK, Clock
 from runtime.leaderelection import Timing
 from runtime.partitions import Partitions
+from tests.integration.authorizer import wait_in_force
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "agent-sandbox"
@@ -53,14 +55,22 @@ FAST_LEASES = Timing(lease_duration_s=6.0, renew_deadline_s=4.0, retry_period_s=
 
 
 @pytest.fixture(scope="module")
-def installed(kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The compiled example, installed (tenant namespace `agents` first); returns OUT_DIR."""
+def installed(kubeconfig: Path, admin: client.ApiClient,
+              tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The compiled example, installed (tenant namespace `agents` first), its RBAC in force;
+    returns OUT_DIR."""
     out = tmp_path_factory.mktemp("providers") / "out"
-    write_tree(compile_repo(EXAMPLE / "config").files, out)
+    compiled = compile_repo(EXAMPLE / "config")
+    write_tree(compiled.files, out)
     kubectl(kubeconfig, "apply", "-f", "-",
             stdin=json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "agents"}}))
     install(kubeconfig, out, [EXAMPLE / "consumer" / "virtualmachinepools.yaml"])
-    return out
+    wait_in_force(admin, [a.obj for a in compiled.artifacts])
+    yield out
+    # The install applied the compiled webhook configuration, which calls a Service a local API
+    # server has not got (failurePolicy Fail): it goes with the module, so that a later module's
+    # ScheduledCapacity writes are not refused by it.
+    localrun.remove_webhook_configuration(kubeconfig)
 
 
 class ShiftedClock:

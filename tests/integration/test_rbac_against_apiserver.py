@@ -30,6 +30,8 @@ from compiler.spec import (
     Platform,
     TenantPolicy,
 )
+from devcluster.clients import admin_client
+from tests.integration.authorizer import wait_in_force
 from tests.integration.conftest import AsServiceAccount
 
 API = "config.5spot.finos.org/v1alpha1"
@@ -135,6 +137,11 @@ def apply_rbac(kubeconfig: Path, repo: Repo, folder: Path) -> None:
     manifest = folder / "rbac.yaml"
     manifest.write_text("---\n".join(to_yaml(obj) for obj in objects))
     kubectl(kubeconfig, "apply", "--server-side", "--field-manager=fivespot-test", "-f", str(manifest))
+    admin = admin_client(kubeconfig)
+    try:
+        wait_in_force(admin, objects)  # what `can-i` reports is the authorizer's view of it
+    finally:
+        admin.close()
 
 
 _ROW = re.compile(r"^(\S*)\s+\[(.*?)\]\s+\[(.*?)\]\s+\[(.*?)\]\s*$")

@@ -296,7 +296,10 @@ def test_with_the_webhook_stalled_everyone_else_still_writes_while_the_capacity_
         installed.objects.patch_namespaced_custom_object(
             *VMP[:2], INSTALL_NS, VMP[2], name, {"metadata": {"labels": {"team": "ops"}}})
         installed.objects.delete_namespaced_custom_object(*VMP[:2], INSTALL_NS, VMP[2], name)
-        assert time.monotonic() - started < 2, "an admin's write waited for the webhook"
+        # A write that waited on the stalled webhook would take its whole timeoutSeconds (5 s,
+        # the example's platform.yaml): these two together stay well under it, on a loaded
+        # machine too.
+        assert time.monotonic() - started < 5, "an admin's write waited for the webhook"
         other = _pool(installed, INSTALL_NS)
         failed = denial(lambda: widened.patch_namespaced_custom_object(
             *VMP[:2], INSTALL_NS, VMP[2], other, {"spec": {"warmReplicas": 1}}))

@@ -361,4 +361,4 @@ def test_slow_and_stalled_clients_never_keep_a_review_from_an_answer_in_time(
     log = target.server.log.read_text(errors="replace")
     assert "Traceback" not in log
     assert "did not send a whole request within" in log
-    assert sent >= 30
+    assert sent >= 20, "the probes kept coming through the attack (two per round)"
