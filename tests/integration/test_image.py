@@ -42,6 +42,9 @@ from tests.integration.pod_sandbox import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
+# The first test here may build the image (the session fixture `built_image`, up to 30 min
+# cold on a loaded machine): the whole item, setup included, gets that long, not 10 min.
+pytestmark = pytest.mark.timeout(1800)
 EXAMPLE = ROOT / "examples" / "agent-sandbox"
 READY_TIMEOUT_S = 60.0
 

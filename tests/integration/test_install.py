@@ -24,6 +24,10 @@ from tests.integration.conftest import own_control_plane
 from tests.integration.kubelet import LocalKubelet
 from tests.integration.pod_sandbox import remove, scratch_dir, unpack
 
+# The first test here may build the image (the session fixture `built_image`, up to 30 min
+# cold on a loaded machine): the whole item, setup included, gets that long, not 10 min.
+pytestmark = pytest.mark.timeout(1800)
+
 CONTROLLERS = ("validatingadmissionpolicy-status-controller", "deployment-controller",
                "replicaset-controller", "endpoints-controller", "endpointslice-controller",
                "garbage-collector-controller", "namespace-controller")

@@ -26,6 +26,9 @@ from tests.integration import leaks
 from tests.integration.pod_sandbox import remove, scratch_dir, unpack
 
 ROOT = Path(__file__).resolve().parents[2]
+# The first test here may build the image (the session fixture `built_image`, up to 30 min
+# cold on a loaded machine): the whole item, setup included, gets that long, not 10 min.
+pytestmark = pytest.mark.timeout(1800)
 UID = 65532
 
 _HARNESS = """

@@ -140,8 +140,11 @@ def test_renewed_files_are_served_to_new_connections_while_open_ones_keep_workin
     status, body = _post(kept, json.dumps(REVIEW).encode())  # same socket, old handshake
     assert status == 200 and body["response"]["uid"] == "u-1"
     # The reload is counted just after the new pair is in use: it can be served first.
-    metrics = eventually(lambda: (m := _get(server.port, trust, "/metrics")[1].decode())
-                         if "fivespot_webhook_certificate_reloads_total 2.0" in m else None)
+    def reloaded() -> str | None:
+        text = _get(server.port, trust, "/metrics")[1].decode()
+        return text if "fivespot_webhook_certificate_reloads_total 2.0" in text else None
+
+    metrics = eventually(reloaded)
     assert 'fivespot_webhook_certificate_expiry_timestamp_seconds{certificate="serving"}' in metrics
 
 

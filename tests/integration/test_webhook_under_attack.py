@@ -40,6 +40,7 @@ API_SERVER_TIMEOUT_S: Final = 5.0
 SLOWLORIS: Final = 50
 STALLED: Final = 50
 ATTACK_S: Final = 12.0
+OPENS_PER_PASS: Final = 10
 HOOK: Final = "under-attack.5spot.finos.org"
 
 
@@ -240,6 +241,7 @@ class Client:
     opened: float
     drip: bytes = b""
     """What it still has to send, one byte a second (empty: it sends nothing)."""
+    next_drip: float = 0.0
 
 
 @dataclass
@@ -259,19 +261,31 @@ class Attack:
         body = b"{" * 2000
         headers = HEAD + b"Content-Length: %d\r\n\r\n" % len(body)
         clients: list[Client] = []
+        # Every client is looked at ten times a second (a cut is timed to within a pass, not to
+        # within a second), before replacements are opened, and at most OPENS_PER_PASS of those
+        # per pass: TLS handshakes are slow on a loaded machine, and a long pass would be timed
+        # as a late cut of every client it kept waiting.
         while not self.stop.is_set():
+            for client_ in list(clients):
+                now = time.monotonic()
+                if self._cut(client_, now):
+                    self.cut_after.append(now - client_.opened)
+                    client_.sock.close()
+                    clients.remove(client_)
             kinds = [c.drip != b"" for c in clients]
+            opens = 0
             for index in range(SLOWLORIS - sum(kinds)):
+                if opens == OPENS_PER_PASS:
+                    break
+                opens += 1
                 self._open(clients, headers + body if index % 2 else body, headers if not index % 2
                            else b"", tls=True)
             for index in range(STALLED - (len(kinds) - sum(kinds))):
+                if opens == OPENS_PER_PASS:
+                    break
+                opens += 1
                 self._open(clients, b"", b"", tls=index % 2 == 0)
-            for client_ in list(clients):
-                if self._cut(client_):
-                    self.cut_after.append(time.monotonic() - client_.opened)
-                    client_.sock.close()
-                    clients.remove(client_)
-            self.stop.wait(1.0)
+            self.stop.wait(0.1)
         for client_ in clients:
             client_.sock.close()
 
@@ -290,8 +304,8 @@ class Attack:
         clients.append(Client(sock, opened, drip))
 
     @staticmethod
-    def _cut(client_: Client) -> bool:
-        """Send the next byte, if any; True once the server has answered or closed."""
+    def _cut(client_: Client, now: float) -> bool:
+        """Send the next byte, if any is due; True once the server has answered or closed."""
         try:
             client_.sock.recv(65536)
             return True  # a 408, or the close itself
@@ -299,7 +313,8 @@ class Attack:
             pass
         except (OSError, ssl.SSLError):
             return True
-        if client_.drip:
+        if client_.drip and now >= client_.next_drip:
+            client_.next_drip = now + 1.0
             try:
                 client_.sock.send(client_.drip[:1])
                 client_.drip = client_.drip[1:] or b" "
@@ -324,7 +339,9 @@ def test_slow_and_stalled_clients_never_keep_a_review_from_an_answer_in_time(
     through: list[tuple[str | None, float]] = []
     kept = target.connect()
     try:
-        time.sleep(2.0)  # every attacker connected and dripping
+        # Every attacker connected and dripping (a few passes: OPENS_PER_PASS at a time).
+        eventually(lambda: True if attack.connections >= SLOWLORIS + STALLED else None, timeout_s=30)
+        time.sleep(1.0)
         deadline = time.monotonic() + ATTACK_S
         sent = 0
         while time.monotonic() < deadline:
