@@ -371,13 +371,13 @@ def _native_policies_decide(objects: client.CustomObjectsApi, cases: list[Case])
     """Each native policy denies its own bad object (every tenant's limits binding too): the
     install's policies and bindings reach the API server's admission plugin one by one, a moment
     after they are created, so the native verdicts are read only once all of them are in force."""
-    tenants = {(c.object.get("metadata") or {}).get("namespace") for c in cases} - {
-        None, "", OUTSIDER, "default"}
+    tenants = {str((c.object.get("metadata") or {}).get("namespace") or "") for c in cases} - {
+        "", OUTSIDER, "default"}
     sentinels = [(scap("p", namespace=OUTSIDER), "fivespot-scap-tenancy"),
                  (scap("p", schedule={"apiVersion": "spotschedules.5spot.finos.org/v1alpha1",
                                       "kind": "CronSchedule", "name": "w"}),
                   "fivespot-scap-schedule-kinds")]
-    sentinels += [(scap("p", namespace=str(namespace), capacity={"path": "spec.warmReplicas",
+    sentinels += [(scap("p", namespace=namespace, capacity={"path": "spec.warmReplicas",
                                                                  "activeValue": 11}),
                    "fivespot-tenant-limits") for namespace in sorted(tenants | {TENANT})]
     for obj, policy in sentinels:
