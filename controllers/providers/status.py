@@ -23,11 +23,13 @@ from typing import Any, Final, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from api import conditions as kstatus
 from api.kinds.providers import Condition, ProviderStatus
+from api.kinds.scheduled_capacity import ConditionStatus
 from controllers.providers.intervals import require_aware
 
-READY: Final = "Ready"
-STALLED: Final = "Stalled"
+READY: Final = kstatus.READY
+STALLED: Final = kstatus.STALLED
 REASON_INVALID_SPEC: Final = "InvalidSpec"
 MAX_REPORTED_ERRORS: Final = 5
 MAX_MESSAGE_LENGTH: Final = 2048
@@ -40,6 +42,8 @@ _OWNED_FIELDS: Final = (
     "conditions",
 )
 _UTC: Final = dt.timezone.utc
+_STATUS: Final[dict[ConditionStatus, Literal["True", "False", "Unknown"]]] = {
+    ConditionStatus.TRUE: "True", ConditionStatus.FALSE: "False", ConditionStatus.UNKNOWN: "Unknown"}
 
 SpecT = TypeVar("SpecT", bound=BaseModel)
 
@@ -107,32 +111,25 @@ def desired_status(
     stamp = rfc3339(now)
     since = prior.last_transition_time if prior is not None and prior.active == active else stamp
     is_ready, reason, message = ready
-    ready_status: Literal["True", "False"] = "True" if is_ready else "False"
-    old_ready = prior.condition(READY) if prior is not None else None
-    ready_condition = Condition(
-        type=READY,
-        status=ready_status,
-        reason=reason,
-        message=message,
-        last_transition_time=(
-            old_ready.last_transition_time
-            if old_ready is not None and old_ready.status == ready_status
-            else stamp
-        ),
-    )
+    # Not ready is always Stalled here (the module docstring): api.conditions' rule for the pair.
+    ready_observed, *stalled = (kstatus.settled(reason, message) if is_ready
+                                else kstatus.stalled(reason, message))
+
+    def condition(observed: kstatus.Observation) -> Condition:
+        status = _STATUS[observed.status]
+        old = prior.condition(observed.type) if prior is not None else None
+        return Condition(
+            type=observed.type, status=status, reason=observed.reason, message=observed.message,
+            last_transition_time=(old.last_transition_time
+                                  if old is not None and old.status == status else stamp))
+
     conditions = [c for c in prior.conditions if c.type != STALLED] if prior is not None else []
     position = next((i for i, c in enumerate(conditions) if c.type == READY), None)
     if position is None:
-        conditions.append(ready_condition)
+        conditions.append(condition(ready_observed))
     else:
-        conditions[position] = ready_condition
-    if not is_ready:
-        old_stalled = prior.condition(STALLED) if prior is not None else None
-        conditions.append(Condition(
-            type=STALLED, status="True", reason=reason, message=message,
-            last_transition_time=(old_stalled.last_transition_time
-                                  if old_stalled is not None and old_stalled.status == "True"
-                                  else stamp)))
+        conditions[position] = condition(ready_observed)
+    conditions += [condition(observed) for observed in stalled]
     return ProviderStatus(
         active=active,
         observed_generation=generation,
