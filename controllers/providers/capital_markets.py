@@ -23,7 +23,7 @@ from typing import Any, Final
 
 from api.kinds.providers import CapitalMarketsScheduleSpec
 from controllers.providers import intervals
-from controllers.providers.status import Decision, evaluate_spec
+from controllers.providers.status import Decision, evaluate_spec, window_decision
 
 REASON_OPEN: Final = "SessionOpen"
 REASON_CLOSED: Final = "SessionClosed"
@@ -88,12 +88,8 @@ def next_transition(spec: CapitalMarketsScheduleSpec, now: dt.datetime) -> dt.da
 
 def decide(spec: CapitalMarketsScheduleSpec, now: dt.datetime) -> Decision:
     """The status-relevant outcome at `now`."""
-    plan = day_plan(spec)
-    active = intervals.is_active(plan, spec.zone, now)
-    following = intervals.next_transition(plan, spec.zone, now)
-    if active:
-        return Decision(True, following, REASON_OPEN, "market session open")
-    return Decision(False, following, REASON_CLOSED, "market session closed")
+    return window_decision(day_plan(spec), spec.zone, now, (REASON_OPEN, "market session open"),
+                           (REASON_CLOSED, "market session closed"))
 
 
 def evaluate(

@@ -20,12 +20,14 @@ import datetime as dt
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeVar
+from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, ValidationError
 
 from api import conditions as kstatus
 from api.kinds.providers import Condition, ProviderStatus
 from api.kinds.scheduled_capacity import ConditionStatus
+from controllers.providers import intervals
 from controllers.providers.intervals import require_aware
 
 READY: Final = kstatus.READY
@@ -56,6 +58,16 @@ class Decision:
     next_transition: dt.datetime | None
     reason: str
     message: str
+
+
+def window_decision(plan: intervals.DayPlan, zone: ZoneInfo, now: dt.datetime,
+                    opened: tuple[str, str], closed: tuple[str, str]) -> Decision:
+    """Open or closed at `now` by a day plan in `zone`, and the next flip either way; `opened`
+    and `closed` are each state's (reason, message)."""
+    following = intervals.next_transition(plan, zone, now)
+    if intervals.is_active(plan, zone, now):
+        return Decision(True, following, *opened)
+    return Decision(False, following, *closed)
 
 
 def rfc3339(instant: dt.datetime) -> str:

@@ -24,7 +24,7 @@ from api.kinds.providers import (
     parse_hours,
 )
 from controllers.providers import intervals
-from controllers.providers.status import Decision, evaluate_spec
+from controllers.providers.status import Decision, evaluate_spec, window_decision
 
 REASON_OPEN: Final = "WindowOpen"
 REASON_CLOSED: Final = "WindowClosed"
@@ -59,12 +59,8 @@ def decide(spec: TimeBasedSpotScheduleSpec, now: dt.datetime) -> Decision:
         return Decision(
             False, None, REASON_DISABLED, "spec.enabled is false; the window is ignored"
         )
-    plan = day_plan(spec)
-    active = intervals.is_active(plan, spec.zone, now)
-    following = intervals.next_transition(plan, spec.zone, now)
-    if active:
-        return Decision(True, following, REASON_OPEN, "schedule window open")
-    return Decision(False, following, REASON_CLOSED, "schedule window closed")
+    return window_decision(day_plan(spec), spec.zone, now, (REASON_OPEN, "schedule window open"),
+                           (REASON_CLOSED, "schedule window closed"))
 
 
 def evaluate(
