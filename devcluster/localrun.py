@@ -110,9 +110,11 @@ def start_controller(
     partitions: Sequence[str] = (),
     metrics_port: int = 0,
     extra: Sequence[str] = (),
+    controller: str = "capacity",
 ) -> subprocess.Popen[bytes]:
-    """`python -m controllers capacity ...` as a child process logging JSON to `log_file`."""
-    argv = [sys.executable, "-m", "controllers", "capacity", "--bundle", str(bundle),
+    """`python -m controllers CONTROLLER ...` (capacity or machine) as a child process logging
+    JSON to `log_file`."""
+    argv = [sys.executable, "-m", "controllers", controller, "--bundle", str(bundle),
             "--kubeconfig", str(kubeconfig), "--identity", identity,
             "--metrics-port", str(metrics_port), *extra]
     if partitions:

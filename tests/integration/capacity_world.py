@@ -139,12 +139,15 @@ class World:
 
 
 class ControllerProcess:
-    """One `python -m controllers capacity` child process, restartable, logging JSON to a file."""
+    """One `python -m controllers capacity` (or `machine`) child process, restartable, logging
+    JSON to a file."""
 
     def __init__(self, kubeconfig: Path, bundle: Path, identity: str, log_file: Path,
-                 partitions: tuple[str, ...] = (), extra: tuple[str, ...] = FAST_LEASES):
+                 partitions: tuple[str, ...] = (), extra: tuple[str, ...] = FAST_LEASES,
+                 controller: str = "capacity"):
         self.kubeconfig, self.bundle, self.identity = kubeconfig, bundle, identity
         self.log_file, self.partitions, self.extra = log_file, partitions, extra
+        self.controller = controller
         self.process: subprocess.Popen[bytes] | None = None
         self.port = 0
 
@@ -152,13 +155,13 @@ class ControllerProcess:
         mark = self.log_file.stat().st_size if self.log_file.exists() else 0
         self.process = localrun.start_controller(self.kubeconfig, self.bundle, self.identity,
                                                  self.log_file, partitions=self.partitions,
-                                                 extra=self.extra)
+                                                 extra=self.extra, controller=self.controller)
         self.port = eventually(lambda: self._start_port(mark), 60, "controller start line")
         return self
 
     def _start_port(self, mark: int) -> int | None:
         for entry in self.entries(since=mark):
-            if entry.get("msg") == "capacity controller starting" and entry.get("pid") == self.pid:
+            if entry.get("msg") == f"{self.controller} controller starting" and entry.get("pid") == self.pid:
                 return int(entry["metrics_port"])
         return None
 
@@ -171,9 +174,12 @@ class ControllerProcess:
         def leading() -> bool:
             status, body = localrun.http_get(self.port, "/metrics")
             return status == 200 and all(
-                f'fivespot_is_leader{{controller="fivespot-capacity-controller",partition="{p}"}} 1.0'
-                in body for p in partitions)
+                f'fivespot_is_leader{{controller="fivespot-{self.controller}-controller",'
+                f'partition="{p}"}} 1.0' in body for p in partitions)
         eventually(leading, timeout, f"{self.identity} leading {partitions}")
+
+    def metrics(self) -> str:
+        return localrun.http_get(self.port, "/metrics")[1]
 
     def kill(self) -> None:
         """SIGKILL: no lease release, no goodbye."""

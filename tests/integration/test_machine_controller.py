@@ -38,7 +38,7 @@ from devcluster import localrun
 from devcluster.clients import admin_client, service_account_kubeconfig
 from devcluster.kubectl import apply, kubectl, wait_established
 from runtime import kube
-from tests.integration.capacity_world import FAST_LEASES, eventually, unique
+from tests.integration.capacity_world import FAST_LEASES, ControllerProcess, eventually, unique
 from tests import kstatus
 from tests.integration.conftest import own_control_plane
 from tests.unit.test_health_lua import ARGO_OF_KSTATUS, argo_health
@@ -145,74 +145,17 @@ def installed(management: Any, workload: Any, mgmt: client.ApiClient,
     return bundle
 
 
-class MachineControllerProcess:
-    def __init__(self, kubeconfig: Path, bundle: Path, log_file: Path):
-        self.kubeconfig, self.bundle, self.log_file = kubeconfig, bundle, log_file
-        self.process: subprocess.Popen[bytes] | None = None
-        self.identity = unique("machine-it")
-
-    def start(self) -> "MachineControllerProcess":
-        argv = [sys.executable, "-m", "controllers", "machine", "--bundle", str(self.bundle),
-                "--kubeconfig", str(self.kubeconfig), "--identity", self.identity,
-                "--metrics-port", "0", *FAST_LEASES]
-        with open(self.log_file, "ab") as log:
-            self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
-                                            env={**os.environ, "PYTHONPATH": str(ROOT)},
-                                            start_new_session=True)
-        eventually(lambda: self.entry("machine controller starting"), 60, "the start line")
-        eventually(lambda: self.leading(), 60, "leading partition default")
-        return self
-
-    def entries(self) -> list[dict[str, Any]]:
-        found = []
-        for line in self.log_file.read_text(errors="replace").splitlines():
-            try:
-                found.append(json.loads(line))
-            except ValueError:
-                continue
-        return found
-
-    def entry(self, msg: str) -> dict[str, Any] | None:
-        assert self.process is not None
-        return next((e for e in reversed(self.entries())
-                     if e.get("msg") == msg and e.get("pid", self.process.pid) == self.process.pid), None)
-
-    @property
-    def port(self) -> int:
-        started = self.entry("machine controller starting")
-        assert started is not None
-        return int(started["metrics_port"])
-
-    def metrics(self) -> str:
-        return localrun.http_get(self.port, "/metrics")[1]
-
-    def leading(self) -> bool:
-        return ('fivespot_is_leader{controller="fivespot-machine-controller",partition="default"} 1.0'
-                in self.metrics())
-
-    def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(10)
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-
 @pytest.fixture(scope="module")
 def controller(installed: Path, management: Any, tmp_path_factory: pytest.TempPathFactory
-               ) -> Iterator[MachineControllerProcess]:
+               ) -> Iterator[ControllerProcess]:
     work = tmp_path_factory.mktemp("machine-controller")
     sa = service_account_kubeconfig(management.kubeconfig, localrun.INSTALL_NAMESPACE, MACHINE_SA,
                                     work / "machine.kubeconfig")
-    process = MachineControllerProcess(sa, installed, work / "controller.log").start()
+    process = ControllerProcess(sa, installed, unique("machine-it"), work / "controller.log",
+                                controller="machine").start()
+    process.wait_leading("default")
     yield process
-    process.stop()
+    process.terminate()
 
 
 class Kubelet:
@@ -360,7 +303,7 @@ def active_machine(mgmt: client.ApiClient, wl: client.ApiClient, **spec: Any) ->
 
 
 def test_schedule_on_creates_the_machine_and_its_objects_owned_by_the_scheduled_machine(
-        controller: MachineControllerProcess, mgmt: client.ApiClient, wl: client.ApiClient,
+        controller: ControllerProcess, mgmt: client.ApiClient, wl: client.ApiClient,
         management: Any) -> None:
     name, sched, node = unique("rack"), unique("ms"), unique("node")
     schedule(mgmt, sched, True)
@@ -407,7 +350,7 @@ def test_schedule_on_creates_the_machine_and_its_objects_owned_by_the_scheduled_
 
 
 def test_schedule_off_drains_through_the_grace_period_cordon_evictions_and_budget_then_deletes(
-        controller: MachineControllerProcess, mgmt: client.ApiClient, wl: client.ApiClient,
+        controller: ControllerProcess, mgmt: client.ApiClient, wl: client.ApiClient,
         kubelet: Kubelet) -> None:
     # Margins for a loaded machine: the node is checked within the 5s grace period, and the
     # budget's hold well before the 20s nodeDrainTimeout.
@@ -451,7 +394,7 @@ def test_schedule_off_drains_through_the_grace_period_cordon_evictions_and_budge
 
 
 def test_a_drained_node_gets_its_machine_deleted_without_waiting_for_the_timeout(
-        controller: MachineControllerProcess, mgmt: client.ApiClient, wl: client.ApiClient,
+        controller: ControllerProcess, mgmt: client.ApiClient, wl: client.ApiClient,
         kubelet: Kubelet) -> None:
     name, sched, node = active_machine(mgmt, wl, nodeDrainTimeout="5m")
     apps = workload_namespace(wl)
@@ -462,7 +405,7 @@ def test_a_drained_node_gets_its_machine_deleted_without_waiting_for_the_timeout
 
 
 def test_the_kill_switch_removes_the_machine_at_once_without_draining(
-        controller: MachineControllerProcess, mgmt: client.ApiClient, wl: client.ApiClient) -> None:
+        controller: ControllerProcess, mgmt: client.ApiClient, wl: client.ApiClient) -> None:
     name, _, node = active_machine(mgmt, wl, gracefulShutdownTimeout="1h")
     apps = workload_namespace(wl)
     pod(wl, apps, "web", node)
@@ -480,7 +423,7 @@ def test_the_kill_switch_removes_the_machine_at_once_without_draining(
 
 
 def test_disabled_takes_the_safe_path_and_ends_disabled(
-        controller: MachineControllerProcess, mgmt: client.ApiClient, wl: client.ApiClient,
+        controller: ControllerProcess, mgmt: client.ApiClient, wl: client.ApiClient,
         kubelet: Kubelet) -> None:
     name, _, node = active_machine(mgmt, wl)
     kube.merge_patch(mgmt, p(SM, name), {"spec": {"enabled": False}})
@@ -490,7 +433,7 @@ def test_disabled_takes_the_safe_path_and_ends_disabled(
 
 
 def test_a_schedule_that_never_resolved_creates_nothing_and_is_counted(
-        controller: MachineControllerProcess, mgmt: client.ApiClient) -> None:
+        controller: ControllerProcess, mgmt: client.ApiClient) -> None:
     name = unique("rack")
     scheduled_machine(mgmt, name, "no-such-schedule")
     inactive = wait_phase(mgmt, name, "Inactive")
@@ -504,7 +447,7 @@ def test_a_schedule_that_never_resolved_creates_nothing_and_is_counted(
 
 
 def test_an_unresolved_provider_holds_the_last_state(
-        controller: MachineControllerProcess, mgmt: client.ApiClient, wl: client.ApiClient) -> None:
+        controller: ControllerProcess, mgmt: client.ApiClient, wl: client.ApiClient) -> None:
     name, sched, _ = active_machine(mgmt, wl)
     publish(mgmt, sched, False, ready="False")
     eventually(lambda: status(mgmt, name)["spotSchedule"]["resolved"] is False, 30, "unresolved")
@@ -515,19 +458,20 @@ def test_an_unresolved_provider_holds_the_last_state(
     assert get(mgmt, p(MACHINES, name)) is not None
 
 
-def created(controller: MachineControllerProcess, name: str) -> list[str]:
+def created(controller: ControllerProcess, name: str) -> list[str]:
     return [e["part"] for e in controller.entries()
             if e.get("msg") == "created" and e.get("key") == f"{NS}/{name}"]
 
 
-def restart(controller: MachineControllerProcess) -> None:
+def restart(controller: ControllerProcess) -> None:
     """SIGKILL (no lease release, no goodbye), then a new process."""
     controller.kill()
     controller.start()
+    controller.wait_leading("default")
 
 
 def test_sigkill_while_pending_creates_each_object_once(
-        controller: MachineControllerProcess, mgmt: client.ApiClient, wl: client.ApiClient) -> None:
+        controller: ControllerProcess, mgmt: client.ApiClient, wl: client.ApiClient) -> None:
     name, sched = unique("rack"), unique("ms")
     schedule(mgmt, sched, True)
     scheduled_machine(mgmt, name, sched)
@@ -547,7 +491,7 @@ def test_sigkill_while_pending_creates_each_object_once(
 
 
 def test_sigkill_while_active_and_in_the_grace_period_loses_nothing(
-        controller: MachineControllerProcess, mgmt: client.ApiClient, wl: client.ApiClient,
+        controller: ControllerProcess, mgmt: client.ApiClient, wl: client.ApiClient,
         kubelet: Kubelet) -> None:
     name, sched, node = active_machine(mgmt, wl, gracefulShutdownTimeout="4s", nodeDrainTimeout="5m")
     uid = kube.request(mgmt, "GET", p(MACHINES, name))["metadata"]["uid"]
@@ -565,7 +509,7 @@ def test_sigkill_while_active_and_in_the_grace_period_loses_nothing(
 
 
 def test_sigkill_while_draining_keeps_the_drain_deadline(
-        controller: MachineControllerProcess, mgmt: client.ApiClient, wl: client.ApiClient,
+        controller: ControllerProcess, mgmt: client.ApiClient, wl: client.ApiClient,
         kubelet: Kubelet) -> None:
     # 25s: the restart (a new process, its caches, its lease) fits well inside the drain on a
     # loaded machine, so the Machine is still there when the new process has started.
@@ -589,7 +533,7 @@ def test_sigkill_while_draining_keeps_the_drain_deadline(
 
 
 def test_sigkill_after_removal_recreates_nothing(
-        controller: MachineControllerProcess, mgmt: client.ApiClient, wl: client.ApiClient,
+        controller: ControllerProcess, mgmt: client.ApiClient, wl: client.ApiClient,
         kubelet: Kubelet) -> None:
     name, sched, _ = active_machine(mgmt, wl)
     schedule(mgmt, sched, False)
@@ -602,7 +546,7 @@ def test_sigkill_after_removal_recreates_nothing(
 
 
 def test_a_reopen_during_the_grace_period_keeps_the_machine(
-        controller: MachineControllerProcess, mgmt: client.ApiClient, wl: client.ApiClient) -> None:
+        controller: ControllerProcess, mgmt: client.ApiClient, wl: client.ApiClient) -> None:
     name, sched, node = active_machine(mgmt, wl, gracefulShutdownTimeout="1h")
     uid = kube.request(mgmt, "GET", p(MACHINES, name))["metadata"]["uid"]
     schedule(mgmt, sched, False)
@@ -615,7 +559,7 @@ def test_a_reopen_during_the_grace_period_keeps_the_machine(
 
 
 def test_a_reopen_after_the_drain_began_finishes_the_removal_then_creates_a_new_machine(
-        controller: MachineControllerProcess, mgmt: client.ApiClient, wl: client.ApiClient,
+        controller: ControllerProcess, mgmt: client.ApiClient, wl: client.ApiClient,
         kubelet: Kubelet) -> None:
     # 15s: the drain must still be under way when the reopen is checked, on a loaded machine too.
     name, sched, node = active_machine(mgmt, wl, nodeDrainTimeout="15s")
@@ -635,7 +579,7 @@ def test_a_reopen_after_the_drain_began_finishes_the_removal_then_creates_a_new_
 
 
 def test_rbac_the_machine_identity_holds_capi_verbs_only_where_declared_and_never_capacity(
-        controller: MachineControllerProcess, management: Any) -> None:
+        controller: ControllerProcess, management: Any) -> None:
     def can(sa: str, *args: str) -> bool:
         answer = subprocess.run(
             ["kubectl", "--kubeconfig", str(management.kubeconfig), "auth", "can-i", *args,
@@ -699,7 +643,7 @@ def test_admission_refuses_a_kind_the_platform_does_not_allow_and_a_chosen_name(
 
 
 def test_seed_001_guide_step_5_and_6_with_the_manual_provider_running(
-        controller: MachineControllerProcess, installed: Path, management: Any,
+        controller: ControllerProcess, installed: Path, management: Any,
         mgmt: client.ApiClient, wl: client.ApiClient, tmp_path: Path) -> None:
     """The guide's ManualSchedule is fivespot's built-in one (same CRD shape, same one-line
     reconcile: spec.enabled -> status.active), so its steps 1-4 are `fivespot compile` and the
@@ -775,7 +719,7 @@ spec:
 
 
 def test_an_embedded_spec_the_capi_schema_refuses_is_reported_on_the_scheduled_machine(
-        controller: MachineControllerProcess, mgmt: client.ApiClient) -> None:
+        controller: ControllerProcess, mgmt: client.ApiClient) -> None:
     name, sched = unique("rack"), unique("ms")
     schedule(mgmt, sched, True)
     scheduled_machine(mgmt, name, sched, bootstrapSpec={
@@ -790,7 +734,7 @@ def test_an_embedded_spec_the_capi_schema_refuses_is_reported_on_the_scheduled_m
 
 
 def test_a_scheduled_capacity_naming_the_machines_node_is_reported_from_this_side_too(
-        controller: MachineControllerProcess, mgmt: client.ApiClient, wl: client.ApiClient) -> None:
+        controller: ControllerProcess, mgmt: client.ApiClient, wl: client.ApiClient) -> None:
     name, sched, node = active_machine(mgmt, wl)
     gate = unique("gate")
     kube.request(mgmt, "POST", p(("5spot.finos.org", "v1alpha1", "scheduledcapacities")), body={
@@ -837,7 +781,7 @@ def observed(mgmt: client.ApiClient, name: str, phase: str, ready: tuple[str, st
 
 
 def test_kstatus_and_argo_cd_read_every_live_machine_phase_as_the_readme_says(
-        controller: MachineControllerProcess, mgmt: client.ApiClient, wl: client.ApiClient,
+        controller: ControllerProcess, mgmt: client.ApiClient, wl: client.ApiClient,
         management: Any, kubelet: Kubelet) -> None:
     """Settled — Active, Inactive, Disabled, Terminated — is Current / Healthy (Ready=True, the
     reason naming the state); on its way — Pending, ShuttingDown, a schedule never resolved — is
