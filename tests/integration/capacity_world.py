@@ -7,9 +7,11 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -136,6 +138,27 @@ class World:
 
     def delete_machine(self, name: str) -> None:
         kube.request(self.api, "DELETE", path(MACHINES, name, ns=self.ns))
+
+
+@contextmanager
+def flipping(world: World, schedule: str, every_s: float = 0.5) -> Iterator[None]:
+    """The schedule flips every `every_s` on its own thread while the block runs."""
+    stop = threading.Event()
+
+    def flip() -> None:
+        active = True
+        while not stop.is_set():
+            active = not active
+            world.set_active(schedule, active)
+            stop.wait(every_s)
+
+    flipper = threading.Thread(target=flip, daemon=True)
+    flipper.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        flipper.join(5)
 
 
 class ControllerProcess:

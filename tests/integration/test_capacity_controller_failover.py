@@ -11,7 +11,6 @@ apart; the per-identity write log is the audit. Then a graceful SIGTERM hands `a
 
 from __future__ import annotations
 
-import threading
 import time
 from datetime import datetime
 from pathlib import Path
@@ -19,7 +18,7 @@ from pathlib import Path
 from kubernetes import client
 
 from devcluster import localrun
-from tests.integration.capacity_world import ControllerProcess, World, eventually, unique
+from tests.integration.capacity_world import ControllerProcess, World, eventually, flipping, unique
 
 LEASE_DURATION_S = 4.0
 
@@ -55,18 +54,7 @@ def test_killing_a_partition_leader_hands_it_over_within_lease_duration_plus_2s_
     for pool in pools:
         eventually(lambda p=pool: world.warm(p) == 6, 30, "A concedes capacity")
 
-    stop = threading.Event()
-
-    def flip() -> None:
-        active = True
-        while not stop.is_set():
-            active = not active
-            world.set_active(schedule, active)
-            stop.wait(0.5)
-
-    flipper = threading.Thread(target=flip, daemon=True)
-    try:
-        flipper.start()
+    with flipping(world, schedule):
         time.sleep(1.5)
         killed_at = time.time()
         a.kill()
@@ -75,9 +63,6 @@ def test_killing_a_partition_leader_hands_it_over_within_lease_duration_plus_2s_
         print(f"\nfailover after SIGKILL: {failover_s:.2f} s (lease duration {LEASE_DURATION_S:.0f} s)")
         assert failover_s <= LEASE_DURATION_S + 2.0
         eventually(lambda: [w for w in b.writes() if w["partition"] == "agents"], 30, "B writes in agents")
-    finally:
-        stop.set()
-        flipper.join(5)
 
     a_writes = [w for w in a.writes() if w["partition"] == "agents"]
     b_writes = [w for w in b.writes() if w["partition"] == "agents"]

@@ -10,7 +10,6 @@ write by B follows it. The spread then holds (one partition each, no further mov
 
 from __future__ import annotations
 
-import threading
 import time
 from datetime import datetime
 from pathlib import Path
@@ -18,7 +17,7 @@ from pathlib import Path
 from kubernetes import client
 
 from devcluster import localrun
-from tests.integration.capacity_world import ControllerProcess, World, eventually, unique
+from tests.integration.capacity_world import ControllerProcess, World, eventually, flipping, unique
 
 LEASE_DURATION_S = 4.0
 
@@ -57,18 +56,7 @@ def test_a_replica_started_later_is_handed_one_of_two_partitions_without_double_
     for pool in pools:
         eventually(lambda p=pool: world.warm(p) == 6, 15, "A concedes capacity")
 
-    stop = threading.Event()
-
-    def flip() -> None:
-        active = True
-        while not stop.is_set():
-            active = not active
-            world.set_active(schedule, active)
-            stop.wait(0.5)
-
-    flipper = threading.Thread(target=flip, daemon=True)
-    try:
-        flipper.start()
+    with flipping(world, schedule):
         time.sleep(1.5)
         b_started = time.time()
         b.start()
@@ -76,9 +64,6 @@ def test_a_replica_started_later_is_handed_one_of_two_partitions_without_double_
                           "B is handed agents")[0]
         print(f"\nB led agents {took - b_started:.2f} s after it started")
         eventually(lambda: [w for w in b.writes() if w["partition"] == "agents"], 15, "B writes in agents")
-    finally:
-        stop.set()
-        flipper.join(5)
 
     eventually(lambda: leads(a, "default") and not leads(a, "agents"), 15, "A keeps default only")
     eventually(lambda: leads(b, "agents") and not leads(b, "default"), 15, "B leads agents only")
