@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from msgspec import Struct
 from datetime import datetime, timezone
 from typing import Any, Final
 
@@ -46,8 +46,7 @@ def target_key(namespace: str, api_version: str, kind: str, name: str) -> str:
     return f"{namespace}/{api_group(api_version)}/{kind}/{name}"
 
 
-@dataclass(frozen=True)
-class Claim:
+class Claim(Struct, frozen=True, dict=True):
     """A ScheduledCapacity's claim on one field of one object."""
 
     namespace: str
@@ -131,15 +130,13 @@ def precedence(claim: Claim) -> tuple[datetime, str]:
     return (claim.created or _NEVER, claim.name)
 
 
-@dataclass(frozen=True)
-class Governs:
+class Governs(Struct, frozen=True):
     """The claim governs its field; `ignored` are the younger claims on it, which write nothing."""
 
     ignored: tuple[Claim, ...] = ()
 
 
-@dataclass(frozen=True)
-class GovernedBy:
+class GovernedBy(Struct, frozen=True):
     """An older claim governs the field; this one writes nothing."""
 
     governor: Claim

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from msgspec import Struct
+from msgspec.structs import replace
 from typing import Any, Final
 
 from api.fieldgovernance import (
@@ -43,8 +44,7 @@ POLICY: Final = "field-governance.5spot.finos.org"
 """The webhook that makes this decision in a cluster (its denials are prefixed with CHECK)."""
 
 
-@dataclass(frozen=True)
-class Checked:
+class Checked(Struct, frozen=True):
     """One object as `fivespot check` decided it, with what the rule needs besides the verdict:
     its claim and its old version's (`object_claim`; computed where the object was decided, so
     a forked worker sends back only these)."""

@@ -6,12 +6,11 @@ log reads like a compiler's and an editor can jump to each line.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from msgspec import Struct
 from typing import Sequence
 
 
-@dataclass(frozen=True, order=True)
-class Location:
+class Location(Struct, frozen=True, order=True):
     file: str
     line: int
     column: int
@@ -20,8 +19,7 @@ class Location:
         return f"{self.file}:{self.line}:{self.column}"
 
 
-@dataclass(frozen=True, order=True)
-class Diagnostic:
+class Diagnostic(Struct, frozen=True, order=True):
     location: Location
     field: str
     message: str

@@ -16,7 +16,7 @@ import os
 import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from msgspec import Struct
 from pathlib import Path
 from typing import Any, Final
 
@@ -34,8 +34,7 @@ _POSITION_DEPTH = 3
 diagnostics name."""
 
 
-@dataclass(frozen=True)
-class Document:
+class Document(Struct, frozen=True):
     """One YAML document: its value, where it starts, where its fields are, and the fields it
     gives twice (as JSON paths)."""
 
@@ -44,8 +43,15 @@ class Document:
     line: int
     column: int = 1
     duplicates: tuple[str, ...] = ()
-    _positions: Callable[[], Mapping[tuple[str, ...], Location]] | None = field(
-        default=None, compare=False, repr=False)
+    _positions: Callable[[], Mapping[tuple[str, ...], Location]] | None = None
+
+    def __eq__(self, other: object) -> bool:  # where fields sit is not part of the document
+        return isinstance(other, Document) and (
+            (self.file, self.data, self.line, self.column, self.duplicates)
+            == (other.file, other.data, other.line, other.column, other.duplicates))
+
+    def __hash__(self) -> int:
+        return hash((self.file, self.line, self.column, self.duplicates))
 
     @property
     def start(self) -> Location:

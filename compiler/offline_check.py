@@ -14,7 +14,8 @@ import functools
 import json
 from sys import intern
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from msgspec import Struct
+from msgspec.structs import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -221,8 +222,7 @@ def checker_from_objects(objects: Sequence[Mapping[str, Any]], where: str) -> Ch
 # --- fivespot check --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Result:
+class Result(Struct, frozen=True):
     """The verdict for one object."""
 
     api_version: str
@@ -481,8 +481,7 @@ def _namespace_needed(document: Document, error: NamespaceRequired, namespaces: 
 # --- fivespot test ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class FixtureResult:
+class FixtureResult(Struct, frozen=True):
     name: str
     operation: str
     expect: Mapping[str, Any]

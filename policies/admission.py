@@ -8,12 +8,11 @@ rule, the provider group) live in the CRD schema instead: see `api.kinds`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from msgspec import Struct
 from typing import Final
 
 
-@dataclass(frozen=True)
-class Validation:
+class Validation(Struct, frozen=True):
     """One VAP validation: the rule, the field it is about, and a message expression."""
 
     name: str
@@ -23,8 +22,7 @@ class Validation:
     reason: str = "Forbidden"
 
 
-@dataclass(frozen=True)
-class Variable:
+class Variable(Struct, frozen=True):
     name: str
     expression: str
 

@@ -18,7 +18,7 @@ exactly its own shortcut; the members that are not true go on to the per-validat
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from msgspec import Struct
 from typing import Any, Final
 
 from policies.admission_eval import projection
@@ -36,8 +36,7 @@ SLOT: Final = "fivespot_params_{}"
 """The hidden variable holding the params object of the batch's n-th member with params."""
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(Struct, frozen=True):
     """A member: its position among the request's matched policies, its all-validations program
     and the one params object it is evaluated with (None for a policy without `paramKind`)."""
 
@@ -46,8 +45,7 @@ class Entry:
     param: Mapping[str, Any] | None
 
 
-@dataclass(frozen=True, eq=False)
-class Batch:
+class Batch(Struct, frozen=True, eq=False):
     program: Program
     reads: dict[str, projection.Paths]
     """What the members can observe of the request's variables (params excluded)."""

@@ -8,7 +8,7 @@ CRD's own validation (an error there is final, as a 422 is), then every bound po
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from msgspec import Struct, field
 from typing import Any, Final, Literal
 
 from policies.admission_eval import crd, status
@@ -35,8 +35,7 @@ class UnknownKind(LookupError):
         self.known = known
 
 
-@dataclass(frozen=True)
-class Request:
+class Request(Struct, frozen=True):
     """One admission request: CREATE of `object`, or UPDATE from `old_object` to `object`."""
 
     operation: Literal["CREATE", "UPDATE"]
@@ -68,8 +67,7 @@ def admission_request(kind: CustomResourceKind, operation: str, obj: Mapping[str
     }
 
 
-@dataclass(frozen=True, eq=False)
-class Checker:
+class Checker(Struct, frozen=True, eq=False):
     """Compiled CRDs and policies."""
 
     kinds: dict[tuple[str, str], CustomResourceKind]

@@ -10,7 +10,7 @@ module makes the same calls, with precompiled schemas, and reports the same fiel
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from msgspec import Struct
 from typing import Any, Final
 
 from policies.admission_eval import celrules, pruning, structural, validation
@@ -27,8 +27,7 @@ _DNS_SUBDOMAIN_MESSAGE: Final = (
 )
 
 
-@dataclass(frozen=True, eq=False)
-class CustomResourceKind:
+class CustomResourceKind(Struct, frozen=True, eq=False):
     """One served version of a CRD, compiled."""
 
     crd_name: str
@@ -45,8 +44,7 @@ class CustomResourceKind:
         return f"{self.group}/{self.version}"
 
 
-@dataclass(frozen=True)
-class Admitted:
+class Admitted(Struct, frozen=True):
     """A custom resource after decoding and validation."""
 
     object: dict[str, Any]

@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from msgspec import Struct
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 if TYPE_CHECKING:
@@ -20,8 +20,7 @@ CRD_RULE: Final = "crd-rule"
 VAP: Final = "vap"
 
 
-@dataclass(frozen=True)
-class Violation:
+class Violation(Struct, frozen=True):
     """One reason the request is denied."""
 
     source: Source
@@ -40,17 +39,24 @@ class Violation:
                 "message": self.message}
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(Struct, frozen=True):
     """The decision for one request."""
 
     allowed: bool
     violations: tuple[Violation, ...] = ()
     warnings: tuple[str, ...] = ()
-    audit: tuple[str, ...] = field(default=(), compare=False)
+    audit: tuple[str, ...] = ()
     """Messages of failed validations bound with the Audit action (not shown to the client)."""
-    status: Status | None = field(default=None, compare=False)
+    status: Status | None = None
     """What the API server answers a denial with (its message is what kubectl prints)."""
+
+    def __eq__(self, other: object) -> bool:  # the decision, not how it is worded or audited
+        return isinstance(other, Verdict) and (
+            (self.allowed, self.violations, self.warnings)
+            == (other.allowed, other.violations, other.warnings))
+
+    def __hash__(self) -> int:
+        return hash((self.allowed, self.violations, self.warnings))
 
     def as_json(self) -> dict[str, Any]:
         shown: dict[str, Any] = {"allowed": self.allowed,

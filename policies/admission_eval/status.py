@@ -17,7 +17,7 @@ The wording is that of `gotext.SERVER_VERSION`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from msgspec import Struct
 from typing import Any, Final
 
 from policies.admission_eval.gotext import aggregate
@@ -29,8 +29,7 @@ NO_FIELD: Final = "<nil>"
 """How a field error without a path (`field.Invalid(nil, ...)`) shows its field."""
 
 
-@dataclass(frozen=True)
-class Cause:
+class Cause(Struct, frozen=True):
     field: str | None
     message: str
     reason: str | None = None
@@ -45,8 +44,7 @@ class Cause:
         return shown
 
 
-@dataclass(frozen=True)
-class Status:
+class Status(Struct, frozen=True):
     """A failure `Status` (apimachinery `metav1.Status`): what the API server returns."""
 
     code: int
@@ -59,8 +57,7 @@ class Status:
                 "causes": [c.as_json() for c in self.causes]}
 
 
-@dataclass(frozen=True)
-class Target:
+class Target(Struct, frozen=True):
     """What the server names in its messages: the kind, its group, version and resource, the
     object's name."""
 

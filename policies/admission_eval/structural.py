@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from msgspec import Struct
 from typing import Any, Final
 
 import re2
@@ -62,8 +62,7 @@ class SchemaError(ValueError):
     """The schema itself cannot be used (a rule that does not compile, a bad pattern)."""
 
 
-@dataclass(frozen=True)
-class FieldError:
+class FieldError(Struct, frozen=True):
     """One validation error, shaped like a Kubernetes `field.Error`."""
 
     path: str
@@ -78,8 +77,7 @@ class FieldError:
         return self.detail
 
 
-@dataclass(frozen=True, eq=False)
-class Rule:
+class Rule(Struct, frozen=True, eq=False):
     """One `x-kubernetes-validations` entry, compiled (with `self` typed as the server types it)."""
 
     rule: str
@@ -93,8 +91,7 @@ class Rule:
     (same engine, same partial-match semantics) without a CEL evaluation."""
 
 
-@dataclass(eq=False)
-class Node:
+class Node(Struct, eq=False):
     """One schema node with everything pre-compiled."""
 
     type: str | None = None

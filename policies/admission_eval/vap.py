@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from msgspec import Struct, field
+from msgspec.structs import force_setattr
 from typing import Any, Final
 
 from policies.admission_eval import batch, projection, selectors
@@ -52,16 +53,14 @@ class NamespaceRequired(LookupError):
         self.needed_by = needed_by
 
 
-@dataclass(frozen=True, eq=False)
-class _Named:
+class _Named(Struct, frozen=True, eq=False):
     name: str
     program: Program
     needs: frozenset[str]
     """Variables the expression reads (directly)."""
 
 
-@dataclass(frozen=True, eq=False)
-class Validation:
+class Validation(Struct, frozen=True, eq=False):
     expression: str
     program: Program
     needs: frozenset[str]
@@ -76,8 +75,7 @@ _MEMO_LIMIT: Final = 4096
 """Entries a per-match memo keeps before it starts over (it is keyed by request attributes)."""
 
 
-@dataclass(frozen=True, eq=False)
-class Match:
+class Match(Struct, frozen=True, eq=False):
     """`matchConstraints` / `matchResources`.
 
     Whether the resource rules match depends only on a few request attributes (operation,
@@ -97,8 +95,8 @@ class Match:
     namespace_by_name: bool = False
     """The namespace selector reads no label but the name label."""
     object_selects_all: bool | None = None
-    _by_request: dict[tuple[Any, ...], bool] = field(default_factory=dict, repr=False)
-    _by_namespace: dict[str, bool] = field(default_factory=dict, repr=False)
+    _by_request: dict[tuple[Any, ...], bool] = field(default_factory=dict)
+    _by_namespace: dict[str, bool] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, spec: Mapping[str, Any] | None) -> Match | None:
@@ -168,8 +166,7 @@ class Match:
         return found
 
 
-@dataclass(frozen=True, eq=False)
-class Policy:
+class Policy(Struct, frozen=True, eq=False):
     name: str
     failure_policy: str
     match: Match | None
@@ -184,29 +181,27 @@ class Policy:
     reads: dict[str, projection.Paths] | None = None
     """What its variables, match conditions, validations and messages can observe of the
     request's variables (None: not worked out, use them whole)."""
-    owner: str = field(init=False, default="")
+    owner: str = ""
     """How errors name it: `ValidatingAdmissionPolicy 'name'`."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "owner", f"ValidatingAdmissionPolicy {self.name!r}")
+        force_setattr(self, "owner", f"ValidatingAdmissionPolicy {self.name!r}")
 
 
-@dataclass(frozen=True, eq=False)
-class Binding:
+class Binding(Struct, frozen=True, eq=False):
     name: str
     policy_name: str
     actions: tuple[str, ...]
     param_ref: Mapping[str, Any] | None
     match: Match | None
-    owner: str = field(init=False, default="")
+    owner: str = ""
     """How errors name it: `ValidatingAdmissionPolicyBinding 'name'`."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "owner", f"ValidatingAdmissionPolicyBinding {self.name!r}")
+        force_setattr(self, "owner", f"ValidatingAdmissionPolicyBinding {self.name!r}")
 
 
-@dataclass(frozen=True)
-class Outcome:
+class Outcome(Struct, frozen=True):
     """What the bound policies decided for one request."""
 
     violations: tuple[Violation, ...] = ()
@@ -512,27 +507,26 @@ def _namespace_matches(match: Match, attributes: Attributes, owner: str) -> bool
 # --- the policy set -----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, eq=False)
-class PolicySet:
+class PolicySet(Struct, frozen=True, eq=False):
     """Compiled policies, bindings and params objects, ready to decide requests."""
 
     policies: dict[str, Policy]
     bindings: tuple[Binding, ...]
     params: dict[tuple[str, str], tuple[Mapping[str, Any], ...]] = field(default_factory=dict)
     _params_memo: dict[tuple[Binding, str], tuple[tuple[Mapping[str, Any], ...], str | None]] = field(
-        default_factory=dict, repr=False)
+        default_factory=dict)
     """`_params` by (binding, request namespace): the params objects never change after compile."""
-    _shortcut_reads: dict[str, projection.Paths] = field(default_factory=dict, repr=False)
+    _shortcut_reads: dict[str, projection.Paths] = field(default_factory=dict)
     """What the policies' all-validations programs can observe of each variable (the shared
     activation holds only that)."""
     _plans: dict[tuple[Any, ...], tuple[tuple[Policy, Binding], ...]] = field(
-        default_factory=dict, repr=False)
+        default_factory=dict)
     """The matching (policy, binding) pairs by request key, when matching is static."""
-    _static: bool = field(default=False, repr=False)
+    _static: bool = False
     """Whether every match depends only on resource, name and namespace name (no object
     selectors, namespace selectors on the name label at most)."""
-    _names_matter: bool = field(default=True, repr=False)
-    _batches: dict[tuple[Any, ...], batch.Batch | None] = field(default_factory=dict, repr=False)
+    _names_matter: bool = True
+    _batches: dict[tuple[Any, ...], batch.Batch | None] = field(default_factory=dict)
     """The batch (see `batch`) of each plan's policies, by plan key."""
 
     def __post_init__(self) -> None:
@@ -542,8 +536,8 @@ class PolicySet:
                                  projection.reads(policy.all_pass.tree.root, ADMISSION_VARIABLES))
         matches = [binding.match for binding in self.bindings]
         matches += [policy.match for policy in self.policies.values()]
-        object.__setattr__(self, "_static", all(_is_static(m) for m in matches))
-        object.__setattr__(self, "_names_matter", any(m is not None and m.uses_names for m in matches))
+        force_setattr(self, "_static", all(_is_static(m) for m in matches))
+        force_setattr(self, "_names_matter", any(m is not None and m.uses_names for m in matches))
 
     @classmethod
     def compile(cls, objects: Iterable[Mapping[str, Any]],
@@ -730,8 +724,7 @@ class PolicySet:
         return failures
 
 
-@dataclass(frozen=True)
-class _Failure:
+class _Failure(Struct, frozen=True):
     message: str
     reason: str
     field: str | None

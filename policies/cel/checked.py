@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from msgspec import Struct, field
 from typing import Final
 
 _VARINT: Final = 0
@@ -26,62 +26,52 @@ DYN: Final = "dyn"
 """A checked type is kept as cel-go formats it in messages: `int`, `list(string)`, `dyn`..."""
 
 
-@dataclass(frozen=True)
-class Expr:
+class Expr(Struct, frozen=True):
     id: int
 
 
-@dataclass(frozen=True)
-class Const(Expr):
+class Const(Expr, frozen=True):
     kind: str  # null, bool, int, uint, double, string, bytes
     value: object
 
 
-@dataclass(frozen=True)
-class Ident(Expr):
+class Ident(Expr, frozen=True):
     name: str
 
 
-@dataclass(frozen=True)
-class Select(Expr):
+class Select(Expr, frozen=True):
     operand: Expr
     field: str
     test_only: bool
 
 
-@dataclass(frozen=True)
-class Call(Expr):
+class Call(Expr, frozen=True):
     function: str
     target: Expr | None
     args: tuple[Expr, ...]
 
 
-@dataclass(frozen=True)
-class ListExpr(Expr):
+class ListExpr(Expr, frozen=True):
     elements: tuple[Expr, ...]
     optional_indices: frozenset[int]
 
 
-@dataclass(frozen=True)
-class MapEntry:
+class MapEntry(Struct, frozen=True):
     key: Expr
     value: Expr
     optional: bool
 
 
-@dataclass(frozen=True)
-class MapExpr(Expr):
+class MapExpr(Expr, frozen=True):
     entries: tuple[MapEntry, ...]
 
 
-@dataclass(frozen=True)
-class StructExpr(Expr):
+class StructExpr(Expr, frozen=True):
     message_name: str
     fields: tuple[tuple[str, Expr], ...]
 
 
-@dataclass(frozen=True)
-class Comprehension(Expr):
+class Comprehension(Expr, frozen=True):
     iter_var: str
     iter_var2: str
     iter_range: Expr
@@ -92,13 +82,11 @@ class Comprehension(Expr):
     result: Expr
 
 
-@dataclass(frozen=True)
-class Unspecified(Expr):
+class Unspecified(Expr, frozen=True):
     """An expression node the decoder left empty (never produced by a successful compile)."""
 
 
-@dataclass(frozen=True)
-class CheckedAst:
+class CheckedAst(Struct, frozen=True):
     root: Expr
     types: dict[int, str] = field(default_factory=dict)
     overloads: dict[int, tuple[str, ...]] = field(default_factory=dict)

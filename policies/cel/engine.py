@@ -19,7 +19,7 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from msgspec import Struct
 from datetime import datetime, timedelta
 from typing import Final
 
@@ -81,8 +81,7 @@ class CelEvaluationError(Exception):
         self.expression = expression
 
 
-@dataclass(frozen=True, eq=False)
-class Program:
+class Program(Struct, frozen=True, eq=False):
     """A compiled expression, ready to evaluate against an activation of its variables."""
 
     expression: str
@@ -161,8 +160,7 @@ class Program:
             raise CelEvaluationError(cel_go_wording(str(error)), self.expression) from error
 
 
-@dataclass(frozen=True, eq=False)
-class Bound:
+class Bound(Struct, frozen=True, eq=False):
     """An activation converted into CEL once, for `Program.evaluate_bound`."""
 
     variables: frozenset[str]

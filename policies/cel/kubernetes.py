@@ -9,7 +9,7 @@ checker must make the same calls to agree with the cluster, so they live here, o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from msgspec import Struct
 from typing import Final
 
 from policies.cel import checked
@@ -35,8 +35,7 @@ class _Absent:
 ABSENT: Final = _Absent()
 
 
-@dataclass(frozen=True)
-class CrdRule:
+class CrdRule(Struct, frozen=True):
     """A compiled `x-kubernetes-validations` rule."""
 
     rule: str

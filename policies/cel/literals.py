@@ -14,7 +14,7 @@ caller with the engine itself, so "valid" means exactly what the runtime will ac
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from msgspec import Struct
 from typing import Final
 
 from policies.cel import checked
@@ -32,8 +32,7 @@ _FUNCTION_ARGUMENT_CHECKS: Final = {
 }
 
 
-@dataclass(frozen=True)
-class Issue:
+class Issue(Struct, frozen=True):
     expr_id: int
     message: str
 

@@ -13,6 +13,7 @@ import itertools
 from typing import Any
 
 import pytest
+from msgspec.structs import force_setattr
 
 from policies.admission_eval import Checker, PolicySet, Request, review
 from policies.admission_eval import projection
@@ -149,10 +150,10 @@ def test_the_fast_policy_set_decides_every_request_as_the_plain_one() -> None:
     fast = PolicySet.compile(POLICIES, PARAMS)
     plain = PolicySet.compile(POLICIES, PARAMS)
     # The plain set: no match table (so no batch), no projections.
-    object.__setattr__(plain, "_static", False)
-    object.__setattr__(plain, "_shortcut_reads", None)
+    force_setattr(plain, "_static", False)
+    force_setattr(plain, "_shortcut_reads", None)
     for policy in plain.policies.values():
-        object.__setattr__(policy, "reads", None)
+        force_setattr(policy, "reads", None)
     decided = 0
     for spec, namespace in itertools.product(SPECS, ["team", "other", "elsewhere"]):
         for old in (None, {"n": 1, "kind": "A"}):
