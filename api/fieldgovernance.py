@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Mapping
-from msgspec import Struct
 from datetime import datetime, timezone
 from typing import Any, Final
+
+from msgspec import Struct
 
 from api.fieldpath import capacity_path_error
 from api.kinds.names import api_group

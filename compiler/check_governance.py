@@ -18,9 +18,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final
+
 from msgspec import Struct
 from msgspec.structs import replace
-from typing import Any, Final
 
 from api.fieldgovernance import (
     CHECK,

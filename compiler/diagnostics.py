@@ -6,8 +6,9 @@ log reads like a compiler's and an editor can jump to each line.
 
 from __future__ import annotations
 
-from msgspec import Struct
 from typing import Sequence
+
+from msgspec import Struct
 
 
 class Location(Struct, frozen=True, order=True):

@@ -16,15 +16,15 @@ import os
 import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from msgspec import Struct
 from pathlib import Path
 from typing import Any, Final
 
-import re2
 import yaml
+from msgspec import Struct
 
 from compiler.diagnostics import Diagnostic, InputError, Location
 from compiler.yamlbounds import MAX_DEPTH, YamlTooLarge, check_bounds, construct
+from policies.admission_eval.regex import Pattern
 
 # libyaml's parser when present, as the config loader uses: the same nodes and marks, and no
 # pure-Python scanner, which is quadratic on some inputs (deep flow nesting) and recursive.
@@ -149,7 +149,7 @@ def _needs_reference(chunk: str, at_start: bool) -> bool:
     parts a scan of the whole text would."""
     if at_start and chunk[:1] in "-+.~0123456789":  # the one place a token has no character before it
         return True
-    if _RISKY.search(chunk) or _WORDS.search(chunk):
+    if _RISKY_OR_WORDS.search(chunk):
         return True
     return not all(_same_either_way(token) for token in set(_TOKEN.findall(chunk)))
 
@@ -322,17 +322,19 @@ def _duplicates(node: yaml.Node, where: str, found: list[str]) -> None:
 # on demand, for the few documents a diagnostic points into.
 
 _OTHER_LINE_BREAKS: Final = ("\r", "\x85", "\u2028", "\u2029")
-_RISKY: Final = re2.compile(
-    r"(?m)[\\\x{0}-\x{9}\x{b}-\x{1f}\x{7f}-\x{9f}\x{2028}\x{2029}\x{d800}-\x{dfff}\x{feff}"
+_RISKY: Final = (
+    r"[\\\x{0}-\x{9}\x{b}-\x{1f}\x{7f}-\x{9f}\x{2028}\x{2029}\x{d800}-\x{dfff}\x{feff}"
     r"\x{fffe}\x{ffff}]|<<|(?:^|[\s\[\{,])[&*!]|(?:^|\s)\?(?:\s|$)"
     r"|(?:^|[\s:\-,\[])[|>][-+0-9]*[ \t]*(?:#.*)?$|^[ \t]*:(?:[ \t]|$)|^ {100,}")
 """Escapes, control characters (tabs, CRs), YAML 1.1's other line breaks, a BOM, merge keys,
 anchors, aliases, tags, complex keys, block scalars, empty keys, deep indentation: a document
 with any is read by the reference path."""
-_WORDS: Final = re2.compile(
-    "(?m)(?:^|[\\s\\[\\{,])(?:(?:[Yy]es|YES|[Nn]o|NO|[Oo]n|ON|[Oo]ff|OFF|True|TRUE|False|FALSE"
+_WORDS: Final = (
+    "(?:^|[\\s\\[\\{,])(?:(?:[Yy]es|YES|[Nn]o|NO|[Oo]n|ON|[Oo]ff|OFF|True|TRUE|False|FALSE"
     "|Null|NULL|~):?|(?:true|false|null):)(?:[\\s,\\]\\}]|$)")
 """YAML 1.1's bools and nulls that rapidyaml's JSON calls strings, and `true:`-style keys."""
+_RISKY_OR_WORDS: Final = Pattern(f"(?m){_RISKY}|{_WORDS}")
+"""Either, in one RE2 pass (`Pattern`: RE2 without the public API's per-call overhead)."""
 _TOKEN: Final = re.compile(r"[\s\[\{,]([-+.~0-9][^\s,\[\]\{\}#]*)")
 """Plain scalars that start like a number: PyYAML and rapidyaml may type them differently."""
 _JSON_NUMBER: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?")

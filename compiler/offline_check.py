@@ -14,10 +14,11 @@ import functools
 import json
 from sys import intern
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from msgspec import Struct
-from msgspec.structs import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
+
+from msgspec import Struct
+from msgspec.structs import replace
 
 from compiler import checkcache, checkpool
 from compiler.check_governance import Checked, field_governance, object_claim

@@ -8,8 +8,9 @@ rule, the provider group) live in the CRD schema instead: see `api.kinds`.
 
 from __future__ import annotations
 
-from msgspec import Struct
 from typing import Final
+
+from msgspec import Struct
 
 
 class Validation(Struct, frozen=True):

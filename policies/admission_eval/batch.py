@@ -18,8 +18,9 @@ exactly its own shortcut; the members that are not true go on to the per-validat
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from msgspec import Struct
 from typing import Any, Final
+
+from msgspec import Struct
 
 from policies.admission_eval import projection
 from policies.cel import (

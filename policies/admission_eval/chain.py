@@ -8,8 +8,9 @@ CRD's own validation (an error there is final, as a 422 is), then every bound po
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from msgspec import Struct, field
 from typing import Any, Final, Literal
+
+from msgspec import Struct, field
 
 from policies.admission_eval import crd, status
 from policies.admission_eval.crd import CustomResourceKind

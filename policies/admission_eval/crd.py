@@ -10,8 +10,9 @@ module makes the same calls, with precompiled schemas, and reports the same fiel
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from msgspec import Struct
 from typing import Any, Final
+
+from msgspec import Struct
 
 from policies.admission_eval import celrules, pruning, structural, validation
 from policies.admission_eval.regex import Pattern

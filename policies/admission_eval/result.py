@@ -8,8 +8,9 @@
 
 from __future__ import annotations
 
-from msgspec import Struct
 from typing import TYPE_CHECKING, Any, Final, Literal
+
+from msgspec import Struct
 
 if TYPE_CHECKING:
     from policies.admission_eval.status import Status

@@ -17,8 +17,9 @@ The wording is that of `gotext.SERVER_VERSION`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from msgspec import Struct
 from typing import Any, Final
+
+from msgspec import Struct
 
 from policies.admission_eval.gotext import aggregate
 from policies.admission_eval.result import VAP, Violation

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from msgspec import Struct
 from typing import Any, Final
 
+from msgspec import Struct
 import re2
 
 from policies.admission_eval import formats

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, Final
+
 from msgspec import Struct, field
 from msgspec.structs import force_setattr
-from typing import Any, Final
 
 from policies.admission_eval import batch, projection, selectors
 from policies.admission_eval.fields import field_of

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from msgspec import Struct, field
 from typing import Final
+
+from msgspec import Struct, field
 
 _VARINT: Final = 0
 _FIXED64: Final = 1

@@ -19,11 +19,11 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
-from msgspec import Struct
 from datetime import datetime, timedelta
 from typing import Final
 
 from cel_expr_python import cel
+from msgspec import Struct
 
 from policies.cel import checked, library
 from policies.cel.checked import CheckedAst

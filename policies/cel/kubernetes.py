@@ -9,8 +9,9 @@ checker must make the same calls to agree with the cluster, so they live here, o
 
 from __future__ import annotations
 
-from msgspec import Struct
 from typing import Final
+
+from msgspec import Struct
 
 from policies.cel import checked
 from policies.cel.checked import Expr

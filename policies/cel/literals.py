@@ -14,8 +14,9 @@ caller with the engine itself, so "valid" means exactly what the runtime will ac
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from msgspec import Struct
 from typing import Final
+
+from msgspec import Struct
 
 from policies.cel import checked
 from policies.cel.checked import CheckedAst, Expr
