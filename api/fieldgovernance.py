@@ -23,12 +23,12 @@ providers' status) and pointing one ScheduledCapacity at the composition, never 
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from typing import Any, Final
 
 from msgspec import Struct
+from msgspec.structs import force_setattr
 
 from api.fieldpath import capacity_path_error
 from api.kinds.names import api_group
@@ -47,7 +47,7 @@ def target_key(namespace: str, api_version: str, kind: str, name: str) -> str:
     return f"{namespace}/{api_group(api_version)}/{kind}/{name}"
 
 
-class Claim(Struct, frozen=True, dict=True):
+class Claim(Struct, frozen=True):
     """A ScheduledCapacity's claim on one field of one object."""
 
     namespace: str
@@ -61,18 +61,24 @@ class Claim(Struct, frozen=True, dict=True):
     created: datetime | None = None
     """creationTimestamp; None for an object not created yet (a file, a CREATE request)."""
 
-    @functools.cached_property  # asked for at every comparison: `fivespot check` of many objects
-    def key(self) -> str:
-        return target_key(self.namespace, self.api_version, self.kind, self.target)
+    key: str = ""
+    """Derived, never given: `target_key` of the target (asked for at every comparison)."""
+    segments: tuple[str, ...] = ()
+    """Derived, never given: the path's segments."""
+
+    def __post_init__(self) -> None:
+        # Computed here, once, where the claim is made (a `fivespot check` worker), and carried
+        # with it when it is sent to the parent (unpickling passes both, so they are not redone).
+        if not self.key:
+            force_setattr(self, "key", target_key(self.namespace, self.api_version, self.kind,
+                                                  self.target))
+        if not self.segments:
+            force_setattr(self, "segments", tuple(self.path.split(".")))
 
     @property
     def governor(self) -> str:
         """How the claim's ScheduledCapacity is named to users: `namespace/name`."""
         return f"{self.namespace}/{self.name}"
-
-    @functools.cached_property
-    def segments(self) -> tuple[str, ...]:
-        return tuple(self.path.split("."))
 
     def describe_target(self) -> str:
         group = api_group(self.api_version)
