@@ -22,20 +22,30 @@ class Pattern:
     encoded strictly unless it holds lone surrogates. Semantics are RE2's either way.
     """
 
-    __slots__ = ("_match", "source")
+    __slots__ = ("_match", "_seen", "source")
 
     def __init__(self, source: str) -> None:
         self.source = source
         re2.compile(source)  # raises re2.error for a bad pattern, as before
         self._match = re2.compile(source, options=_NEVER_CAPTURE)._regexp.Match
+        self._seen: dict[str, bool] = {}
+        """The answers for short texts: a schema's apiVersion, kind, namespace and path fields
+        take the same few values in most objects of a file."""
 
     def search(self, text: str) -> bool:
+        found = self._seen.get(text)
+        if found is not None:
+            return found
         try:
             encoded = text.encode()
         except UnicodeEncodeError:
             encoded = text.encode("utf-8", "surrogatepass")
-        start: int = self._match(_UNANCHORED, encoded, 0, len(encoded))[0][0]
-        return start >= 0
+        found = self._match(_UNANCHORED, encoded, 0, len(encoded))[0][0] >= 0
+        if len(text) <= _MEMO_TEXT:
+            if len(self._seen) >= _MEMO_ENTRIES:
+                self._seen.clear()
+            self._seen[text] = found
+        return found
 
 
 def _never_capture() -> re2.Options:
@@ -45,4 +55,6 @@ def _never_capture() -> re2.Options:
 
 
 _NEVER_CAPTURE: Final = _never_capture()
+_MEMO_TEXT: Final = 256
+_MEMO_ENTRIES: Final = 4096
 _UNANCHORED: Final = re2._re2.RE2.Anchor.UNANCHORED
