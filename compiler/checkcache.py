@@ -9,7 +9,8 @@ by a SHA-256 over exactly that:
 
 - every policy file's path (relative to its `--policies` root) and content, in order;
 - the source of the modules whose output is kept (the YAML reader, the CEL engine, this module)
-  and the files of the libraries under them (PyYAML, rapidyaml, cel-expr-python), the Python
+  and the files of the libraries under them (PyYAML, rapidyaml, cel-expr-python, msgspec: the
+  programs' checked trees are its Structs), the Python
   version: a changed reader, engine or library is a different key, never a stale entry.
 
 The Checker itself is compiled afresh from the kept objects every run (its compiled schema is
@@ -48,7 +49,7 @@ _CODE: Final = (
     Path(__file__),
 )
 """The source whose output an entry holds: the CEL engine's package, the YAML reader, this."""
-_LIBRARIES: Final = ("yaml", "ryml", "cel_expr_python")
+_LIBRARIES: Final = ("yaml", "ryml", "cel_expr_python", "msgspec")
 
 
 class Entry:

@@ -18,7 +18,7 @@ from policies.admission_eval import (
 )
 from policies.admission_eval.crd import compile_schema, with_root_fields
 from policies.admission_eval.pruning import prune_and_default
-from policies.admission_eval.regex import Pattern
+from policies.admission_eval.regex import _MEMO_ENTRIES, _MEMO_TEXT, Pattern
 
 import re2
 
@@ -305,3 +305,13 @@ def test_the_wording_follows_the_pinned_control_plane_version() -> None:
 
     go_mod = Path(__file__).resolve().parents[2] / "tools" / "controlplane" / "kubernetes" / "go.mod"
     assert f"k8s.io/kubernetes v{SERVER_VERSION} " in go_mod.read_text()
+
+
+def test_a_pattern_answers_from_memory_as_re2_does_even_past_its_memory_limit() -> None:
+    pattern = Pattern(r"^[a-z]+-[0-9]+$")
+    texts = [f"pool-{n}" for n in range(_MEMO_ENTRIES + 10)] + ["Pool-1", "pool-", "x" * (_MEMO_TEXT + 1)]
+    first = [pattern.search(t) for t in texts]
+    again = [pattern.search(t) for t in reversed(texts)][::-1]
+    expected = [re2.search(r"^[a-z]+-[0-9]+$", t) is not None for t in texts]
+    assert first == again == expected
+    assert expected[:3] == [True, True, True] and expected[-3:] == [False, False, False]
