@@ -169,7 +169,9 @@ def _load_checker(roots: Sequence[Path], cache: bool) -> tuple[Checker, Callable
         objects, known = kept.objects, len(kept.programs)
     else:
         objects, known = _policy_objects(files), -1
-    checker = checker_from_objects(objects, where)
+    # An entry is kept only for policies that compiled: each kind's schema is then compiled
+    # when an object of that kind is first checked, not all of them up front.
+    checker = checker_from_objects(objects, where, lazy_schemas=kept is not None)
 
     def keep() -> None:
         programs = compiled_programs()
@@ -207,10 +209,12 @@ def _policy_objects(files: Sequence[tuple[Path, str, str]]) -> list[Mapping[str,
     return objects
 
 
-def checker_from_objects(objects: Sequence[Mapping[str, Any]], where: str) -> Checker:
-    """Compile; raises InputError when a schema or policy cannot be compiled, or has no kinds."""
+def checker_from_objects(objects: Sequence[Mapping[str, Any]], where: str,
+                         lazy_schemas: bool = False) -> Checker:
+    """Compile; raises InputError when a schema or policy cannot be compiled, or has no kinds
+    (`lazy_schemas`: see `crd.compile_crds`)."""
     try:
-        checker = Checker.compile(objects)
+        checker = Checker.compile(objects, lazy_schemas=lazy_schemas)
     except (SchemaError, PolicyConfigError) as error:
         raise InputError([Diagnostic(Location(where, 0, 0), "", str(error))]) from None
     if not checker.kinds:

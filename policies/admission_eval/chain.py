@@ -75,12 +75,15 @@ class Checker(Struct, frozen=True, eq=False):
     policies: PolicySet
 
     @classmethod
-    def compile(cls, objects: Iterable[Mapping[str, Any]]) -> Checker:
+    def compile(cls, objects: Iterable[Mapping[str, Any]], *, lazy_schemas: bool = False
+                ) -> Checker:
         """From every object of a compiled output; CRDs, VAPs, bindings and the policies'
-        params objects are used, the rest ignored. Raises SchemaError / PolicyConfigError."""
+        params objects are used, the rest ignored. Raises SchemaError / PolicyConfigError
+        (`lazy_schemas`: see `crd.compile_crds`)."""
         objects = list(objects)
-        kinds = crd.compile_crds(o for o in objects if o.get("kind") == "CustomResourceDefinition"
-                                 and str(o.get("apiVersion", "")).startswith("apiextensions.k8s.io/"))
+        kinds = crd.compile_crds((o for o in objects if o.get("kind") == "CustomResourceDefinition"
+                                  and str(o.get("apiVersion", "")).startswith("apiextensions.k8s.io/")),
+                                 lazy=lazy_schemas)
         policies = PolicySet.compile(objects)
         param_kinds = policies.param_kinds
         params = [o for o in objects

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from msgspec import Struct
+from msgspec.structs import force_setattr
 
 from policies.admission_eval import celrules, pruning, structural, validation
 from policies.admission_eval.regex import Pattern
@@ -29,7 +30,7 @@ _DNS_SUBDOMAIN_MESSAGE: Final = (
 
 
 class CustomResourceKind(Struct, frozen=True, eq=False):
-    """One served version of a CRD, compiled."""
+    """One served version of a CRD, compiled (its schema compiled now, or on first use)."""
 
     crd_name: str
     group: str
@@ -38,11 +39,21 @@ class CustomResourceKind(Struct, frozen=True, eq=False):
     plural: str
     namespaced: bool
     status_subresource: bool
-    schema: Node
+    openapi: Mapping[str, Any]
+    """The version's `openAPIV3Schema`, with the root fields (`with_root_fields`)."""
+    compiled: Node | None = None
 
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}"
+
+    @property
+    def schema(self) -> Node:
+        """The compiled schema; raises structural.SchemaError (only when compiled lazily)."""
+        if self.compiled is None:
+            force_setattr(self, "compiled", compile_schema(self.openapi))
+        assert self.compiled is not None
+        return self.compiled
 
 
 class Admitted(Struct, frozen=True):
@@ -54,10 +65,13 @@ class Admitted(Struct, frozen=True):
     warnings: tuple[str, ...]
 
 
-def compile_crds(crds: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], CustomResourceKind]:
+def compile_crds(crds: Iterable[Mapping[str, Any]], *, lazy: bool = False
+                 ) -> dict[tuple[str, str], CustomResourceKind]:
     """(apiVersion, kind) -> compiled kind, for every served version of every CRD.
 
-    Raises structural.SchemaError when a rule or pattern does not compile.
+    Raises structural.SchemaError when a rule or pattern does not compile. `lazy`: each schema
+    is compiled when it is first used instead, for a caller that knows these very CRDs compiled
+    before (`fivespot check`'s cache: a one-object check then compiles one kind of seven).
     """
     kinds: dict[tuple[str, str], CustomResourceKind] = {}
     for crd in crds:
@@ -76,8 +90,10 @@ def compile_crds(crds: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], Cus
                 plural=str(names.get("plural", "")),
                 namespaced=spec.get("scope", "Namespaced") == "Namespaced",
                 status_subresource="status" in ((version.get("subresources") or {})),
-                schema=compile_schema(with_root_fields(openapi)),
+                openapi=with_root_fields(openapi),
             )
+            if not lazy:  # compiled now: a bad rule or pattern is raised here
+                _ = kind.schema
             kinds[(kind.api_version, kind.kind)] = kind
     return kinds
 
