@@ -152,3 +152,18 @@ def test_a_one_object_check_imports_no_model_cost_estimate_worker_pool_metadata_
     found = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                            cwd=ROOT, env=dict(os.environ), check=True)
     assert found.stdout.strip().splitlines()[-1] == "0 []"
+
+
+def test_with_a_kept_entry_only_the_kinds_checked_have_their_schema_compiled(
+        out_dir: Path, tmp_path: Path, cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from compiler.offline_check import load_checker
+    from policies.admission_eval import Request
+
+    first = load_checker([out_dir])  # no entry yet: every schema compiled (and any error raised)
+    assert all(kind.compiled is not None for kind in first.kinds.values())
+    again = load_checker([out_dir])
+    assert len(again.kinds) > 1 and all(kind.compiled is None for kind in again.kinds.values())
+    verdict = again.check(Request("CREATE", yaml.safe_load(yaml.safe_dump(GOOD))))
+    assert verdict == first.check(Request("CREATE", yaml.safe_load(yaml.safe_dump(GOOD))))
+    assert [f"{k.api_version} {k.kind}" for k in again.kinds.values() if k.compiled is not None] == [
+        f"{GOOD['apiVersion']} {GOOD['kind']}"]
