@@ -40,7 +40,8 @@ class Pattern:
             encoded = text.encode()
         except UnicodeEncodeError:
             encoded = text.encode("utf-8", "surrogatepass")
-        found = self._match(_UNANCHORED, encoded, 0, len(encoded))[0][0] >= 0
+        start: int = self._match(_UNANCHORED, encoded, 0, len(encoded))[0][0]
+        found = start >= 0
         if len(text) <= _MEMO_TEXT:
             if len(self._seen) >= _MEMO_ENTRIES:
                 self._seen.clear()
