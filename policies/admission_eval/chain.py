@@ -88,7 +88,7 @@ class Checker(Struct, frozen=True, eq=False):
         param_kinds = policies.param_kinds
         params = [o for o in objects
                   if (str(o.get("apiVersion", "")), str(o.get("kind", ""))) in param_kinds]
-        return cls(kinds, PolicySet.compile(objects, params))
+        return cls(kinds, policies.with_params(params))
 
     def kind_of(self, obj: Mapping[str, Any]) -> CustomResourceKind:
         """The compiled kind of `obj`; raises UnknownKind."""

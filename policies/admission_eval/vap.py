@@ -553,12 +553,17 @@ class PolicySet(Struct, frozen=True, eq=False):
                 policies[policy.name] = policy
             elif obj.get("kind") == BINDING_KIND:
                 bindings.append(compile_binding(obj))
+        return cls(policies, tuple(sorted(bindings, key=lambda b: b.name))).with_params(params)
+
+    def with_params(self, params: Iterable[Mapping[str, Any]]) -> PolicySet:
+        """These compiled policies and bindings with these params objects (and nothing
+        memoised): the policies name their params' kinds, so a caller compiles once, then
+        looks those objects up."""
         by_kind: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
         for obj in params:
             key = (str(obj.get("apiVersion", "")), str(obj.get("kind", "")))
             by_kind.setdefault(key, []).append(obj)
-        return cls(policies, tuple(sorted(bindings, key=lambda b: b.name)),
-                   {k: tuple(v) for k, v in by_kind.items()})
+        return PolicySet(self.policies, self.bindings, {k: tuple(v) for k, v in by_kind.items()})
 
     @property
     def param_kinds(self) -> frozenset[tuple[str, str]]:
