@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from kubernetes import client
 
@@ -38,11 +38,13 @@ def path(kind: tuple[str, str, str], name: str | None = None, sub: str | None = 
     return kube.resource_path(*kind, namespace=ns, name=name, subresource=sub)
 
 
-def eventually(probe: Callable[[], T | None], timeout: float = 30.0, what: str = "condition") -> T:
-    """`probe()` once it is truthy. The timeouts are generous (a loaded two-core CI machine): they
-    cost nothing when the condition holds."""
+def eventually(probe: Callable[[], T | Literal[False] | None], timeout: float = 30.0,
+               what: str = "condition") -> T:
+    """`probe()` once it is truthy (a probe may say "not yet" with False or None, so
+    `lambda: cond and value` is one). The timeouts are generous (a loaded two-core CI machine):
+    they cost nothing when the condition holds."""
     deadline = time.monotonic() + timeout
-    last: T | None = None
+    last: T | Literal[False] | None = None
     while time.monotonic() < deadline:
         last = probe()
         if last:

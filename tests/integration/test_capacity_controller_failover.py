@@ -52,7 +52,7 @@ def test_killing_a_partition_leader_hands_it_over_within_lease_duration_plus_2s_
     b.start()
     b.wait_leading("default", timeout=30)
     for pool in pools:
-        eventually(lambda p=pool: world.warm(p) == 6, 30, "A concedes capacity")
+        eventually(lambda: world.warm(pool) == 6, 30, "A concedes capacity")
 
     with flipping(world, schedule):
         time.sleep(1.5)

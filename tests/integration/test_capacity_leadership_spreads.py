@@ -54,7 +54,7 @@ def test_a_replica_started_later_is_handed_one_of_two_partitions_without_double_
     a.start()
     a.wait_leading(*both, timeout=30)  # takes over from earlier tests' replicas if needed
     for pool in pools:
-        eventually(lambda p=pool: world.warm(p) == 6, 15, "A concedes capacity")
+        eventually(lambda: world.warm(pool) == 6, 15, "A concedes capacity")
 
     with flipping(world, schedule):
         time.sleep(1.5)

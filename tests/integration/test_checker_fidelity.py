@@ -173,12 +173,12 @@ def generated_cases() -> list[Case]:
             _with("spec.schedule.kind", "CronSchedule", _with("metadata.namespace", namespace)))
     for name in ("pool", "pool.example", "Pool", "pool_1", "a" * 253, "a" * 254):
         add(f"metadata-name:{name[:20]}:{len(name)}", _with("metadata.name", name))
-    for field, value in (("spec.extra", 1), ("spec.capacity.unit", "x"), ("spec.enabled", "true"),
+    for field, shape in (("spec.extra", 1), ("spec.capacity.unit", "x"), ("spec.enabled", "true"),
                          ("spec.killSwitch", 0), ("spec.handback", {"drainedPath": "status.inUse"}),
                          ("spec.handback", ...), ("spec.schedule", "ManualSchedule"),
                          ("spec.targetRef.name", ...), ("spec", ...), ("spec.enabled", None),
                          ("spec.nodeName", None), ("status", {"phase": "Bogus"})):
-        add(f"shape:{field}={value!r}", _with(field, value))
+        add(f"shape:{field}={shape!r}", _with(field, shape))
     for where, text in (("spec.nodeName", "n\u0153ud"), ("spec.nodeName", "node-\U0001F600"),
                          ("spec.capacity.path", "spec.\u00e9t\u00e9"), ("spec.handback.timeout", "15m\u00a0"),
                          ("spec.handback.timeout", "\u0661\u0665m"), ("spec.schedule.kind", "Manual\x01"),
@@ -267,7 +267,7 @@ def cluster(admin: client.ApiClient) -> Cluster:
         eventually(_established(extensions, crd["metadata"]["name"]))
     dyn = dynamic.DynamicClient(admin)  # rediscover the new kinds
     for obj in sorted(admission, key=lambda o: o["kind"] != "TenantCapacityLimit"):
-        eventually(lambda obj=obj: _apply_when_served(dyn, obj))
+        eventually(functools.partial(_apply_when_served, dyn, obj))
     core = client.CoreV1Api(admin)
     namespaces = {}
     for name, labels in ((TENANT, {"fivespot.example/tenant": "true"}), (OUTSIDER, {}),

@@ -295,12 +295,13 @@ def test_a_cycle_is_an_invalid_spec_and_a_self_or_foreign_reference_is_refused(
     assert refused.value.status == 422 and " is a cycle" in refused.value.message
     schedules.wait(itself, lambda s: s.get("active") is True, "the legal one runs")
 
-    for spec, message in [
+    refusals: list[tuple[dict[str, Any], str]] = [
         ({"anyOf": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}]},
          REFERENCE_API_VERSION_MESSAGE),
         ({"anyOf": [ref("ManualSchedule", on)], "not": ref("ManualSchedule", on)}, NODE_FORM_MESSAGE),
         ({"not": {"not": {"not": {"not": ref("ManualSchedule", on)}}}}, "nested too deeply"),
-    ]:
+    ]
+    for spec, message in refusals:
         with pytest.raises(kube.ApiError) as refused:
             schedules.create("CompositeSchedule", unique("bad"), spec)
         assert refused.value.status == 422 and message in refused.value.message, refused.value.message

@@ -19,6 +19,7 @@ install straight to Fail, with a create after each healthy wave.
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import subprocess
@@ -216,7 +217,7 @@ def test_the_staged_rollout_applied_wave_by_wave_refuses_no_write_at_any_point(
         for out in (ignore, fail):
             _rewrite_to_local_url(out, port)
             install(kubeconfig, out, [CONSUMER_CRD],
-                    after_layer=lambda layer, out=out: start_writer_once_a_tenant_could_write(out, layer))
+                    after_layer=functools.partial(start_writer_once_a_tenant_could_write, out))
             configuration = _configuration(admin)
             assert configuration is not None
             policy = "Ignore" if out == ignore else "Fail"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes import client
@@ -60,7 +61,7 @@ def test_kstatus_and_argo_cd_read_every_live_phase_as_the_readme_says(
     names["Disabled"] = _switched_off(world, admin, "enabled", False, "Disabled")
     names["Terminated"] = _switched_off(world, admin, "killSwitch", True, "Terminated")
 
-    def settled() -> dict[str, dict[str, object]] | None:
+    def settled() -> dict[str, dict[str, Any]] | None:
         objects = {phase: world.get_scap(name) for phase, name in names.items()}
         generations_seen = all(o.get("status", {}).get("observedGeneration") == o["metadata"]["generation"]
                                for o in objects.values())

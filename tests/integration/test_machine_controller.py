@@ -487,7 +487,9 @@ def test_sigkill_while_pending_creates_each_object_once(
                 if m["metadata"]["labels"].get("5spot.finos.org/scheduled-machine") == name]) == 1
     join_node(mgmt, wl, name, unique("node"))
     wait_phase(mgmt, name, "Active")
-    assert get(mgmt, p(MACHINES, name))["metadata"]["uid"] == machine["metadata"]["uid"]
+    current = get(mgmt, p(MACHINES, name))
+    assert current is not None
+    assert current["metadata"]["uid"] == machine["metadata"]["uid"]
 
 
 def test_sigkill_while_active_and_in_the_grace_period_loses_nothing(
@@ -616,7 +618,7 @@ def test_admission_refuses_a_kind_the_platform_does_not_allow_and_a_chosen_name(
         installed: Path, mgmt: client.ApiClient) -> None:
     def refused(**changes: Any) -> str:
         name = unique("rack")
-        body = {
+        body: dict[str, Any] = {
             "apiVersion": "5spot.finos.org/v1beta1", "kind": "ScheduledMachine",
             "metadata": {"name": name},
             "spec": {"schedule": {"apiVersion": "spotschedules.5spot.finos.org/v1alpha1",
@@ -756,8 +758,9 @@ def test_a_scheduled_capacity_naming_the_machines_node_is_reported_from_this_sid
                            for e in kube.request(mgmt, "GET", p(("events.k8s.io", "v1", "events")))["items"]),
                60, "the Warning event")
     kube.request(mgmt, "DELETE", p(("5spot.finos.org", "v1alpha1", "scheduledcapacities"), gate))
+    no_conflict: dict[str, Any] = {}
     eventually(lambda: next((c for c in status(mgmt, name)["conditions"]
-                             if c["type"] == "HostGovernanceConflict"), {}).get("status") == "False",
+                             if c["type"] == "HostGovernanceConflict"), no_conflict).get("status") == "False",
                60, "the conflict cleared")
 
 

@@ -321,7 +321,9 @@ def test_an_overnight_futures_calendar_is_admitted_and_published_like_the_model_
     expected = CapitalMarketsScheduleSpec.model_validate(spec)
     now = dt.datetime.now(dt.timezone.utc)
     assert status["active"] is capital_markets.is_active(expected, now)
-    assert status["nextTransitionTime"] == rfc3339(capital_markets.next_transition(expected, now))
+    upcoming = capital_markets.next_transition(expected, now)
+    assert upcoming is not None
+    assert status["nextTransitionTime"] == rfc3339(upcoming)
     # kubectl shows the future instant as text, not as <invalid> (a date column's future age).
     shown = kubectl(kubeconfig, "get", "capitalmarketsschedules", "globex", "-n", namespace)
     assert status["nextTransitionTime"] in shown and "<invalid>" not in shown, shown

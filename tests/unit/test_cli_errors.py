@@ -134,6 +134,8 @@ def _write_bundle(tmp_path: Path) -> Path:
 
 def test_every_long_running_entry_point_refuses_a_kubeconfig_that_does_not_load_in_one_line(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from collections.abc import Callable
+
     from controllers.__main__ import main as controllers_main
     from controllers.providers.cli import main as providers_main
     from webhook.cli import main as webhook_main
@@ -145,11 +147,13 @@ def test_every_long_running_entry_point_refuses_a_kubeconfig_that_does_not_load_
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
     try:
-        for run in (lambda: controllers_main(["capacity", *flags]),
-                    lambda: providers_main(["manual", *flags]),
-                    lambda: webhook_main(["serve", "--port", "0", *flags]),
-                    lambda: main(["controller", "capacity", *flags]),
-                    lambda: main(["provider", "time-based", *flags])):
+        runs: tuple[Callable[[], int], ...] = (
+            lambda: controllers_main(["capacity", *flags]),
+            lambda: providers_main(["manual", *flags]),
+            lambda: webhook_main(["serve", "--port", "0", *flags]),
+            lambda: main(["controller", "capacity", *flags]),
+            lambda: main(["provider", "time-based", *flags]))
+        for run in runs:
             assert run() == exitcodes.BAD_INPUT
             err = capsys.readouterr().err
             assert f"cannot load kubeconfig {kubeconfig}: while parsing" in err, err

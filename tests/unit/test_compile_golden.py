@@ -23,7 +23,7 @@ def test_example_compiles_to_the_golden_output() -> None:
 
 
 def _documents(config: Path) -> list[str]:
-    texts = []
+    texts: list[str] = []
     for path in sorted(config.rglob("*.yaml")):
         for document in yaml.safe_load_all(path.read_text()):
             if document is not None:

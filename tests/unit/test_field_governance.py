@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -374,7 +375,7 @@ def _checked(objects: list[dict[str, Any]], allowed: list[bool]) -> list[Any]:
     from policies.admission_eval import Verdict
 
     return [Checked(object_claim(o, "agents"), None, Verdict(ok),
-                    lambda i=i: Location("objects.yaml", i + 1, 1))
+                    functools.partial(Location, "objects.yaml", i + 1, 1))
             for i, (o, ok) in enumerate(zip(objects, allowed))]
 
 

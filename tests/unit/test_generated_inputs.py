@@ -40,7 +40,7 @@ OBJECT_FILES: Final = 1_000
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "agent-sandbox" / "config"
 API: Final = "config.5spot.finos.org/v1alpha1"
 
-_SCAP: Final = {
+_SCAP: Final[dict[str, Any]] = {
     "apiVersion": "5spot.finos.org/v1alpha1", "kind": "ScheduledCapacity",
     "metadata": {"name": "warm-pool", "namespace": "agents"},
     "spec": {

@@ -40,7 +40,7 @@ def final_stage() -> list[tuple[str, str]]:
              if line.strip() and not line.strip().startswith("#")]
     instructions = [tuple(line.split(None, 1)) for line in lines]
     last_from = max(i for i, (name, _) in enumerate(instructions) if name.upper() == "FROM")
-    return [(name.upper(), rest) for name, rest in instructions[last_from:]]  # type: ignore[misc]
+    return [(name.upper(), rest) for name, rest in instructions[last_from:]]
 
 
 def test_containerfile_final_stage_declares_the_config_the_build_script_writes() -> None:
@@ -80,7 +80,7 @@ def test_image_runs_as_the_uid_the_compiled_deployments_set() -> None:
 
 
 def _pins() -> dict[str, tuple[str, list[str]]]:
-    pins = {}
+    pins: dict[str, tuple[str, list[str]]] = {}
     for line in build.REQUIREMENTS.read_text().splitlines():
         if not line.strip() or line.startswith("#"):
             continue

@@ -428,7 +428,10 @@ def test_early_close_late_open_and_a_special_date_cut_or_replace_that_dates_sess
             {"open": "09:30", "close": "12:00"}, {"open": "13:00", "close": "16:00"}]}],
     })
     ny = spec.zone
-    at = lambda day, hour, minute=0: dt.datetime(2026, 3, day, hour, minute, tzinfo=ny)  # noqa: E731
+
+    def at(day: int, hour: int, minute: int = 0) -> dt.datetime:
+        return dt.datetime(2026, 3, day, hour, minute, tzinfo=ny)
+
     assert cm.is_active(spec, at(3, 11, 59)) and not cm.is_active(spec, at(3, 12))
     assert not cm.is_active(spec, at(3, 20)) and cm.next_transition(spec, at(3, 12)) == at(4, 8)
     assert cm.next_transition(spec, at(4, 8)) == at(4, 17)

@@ -374,6 +374,7 @@ def test_the_self_reference_rule_is_at_the_root_of_the_compiled_crd_and_its_mess
     assert rule["message"] == SELF_REFERENCE_MESSAGE
     message = compile_expression(SELF_REFERENCE_MESSAGE_EXPRESSION, ("self",)).evaluate(
         {"self": _composite("desk", SELF)})
+    assert isinstance(message, str)
     assert message.startswith("CompositeSchedule desk -> desk is a cycle; a composite cannot depend")
 
 

@@ -126,7 +126,7 @@ def test_a_list_answered_404_is_reported_to_the_not_found_handlers_and_retried(
 
     monkeypatch.setattr(kube, "request", request)
     told = threading.Event()
-    informer = Informer(None, "ex.com", "v1", "widgets", resync_s=0)  # type: ignore[arg-type]
+    informer = Informer(None, "ex.com", "v1", "widgets", resync_s=0)
     informer.add_not_found_handler(told.set)
     informer.start()
     try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +57,7 @@ def test_each_transition_is_where_the_providers_own_decision_flips(capsys: pytes
     nyse_spec = CapitalMarketsScheduleSpec.model_validate(
         yaml.safe_load((ROOT / "tests/unit/golden/agent-sandbox/schedules/agents/nyse.capitalmarketsschedule.yaml")
                        .read_text())["spec"])
-    deciders = {"office-hours": lambda t: time_based.is_active(office, t),
+    deciders: dict[str, Callable[[dt.datetime], bool]] = {"office-hours": lambda t: time_based.is_active(office, t),
                 "nyse": lambda t: capital_markets.is_active(nyse_spec, t),
                 # desk = (office or override) and not freeze, with override and freeze off
                 "desk": lambda t: time_based.is_active(office, t)}

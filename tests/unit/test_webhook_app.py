@@ -21,7 +21,8 @@ from tests.unit.test_webhook_review import (
     request,
     scap,
 )
-from webhook.app import MAX_BODY_BYTES, Runtime, create_app
+from webhook.app import Runtime, create_app
+from webhook.connections import MAX_BODY_BYTES
 from webhook.metrics import Metrics
 from webhook.review import Lookups
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from webhook.connections import MAX_BODY_BYTES, WSGIGateway, ConnectionLimits
+from webhook.connections import MAX_BODY_BYTES, ConnectionLimits, Message, WSGIGateway
 
 LIMIT = 100
 
@@ -27,14 +27,15 @@ class Recorder:
 
 
 def run(messages: list[dict[str, Any]], headers: list[tuple[bytes, bytes]]
-        ) -> tuple[Recorder, list[dict[str, Any]], int]:
-    app, sent = Recorder(), []
+        ) -> tuple[Recorder, list[Message], int]:
+    app = Recorder()
+    sent: list[Message] = []
     pending = list(messages)
 
     async def receive() -> dict[str, Any]:
         return pending.pop(0) if pending else {"type": "http.disconnect"}
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: Message) -> None:
         sent.append(message)
 
     scope = {"type": "http", "path": "/validate/target-guard", "headers": headers, "method": "POST",

@@ -34,7 +34,7 @@ CAPACITY = "system:serviceaccount:5spot-system:fivespot-capacity-controller"
 
 
 def bundle_data(**webhook: Any) -> dict[str, Any]:
-    data = json.loads(GOLDEN_BUNDLE.read_text())
+    data: dict[str, Any] = json.loads(GOLDEN_BUNDLE.read_text())
     data["webhook"].update(webhook)
     return data
 
