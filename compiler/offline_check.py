@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import functools
 import json
-from sys import intern
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
+from sys import intern
 from typing import TYPE_CHECKING, Any, Final
 
 from msgspec import Struct
@@ -306,24 +306,23 @@ def _documents(sources: Sequence[_Source]) -> Iterator[Document]:
         yield from (read_text(text, name) if parts is None else read_parts(text, name, parts))
 
 
-def _request(checker: Checker, document: Document, key: tuple[str, str, str, str],
-             previous: Mapping[tuple[str, str, str, str], Document],
-             namespace_objects: Mapping[str, Mapping[str, Any]],
-             field_validation: FieldValidation) -> Request:
+def _decide(checker: Checker, document: Document,
+            previous: Mapping[tuple[str, str, str, str], Document],
+            namespace_objects: Mapping[str, Mapping[str, Any]],
+            field_validation: FieldValidation) -> tuple[Result, Claim | None, Claim | None]:
+    """One document decided (UPDATE when `previous` holds its old version), with its
+    field-governance claim and its old version's when that matters; raises NamespaceRequired."""
+    key = _key(checker, document.data)
     before = previous.get(key)
-    return Request("UPDATE" if before is not None else "CREATE", document.data,
-                   before.data if before is not None else None,
-                   namespace_objects.get(key[2]) if key[2] else None,
-                   field_validation=field_validation, duplicate_fields=document.duplicates)
-
-
-def _claims(result: Result, document: Document, request: Request
-            ) -> tuple[Claim | None, Claim | None]:
-    """The object's field-governance claim, and its old version's when that matters."""
+    old = before.data if before is not None else None
+    request = Request("UPDATE" if before is not None else "CREATE", document.data, old,
+                      namespace_objects.get(key[2]) if key[2] else None,
+                      field_validation=field_validation, duplicate_fields=document.duplicates)
+    result = Result(key[0], key[1], key[2], key[3], request.operation, checker.check(request),
+                    document.file, document.line)
     claim = object_claim(document.data, result.namespace)
-    old_claim = (object_claim(request.old_object, result.namespace)
-                 if claim is not None and request.old_object is not None else None)
-    return claim, old_claim
+    old_claim = object_claim(old, result.namespace) if claim is not None and old is not None else None
+    return result, claim, old_claim
 
 
 def _check_here(checker: Checker, sources: Sequence[_Source], old: Path | None,
@@ -350,17 +349,14 @@ def _check_here(checker: Checker, sources: Sequence[_Source], old: Path | None,
     results: list[Result] = []
     checked: list[Checked] = []
     for document in documents:
-        key = _key(checker, document.data)
-        request = _request(checker, document, key, previous, namespace_objects, field_validation)
         try:
-            verdict = checker.check(request)
+            result, claim, old_claim = _decide(checker, document, previous, namespace_objects,
+                                               field_validation)
         except NamespaceRequired as error:
             problems.append(_namespace_needed(document, error, namespaces))
             continue
-        result = Result(key[0], key[1], key[2], key[3], request.operation, verdict,
-                        document.file, document.line)
         results.append(result)
-        checked.append(Checked(*_claims(result, document, request), verdict,
+        checked.append(Checked(claim, old_claim, result.verdict,
                                functools.partial(document.locate, "metadata", "name")))
     if problems:
         raise InputError(problems)
@@ -404,18 +400,14 @@ def _check_in_workers(checker: Checker, sources: Sequence[_Source], old: Path | 
             try:
                 documents = _objects(read_parts(text, name, parts[part:part + 1]))
                 for position, document in enumerate(documents):
-                    key = _key(checker, document.data)
-                    request = _request(checker, document, key, previous, namespace_objects,
-                                       field_validation)
-                    verdict = checker.check(request)
-                    result = Result(key[0], key[1], key[2], key[3], request.operation, verdict,
-                                    document.file, document.line)
+                    result, claim, old_claim = _decide(checker, document, previous,
+                                                       namespace_objects, field_validation)
                     # sent back as a tuple, the strings most objects share interned (pickled
                     # once), a plain admission as None: unpickling is the parent's share
-                    found.append((intern(key[0]), intern(key[1]), intern(key[2]), key[3],
-                                  request.operation, None if _plain(verdict) else verdict,
-                                  document.line, *_claims(result, document, request),
-                                  index, part, position))
+                    found.append((intern(result.api_version), intern(result.kind),
+                                  intern(result.namespace), result.name, result.operation,
+                                  None if _plain(result.verdict) else result.verdict,
+                                  result.line, claim, old_claim, index, part, position))
             except (InputError, UnknownKind, NamespaceRequired):
                 return None
         return found
