@@ -63,17 +63,18 @@ class Claim(Struct, frozen=True):
 
     key: str = ""
     """Derived, never given: `target_key` of the target (asked for at every comparison)."""
-    segments: tuple[str, ...] = ()
-    """Derived, never given: the path's segments."""
 
     def __post_init__(self) -> None:
         # Computed here, once, where the claim is made (a `fivespot check` worker), and carried
-        # with it when it is sent to the parent (unpickling passes both, so they are not redone).
+        # with it when it is sent to the parent (unpickling passes it, so it is not redone).
         if not self.key:
             force_setattr(self, "key", target_key(self.namespace, self.api_version, self.kind,
                                                   self.target))
-        if not self.segments:
-            force_setattr(self, "segments", tuple(self.path.split(".")))
+
+    @property
+    def segments(self) -> tuple[str, ...]:
+        """The path's segments (asked for only of claims on one target object)."""
+        return tuple(self.path.split("."))
 
     @property
     def governor(self) -> str:
