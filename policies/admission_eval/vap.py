@@ -319,6 +319,14 @@ def _compile(expression: str, where: str) -> Program:
         raise PolicyConfigError(f"{where}: {error.message}") from None
 
 
+def _by_kind(params: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], tuple[Mapping[str, Any], ...]]:
+    """Params objects by (apiVersion, kind), in the order given."""
+    found: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for obj in params:
+        found.setdefault((str(obj.get("apiVersion", "")), str(obj.get("kind", ""))), []).append(obj)
+    return {key: tuple(objects) for key, objects in found.items()}
+
+
 def compile_policy(obj: Mapping[str, Any]) -> Policy:
     """Compile a ValidatingAdmissionPolicy object; raises PolicyConfigError."""
     name = str((obj.get("metadata") or {}).get("name", ""))
@@ -553,17 +561,13 @@ class PolicySet(Struct, frozen=True, eq=False):
                 policies[policy.name] = policy
             elif obj.get("kind") == BINDING_KIND:
                 bindings.append(compile_binding(obj))
-        return cls(policies, tuple(sorted(bindings, key=lambda b: b.name))).with_params(params)
+        return cls(policies, tuple(sorted(bindings, key=lambda b: b.name)), _by_kind(params))
 
     def with_params(self, params: Iterable[Mapping[str, Any]]) -> PolicySet:
         """These compiled policies and bindings with these params objects (and nothing
         memoised): the policies name their params' kinds, so a caller compiles once, then
         looks those objects up."""
-        by_kind: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
-        for obj in params:
-            key = (str(obj.get("apiVersion", "")), str(obj.get("kind", "")))
-            by_kind.setdefault(key, []).append(obj)
-        return PolicySet(self.policies, self.bindings, {k: tuple(v) for k, v in by_kind.items()})
+        return PolicySet(self.policies, self.bindings, _by_kind(params))
 
     @property
     def param_kinds(self) -> frozenset[tuple[str, str]]:
