@@ -88,8 +88,8 @@ def _missing(session: DevSession, rules: list[dict[str, str]]) -> dict[str, list
     for entry in rules:
         names = set(re.findall(r"\b(fivespot_[a-z_]+|up)\b", entry["expr"]))
         assert names, entry["alert"]
-        if names - exported - PROMETHEUS_GENERATED:
-            missing[entry["alert"]] = sorted(names - exported - PROMETHEUS_GENERATED)
+        if unexported := sorted(names - exported - PROMETHEUS_GENERATED):
+            missing[entry["alert"]] = unexported
     return missing
 
 

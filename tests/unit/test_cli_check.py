@@ -281,8 +281,7 @@ def test_the_table_names_each_object_by_file_and_line_and_prints_the_servers_mes
 
 def _many(count: int) -> list[dict[str, Any]]:
     """`count` objects, each on its own pool; every seventh denied by its schema, two pairs on
-    one pool each (one of each pair governed), one in a List, one with a duplicate field and a YAML anchor (read
-    by the reference path)."""
+    one pool each (one of each pair governed), one in a List."""
     objects = []
     for index in range(count):
         obj = json.loads(json.dumps(GOOD))
@@ -301,12 +300,13 @@ def test_a_large_input_read_and_decided_on_workers_gives_the_same_results_as_one
         out_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from compiler import checkpool, offline_check
 
-    objects = write(tmp_path / "objects.yaml", *_many(1200))
-    with objects.open("a") as stream:
+    many = _many(1200)
+    objects = write(tmp_path / "objects.yaml", *many)
+    with objects.open("a") as stream:  # a duplicate field and a YAML anchor: the reference path
         stream.write("---\napiVersion: 5spot.finos.org/v1alpha1\nkind: ScheduledCapacity\n"
                      "metadata: {name: &n anchored, namespace: agents}\n"
                      "spec: {enabled: true, enabled: false}\n")
-    old = write(tmp_path / "old.yaml", _many(1200)[20], _many(1200)[-1])
+    old = write(tmp_path / "old.yaml", many[20], many[-1])
     forked = []
     real = checkpool.run
 
