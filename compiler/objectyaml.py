@@ -134,12 +134,18 @@ def _markers(text: str) -> list[int]:
 
 def read_parts(text: str, name: str, parts: Iterable[Part]) -> list[Document]:
     """The documents of these parts of `text` (from `split_text`), in order; raises InputError."""
-    documents: list[Document] = []
+    return [document for documents in read_each_part(text, name, parts) for document in documents]
+
+
+def read_each_part(text: str, name: str, parts: Iterable[Part]) -> list[list[Document]]:
+    """The documents of each of these parts of `text`, part by part (stderr silenced once for
+    them all: a `fivespot check` worker reads hundreds of one-document parts); raises InputError."""
+    found = []
     with _silenced_stderr():
         for start, end, line in parts:
             chunk = text[start:end]
-            documents += _read_chunk(chunk, name, line, _needs_reference(chunk, start == 0))
-    return documents
+            found.append(_read_chunk(chunk, name, line, _needs_reference(chunk, start == 0)))
+    return found
 
 
 def _needs_reference(chunk: str, at_start: bool) -> bool:

@@ -11,7 +11,9 @@ and renders tables and JSON. Bad input is never a traceback: it is an InputError
 from __future__ import annotations
 
 import functools
+import itertools
 import json
+import operator
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from sys import intern
@@ -28,6 +30,7 @@ from compiler.objectyaml import (
     Document,
     Part,
     read_documents,
+    read_each_part,
     read_file,
     read_parts,
     read_text,
@@ -394,22 +397,19 @@ def _check_in_workers(checker: Checker, sources: Sequence[_Source], old: Path | 
 
     def work(start: int, end: int) -> list[_Decided] | None:
         found: list[_Decided] = []
-        for index, part in runs[start:end]:
-            name, text, parts = sources[index]
-            assert isinstance(text, str) and parts is not None
-            try:
-                documents = _objects(read_parts(text, name, parts[part:part + 1]))
-                for position, document in enumerate(documents):
-                    result, claim, old_claim = _decide(checker, document, previous,
-                                                       namespace_objects, field_validation)
-                    # sent back as a tuple, the strings most objects share interned (pickled
-                    # once), a plain admission as None: unpickling is the parent's share
-                    found.append((intern(result.api_version), intern(result.kind),
-                                  intern(result.namespace), result.name, result.operation,
-                                  None if _plain(result.verdict) else result.verdict,
-                                  result.line, claim, old_claim, index, part, position))
-            except (InputError, UnknownKind, NamespaceRequired):
-                return None
+        try:
+            for index, group in itertools.groupby(runs[start:end], key=operator.itemgetter(0)):
+                name, text, parts = sources[index]
+                assert isinstance(text, str) and parts is not None
+                numbers = [part for _, part in group]
+                each = read_each_part(text, name, [parts[part] for part in numbers])
+                for part, read in zip(numbers, each):
+                    for position, document in enumerate(_objects(read)):
+                        found.append(_decided(_decide(checker, document, previous,
+                                                      namespace_objects, field_validation),
+                                              index, part, position))
+        except (InputError, UnknownKind, NamespaceRequired):
+            return None
         return found
 
     done = checkpool.run(work, len(runs), jobs)
@@ -430,6 +430,18 @@ _Decided = tuple[str, str, str, str, str, "Verdict | None", int, "Claim | None",
 """What a worker sends back for an object: apiVersion, kind, namespace, name, operation, the
 verdict (None: `_PLAIN`), its line, its claim and its old version's, and where it is (file,
 part, position among the part's objects)."""
+
+
+def _decided(decided: tuple[Result, Claim | None, Claim | None], index: int, part: int,
+             position: int) -> _Decided:
+    """An object's `_Decided`: the strings most objects share interned (pickled once), a plain
+    admission as None (unpickling is the parent's share of the work)."""
+    result, claim, old_claim = decided
+    return (intern(result.api_version), intern(result.kind), intern(result.namespace),
+            result.name, result.operation, None if _plain(result.verdict) else result.verdict,
+            result.line, claim, old_claim, index, part, position)
+
+
 _PLAIN: Final = Verdict(True)
 
 

@@ -13,6 +13,11 @@ it false or an error), so a true batch means every member's all-validations prog
 each member is skipped exactly when its own shortcut would have skipped it. Otherwise each
 member's conjunct is evaluated alone against the same activation (already converted), which is
 exactly its own shortcut; the members that are not true go on to the per-validation path.
+
+Requests that show the members the same projection (what `projection` cuts their variables down
+to) get the same answer: CEL is deterministic, its cost limits included, so a projection already
+decided is looked up by its `repr`, which tells apart every value JSON and YAML give (`1`,
+`1.0`, `True` and `'1'`; maps with their keys in the same order, as CEL iterates them).
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from msgspec import Struct
+from msgspec import Struct, field
 
 from policies.admission_eval import projection
 from policies.cel import (
@@ -56,6 +61,8 @@ class Batch(Struct, frozen=True, eq=False):
     """Positions of the members (decided together when the batch is true)."""
     members: tuple[tuple[int, Program], ...]
     """Each member's position and its conjunct alone (same variables as the batch)."""
+    seen: dict[str, frozenset[int]] = field(default_factory=dict)
+    """What `passed` gave for each projection already decided, by its `repr`."""
 
     def passed(self, projected: Callable[[Mapping[str, projection.Paths]], dict[str, Any]]
                ) -> frozenset[int]:
@@ -63,12 +70,30 @@ class Batch(Struct, frozen=True, eq=False):
         gives the request's variables cut down to `reads` (`params` is set here: None outside
         the members' own bindings)."""
         data = projected(self.reads)
+        key = repr(data)
+        found = self.seen.get(key)
+        if found is None:
+            found = self._decide(data)
+            if len(key) <= MAX_SEEN_KEY:
+                if len(self.seen) >= MAX_SEEN:
+                    self.seen.clear()
+                self.seen[key] = found
+        return found
+
+    def _decide(self, data: dict[str, Any]) -> frozenset[int]:
         data["params"] = None
         data.update(self.slots)
         bound = bind(self.program.variables, data)
         if _true(self.program, bound):
             return self.covered
         return frozenset(position for position, member in self.members if _true(member, bound))
+
+
+MAX_SEEN: Final = 4096
+"""Projections remembered per batch (then forgotten all at once)."""
+MAX_SEEN_KEY: Final = 4096
+"""The longest projection `repr` remembered: a policy that reads large parts of an object is
+evaluated every time."""
 
 
 def _true(program: Program, bound: Bound) -> bool:

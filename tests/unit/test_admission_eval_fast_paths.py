@@ -165,6 +165,24 @@ def test_the_fast_policy_set_decides_every_request_as_the_plain_one() -> None:
     assert decided == len(SPECS) * 3 * 2
 
 
+def test_a_batch_remembers_each_projection_by_its_exact_value() -> None:
+    typed = [vap("t-int", [{"expression": "type(object.spec.n) == int"}]),
+             vap("t-kind", [{"expression": "object.spec.kind in ['A']"}]),
+             vap_binding("t-int", "t-int"), vap_binding("t-kind", "t-kind")]
+    fast = PolicySet.compile(typed)
+    plain = PolicySet.compile(typed)
+    force_setattr(plain, "_static", False)
+    values: list[Any] = [1, 1.0, "1", True, None, [1], {"n": 1}, 1]
+    verdicts = []
+    for value in values:
+        request = admission({"n": value, "kind": "A"}, "team")
+        verdicts.append(review(fast, request))
+        assert verdicts[-1] == review(plain, request), value
+    assert [v.allowed for v in verdicts] == [True, False, False, False, False, False, False, True]
+    (batch,) = [b for b in fast._batches.values() if b is not None]
+    assert len(batch.seen) == len(values) - 1  # the last 1 was looked up
+
+
 # --- schema leaf fast paths --------------------------------------------------------------------
 
 
