@@ -17,18 +17,17 @@ import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import yaml
 from msgspec import Struct
 
 from compiler.diagnostics import Diagnostic, InputError, Location
 from compiler.yamlbounds import MAX_DEPTH, YamlTooLarge, check_bounds, construct
 from policies.admission_eval.regex import Pattern
 
-# libyaml's parser when present, as the config loader uses: the same nodes and marks, and no
-# pure-Python scanner, which is quadratic on some inputs (deep flow nesting) and recursive.
-_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+if TYPE_CHECKING:  # imported where the reference path first needs it (see `yamlbounds`)
+    import yaml
+
 _POSITION_DEPTH = 3
 """Field positions are kept for the first levels (apiVersion, kind, metadata.name, spec.x): what
 diagnostics name."""
@@ -242,11 +241,13 @@ class _ReferencePositions:
 
 def parse_documents(text: str, name: str, first_line: int = 1) -> list[Document]:
     """Every non-empty document of `text` (whose first line is line `first_line` of `name`)."""
+    import yaml
+
     loader: yaml.SafeLoader | None = None
     documents = []
     offset = first_line - 1
     try:
-        loader = _Loader(text)
+        loader = _loader()(text)
         while loader.check_node():
             node = loader.get_node()
             if node is None:
@@ -281,6 +282,15 @@ def parse_documents(text: str, name: str, first_line: int = 1) -> list[Document]
     return documents
 
 
+@functools.cache
+def _loader() -> type[yaml.SafeLoader]:
+    """libyaml's parser when present, as the config loader uses: the same nodes and marks, and no
+    pure-Python scanner, which is quadratic on some inputs (deep flow nesting) and recursive."""
+    import yaml
+
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _known(positions: Mapping[tuple[str, ...], Location]
            ) -> Callable[[], Mapping[tuple[str, ...], Location]]:
     return lambda: positions
@@ -288,6 +298,8 @@ def _known(positions: Mapping[tuple[str, ...], Location]
 
 def _positions(node: yaml.Node, path: tuple[str, ...], file: str, offset: int,
                positions: dict[tuple[str, ...], Location]) -> None:
+    import yaml
+
     positions.setdefault(path, Location(file, node.start_mark.line + 1 + offset,
                                         node.start_mark.column + 1))
     if isinstance(node, yaml.MappingNode) and len(path) < _POSITION_DEPTH:
@@ -301,6 +313,8 @@ def _positions(node: yaml.Node, path: tuple[str, ...], file: str, offset: int,
 def _duplicates(node: yaml.Node, where: str, found: list[str]) -> None:
     """Each key given twice in a mapping, as the strict JSON decoder names it (`spec.enabled`,
     `spec.items[0].name`), in the order it reads them. `check_bounds` has bounded the depth."""
+    import yaml
+
     if isinstance(node, yaml.MappingNode):
         seen: set[str] = set()
         for key, value in node.value:
@@ -345,8 +359,19 @@ _TOKEN: Final = re.compile(r"[\s\[\{,]([-+.~0-9][^\s,\[\]\{\}#]*)")
 """Plain scalars that start like a number: PyYAML and rapidyaml may type them differently."""
 _JSON_NUMBER: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?")
 _NOT_NUMERIC: Final = re.compile(r"[g-np-wyzG-NP-WYZ]")
+_WORDLIKE: Final = re.compile(r"[0-9][^:\s]*[g-np-su-wyG-NP-SU-WY][^:\s]*")
+"""A scalar starting with a digit and holding a letter that none of YAML 1.1's implicit forms
+starting with a digit has (ints: `b`, `x`, hex digits; floats: `e`; timestamps: `t`, `T`, `Z`;
+sexagesimals need a colon, excluded too): a string to PyYAML without asking its resolver, as
+`15m`, `1h30m`, `5spot.finos.org/v1` are (`test_object_yaml` holds it to the resolver)."""
 _STR_TAG: Final = "tag:yaml.org,2002:str"
-_RESOLVER: Final = yaml.resolver.Resolver()
+
+
+@functools.cache
+def _resolver() -> yaml.resolver.Resolver:
+    import yaml
+
+    return yaml.resolver.Resolver()
 
 
 @functools.lru_cache(maxsize=4096)
@@ -359,8 +384,19 @@ def _same_either_way(token: str) -> bool:
     if not key and _JSON_NUMBER.fullmatch(text):
         return True  # the same int or float
     # a string to PyYAML that no reader takes for a number (`15m`, `-node`)
-    return (_RESOLVER.resolve(yaml.ScalarNode, text, (True, False)) == _STR_TAG  # type: ignore[no-untyped-call]
-            and _NOT_NUMERIC.search(text) is not None)
+    if _NOT_NUMERIC.search(text) is None:
+        return False
+    return _WORDLIKE.fullmatch(text) is not None or _pyyaml_tag(text) == _STR_TAG
+
+
+def _pyyaml_tag(text: str) -> str:
+    return str(_resolver().resolve(_scalar_node(), text, (True, False)))  # type: ignore[no-untyped-call]
+
+
+def _scalar_node() -> type[yaml.ScalarNode]:
+    import yaml
+
+    return yaml.ScalarNode
 
 
 class _Duplicate(Exception):

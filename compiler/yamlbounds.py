@@ -7,14 +7,17 @@ expands to billions of values for every walk over it), nesting deep enough to ex
 recursion, and an integer longer than Python will convert (`sys.get_int_max_str_digits()`).
 The check walks the node graph without recursion and stops at the first limit it meets.
 `construct` builds the Python values, turning a scalar its tag cannot hold into a YAML error.
+PyYAML is imported when a document is first composed: `fivespot check` reads most object files
+without it (`objectyaml`'s fast path), and its import is a tenth of a short run.
 """
 
 from __future__ import annotations
 
 import sys
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import yaml
+if TYPE_CHECKING:
+    import yaml
 
 MAX_VALUES: Final = 100_000
 """Values in one document, counting each use of an alias in full: far above any real config
@@ -34,6 +37,8 @@ class YamlTooLarge(ValueError):
 
 def check_bounds(root: yaml.Node) -> None:
     """Raise YamlTooLarge if the document under `root` exceeds a limit."""
+    import yaml
+
     digits = sys.get_int_max_str_digits() or None
     stack: list[tuple[yaml.Node, int]] = [(root, 1)]
     values = 0
@@ -61,6 +66,8 @@ def check_bounds(root: yaml.Node) -> None:
 def construct(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
     """`loader.construct_document(node)`, with a scalar its tag cannot hold (`!!float timeout`)
     raised as the YAML error it is, at the document's start, rather than as a bare ValueError."""
+    import yaml
+
     try:
         return loader.construct_document(node)
     except ValueError as error:

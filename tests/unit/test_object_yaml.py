@@ -4,6 +4,9 @@ and column, the fields given twice — or leaves the document to the reference p
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,6 +14,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from compiler import objectyaml
 from compiler.diagnostics import InputError
 from compiler.objectyaml import parse_documents, read_text
 
@@ -110,3 +114,44 @@ def test_an_object_file_is_read_mostly_by_the_fast_path() -> None:
     assert all(d._positions is not None and type(d._positions).__name__ == "_ReferencePositions"
                for d in documents)
     assert documents[3].locate("metadata", "name").line == 27
+
+
+# --- the shortcut for number-like strings, held to PyYAML's resolver ---------------------------
+
+_RESOLVER = yaml.resolver.Resolver()
+
+
+def _pyyaml_tag(text: str) -> str:
+    return str(_RESOLVER.resolve(yaml.ScalarNode, text, (True, False)))  # type: ignore[no-untyped-call]
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.from_regex(objectyaml._WORDLIKE, fullmatch=True).filter(lambda t: "\n" not in t))
+def test_a_digit_led_scalar_with_a_letter_no_yaml_number_has_is_a_string_to_pyyaml(text: str) -> None:
+    assert _pyyaml_tag(text) == "tag:yaml.org,2002:str", text
+
+
+@pytest.mark.parametrize("text", ["15m", "1h30m", "5spot.finos.org/v1alpha1", "0x1g", "1e3g",
+                                  "1_000s", "2001-12-14-node", "10.0.0.1-gw", "1.5GiB"])
+def test_the_shortcut_takes_these_number_like_strings(text: str) -> None:
+    assert objectyaml._WORDLIKE.fullmatch(text) and _pyyaml_tag(text) == "tag:yaml.org,2002:str"
+
+
+@pytest.mark.parametrize("text", ["2001-12-14t21:59:43.10-05:00", "2001-12-14T21:59:43Z",
+                                  "0x1F", "0b101", "1e3", "1.5e+3", "190:20:30", "0o17", "0X1A"])
+def test_the_shortcut_leaves_yaml_numbers_and_timestamps_to_the_resolver(text: str) -> None:
+    assert objectyaml._WORDLIKE.fullmatch(text) is None
+
+
+def test_reading_a_plain_object_file_does_not_import_pyyaml(tmp_path: Any) -> None:
+    path = tmp_path / "objects.yaml"
+    path.write_text("apiVersion: 5spot.finos.org/v1alpha1\nkind: ScheduledCapacity\n"
+                    "metadata: {name: a, namespace: agents}\nspec:\n  timeout: 15m\n  n: 4\n"
+                    "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: b\n")
+    code = ("import sys; from pathlib import Path; from compiler.objectyaml import read_documents; "
+            f"docs = read_documents(Path({str(path)!r})); "
+            "assert [d.data['kind'] for d in docs] == ['ScheduledCapacity', 'ConfigMap']; "
+            "print(sorted(m for m in sys.modules if m == 'yaml' or m.startswith('yaml.')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr
