@@ -21,7 +21,6 @@ import argparse
 import os
 import sys
 import threading
-import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Final
@@ -81,6 +80,8 @@ def describe_os_error(error: OSError) -> str:
 
 def describe_internal_error(error: BaseException) -> str:
     """`internal error: TYPE: message (at FILE:LINE in FUNCTION[; raised in FILE:LINE]) ...`."""
+    import traceback  # only on the way out of a failure: a tenth of the boundary's import time
+
     frames = traceback.extract_tb(error.__traceback__)
     ours = [f for f in frames if _is_ours(f.filename)]
     where = []
@@ -104,6 +105,8 @@ def report(command: str, what: str, error: BaseException, *, debug: bool) -> Non
         return
     print(line, file=sys.stderr)
     if debug:
+        import traceback
+
         traceback.print_exception(type(error), error, error.__traceback__, file=sys.stderr)
 
 

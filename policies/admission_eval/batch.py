@@ -15,9 +15,9 @@ member's conjunct is evaluated alone against the same activation (already conver
 exactly its own shortcut; the members that are not true go on to the per-validation path.
 
 Requests that show the members the same projection (what `projection` cuts their variables down
-to) get the same answer: CEL is deterministic, its cost limits included, so a projection already
-decided is looked up by its `repr`, which tells apart every value JSON and YAML give (`1`,
-`1.0`, `True` and `'1'`; maps with their keys in the same order, as CEL iterates them).
+to) get the same answer: CEL is deterministic, so a projection already decided is looked up by
+its `repr`, which tells apart every value JSON and YAML give (`1`, `1.0`, `-0.0`, `True` and
+`'1'`; maps with their keys in the same order, as CEL iterates them).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from msgspec import Struct
+from msgspec import Struct, field
 
 from policies.cel import checked
 from policies.cel.checked import Expr
@@ -34,6 +34,8 @@ class _Absent:
 
 
 ABSENT: Final = _Absent()
+_SCALARS: Final = frozenset({str, int, float, bool})
+_MAX_SEEN: Final = 4096
 
 
 class CrdRule(Struct, frozen=True):
@@ -43,9 +45,28 @@ class CrdRule(Struct, frozen=True):
     program: Program
     transition: bool
     optional_old_self: bool
+    seen: dict[tuple[type, object], bool] = field(default_factory=dict)
+    """Verdicts on scalars without an old value, by type and value (`1`, `1.0` and `true`
+    apart): the same field checked in many objects is mostly given the same few values, and a
+    rule is a function of them (CEL is deterministic)."""
 
     def evaluate(self, self_value: object, old_self: object = ABSENT) -> bool | None:
         """The rule's verdict, or None when the API server would not run it at all."""
+        if old_self is ABSENT and self_value.__class__ in _SCALARS:
+            # a float by its repr: -0.0 == 0.0, yet `string(self)` tells them apart
+            key = (float, repr(self_value)) if self_value.__class__ is float else (
+                self_value.__class__, self_value)
+            found = self.seen.get(key)
+            if found is None:
+                found = self._evaluate(self_value, old_self)
+                if found is not None:
+                    if len(self.seen) >= _MAX_SEEN:
+                        self.seen.clear()
+                    self.seen[key] = found
+            return found
+        return self._evaluate(self_value, old_self)
+
+    def _evaluate(self, self_value: object, old_self: object) -> bool | None:
         activation: dict[str, object] = {"self": self_value}
         if old_self is not ABSENT:
             activation[OLD_SELF] = old_self

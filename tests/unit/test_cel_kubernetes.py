@@ -324,3 +324,19 @@ def test_optional_old_self_on_a_rule_without_old_self_is_refused() -> None:
 def test_crd_rules_must_evaluate_to_a_bool() -> None:
     with pytest.raises(CelCompileError, match="cel expression must evaluate to a bool"):
         compile_crd_rule("size(self)")
+
+
+def test_a_rule_remembers_its_verdict_per_scalar_type_and_value() -> None:
+    typed = compile_crd_rule("type(self) == int")
+    assert [typed.evaluate(v) for v in (1, 1.0, True, "1", 1, 1.0)] == [
+        True, False, False, False, True, False]
+    assert len(typed.seen) == 4
+    signed = compile_crd_rule("string(self) == '-0'")
+    assert [signed.evaluate(v) for v in (0.0, -0.0, 0.0, -0.0)] == [False, True, False, True]
+
+
+def test_a_rule_with_an_old_value_or_on_an_object_is_evaluated_every_time() -> None:
+    rule = compile_crd_rule("self >= oldSelf")
+    assert [rule.evaluate(2, 1), rule.evaluate(2, 3), rule.evaluate(2)] == [True, False, None]
+    assert compile_crd_rule(PLAIN_RULE).evaluate({"value": 1}) is True
+    assert not rule.seen
