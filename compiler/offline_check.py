@@ -627,14 +627,12 @@ def _describe(entry: Mapping[str, Any]) -> str:
 
 
 def _table(rows: list[list[str]]) -> str:
+    """Left-aligned columns two spaces apart, the last one unpadded, each line right-trimmed."""
     if not rows:
         return ""
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    lines = []
-    for row in rows:
-        head = "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:-1]))
-        lines.append((head + "  " + row[-1]).rstrip())
-    return "\n".join(lines)
+    widths = [max(map(len, column)) for column in list(zip(*rows))[:-1]]
+    line = "  ".join([*(f"{{:<{width}}}" for width in widths), "{}"]).format
+    return "\n".join([line(*row).rstrip() for row in rows])
 
 
 def render_check_table(results: Sequence[Result]) -> str:
