@@ -67,7 +67,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return exitcodes.BAD_INPUT
     command = " ".join(["fivespot", *_command_words(args)])
-    return boundary.run(command, lambda: handler(args), debug=args.debug)
+    code = boundary.run(command, lambda: handler(args), debug=args.debug)
+    if argv is None:  # the process's own entry point: it exits next
+        boundary.spare_the_shutdown()
+    return code
 
 
 def _command_words(args: argparse.Namespace) -> list[str]:

@@ -174,3 +174,18 @@ def test_devcluster_without_go_says_so_in_one_line(
     assert err[-1] == ("devcluster build: building the control plane needs the Go toolchain "
                        "(`go`) on PATH")
     assert not any("Traceback" in line for line in err)
+
+
+def test_only_the_process_entry_spares_its_shutdown_the_collector_walks() -> None:
+    import gc
+    import subprocess
+    import sys
+
+    before = gc.get_freeze_count()
+    assert main([]) == exitcodes.BAD_INPUT  # an in-process caller (a test) keeps its collector
+    assert gc.get_freeze_count() == before
+    code = ("import gc, sys; from fivespot.cli import main; sys.argv = ['fivespot', 'test', "
+            f"{str(EXAMPLE)!r}]; code = main(); print(code, gc.get_freeze_count() > 0)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.stdout.strip().splitlines()[-1] == "0 True", done.stdout + done.stderr
