@@ -18,7 +18,6 @@ process that logs JSON (the controllers) gets the line as a JSON log record with
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import sys
 import threading
@@ -71,14 +70,6 @@ def run(command: str, handler: Callable[[], int], *, debug: bool = False) -> int
         return exitcodes.INTERNAL
     finally:
         threading.excepthook = previous_hook
-
-
-def spare_the_shutdown() -> None:
-    """For a process about to exit: every object it holds is moved out of the garbage
-    collector's sight (`gc.freeze`), so the interpreter's shutdown does not walk them all again
-    (for `fivespot check` of one object those walks are a sixth of the run); what they hold is
-    freed with the process as before, and exit handlers and buffered output are unaffected."""
-    gc.freeze()
 
 
 def describe_os_error(error: OSError) -> str:

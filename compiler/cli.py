@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from commandline import exitcodes
+from commandline import collector, exitcodes
 from compiler.diagnostics import CompileError, InputError
 
 EXIT_OK, EXIT_NEGATIVE, EXIT_BAD_INPUT = exitcodes.OK, exitcodes.NEGATIVE, exitcodes.BAD_INPUT
@@ -209,17 +209,19 @@ def _run_example(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     from compiler.offline_check import check, render_check_json, render_check_table
 
-    results = check(args.policies, args.objects, old=args.old, namespaces=args.namespaces,
-                    field_validation=args.field_validation, jobs=args.jobs, cache=args.cache)
-    print(render_check_json(results) if args.output == "json" else render_check_table(results))
+    with collector.fewer_collections():
+        results = check(args.policies, args.objects, old=args.old, namespaces=args.namespaces,
+                        field_validation=args.field_validation, jobs=args.jobs, cache=args.cache)
+        print(render_check_json(results) if args.output == "json" else render_check_table(results))
     return EXIT_OK if all(r.verdict.allowed for r in results) else EXIT_NEGATIVE
 
 
 def _test(args: argparse.Namespace) -> int:
     from compiler.offline_check import render_test_json, render_test_table, run_fixtures
 
-    results = run_fixtures(args.config_dir)
-    print(render_test_json(results) if args.output == "json" else render_test_table(results))
+    with collector.fewer_collections():
+        results = run_fixtures(args.config_dir)
+        print(render_test_json(results) if args.output == "json" else render_test_table(results))
     return EXIT_OK if all(r.passed for r in results) else EXIT_NEGATIVE
 
 

@@ -13,7 +13,7 @@ import importlib
 import sys
 from typing import Callable, Final, Sequence
 
-from commandline import boundary, exitcodes
+from commandline import boundary, collector, exitcodes
 from commandline.version import version
 from compiler import cli as compiler_cli
 
@@ -69,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = " ".join(["fivespot", *_command_words(args)])
     code = boundary.run(command, lambda: handler(args), debug=args.debug)
     if argv is None:  # the process's own entry point: it exits next
-        boundary.spare_the_shutdown()
+        collector.spare_the_shutdown()
     return code
 
 

@@ -189,3 +189,25 @@ def test_only_the_process_entry_spares_its_shutdown_the_collector_walks() -> Non
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=Path(__file__).resolve().parents[2])
     assert done.stdout.strip().splitlines()[-1] == "0 True", done.stdout + done.stderr
+
+
+def test_a_check_collects_less_often_and_restores_the_collector_after(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+
+    from commandline import collector
+
+    seen = []
+    real = collector.fewer_collections
+
+    def watched() -> Any:
+        seen.append(gc.get_threshold())
+        return real()
+
+    monkeypatch.setattr(collector, "fewer_collections", watched)
+    before = gc.get_threshold()
+    assert main(["test", str(EXAMPLE)]) == exitcodes.OK
+    assert seen == [before] and gc.get_threshold() == before
+    with collector.fewer_collections():
+        assert gc.get_threshold()[0] == max(before[0], collector.SHORT_RUN_THRESHOLD)
+    assert gc.get_threshold() == before
