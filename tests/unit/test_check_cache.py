@@ -154,6 +154,27 @@ def test_a_one_object_check_imports_no_model_cost_estimate_worker_pool_metadata_
     assert found.stdout.strip().splitlines()[-1] == "0 []"
 
 
+def test_with_a_kept_entry_a_check_of_plain_objects_never_imports_pyyaml(
+        out_dir: Path, tmp_path: Path, cache: Path) -> None:
+    many = []
+    for index in range(1200):  # large: decided on forked workers too
+        obj = yaml.safe_load(yaml.safe_dump(GOOD))
+        obj["metadata"]["name"] = obj["spec"]["targetRef"]["name"] = f"pool-{index}"
+        many.append(obj)
+    objects = tmp_path / "many.yaml"
+    objects.write_text(yaml.safe_dump_all(many))
+    probe = (
+        "import sys\n"
+        "from fivespot.cli import main\n"
+        f"code = main(['check', '--policies', {str(out_dir)!r}, {str(objects)!r}])\n"
+        "print(code, [m for m in ('yaml', 'multiprocessing') if m in sys.modules])\n"
+    )
+    for run in ("first", "again"):  # the first reads the policies' CRDs with PyYAML
+        found = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                               cwd=ROOT, env=dict(os.environ), check=True)
+    assert found.stdout.strip().splitlines()[-1] == "0 []", found.stdout + found.stderr
+
+
 def test_with_a_kept_entry_only_the_kinds_checked_have_their_schema_compiled(
         out_dir: Path, tmp_path: Path, cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from compiler.offline_check import load_checker
