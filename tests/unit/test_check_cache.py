@@ -188,3 +188,24 @@ def test_with_a_kept_entry_only_the_kinds_checked_have_their_schema_compiled(
     assert verdict == first.check(Request("CREATE", yaml.safe_load(yaml.safe_dump(GOOD))))
     assert [f"{k.api_version} {k.kind}" for k in again.kinds.values() if k.compiled is not None] == [
         f"{GOOD['apiVersion']} {GOOD['kind']}"]
+
+
+def test_the_policy_files_are_every_yaml_file_rglob_finds_in_path_order(tmp_path: Path) -> None:
+    from compiler.offline_check import policy_files
+
+    root = tmp_path / "out"
+    for name in ("a/b.yaml", "a-c.yaml", "a/z/y.yml", "b.YAML", "c.yaml.txt", ".hidden/x.yaml",
+                 "a/.h.yaml", "d/e.yaml", "elsewhere/f.yaml", "x.y.yaml"):
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("kind: X\n")
+    (root / "elsewhere").rename(tmp_path / "elsewhere")
+    (root / "linked").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    (root / "file-link.yaml").symlink_to(root / "d" / "e.yaml")
+    (root / "dir.yaml").mkdir()
+    reference = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in (".yaml", ".yml")
+                       and not any(part.startswith(".") for part in p.relative_to(root).parts))
+    found = policy_files(root)
+    assert found == reference
+    assert [p.relative_to(root).as_posix() for p in found] == [
+        "a/b.yaml", "a/z/y.yml", "a-c.yaml", "d/e.yaml", "file-link.yaml", "x.y.yaml"]
