@@ -27,6 +27,7 @@ from typing import Any, Final
 
 from msgspec import Struct, field
 
+from policies import memo
 from policies.admission_eval import projection
 from policies.cel import (
     ADMISSION_VARIABLES,
@@ -75,9 +76,7 @@ class Batch(Struct, frozen=True, eq=False):
         if found is None:
             found = self._decide(data)
             if len(key) <= MAX_SEEN_KEY:
-                if len(self.seen) >= MAX_SEEN:
-                    self.seen.clear()
-                self.seen[key] = found
+                memo.remember(self.seen, key, found)
         return found
 
     def _decide(self, data: dict[str, Any]) -> frozenset[int]:
@@ -89,8 +88,6 @@ class Batch(Struct, frozen=True, eq=False):
         return frozenset(position for position, member in self.members if _true(member, bound))
 
 
-MAX_SEEN: Final = 4096
-"""Projections remembered per batch (then forgotten all at once)."""
 MAX_SEEN_KEY: Final = 4096
 """The longest projection `repr` remembered: a policy that reads large parts of an object is
 evaluated every time."""

@@ -11,6 +11,8 @@ from typing import Final
 
 import re2
 
+from policies import memo
+
 
 class Pattern:
     """An RE2 pattern with a fast, allocation-light `search`.
@@ -43,9 +45,7 @@ class Pattern:
         start: int = self._match(_UNANCHORED, encoded, 0, len(encoded))[0][0]
         found = start >= 0
         if len(text) <= _MEMO_TEXT:
-            if len(self._seen) >= _MEMO_ENTRIES:
-                self._seen.clear()
-            self._seen[text] = found
+            memo.remember(self._seen, text, found)
         return found
 
 
@@ -57,5 +57,4 @@ def _never_capture() -> re2.Options:
 
 _NEVER_CAPTURE: Final = _never_capture()
 _MEMO_TEXT: Final = 256
-_MEMO_ENTRIES: Final = 4096
 _UNANCHORED: Final = re2._re2.RE2.Anchor.UNANCHORED

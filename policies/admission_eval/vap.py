@@ -22,6 +22,7 @@ from typing import Any, Final
 from msgspec import Struct, field
 from msgspec.structs import force_setattr
 
+from policies import memo
 from policies.admission_eval import batch, projection, selectors
 from policies.admission_eval.fields import field_of
 from policies.admission_eval.result import VAP, Violation
@@ -70,10 +71,6 @@ class Validation(Struct, frozen=True, eq=False):
     message_needs: frozenset[str]
     reason: str
     field: str | None
-
-
-_MEMO_LIMIT: Final = 4096
-"""Entries a per-match memo keeps before it starts over (it is keyed by request attributes)."""
 
 
 class Match(Struct, frozen=True, eq=False):
@@ -142,10 +139,8 @@ class Match(Struct, frozen=True, eq=False):
         key = (*key, constraints)
         found = self._by_request.get(key)
         if found is None:
-            found = self._resources_match(attributes.request, constraints)
-            if len(self._by_request) >= _MEMO_LIMIT:
-                self._by_request.clear()
-            self._by_request[key] = found
+            found = memo.remember(self._by_request, key,
+                                  self._resources_match(attributes.request, constraints))
         return found
 
     def _resources_match(self, request: Mapping[str, Any], constraints: bool) -> bool:
@@ -161,9 +156,7 @@ class Match(Struct, frozen=True, eq=False):
         if found is None:
             found = selectors.matches(self.namespace_selector,
                                       selectors.namespace_labels(namespace, namespace_object))
-            if len(self._by_namespace) >= _MEMO_LIMIT:
-                self._by_namespace.clear()
-            self._by_namespace[namespace] = found
+            memo.remember(self._by_namespace, namespace, found)
         return found
 
 
@@ -624,10 +617,9 @@ class PolicySet(Struct, frozen=True, eq=False):
                 plan = tuple(self._match_each(attributes))
             except Exception:  # noqa: BLE001 - decided again, lazily, where it surfaces
                 return self._match_each(attributes), None
-            if len(self._plans) >= _MEMO_LIMIT:
-                self._plans.clear()
-                self._batches.clear()
-            self._plans[plan_key] = plan
+            if len(self._plans) >= memo.LIMIT:
+                self._batches.clear()  # built per plan: they start over with the plans
+            memo.remember(self._plans, plan_key, plan)
         return plan, plan_key
 
     def _batch(self, plan_key: tuple[Any, ...], plan: Iterable[tuple[Policy, Binding]],
@@ -684,10 +676,8 @@ class PolicySet(Struct, frozen=True, eq=False):
         key = (binding, namespace)
         found = self._params_memo.get(key)
         if found is None:
-            found = self._find_params(policy, binding, namespace)
-            if len(self._params_memo) >= _MEMO_LIMIT:
-                self._params_memo.clear()
-            self._params_memo[key] = found
+            found = memo.remember(self._params_memo, key,
+                                  self._find_params(policy, binding, namespace))
         return found
 
     def _find_params(self, policy: Policy, binding: Binding, namespace: str

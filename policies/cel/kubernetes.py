@@ -13,6 +13,7 @@ from typing import Final
 
 from msgspec import Struct, field
 
+from policies import memo
 from policies.cel import checked
 from policies.cel.checked import Expr
 from policies.cel.engine import (
@@ -35,7 +36,6 @@ class _Absent:
 
 ABSENT: Final = _Absent()
 _SCALARS: Final = frozenset({str, int, float, bool})
-_MAX_SEEN: Final = 4096
 
 
 class CrdRule(Struct, frozen=True):
@@ -60,9 +60,7 @@ class CrdRule(Struct, frozen=True):
             if found is None:
                 found = self._evaluate(self_value, old_self)
                 if found is not None:
-                    if len(self.seen) >= _MAX_SEEN:
-                        self.seen.clear()
-                    self.seen[key] = found
+                    memo.remember(self.seen, key, found)
             return found
         return self._evaluate(self_value, old_self)
 

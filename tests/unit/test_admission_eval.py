@@ -18,7 +18,8 @@ from policies.admission_eval import (
 )
 from policies.admission_eval.crd import compile_schema, with_root_fields
 from policies.admission_eval.pruning import prune_and_default
-from policies.admission_eval.regex import _MEMO_ENTRIES, _MEMO_TEXT, Pattern
+from policies.admission_eval.regex import _MEMO_TEXT, Pattern
+from policies.memo import LIMIT as _MEMO_ENTRIES
 
 import re2
 
