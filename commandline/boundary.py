@@ -80,7 +80,7 @@ def describe_os_error(error: OSError) -> str:
 
 def describe_internal_error(error: BaseException) -> str:
     """`internal error: TYPE: message (at FILE:LINE in FUNCTION[; raised in FILE:LINE]) ...`."""
-    import traceback  # only on the way out of a failure: a tenth of the boundary's import time
+    import traceback  # imported only by a command that fails: no other module of a check needs it
 
     frames = traceback.extract_tb(error.__traceback__)
     ours = [f for f in frames if _is_ours(f.filename)]

@@ -79,7 +79,6 @@ def _fan_out(work: Callable[[int, int], list[T] | None], slices: Sequence[tuple[
     pending: list[tuple[int, int]] = []  # (pid, the pipe its results come down), not yet read
     running: set[int] = set()
     done: dict[int, list[T] | None] = {}
-    failed = False
     try:
         for _ in range(workers):
             results_read, results_write = os.pipe()
@@ -101,20 +100,15 @@ def _fan_out(work: Callable[[int, int], list[T] | None], slices: Sequence[tuple[
                 data = stream.read()
             _, status = os.waitpid(pid, 0)
             running.discard(pid)
-            if status != 0 or not data:
-                failed = True
-                continue
-            done.update(pickle.loads(data))  # noqa: S301 - our own child's bytes
+            sent = pickle.loads(data) if status == 0 and data else None  # noqa: S301 - our child's
+            if sent is None or None in sent.values():
+                return None  # the others are stopped: the caller does it all in one process
+            done.update(sent)
     finally:
         os.close(runs_read)
         _stop(pending, running)
-    parts = []
-    for index in range(len(slices)):
-        part = done.get(index)
-        if failed or part is None:
-            return None
-        parts.append(part)
-    return parts
+    parts = [done.get(index) for index in range(len(slices))]
+    return None if None in parts else [part for part in parts if part is not None]
 
 
 def _worker(work: Callable[[int, int], list[T] | None], slices: Sequence[tuple[int, int]],

@@ -390,13 +390,9 @@ def _same_either_way(token: str) -> bool:
 
 
 def _pyyaml_tag(text: str) -> str:
-    return str(_resolver().resolve(_scalar_node(), text, (True, False)))  # type: ignore[no-untyped-call]
-
-
-def _scalar_node() -> type[yaml.ScalarNode]:
     import yaml
 
-    return yaml.ScalarNode
+    return str(_resolver().resolve(yaml.ScalarNode, text, (True, False)))  # type: ignore[no-untyped-call]
 
 
 class _Duplicate(Exception):

@@ -122,7 +122,7 @@ def policy_files(root: Path) -> list[Path]:
         return [root]
     found: list[Path] = []
     _yaml_files(root, found)
-    return sorted(found, key=lambda path: path.parts)
+    return sorted(found)
 
 
 def _yaml_files(folder: Path, found: list[Path]) -> None:
