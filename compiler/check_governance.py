@@ -17,7 +17,7 @@ saying the controller makes it write nothing.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Final
 
 from msgspec import Struct
@@ -93,10 +93,39 @@ class _Standings:
         return standing(claim, group)
 
 
+def _contested(checked: Sequence[Checked]) -> set[str]:
+    """The targets on which some claim may be governed by another: those with an admitted claim
+    of another ScheduledCapacity than one of their claims. Most targets have one claim, admitted,
+    which governs; deciding only the rest keeps a clean check of many objects cheap."""
+    first: dict[str, tuple[str, str]] = {}
+    contested: set[str] = set()
+    for item in checked:
+        claim = item.claim
+        if claim is not None and item.verdict.allowed:
+            me = (claim.namespace, claim.name)
+            if first.setdefault(claim.key, me) != me:
+                contested.add(claim.key)
+    for item in checked:
+        claim = item.claim
+        if claim is not None and not item.verdict.allowed:
+            held = first.get(claim.key)
+            if held is not None and held != (claim.namespace, claim.name):
+                contested.add(claim.key)
+    return contested
+
+
 def field_governance(checked: Sequence[Checked]) -> list[Verdict]:
     """Each object's verdict with the field-governance rule applied among all of them."""
-    claims = [c.claim for c in checked]
-    where = {(c.namespace, c.name): item.where for c, item in zip(claims, checked) if c is not None}
+    contested = _contested(checked)
+    return governed(checked, contested) if contested else [item.verdict for item in checked]
+
+
+def governed(checked: Sequence[Checked], targets: Collection[str]) -> list[Verdict]:
+    """Each object's verdict with the rule applied among the claims on `targets` (keys); the
+    others' verdicts as they are."""
+    claims = [c.claim if c.claim is not None and c.claim.key in targets else None
+              for c in checked]
+    where = {id(c): item.where for c, item in zip(claims, checked) if c is not None}
     admitted = [c for c, item in zip(claims, checked) if c is not None and item.verdict.allowed]
     decided = _Standings(admitted)
     verdicts = []
@@ -106,7 +135,7 @@ def field_governance(checked: Sequence[Checked]) -> list[Verdict]:
             verdicts.append(item.verdict)
             continue
         governor = found.governor
-        locate = where.get((governor.namespace, governor.name))
+        locate = where.get(id(governor))  # the governor's own object (its name may be given twice)
         read_from = locate() if locate is not None else None
         source = f". ScheduledCapacity {governor.governor} is defined at {read_from}" if read_from else ""
         if _same_claim(claim, item.old_claim):

@@ -395,6 +395,23 @@ def test_check_decides_each_target_apart_and_gives_the_answer_of_every_claim_aga
         assert [v.allowed for v in field_governance(checked)] == _naive(checked)
 
 
+def test_check_decides_only_the_contested_targets_and_gives_the_same_verdicts_as_deciding_all(
+) -> None:
+    import random
+
+    from compiler.check_governance import field_governance, governed
+
+    rng = random.Random(1406)
+    for _ in range(300):
+        objects = [scap(f"s{rng.randrange(6)}", rng.choice(["spec.a", "spec.a.b", "spec.b"]),
+                        target=rng.choice(["p1", "p2", "p3", "p4", "p5"]),
+                        created=rng.choice([None, "2026-03-02T08:00:00Z", "2026-03-01T08:00:00Z"]))
+                   for _ in range(rng.randrange(1, 9))]
+        checked = _checked(objects, [rng.random() > 0.2 for _ in objects])
+        every = {item.claim.key for item in checked if item.claim is not None}
+        assert field_governance(checked) == governed(checked, every)
+
+
 def test_check_over_thousands_of_objects_compares_each_only_with_those_on_its_own_target(
         monkeypatch: pytest.MonkeyPatch) -> None:
     import api.fieldgovernance as rule
