@@ -431,17 +431,25 @@ def _check_in_workers(checker: Checker, sources: Sequence[_Source], old: Path | 
             return None
         return found
 
-    done = checkpool.run(work, len(runs), jobs)
-    if done is None or _old_without_new(previous, {found[:4] for found in done}):
+    def taken_in(part: list[_Decided]) -> list[tuple[Result, Checked]]:
+        """A run's results as the parent keeps them (made while the workers go on)."""
+        found = []
+        for (api_version, kind, namespace, name, operation, verdict, line, claim, old_claim,
+             index, number, position) in part:
+            result = Result(api_version, kind, namespace, name, operation,
+                            _PLAIN if verdict is None else verdict, sources[index][0], line)
+            found.append((result, Checked(claim, old_claim, result.verdict, functools.partial(
+                _name_in_part, sources[index], number, position))))
+        return found
+
+    done = checkpool.run(work, len(runs), jobs, each=taken_in)
+    if done is None:
         return None
-    results = [Result(api_version, kind, namespace, name, operation,
-                      _PLAIN if verdict is None else verdict, sources[index][0], line)
-               for (api_version, kind, namespace, name, operation, verdict, line, *_, index, _,
-                    _) in done]
-    return results, [
-        Checked(claim, old_claim, result.verdict,
-                functools.partial(_name_in_part, sources[index], part, position))
-        for result, (*_, claim, old_claim, index, part, position) in zip(results, done)]
+    results = [result for result, _ in done]
+    if previous and _old_without_new(previous, {(r.api_version, r.kind, r.namespace, r.name)
+                                                for r in results}):
+        return None
+    return results, [checked for _, checked in done]
 
 
 _Decided = tuple[str, str, str, str, str, "Verdict | None", int, "Claim | None", "Claim | None",

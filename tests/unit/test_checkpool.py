@@ -28,6 +28,33 @@ def test_the_workers_give_every_result_once_in_input_order() -> None:
     assert found[0][1] == os.getpid()  # the first item is done before forking
 
 
+def test_each_run_is_taken_in_by_the_parent_as_it_arrives_and_kept_in_input_order() -> None:
+    parent = os.getpid()
+    taken: list[tuple[int, int]] = []
+
+    def work(start: int, end: int) -> list[int]:
+        time.sleep(0.02 if start % 3 else 0)
+        return list(range(start, end))
+
+    def each(part: list[int]) -> list[tuple[int, int]]:
+        taken.append((part[0], os.getpid()))
+        return [(item, os.getpid()) for item in part]
+
+    found = checkpool.run(work, COUNT, jobs=2, each=each)
+    assert found == [(item, parent) for item in range(COUNT)]
+    assert len(taken) == 1 + 2 * checkpool.SLICES_PER_WORKER  # the first item, then each run
+    assert {pid for _, pid in taken} == {parent}
+
+
+def test_runs_larger_than_a_pipe_holds_arrive_whole() -> None:
+    def work(start: int, end: int) -> list[str]:
+        return [f"{item}:" + "x" * 3000 for item in range(start, end)]  # ~0.75 MB a run
+
+    found = checkpool.run(work, COUNT, jobs=2)
+    assert found is not None and [int(item.split(":")[0]) for item in found] == list(range(COUNT))
+    assert all(len(item) == len(f"{i}:") + 3000 for i, item in enumerate(found))
+
+
 def test_a_run_the_fast_path_cannot_handle_gives_none() -> None:
     def work(start: int, end: int) -> list[int] | None:
         return None if start <= 1500 < end else list(range(start, end))
