@@ -4,3 +4,7 @@ It owns no behaviour of its own: each subcommand is registered by the package it
 (`compiler.cli`, `webhook.cli`, `controllers.cli`, `controllers.providers.cli`) and runs behind
 `commandline.boundary`.
 """
+
+from commandline.leanimports import import_msgspec
+
+import_msgspec()  # before any package imports msgspec (see commandline.leanimports)

@@ -136,7 +136,7 @@ def test_only_the_newest_entries_are_kept(tmp_path: Path, cache: Path) -> None:
     assert len(kept) == checkcache.MAX_ENTRIES and f"{0:064x}" not in kept and "f" * 64 in kept
 
 
-def test_a_one_object_check_imports_no_model_cost_estimate_worker_pool_metadata_or_dataclasses(
+def test_a_one_object_check_imports_no_model_cost_estimate_worker_pool_metadata_dataclasses_or_inspect(
         out_dir: Path, tmp_path: Path, cache: Path) -> None:
     objects = tmp_path / "one.yaml"
     objects.write_text(yaml.safe_dump(GOOD))
@@ -146,7 +146,8 @@ def test_a_one_object_check_imports_no_model_cost_estimate_worker_pool_metadata_
         f"code = main(['check', '--policies', {str(out_dir)!r}, {str(objects)!r}])\n"
         "loaded = [m for m in ('pydantic', 'compiler.spec', 'api.kinds.scheduled_capacity',\n"
         "          'policies.cel.cost', 'multiprocessing', 'importlib.metadata', 'logging',\n"
-        "          'compiler.ownership', 'dataclasses') if m in sys.modules]\n"
+        "          'compiler.ownership', 'dataclasses', 'typing_extensions', 'inspect')\n"
+        "          if m in sys.modules]\n"
         "print(code, loaded)\n"
     )
     found = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
