@@ -30,9 +30,12 @@ from typing import Any, Final, TypeVar, cast, overload
 
 MIN_PER_WORKER: Final = 500
 """Below this many documents per worker, forking costs more than it saves."""
-SLICES_PER_WORKER: Final = 4
-"""Runs of documents handed out per worker: more than one, so a worker slowed by another
-process on its core does not hold up the others."""
+SHARE: Final = 3
+"""Each run handed out is this many workers' share of what is left (guided scheduling): large
+runs first, cheap to hand out, then ever smaller ones, so the workers end together even when
+one was slowed by another process on its core (the parent, taking in results, is one)."""
+MIN_RUN: Final = 40
+"""The smallest run: below it, handing a run out costs more than the balance it buys."""
 _TOKEN: Final = 2
 """Bytes of one run number in the runs pipe (a read of that many is atomic among readers)."""
 
@@ -68,9 +71,7 @@ def run(work: Callable[[int, int], list[T] | None], count: int, jobs: int | None
     first = work(0, 1)
     if first is None:
         return None
-    pieces = workers * SLICES_PER_WORKER
-    size = max(-(-(count - 1) // pieces), 1)
-    slices = [(start, min(start + size, count)) for start in range(1, count, size)]
+    slices = guided_runs(1, count, workers)
     gc.freeze()  # what the workers inherit is never traversed by their collections
     parts = _fan_out(work, slices, workers, convert)
     if parts is None:
@@ -79,6 +80,17 @@ def run(work: Callable[[int, int], list[T] | None], count: int, jobs: int | None
     for part in parts:
         found += part
     return found
+
+
+def guided_runs(start: int, end: int, workers: int) -> list[tuple[int, int]]:
+    """start..end cut into runs, each `1 / (SHARE * workers)` of what is left after the runs
+    before it (at least MIN_RUN items, the last one what remains)."""
+    runs = []
+    while start < end:
+        size = max(-(-(end - start) // (SHARE * workers)), MIN_RUN)
+        runs.append((start, min(start + size, end)))
+        start += size
+    return runs
 
 
 def _same(found: list[T]) -> list[T]:

@@ -42,8 +42,20 @@ def test_each_run_is_taken_in_by_the_parent_as_it_arrives_and_kept_in_input_orde
 
     found = checkpool.run(work, COUNT, jobs=2, each=each)
     assert found == [(item, parent) for item in range(COUNT)]
-    assert len(taken) == 1 + 2 * checkpool.SLICES_PER_WORKER  # the first item, then each run
+    assert len(taken) == 1 + len(checkpool.guided_runs(1, COUNT, 2))  # the first item, each run
     assert {pid for _, pid in taken} == {parent}
+
+
+@pytest.mark.parametrize(("count", "workers"), [(2, 2), (1000, 2), (2000, 2), (10_000, 2),
+                                                (10_000, 4), (123_457, 3)])
+def test_runs_cover_every_item_once_largest_first_none_below_the_minimum_but_the_last(
+        count: int, workers: int) -> None:
+    runs = checkpool.guided_runs(1, count, workers)
+    assert [item for start, end in runs for item in range(start, end)] == list(range(1, count))
+    sizes = [end - start for start, end in runs]
+    assert sizes == sorted(sizes, reverse=True)
+    assert all(size >= checkpool.MIN_RUN for size in sizes[:-1])
+    assert sizes[0] <= -(-(count - 1) // (checkpool.SHARE * workers))
 
 
 def test_runs_larger_than_a_pipe_holds_arrive_whole() -> None:
