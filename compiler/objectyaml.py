@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import os
 import re
 import sys
@@ -19,6 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+import msgspec
 from msgspec import Struct
 
 from compiler.diagnostics import Diagnostic, InputError, Location
@@ -332,8 +332,8 @@ def _duplicates(node: yaml.Node, where: str, found: list[str]) -> None:
 # --- the fast path ---------------------------------------------------------------------------------
 #
 # libyaml through PyYAML composes in C but resolves and constructs every value in Python: ~85% of
-# `fivespot check`'s time on a large file. rapidyaml parses and writes JSON in C++, and the json
-# module decodes it in C, a tenth of the time. The two agree on YAML's structure; where their
+# `fivespot check`'s time on a large file. rapidyaml parses and writes JSON in C++, and msgspec
+# decodes it in C, a tenth of the time. The two agree on YAML's structure; where their
 # scalar typing differs (YAML 1.1's `yes`, `~`, `0777`, `.5`, `1e3`, numeric keys, ...) or
 # rapidyaml's JSON would not carry a value exactly (anchors, tags, escapes, block scalars), the
 # document is read by the PyYAML path instead, which stays the reference: the fast path is taken
@@ -376,7 +376,7 @@ def _resolver() -> yaml.resolver.Resolver:
 
 @functools.lru_cache(maxsize=4096)
 def _same_either_way(token: str) -> bool:
-    """Whether PyYAML and rapidyaml+json give this plain scalar the same value."""
+    """Whether PyYAML and rapidyaml+msgspec give this plain scalar the same value."""
     if token in ("-", "---"):  # a sequence entry, a document marker
         return True
     key = token.endswith(":")
@@ -395,18 +395,34 @@ def _pyyaml_tag(text: str) -> str:
     return str(_resolver().resolve(yaml.ScalarNode, text, (True, False)))  # type: ignore[no-untyped-call]
 
 
-class _Duplicate(Exception):
-    """A mapping gives a key twice: the reference path names where."""
+_decode_json: Final = msgspec.json.Decoder().decode
+_encode_json: Final = msgspec.json.Encoder().encode
 
 
-def _mapping(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    found = dict(pairs)
-    if len(found) != len(pairs):
-        raise _Duplicate
-    return found
+def _colons(value: Any) -> int:
+    """The colons in the decoded value's compact JSON: one after each key, and those in its
+    strings (-1 when it holds an integer msgspec cannot write)."""
+    try:
+        return _encode_json(value).count(b":")
+    except (msgspec.EncodeError, OverflowError):
+        return -1
 
 
-_decode_json: Final = json.JSONDecoder(object_pairs_hook=_mapping).decode
+def _decoded(emitted: str) -> tuple[bool, Any]:
+    """(True, value) of rapidyaml's JSON, or (False, None) when a mapping in it gives a key twice
+    (decoding keeps one: the reference path names the duplicate) or a number out of range.
+
+    Rapidyaml's JSON has a colon after each key it gives and those in its strings; a key given
+    twice is written twice but kept once, so the value written again has fewer colons — at
+    least one per key lost, whatever the strings hold (a lost key's own and its value's colons
+    go with it, and the key kept was written too)."""
+    try:
+        value = _decode_json(emitted)
+    except msgspec.DecodeError:
+        return False, None
+    if value.__class__ in (dict, list) and _colons(value) != emitted.count(":"):
+        return False, None
+    return True, value
 
 
 def _fast_value(body: str) -> tuple[bool, Any]:
@@ -416,8 +432,9 @@ def _fast_value(body: str) -> tuple[bool, Any]:
     try:
         import ryml
 
-        return True, _decode_json(ryml.emit_json(ryml.parse_in_arena(body.encode())))
-    except (_Duplicate, ValueError, RecursionError):  # a duplicate, an overlong integer, depth
+        emitted = ryml.emit_json(ryml.parse_in_arena(body.encode()))
+    except RecursionError:
         return False, None
     except Exception:  # noqa: BLE001 - rapidyaml's parse errors: the reference path words them
         return False, None
+    return _decoded(emitted)

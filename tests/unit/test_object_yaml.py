@@ -103,6 +103,60 @@ def test_the_fast_path_agrees_with_the_reference_on_generated_documents(
     _same(text)
 
 
+DUPLICATES = [
+    "a: 1\nb: 2\na: 3\n",
+    "spec:\n  x: 1\n  y: {z: 1, z: 2}\n",
+    "items:\n- {name: a, name: b}\n- plain\n",
+    "a: 'x\": y'\na: 'x\": y'\n",
+    "'k\": ': 1\nk: 2\n'k\": ': 3\n",
+    "a: {'\"': 1, '\"\"': 2, '\"': 3}\n",
+    "a: [{b: 1}, {b: 1, c: 'd\": e', b: 2}]\n",
+    "a: 1\na: 2\nb: ':x'\n",
+    "a: '::'\nb: {c: ':', c: ''}\n",
+]
+"""Keys given twice, where strings hold `": ` too: the decoded value keeps one of them, so the
+fast path counts the keys rapidyaml wrote against those kept and leaves these to the reference."""
+
+QUOTES_ONCE = [
+    "a: 'x\": y'\nb: foo\"bar\nc: {'\": ': '\": '}\n",
+    "'k\": ': 1\nk: 2\n'\"': 3\n",
+    "a: [\"q\": 1]\n",
+]
+
+
+@pytest.mark.parametrize("text", DUPLICATES)
+def test_a_key_given_twice_is_found_whatever_the_strings_around_it_hold(text: str) -> None:
+    _same(text)
+    assert parse_documents(text, "f.yaml")[0].duplicates
+    assert objectyaml._fast_value(text) == (False, None)
+
+
+@pytest.mark.parametrize("text", QUOTES_ONCE)
+def test_quotes_and_colons_in_strings_keep_a_document_on_the_fast_path(text: str) -> None:
+    _same(text)
+    read, value = objectyaml._fast_value(text)
+    assert read and value == parse_documents(text, "f.yaml")[0].data
+
+
+_QUOTED_KEYS = st.text(alphabet="ab\": ,{}[]#-", min_size=0, max_size=6)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(st.tuples(_QUOTED_KEYS, _QUOTED_KEYS), min_size=1, max_size=5), st.booleans(),
+       st.booleans())
+def test_the_fast_path_agrees_on_quoted_keys_and_values_given_once_or_twice(
+        pairs: list[tuple[str, str]], twice: bool, flow: bool) -> None:
+    if twice:
+        pairs = [*pairs, pairs[0]]
+
+    def quoted(text: str) -> str:
+        return "'" + text.replace("'", "''") + "'"
+
+    entries = [f"{quoted(key)}: {quoted(value)}" for key, value in pairs]
+    text = f"m: {{{', '.join(entries)}}}\n" if flow else "m:\n" + "".join(f"  {e}\n" for e in entries)
+    _same(text)
+
+
 def test_an_object_file_is_read_mostly_by_the_fast_path() -> None:
     base = ("apiVersion: 5spot.finos.org/v1alpha1\nkind: ScheduledCapacity\n"
             "metadata: {name: pool-%d, namespace: agents}\nspec:\n"
