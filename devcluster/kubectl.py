@@ -10,7 +10,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Collection, Sequence
 
 import yaml
 
@@ -54,16 +54,18 @@ def layers(out_dir: Path) -> list[str]:
 
 
 def install(kubeconfig: Path, out_dir: Path, extra_crds: Sequence[Path] = (),
-            after_layer: Callable[[str], None] | None = None) -> None:
-    """Install a compiled OUT_DIR (and e.g. a consumer's own CRD) in sync-wave order;
-    `after_layer(layer)` runs once each layer is applied (a test's probe, a health wait)."""
+            after_layer: Callable[[str], None] | None = None,
+            skip_layers: Collection[str] = ()) -> None:
+    """Install a compiled OUT_DIR (and e.g. a consumer's own CRD) in sync-wave order, leaving
+    out `skip_layers` (OUT_DIR itself is not touched); `after_layer(layer)` runs once each layer
+    is applied (a test's probe, a health wait)."""
     names = []
     for crd in extra_crds:
         apply(kubeconfig, crd)
         names.append(kubectl(kubeconfig, "get", "-f", str(crd), "-o", "name").strip().split("/")[-1])
     for layer in layers(out_dir):
         folder = out_dir / layer
-        if not folder.is_dir():
+        if layer in skip_layers or not folder.is_dir():
             continue
         apply(kubeconfig, folder)
         if layer == CRDS:

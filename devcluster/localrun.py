@@ -29,14 +29,13 @@ def compile_and_install(
 ) -> Path:
     """Compile the example, install it (plus the consumer's CRD); the bundle.json path.
 
-    Without `webhook` the compiled ValidatingWebhookConfiguration is left out: it points at a
-    Service that only exists in a real cluster, and with failurePolicy Fail it would refuse every
-    ScheduledCapacity. It is not installed at all rather than installed and deleted again: the
-    API server's admission plugin learns of a deletion a moment later, and until then it would
-    refuse writes. Run the webhook locally (and keep it) to test admission too.
+    Without `webhook` the compiled ValidatingWebhookConfiguration is left out of the install
+    (OUT_DIR keeps it, as compiled): it points at a Service that only exists in a real cluster,
+    and with failurePolicy Fail it would refuse every ScheduledCapacity. It is not installed at
+    all rather than installed and deleted again: the API server's admission plugin learns of a
+    deletion a moment later, and until then it would refuse writes. Run the webhook locally (and
+    keep it) to test admission too.
     """
-    import shutil
-
     from compiler.emit.base import WEBHOOK_CONFIG
     from compiler.output import write_tree
     from compiler.pipeline import compile_repo
@@ -45,9 +44,7 @@ def compile_and_install(
     compiled = compile_repo(config_dir)
     write_tree(compiled.files, out_dir)
     ensure_namespaces(kubeconfig, _tenant_namespaces(out_dir))
-    if not webhook:
-        shutil.rmtree(out_dir / WEBHOOK_CONFIG, ignore_errors=True)
-    install(kubeconfig, out_dir, [CONSUMER_CRD])
+    install(kubeconfig, out_dir, [CONSUMER_CRD], skip_layers=() if webhook else (WEBHOOK_CONFIG,))
     if not webhook:
         remove_webhook_configuration(kubeconfig)  # one an earlier install left
     return out_dir / "bundle.json"

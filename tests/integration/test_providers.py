@@ -32,18 +32,16 @@ from api.kinds.providers import (
     SESSION_ORDER_MESSAGE,
     TIMEZONE_MESSAGE,
 )
-from compiler.output import write_tree
-from compiler.pipeline import compile_repo
 from controllers.providers import capital_markets
 from controllers.providers.controller import PROVIDER_TYPES, ProviderController
 from controllers.providers.status import rfc3339
 from devcluster import localrun
 from devcluster.clients import client_as_service_account, service_account_kubeconfig
-from devcluster.kubectl import install, kubectl
+from devcluster.kubectl import kubectl
 from runtime.clock import SYSTEM_CLOCK, Clock
 from runtime.leaderelection import Timing
 from runtime.partitions import Partitions
-from tests.integration.authorizer import wait_in_force
+from tests.integration.authorizer import compiled_objects, wait_in_force
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "agent-sandbox"
@@ -56,21 +54,14 @@ FAST_LEASES = Timing(lease_duration_s=6.0, renew_deadline_s=4.0, retry_period_s=
 
 @pytest.fixture(scope="module")
 def installed(kubeconfig: Path, admin: client.ApiClient,
-              tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """The compiled example, installed (tenant namespace `agents` first), its RBAC in force;
+              tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The compiled example, installed as `make demo` installs it (without the webhook
+    configuration, which calls a Service a local API server has not got), its RBAC in force;
     returns OUT_DIR."""
     out = tmp_path_factory.mktemp("providers") / "out"
-    compiled = compile_repo(EXAMPLE / "config")
-    write_tree(compiled.files, out)
-    kubectl(kubeconfig, "apply", "-f", "-",
-            stdin=json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "agents"}}))
-    install(kubeconfig, out, [EXAMPLE / "consumer" / "virtualmachinepools.yaml"])
-    wait_in_force(admin, [a.obj for a in compiled.artifacts])
-    yield out
-    # The install applied the compiled webhook configuration, which calls a Service a local API
-    # server has not got (failurePolicy Fail): it goes with the module, so that a later module's
-    # ScheduledCapacity writes are not refused by it.
-    localrun.remove_webhook_configuration(kubeconfig)
+    localrun.compile_and_install(kubeconfig, out)
+    wait_in_force(admin, compiled_objects(out))
+    return out
 
 
 class ShiftedClock:
