@@ -140,10 +140,12 @@ def read_each_part(text: str, name: str, parts: Iterable[Part]) -> list[list[Doc
     """The documents of each of these parts of `text`, part by part (stderr silenced once for
     them all: a `fivespot check` worker reads hundreds of one-document parts); raises InputError."""
     found = []
+    rapid = _Rapid()
     with _silenced_stderr():
         for start, end, line in parts:
             chunk = text[start:end]
-            found.append(_read_chunk(chunk, name, line, _needs_reference(chunk, start == 0)))
+            found.append(_read_chunk(chunk, name, line, None if _needs_reference(chunk, start == 0)
+                                     else rapid))
     return found
 
 
@@ -184,8 +186,9 @@ def _silenced_stderr() -> Iterator[None]:
         os.close(saved)
 
 
-def _read_chunk(chunk: str, name: str, line: int, slow: bool) -> list[Document]:
-    """The document of one `---`-separated part of a stream, starting on `line`."""
+def _read_chunk(chunk: str, name: str, line: int, rapid: _Rapid | None) -> list[Document]:
+    """The document of one `---`-separated part of a stream, starting on `line` (read by the
+    fast path with `rapid`, by the reference path without)."""
     body, first_line = chunk, line
     if chunk.startswith("---"):
         head, _, rest = chunk.partition("\n")
@@ -196,7 +199,7 @@ def _read_chunk(chunk: str, name: str, line: int, slow: bool) -> list[Document]:
     start = _content_start(body)
     if start is None:
         return []
-    read, value = (False, None) if slow else _fast_value(body)
+    read, value = (False, None) if rapid is None else _fast_value(body, rapid)
     if not read:
         return parse_documents(body, name, first_line)
     if value is None:
@@ -399,6 +402,34 @@ _decode_json: Final = msgspec.json.Decoder().decode
 _encode_json: Final = msgspec.json.Encoder().encode
 
 
+class _Rapid:
+    """One rapidyaml tree and one output buffer, used again for each document a read reads: a
+    new tree and a new JSON string for each would cost a third of the fast path. A read's own
+    (never shared between threads); the value decoded from the buffer is a copy."""
+
+    __slots__ = ("buffer", "tree")
+
+    def __init__(self) -> None:
+        import ryml
+
+        self.tree = ryml.Tree()
+        self.buffer = bytearray(1 << 14)
+
+    def json(self, body: bytes) -> int:
+        """`body` parsed and written as JSON into `buffer`; how many bytes of it."""
+        import ryml
+
+        tree = self.tree
+        tree.clear()
+        tree.clear_arena()
+        ryml.parse_csubstr(body, tree)
+        failed, size = ryml.emit_json_to_substr(tree, tree.root_id(), self.buffer)
+        if failed:
+            self.buffer = bytearray(2 * size)
+            failed, size = ryml.emit_json_to_substr(tree, tree.root_id(), self.buffer)
+        return int(size)
+
+
 def _colons(value: Any) -> int:
     """The colons in the decoded value's compact JSON: one after each key, and those in its
     strings (-1 when it holds an integer msgspec cannot write)."""
@@ -408,9 +439,10 @@ def _colons(value: Any) -> int:
         return -1
 
 
-def _decoded(emitted: str) -> tuple[bool, Any]:
-    """(True, value) of rapidyaml's JSON, or (False, None) when a mapping in it gives a key twice
-    (decoding keeps one: the reference path names the duplicate) or a number out of range.
+def _decoded(emitted: memoryview, colons: int) -> tuple[bool, Any]:
+    """(True, value) of rapidyaml's JSON, which has `colons` colons, or (False, None) when a
+    mapping in it gives a key twice (decoding keeps one: the reference path names the
+    duplicate) or a number out of range.
 
     Rapidyaml's JSON has a colon after each key it gives and those in its strings; a key given
     twice is written twice but kept once, so the value written again has fewer colons — at
@@ -420,21 +452,20 @@ def _decoded(emitted: str) -> tuple[bool, Any]:
         value = _decode_json(emitted)
     except msgspec.DecodeError:
         return False, None
-    if value.__class__ in (dict, list) and _colons(value) != emitted.count(":"):
+    if value.__class__ in (dict, list) and _colons(value) != colons:
         return False, None
     return True, value
 
 
-def _fast_value(body: str) -> tuple[bool, Any]:
+def _fast_value(body: str, rapid: _Rapid) -> tuple[bool, Any]:
     """(True, value) when the fast path reads `body` exactly, else (False, None)."""
     if body.count("[") + body.count("{") > MAX_DEPTH:  # nesting the reference path may refuse
         return False, None
     try:
-        import ryml
-
-        emitted = ryml.emit_json(ryml.parse_in_arena(body.encode()))
+        size = rapid.json(body.encode())
     except RecursionError:
         return False, None
     except Exception:  # noqa: BLE001 - rapidyaml's parse errors: the reference path words them
         return False, None
-    return _decoded(emitted)
+    with memoryview(rapid.buffer) as whole, whole[:size] as emitted:
+        return _decoded(emitted, rapid.buffer.count(b":", 0, size))

@@ -128,13 +128,13 @@ QUOTES_ONCE = [
 def test_a_key_given_twice_is_found_whatever_the_strings_around_it_hold(text: str) -> None:
     _same(text)
     assert parse_documents(text, "f.yaml")[0].duplicates
-    assert objectyaml._fast_value(text) == (False, None)
+    assert objectyaml._fast_value(text, objectyaml._Rapid()) == (False, None)
 
 
 @pytest.mark.parametrize("text", QUOTES_ONCE)
 def test_quotes_and_colons_in_strings_keep_a_document_on_the_fast_path(text: str) -> None:
     _same(text)
-    read, value = objectyaml._fast_value(text)
+    read, value = objectyaml._fast_value(text, objectyaml._Rapid())
     assert read and value == parse_documents(text, "f.yaml")[0].data
 
 
@@ -155,6 +155,16 @@ def test_the_fast_path_agrees_on_quoted_keys_and_values_given_once_or_twice(
     entries = [f"{quoted(key)}: {quoted(value)}" for key, value in pairs]
     text = f"m: {{{', '.join(entries)}}}\n" if flow else "m:\n" + "".join(f"  {e}\n" for e in entries)
     _same(text)
+
+
+def test_one_tree_and_buffer_read_documents_of_any_size_one_after_another() -> None:
+    small = "a: 1\nb: [x, y]\n"
+    large = "items:\n" + "".join(f"- {{name: item-{i}, value: v{i}}}\n" for i in range(3000))
+    text = "---\n".join([small, large, small, "c: {d: e}\n", large])
+    _same(text)
+    rapid = objectyaml._Rapid()
+    assert len(rapid.buffer) < 100_000 < rapid.json(large.encode())  # the buffer grew
+    assert objectyaml._fast_value(small, rapid) == (True, {"a": 1, "b": ["x", "y"]})
 
 
 def test_an_object_file_is_read_mostly_by_the_fast_path() -> None:
