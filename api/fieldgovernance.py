@@ -23,8 +23,10 @@ providers' status) and pointing one ScheduledCapacity at the composition, never 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
+from types import MappingProxyType
 from typing import Any, Final
 
 from msgspec import Struct
@@ -88,7 +90,12 @@ class Claim(Struct, frozen=True):
 
 
 def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+    if value.__class__ is dict:  # what decoded objects hold: no ABC check needed
+        return value
+    return value if isinstance(value, Mapping) else _NOTHING
+
+
+_NOTHING: Final[Mapping[str, Any]] = MappingProxyType({})
 
 
 def _timestamp(value: object) -> datetime | None:
@@ -99,6 +106,12 @@ def _timestamp(value: object) -> datetime | None:
     except ValueError:
         return None
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+
+
+@functools.lru_cache(maxsize=256)
+def _path_error(path: str) -> str | None:
+    """`capacity_path_error`, remembered: most ScheduledCapacities name one of a few paths."""
+    return capacity_path_error(path)
 
 
 def claim_of(obj: Mapping[str, Any], namespace: str | None = None) -> Claim | None:
@@ -113,7 +126,10 @@ def claim_of(obj: Mapping[str, Any], namespace: str | None = None) -> Claim | No
     ns = meta.get("namespace") or namespace
     name = meta.get("name")
     fields = (ns, name, target.get("apiVersion"), target.get("kind"), target.get("name"), path)
-    if not all(isinstance(f, str) and f for f in fields) or capacity_path_error(path) is not None:
+    for field in fields:
+        if not isinstance(field, str) or not field:
+            return None
+    if _path_error(path) is not None:
         return None
     return Claim(str(ns), str(name), str(target["apiVersion"]), str(target["kind"]),
                  str(target["name"]), str(path), _timestamp(meta.get("creationTimestamp")))
