@@ -115,7 +115,8 @@ DUPLICATES = [
     "a: '::'\nb: {c: ':', c: ''}\n",
 ]
 """Keys given twice, where strings hold `": ` too: the decoded value keeps one of them, so the
-fast path counts the keys rapidyaml wrote against those kept and leaves these to the reference."""
+fast path counts the colons rapidyaml wrote against those of the value written again, and leaves
+these to the reference."""
 
 QUOTES_ONCE = [
     "a: 'x\": y'\nb: foo\"bar\nc: {'\": ': '\": '}\n",
