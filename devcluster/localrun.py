@@ -11,9 +11,9 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
-from typing import IO, Final
+from typing import IO, Any, Final
 
 from api.identities import CAPACITY_CONTROLLER
 from runtime.processes import die_with_parent
@@ -58,19 +58,28 @@ def remove_webhook_configuration(kubeconfig: Path) -> None:
             "--ignore-not-found", "--wait=false")
 
 
+def compiled_objects(out_dir: Path, skip_layers: Collection[str] = ()) -> list[dict[str, Any]]:
+    """Every object a compiled OUT_DIR holds (its kustomizations left out), but those of
+    `skip_layers`, in path order."""
+    import yaml
+
+    return [document for path in sorted(out_dir.rglob("*.yaml"))
+            if path.name != "kustomization.yaml" and path.parts[len(out_dir.parts)] not in skip_layers
+            for document in yaml.safe_load_all(path.read_text())
+            if isinstance(document, dict) and "kind" in document]
+
+
 def _tenant_namespaces(out_dir: Path) -> set[str]:
     """Namespaces that compiled tenant objects live in (schedules, the machine controller's Roles
     in the CAPI clusters' namespaces); they must exist first."""
-    import yaml
+    from compiler.emit.base import WORKLOADS
 
     found: set[str] = set()
-    for path in sorted(out_dir.rglob("*.yaml")):
-        if path.name == "kustomization.yaml" or path.parts[len(out_dir.parts)] == "workloads":
-            continue
-        for doc in yaml.safe_load_all(path.read_text()):
-            namespace = (doc or {}).get("metadata", {}).get("namespace") if isinstance(doc, dict) else None
-            if isinstance(namespace, str) and namespace != INSTALL_NAMESPACE:
-                found.add(namespace)
+    for obj in compiled_objects(out_dir, skip_layers=(WORKLOADS,)):
+        meta = obj.get("metadata")
+        namespace = meta.get("namespace") if isinstance(meta, dict) else None
+        if isinstance(namespace, str) and namespace != INSTALL_NAMESPACE:
+            found.add(namespace)
     return found
 
 

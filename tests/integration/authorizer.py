@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 from typing import Any
 
-import yaml
 from kubernetes import client
 
 Attributes = dict[str, str]
@@ -59,9 +57,3 @@ def wait_in_force(admin: client.ApiClient, objects: Iterable[dict[str, Any]],
                 raise AssertionError(f"RBAC not in force within {timeout_s}s: {user} {attributes}")
             time.sleep(0.1)
 
-
-def compiled_objects(out_dir: Path) -> list[dict[str, Any]]:
-    """Every object of a compiled OUT_DIR (its kustomizations left out), to wait for."""
-    return [document for path in sorted(out_dir.rglob("*.yaml")) if path.name != "kustomization.yaml"
-            for document in yaml.safe_load_all(path.read_text())
-            if isinstance(document, dict) and "kind" in document]

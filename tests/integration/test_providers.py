@@ -41,7 +41,7 @@ from devcluster.kubectl import kubectl
 from runtime.clock import SYSTEM_CLOCK, Clock
 from runtime.leaderelection import Timing
 from runtime.partitions import Partitions
-from tests.integration.authorizer import compiled_objects, wait_in_force
+from tests.integration.authorizer import wait_in_force
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "agent-sandbox"
@@ -60,7 +60,7 @@ def installed(kubeconfig: Path, admin: client.ApiClient,
     returns OUT_DIR."""
     out = tmp_path_factory.mktemp("providers") / "out"
     localrun.compile_and_install(kubeconfig, out)
-    wait_in_force(admin, compiled_objects(out))
+    wait_in_force(admin, localrun.compiled_objects(out))
     return out
 
 
