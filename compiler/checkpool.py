@@ -26,7 +26,7 @@ import select
 import signal
 import struct
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Final, TypeVar, cast, overload
+from typing import Any, Final, TypeVar
 
 MIN_PER_WORKER: Final = 500
 """Below this many documents per worker, forking costs more than it saves."""
@@ -43,28 +43,17 @@ T = TypeVar("T")
 U = TypeVar("U")
 
 
-@overload
-def run(work: Callable[[int, int], list[T] | None], count: int, jobs: int | None = None
-        ) -> list[T] | None: ...
-
-
-@overload
-def run(work: Callable[[int, int], list[T] | None], count: int, jobs: int | None = None, *,
-        each: Callable[[list[T]], list[U]]) -> list[U] | None: ...
-
-
-def run(work: Callable[[int, int], list[T] | None], count: int, jobs: int | None = None,
-        each: Callable[[list[T]], list[U]] | None = None) -> list[U] | list[T] | None:
+def run(work: Callable[[int, int], list[T] | None], count: int, jobs: int | None,
+        each: Callable[[list[T]], list[U]]) -> list[U] | None:
     """`work(start, end)` (the results for items start..end-1, or None when one of them is not
     what the caller's fast path handles) over range(count), on at most `jobs` processes
     (default: the usable cores), each run's results passed through `each` (in this process, as
     they arrive: while the workers go on) and concatenated in order; None when any part gave
-    None or a worker failed. Without `each`, the results as they are."""
-    convert = cast("Callable[[list[T]], list[U]]", each if each is not None else _same)
+    None or a worker failed."""
     workers = min(jobs or usable_cores(), count // MIN_PER_WORKER)
     if workers < 2 or not hasattr(os, "fork"):
         alone = work(0, count)
-        return None if alone is None else convert(alone)
+        return None if alone is None else each(alone)
     # The first item is done here, before forking: what the checker builds on first use (the
     # schema, the match plan and the batched program of the policies a request matches) is
     # then built once, and every worker inherits it.
@@ -73,10 +62,10 @@ def run(work: Callable[[int, int], list[T] | None], count: int, jobs: int | None
         return None
     slices = guided_runs(1, count, workers)
     gc.freeze()  # what the workers inherit is never traversed by their collections
-    parts = _fan_out(work, slices, workers, convert)
+    parts = _fan_out(work, slices, workers, each)
     if parts is None:
         return None
-    found: list[U] = list(convert(first))
+    found = each(first)
     for part in parts:
         found += part
     return found
@@ -91,10 +80,6 @@ def guided_runs(start: int, end: int, workers: int) -> list[tuple[int, int]]:
         runs.append((start, min(start + size, end)))
         start += size
     return runs
-
-
-def _same(found: list[T]) -> list[T]:
-    return found
 
 
 def usable_cores() -> int:

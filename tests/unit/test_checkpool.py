@@ -21,7 +21,7 @@ def test_the_workers_give_every_result_once_in_input_order() -> None:
         time.sleep(0.02 if start % 3 else 0)  # finished out of order
         return [(item, os.getpid()) for item in range(start, end)]
 
-    found = checkpool.run(work, COUNT, jobs=2)
+    found = checkpool.run(work, COUNT, jobs=2, each=list)
     assert found is not None
     assert [item for item, _ in found] == list(range(COUNT))
     assert len({pid for _, pid in found[1:]}) == 2  # both workers took runs
@@ -62,7 +62,7 @@ def test_runs_larger_than_a_pipe_holds_arrive_whole() -> None:
     def work(start: int, end: int) -> list[str]:
         return [f"{item}:" + "x" * 3000 for item in range(start, end)]  # ~0.75 MB a run
 
-    found = checkpool.run(work, COUNT, jobs=2)
+    found = checkpool.run(work, COUNT, jobs=2, each=list)
     assert found is not None and [int(item.split(":")[0]) for item in found] == list(range(COUNT))
     assert all(len(item) == len(f"{i}:") + 3000 for i, item in enumerate(found))
 
@@ -71,7 +71,7 @@ def test_a_run_the_fast_path_cannot_handle_gives_none() -> None:
     def work(start: int, end: int) -> list[int] | None:
         return None if start <= 1500 < end else list(range(start, end))
 
-    assert checkpool.run(work, COUNT, jobs=2) is None
+    assert checkpool.run(work, COUNT, jobs=2, each=list) is None
 
 
 def _forks(monkeypatch: pytest.MonkeyPatch, fail_after: int | None = None) -> list[int]:
@@ -116,18 +116,18 @@ def test_a_worker_that_raises_or_dies_gives_none_and_leaves_no_child(
             os._exit(0)  # exits "well" but sends nothing
         return list(range(start, end))
 
-    assert checkpool.run(raising, COUNT, jobs=2) is None
-    assert checkpool.run(dying, COUNT, jobs=2) is None
+    assert checkpool.run(raising, COUNT, jobs=2, each=list) is None
+    assert checkpool.run(dying, COUNT, jobs=2, each=list) is None
     assert len(pids) == 4 and _all_reaped(pids)
 
 
 def test_no_process_to_fork_gives_none_and_stops_the_worker_forked(
         monkeypatch: pytest.MonkeyPatch) -> None:
     pids = _forks(monkeypatch, fail_after=1)
-    assert checkpool.run(lambda s, e: list(range(s, e)), COUNT, jobs=2) is None
+    assert checkpool.run(lambda s, e: list(range(s, e)), COUNT, jobs=2, each=list) is None
     assert len(pids) == 1 and _all_reaped(pids)
 
 
 def test_a_small_input_is_done_in_this_process() -> None:
-    found = checkpool.run(lambda s, e: [os.getpid()] * (e - s), 999, jobs=2)
+    found = checkpool.run(lambda s, e: [os.getpid()] * (e - s), 999, jobs=2, each=list)
     assert found == [os.getpid()] * 999
