@@ -23,7 +23,6 @@ providers' status) and pointing one ScheduledCapacity at the composition, never 
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from types import MappingProxyType
@@ -108,12 +107,6 @@ def _timestamp(value: object) -> datetime | None:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
 
 
-@functools.lru_cache(maxsize=256)
-def _path_error(path: str) -> str | None:
-    """`capacity_path_error`, remembered: most ScheduledCapacities name one of a few paths."""
-    return capacity_path_error(path)
-
-
 def claim_of(obj: Mapping[str, Any], namespace: str | None = None) -> Claim | None:
     """The claim a raw ScheduledCapacity makes, or None when its spec names no writable field
     (a malformed target reference, or a path the field-path rule refuses: such an object is
@@ -129,7 +122,7 @@ def claim_of(obj: Mapping[str, Any], namespace: str | None = None) -> Claim | No
     for field in fields:
         if not isinstance(field, str) or not field:
             return None
-    if _path_error(path) is not None:
+    if capacity_path_error(path) is not None:
         return None
     return Claim(str(ns), str(name), str(target["apiVersion"]), str(target["kind"]),
                  str(target["name"]), str(path), _timestamp(meta.get("creationTimestamp")))

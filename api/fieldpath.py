@@ -11,6 +11,7 @@ reconciler, which must still refuse a bad path when the installed CRD is older t
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Final
 
@@ -54,6 +55,13 @@ def drained_path_error(path: object) -> str | None:
 def _path_error(path: object, pattern: re.Pattern[str], message: str) -> str | None:
     if not isinstance(path, str):
         return f"{message}; got a {type(path).__name__}, not a string"
+    return _string_path_error(path, pattern, message)
+
+
+@functools.lru_cache(maxsize=256)
+def _string_path_error(path: str, pattern: re.Pattern[str], message: str) -> str | None:
+    """Remembered: most ScheduledCapacities name one of a few paths (a check of many objects,
+    a controller's reconciles)."""
     if len(path) > MAX_PATH_LENGTH:
         return f"{message}; got {len(path)} characters, the limit is {MAX_PATH_LENGTH}"
     if pattern.fullmatch(path) is None:
