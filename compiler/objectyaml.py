@@ -407,26 +407,25 @@ class _Rapid:
     new tree and a new JSON string for each would cost a third of the fast path. A read's own
     (never shared between threads); the value decoded from the buffer is a copy."""
 
-    __slots__ = ("buffer", "tree")
+    __slots__ = ("buffer", "emit", "parse", "tree")
 
     def __init__(self) -> None:
-        import ryml
+        import ryml  # by the first read, not with the module (commands that read no objects)
 
         self.tree = ryml.Tree()
         self.buffer = bytearray(1 << 14)
+        self.parse, self.emit = ryml.parse_csubstr, ryml.emit_json_to_substr
 
     def json(self, body: bytes) -> int:
         """`body` parsed and written as JSON into `buffer`; how many bytes of it."""
-        import ryml
-
         tree = self.tree
         tree.clear()
         tree.clear_arena()
-        ryml.parse_csubstr(body, tree)
-        failed, size = ryml.emit_json_to_substr(tree, tree.root_id(), self.buffer)
+        self.parse(body, tree)
+        failed, size = self.emit(tree, tree.root_id(), self.buffer)
         if failed:
             self.buffer = bytearray(2 * size)
-            failed, size = ryml.emit_json_to_substr(tree, tree.root_id(), self.buffer)
+            failed, size = self.emit(tree, tree.root_id(), self.buffer)
         return int(size)
 
 
