@@ -47,6 +47,7 @@ from policies.admission_eval import (
     UnknownKind,
     Verdict,
     Violation,
+    group_of,
 )
 from policies.cel.engine import compiled_programs, restore_programs
 
@@ -115,7 +116,7 @@ def _objects(documents: Iterable[Document]) -> list[Document]:
 # --- loading policies ------------------------------------------------------------------------------
 
 
-def policy_files(root: Path) -> list[Path]:
+def yaml_files(root: Path) -> list[Path]:
     """Every YAML file under a folder, in path order (hidden files and folders, and folders
     reached through a symlink, skipped), or the file itself."""
     if root.is_file():
@@ -167,7 +168,7 @@ def _load_checker(roots: Sequence[Path], cache: bool) -> tuple[Checker, Callable
                                        "policies folder does not exist; pass the OUT_DIR of "
                                        "`fivespot compile`"))
             continue
-        for path in policy_files(root):
+        for path in yaml_files(root):
             try:
                 text = read_file(path, str(path))
             except InputError as error:
@@ -261,6 +262,9 @@ class Result(Struct, frozen=True):
     file: str = ""
     line: int = 0
     """Where the object starts in its input file."""
+    skipped: str = ""
+    """Why no policy given applies to the object, so it was not checked (its verdict is then
+    the plain admission: nothing fivespot checks denies it)."""
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -268,6 +272,7 @@ class Result(Struct, frozen=True):
                        "namespace": self.namespace, "name": self.name},
             "source": {"file": self.file, "line": self.line},
             "operation": self.operation, **self.verdict.as_json(),
+            **({"skipped": self.skipped} if self.skipped else {}),
         }
 
     @property
@@ -277,16 +282,33 @@ class Result(Struct, frozen=True):
 
 
 def _key(checker: Checker, obj: Mapping[str, Any]) -> tuple[str, str, str, str]:
+    """(apiVersion, kind, namespace, name); raises UnknownKind for a kind the policies should
+    know (an object no policy applies to keys by the namespace it names)."""
     meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
     assert isinstance(meta, dict)
-    return (str(obj.get("apiVersion")), str(obj.get("kind")), checker.namespace_of(obj),
+    try:
+        namespace = checker.namespace_of(obj)
+    except UnknownKind as error:
+        if error.governed:
+            raise
+        namespace = str(meta.get("namespace") or "")
+    return (str(obj.get("apiVersion")), str(obj.get("kind")), namespace,
             str(meta.get("name") or ""))
 
 
+def _not_checked(error: UnknownKind) -> str:
+    group = group_of(error.api_version)
+    return (f"not checked: no CRD or ValidatingAdmissionPolicy given covers the API group "
+            f"{group or 'core'!r} of {error.kind}")
+
+
 def _unknown_kind(document: Document, error: UnknownKind) -> Diagnostic:
+    why = ("" if error.group_defined else
+           "; a ValidatingAdmissionPolicy given may match its API group, and check decides only "
+           "the custom resources of the CRDs given")
     return Diagnostic(document.locate("kind"), "kind",
                       f"{error.kind} ({error.api_version}) is not a kind the policies know "
-                      f"(known: {', '.join(error.known)})")
+                      f"(known: {', '.join(error.known)}){why}")
 
 
 def check(policies: Sequence[Path], objects: Sequence[Path], old: Path | None = None,
@@ -296,7 +318,7 @@ def check(policies: Sequence[Path], objects: Sequence[Path], old: Path | None = 
     the request's `fieldValidation` (kubectl's default: Strict), on at most `jobs` processes
     (default: every usable core, for large inputs); `cache`: see `load_checker`."""
     checker, keep = _load_checker(policies, cache)
-    sources = [_source(path) for path in objects]
+    sources = [_source(path) for path in input_files(objects)]
     found = _check_in_workers(checker, sources, old, namespaces, field_validation, jobs)
     results, checked = found if found is not None else _check_here(
         checker, sources, old, namespaces, field_validation)
@@ -308,6 +330,26 @@ def check(policies: Sequence[Path], objects: Sequence[Path], old: Path | None = 
 _Source = tuple[str, "str | InputError", "list[Part] | None"]
 """An input file: its name, its text (or why it cannot be read), and its parts (`split_text`;
 None when it must be read whole)."""
+
+
+def input_files(paths: Sequence[Path]) -> list[Path]:
+    """The files to read: each file as given, each folder's YAML files (`yaml_files`); raises
+    InputError for a folder that holds none."""
+    found: list[Path] = []
+    empty: list[Diagnostic] = []
+    for path in paths:
+        if not path.is_dir():
+            found.append(path)
+            continue
+        inside = yaml_files(path)
+        if not inside:
+            empty.append(Diagnostic(Location(str(path), 0, 0), "",
+                                    "no .yaml or .yml file in this folder (hidden ones are "
+                                    "skipped)"))
+        found += inside
+    if empty:
+        raise InputError(empty)
+    return found
 
 
 def _source(path: Path) -> _Source:
@@ -340,7 +382,14 @@ def _decide(checker: Checker, document: Document,
     request = Request("UPDATE" if before is not None else "CREATE", document.data, old,
                       namespace_objects.get(key[2]) if key[2] else None,
                       field_validation=field_validation, duplicate_fields=document.duplicates)
-    result = Result(key[0], key[1], key[2], key[3], request.operation, checker.check(request),
+    try:
+        verdict = checker.check(request)
+    except UnknownKind as error:
+        if error.governed:
+            raise
+        return (Result(key[0], key[1], key[2], key[3], request.operation, _PLAIN, document.file,
+                       document.line, _not_checked(error)), None, None)
+    result = Result(key[0], key[1], key[2], key[3], request.operation, verdict,
                     document.file, document.line)
     claim = object_claim(document.data, result.namespace)
     old_claim = object_claim(old, result.namespace) if claim is not None and old is not None else None
@@ -360,7 +409,8 @@ def _check_here(checker: Checker, sources: Sequence[_Source], old: Path | None,
         try:
             checker.kind_of(document.data)
         except UnknownKind as error:
-            problems.append(_unknown_kind(document, error))
+            if error.governed:
+                problems.append(_unknown_kind(document, error))
     if problems:
         raise InputError(problems)
     previous = {_key(checker, d.data): d for d in old_documents}
@@ -435,9 +485,10 @@ def _check_in_workers(checker: Checker, sources: Sequence[_Source], old: Path | 
         """A run's results as the parent keeps them (made while the workers go on)."""
         found = []
         for (api_version, kind, namespace, name, operation, verdict, line, claim, old_claim,
-             index, number, position) in part:
+             index, number, position, skipped) in part:
             result = Result(api_version, kind, namespace, name, operation,
-                            _PLAIN if verdict is None else verdict, sources[index][0], line)
+                            _PLAIN if verdict is None else verdict, sources[index][0], line,
+                            skipped)
             found.append((result, Checked(claim, old_claim, result.verdict, functools.partial(
                 _name_in_part, sources[index], number, position))))
         return found
@@ -453,10 +504,10 @@ def _check_in_workers(checker: Checker, sources: Sequence[_Source], old: Path | 
 
 
 _Decided = tuple[str, str, str, str, str, "Verdict | None", int, "Claim | None", "Claim | None",
-                 int, int, int]
+                 int, int, int, str]
 """What a worker sends back for an object: apiVersion, kind, namespace, name, operation, the
-verdict (None: `_PLAIN`), its line, its claim and its old version's, and where it is (file,
-part, position among the part's objects)."""
+verdict (None: `_PLAIN`), its line, its claim and its old version's, where it is (file,
+part, position among the part's objects), and why it was skipped ('' when checked)."""
 
 
 def _decided(decided: tuple[Result, Claim | None, Claim | None], index: int, part: int,
@@ -466,7 +517,7 @@ def _decided(decided: tuple[Result, Claim | None, Claim | None], index: int, par
     result, claim, old_claim = decided
     return (intern(result.api_version), intern(result.kind), intern(result.namespace),
             result.name, result.operation, None if _plain(result.verdict) else result.verdict,
-            result.line, claim, old_claim, index, part, position)
+            result.line, claim, old_claim, index, part, position, result.skipped)
 
 
 _PLAIN: Final = Verdict(True)
@@ -670,7 +721,10 @@ def render_check_table(results: Sequence[Result]) -> str:
     for result in results:
         verdict = result.verdict
         where = f"{result.file}:{result.line}"
-        if verdict.allowed:
+        if result.skipped:
+            rows.append([where, result.label, result.operation, "skipped", "", "", "",
+                         result.skipped])
+        elif verdict.allowed:
             rows.append([where, result.label, result.operation, "allowed", "", "", "", ""])
         for violation in verdict.violations:
             rows.append([where, result.label, result.operation, "denied", violation.source,
@@ -681,8 +735,10 @@ def render_check_table(results: Sequence[Result]) -> str:
             errors.append(f"{where}: Error from server ({verdict.status.reason}): "
                           f"{verdict.status.message}")
     denied = sum(1 for r in results if not r.verdict.allowed)
+    skipped = sum(1 for r in results if r.skipped)
     summary = f"{len(results)} object{'s' if len(results) != 1 else ''}: " \
-              f"{len(results) - denied} allowed, {denied} denied"
+              f"{len(results) - denied - skipped} allowed, {denied} denied" \
+              + (f", {skipped} skipped" if skipped else "")
     return "\n".join([_table(rows), *(["", *errors, ""] if errors else []), summary])
 
 

@@ -23,6 +23,7 @@ from policies.admission_eval.chain import (
     Request,
     UnknownKind,
     admission_request,
+    group_of,
 )
 from policies.admission_eval.result import CRD_RULE, SCHEMA, VAP, Verdict, Violation
 from policies.admission_eval.structural import SchemaError
@@ -57,5 +58,6 @@ __all__ = [
     "Verdict",
     "Violation",
     "admission_request",
+    "group_of",
     "review",
 ]

@@ -27,13 +27,22 @@ FIELD_VALIDATIONS: Final[tuple[FieldValidation, ...]] = ("Strict", "Warn", "Igno
 
 
 class UnknownKind(LookupError):
-    """The object's apiVersion/kind is not a custom resource the policies define."""
+    """The object's apiVersion/kind is not a custom resource the policies define.
 
-    def __init__(self, api_version: str, kind: str, known: list[str]) -> None:
+    `governed`: whether its API group is still the policies' business (a CRD they define is in
+    it, or a ValidatingAdmissionPolicy may match it), so the object cannot be decided, rather
+    than being one no policy here applies to (a Deployment beside its ScheduledCapacity).
+    """
+
+    def __init__(self, api_version: str, kind: str, known: list[str], *,
+                 group_defined: bool = True, group_matched: bool = True) -> None:
         super().__init__(f"{kind} ({api_version}) is not a kind the policies define")
         self.api_version = api_version
         self.kind = kind
         self.known = known
+        self.group_defined = group_defined
+        """A CRD the policies define is in the object's group."""
+        self.governed = group_defined or group_matched
 
 
 class Request(Struct, frozen=True):
@@ -48,6 +57,11 @@ class Request(Struct, frozen=True):
     duplicate_fields: tuple[str, ...] = ()
     """Fields the input gave more than once (`spec.enabled`), as the strict decoder names them;
     the reader finds them (a decoded mapping has lost them)."""
+
+
+def group_of(api_version: str) -> str:
+    """The API group of an apiVersion: `apps` of `apps/v1`, '' (core) of `v1`."""
+    return api_version.rpartition("/")[0]
 
 
 def admission_request(kind: CustomResourceKind, operation: str, obj: Mapping[str, Any],
@@ -96,7 +110,10 @@ class Checker(Struct, frozen=True, eq=False):
         found = self.kinds.get(key)
         if found is None:
             known = sorted(f"{k.kind} ({k.api_version})" for k in self.kinds.values())
-            raise UnknownKind(key[0], key[1], known)
+            group = group_of(key[0])
+            raise UnknownKind(key[0], key[1], known,
+                              group_defined=any(k.group == group for k in self.kinds.values()),
+                              group_matched=self.policies.may_match_group(group))
         return found
 
     def namespace_of(self, obj: Mapping[str, Any]) -> str:

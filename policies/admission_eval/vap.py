@@ -472,6 +472,16 @@ def _matches(match: Match | None, attributes: Attributes, owner: str, *, constra
     return True
 
 
+def _may_match_group(match: Match | None, group: str) -> bool:
+    if match is None or not match.has_rules:
+        return True
+    try:
+        return any(_ALL in groups or group in groups
+                   for groups in (rule.get("apiGroups") or () for rule in match.rules))
+    except (AttributeError, TypeError):
+        return True
+
+
 def _is_static(match: Match | None) -> bool:
     """Whether the match's verdict for a namespaced request depends only on the request's
     resource, name and namespace name."""
@@ -561,6 +571,12 @@ class PolicySet(Struct, frozen=True, eq=False):
         memoised): the policies name their params' kinds, so a caller compiles once, then
         looks those objects up."""
         return PolicySet(self.policies, self.bindings, _by_kind(params))
+
+    def may_match_group(self, group: str) -> bool:
+        """Whether some policy's `matchConstraints` may match a resource of this API group (a
+        binding can only narrow what its policy matches). A policy whose rules cannot be read
+        may match anything."""
+        return any(_may_match_group(policy.match, group) for policy in self.policies.values())
 
     @property
     def param_kinds(self) -> frozenset[tuple[str, str]]:

@@ -191,8 +191,8 @@ def test_with_a_kept_entry_only_the_kinds_checked_have_their_schema_compiled(
         f"{GOOD['apiVersion']} {GOOD['kind']}"]
 
 
-def test_the_policy_files_are_every_yaml_file_rglob_finds_in_path_order(tmp_path: Path) -> None:
-    from compiler.offline_check import policy_files
+def test_the_yaml_files_of_a_folder_are_every_one_rglob_finds_in_path_order(tmp_path: Path) -> None:
+    from compiler.offline_check import yaml_files
 
     root = tmp_path / "out"
     for name in ("a/b.yaml", "a-c.yaml", "a/z/y.yml", "b.YAML", "c.yaml.txt", ".hidden/x.yaml",
@@ -206,7 +206,7 @@ def test_the_policy_files_are_every_yaml_file_rglob_finds_in_path_order(tmp_path
     (root / "dir.yaml").mkdir()
     reference = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in (".yaml", ".yml")
                        and not any(part.startswith(".") for part in p.relative_to(root).parts))
-    found = policy_files(root)
+    found = yaml_files(root)
     assert found == reference
     assert [p.relative_to(root).as_posix() for p in found] == [
         "a/b.yaml", "a/z/y.yml", "a-c.yaml", "d/e.yaml", "file-link.yaml", "x.y.yaml"]

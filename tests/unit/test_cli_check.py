@@ -123,20 +123,95 @@ def test_a_missing_objects_file_exits_two(out_dir: Path, tmp_path: Path,
     assert err == f"{tmp_path / 'nope.yaml'}:0:0: cannot read: no such file\n1 error; nothing was checked\n"
 
 
-def test_a_kind_the_policies_do_not_know_exits_two(out_dir: Path, tmp_path: Path,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    objects = write(tmp_path / "objects.yaml",
-                    {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}})
+KNOWN = (
+    "CapitalMarketsSchedule (spotschedules.5spot.finos.org/v1alpha1), CompositeSchedule "
+    "(spotschedules.5spot.finos.org/v1alpha1), ManualSchedule "
+    "(spotschedules.5spot.finos.org/v1alpha1), ScheduledCapacity (5spot.finos.org/v1alpha1), "
+    "ScheduledMachine (5spot.finos.org/v1beta1), TenantCapacityLimit "
+    "(policy.5spot.finos.org/v1alpha1), TimeBasedSpotSchedule "
+    "(spotschedules.5spot.finos.org/v1alpha1)")
+DEPLOYMENT: dict[str, Any] = {"apiVersion": "apps/v1", "kind": "Deployment",
+                              "metadata": {"name": "web", "namespace": "agents"}}
+CONFIG_MAP: dict[str, Any] = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}
+
+
+def test_objects_no_policy_applies_to_are_skipped_and_the_others_still_checked(
+        out_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    objects = write(tmp_path / "objects.yaml", DEPLOYMENT, GOOD, CONFIG_MAP)
+    code, out, _ = run(capsys, "check", "--policies", str(out_dir), str(objects))
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[1].split() == [f"{objects}:1", "Deployment/agents/web", "CREATE", "skipped",
+                                "not", "checked:", "no", "CRD", "or", "ValidatingAdmissionPolicy",
+                                "given", "covers", "the", "API", "group", "'apps'", "of",
+                                "Deployment"]
+    assert lines[2].split()[1:4] == ["ScheduledCapacity/agents/warm-pool", "CREATE", "allowed"]
+    assert lines[3].endswith("covers the API group 'core' of ConfigMap")
+    assert lines[-1] == "3 objects: 1 allowed, 0 denied, 2 skipped"
+    code, out, _ = run(capsys, "check", "--policies", str(out_dir), "-o", "json", str(objects))
+    shown = json.loads(out)["results"]
+    assert [r.get("skipped", "")[:12] for r in shown] == ["not checked:", "", "not checked:"]
+    assert [r["allowed"] for r in shown] == [True, True, True]
+
+
+def test_a_kind_unknown_in_an_api_group_the_policies_define_exits_two(
+        out_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    objects = write(tmp_path / "objects.yaml", {**GOOD, "apiVersion": "5spot.finos.org/v1"})
     code, _, err = run(capsys, "check", "--policies", str(out_dir), str(objects))
     assert code == 2
-    assert err == (
-        f"{objects}:2:1: kind: ConfigMap (v1) is not a kind the policies know (known: "
-        "CapitalMarketsSchedule (spotschedules.5spot.finos.org/v1alpha1), CompositeSchedule "
-        "(spotschedules.5spot.finos.org/v1alpha1), ManualSchedule "
-        "(spotschedules.5spot.finos.org/v1alpha1), ScheduledCapacity (5spot.finos.org/v1alpha1), "
-        "ScheduledMachine (5spot.finos.org/v1beta1), TenantCapacityLimit "
-        "(policy.5spot.finos.org/v1alpha1), TimeBasedSpotSchedule "
-        "(spotschedules.5spot.finos.org/v1alpha1))\n1 error; nothing was checked\n")
+    assert err == (f"{objects}:2:1: kind: ScheduledCapacity (5spot.finos.org/v1) is not a kind "
+                   f"the policies know (known: {KNOWN})\n1 error; nothing was checked\n")
+
+
+def test_a_kind_a_policy_may_match_but_no_crd_defines_exits_two_saying_why(
+        out_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    write(policies / "apps.yaml", {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": "replicas-cap"},
+        "spec": {"matchConstraints": {"resourceRules": [{
+            "apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE"],
+            "resources": ["deployments"]}]},
+            "validations": [{"expression": "object.spec.replicas <= 5"}]}})
+    objects = write(tmp_path / "objects.yaml", DEPLOYMENT, CONFIG_MAP)
+    code, _, err = run(capsys, "check", "--policies", str(out_dir), "--policies", str(policies),
+                       str(objects))
+    assert code == 2
+    assert err == (f"{objects}:2:1: kind: Deployment (apps/v1) is not a kind the policies know "
+                   f"(known: {KNOWN}); a ValidatingAdmissionPolicy given may match its API "
+                   "group, and check decides only the custom resources of the CRDs given\n"
+                   "1 error; nothing was checked\n")
+
+
+def test_a_folder_of_objects_is_read_file_by_file_in_path_order_hidden_ones_skipped(
+        out_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tenant = tmp_path / "tenant"
+    (tenant / "a").mkdir(parents=True)
+    (tenant / ".git").mkdir()
+    second = {**GOOD, "metadata": {"name": "second", "namespace": "agents"},
+              "spec": {**GOOD["spec"], "targetRef": {**GOOD["spec"]["targetRef"], "name": "q"}}}
+    write(tenant / "b.yaml", second)
+    write(tenant / "a" / "first.yml", GOOD, DEPLOYMENT)
+    write(tenant / ".hidden.yaml", {**GOOD, "metadata": {"name": "hidden"}})
+    write(tenant / ".git" / "config.yaml", {**GOOD, "metadata": {"name": "in-git"}})
+    (tenant / "README.md").write_text("kind: ScheduledCapacity\n")
+    code, out, _ = run(capsys, "check", "--policies", str(out_dir), "-o", "json", str(tenant))
+    assert code == 0
+    assert [(r["source"]["file"], r["object"]["name"]) for r in json.loads(out)["results"]] == [
+        (str(tenant / "a" / "first.yml"), "warm-pool"), (str(tenant / "a" / "first.yml"), "web"),
+        (str(tenant / "b.yaml"), "second")]
+
+
+def test_a_folder_without_yaml_files_exits_two(out_dir: Path, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "notes.txt").write_text("kind: ScheduledCapacity\n")
+    code, _, err = run(capsys, "check", "--policies", str(out_dir), str(empty))
+    assert code == 2
+    assert err == (f"{empty}:0:0: no .yaml or .yml file in this folder (hidden ones are "
+                   "skipped)\n1 error; nothing was checked\n")
 
 
 def test_a_missing_namespace_object_a_selector_needs_exits_two(
@@ -325,6 +400,33 @@ def test_a_large_input_read_and_decided_on_workers_gives_the_same_results_as_one
     assert sum(not r.verdict.allowed for r in apart) > 170
     assert any("is defined at" in v.message for r in apart for v in r.verdict.violations)
     assert any("is defined at" in w for r in apart for w in r.verdict.warnings)  # the UPDATE
+
+
+def test_a_large_input_mixing_kinds_no_policy_applies_to_is_still_decided_on_workers(
+        out_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from compiler import checkpool, offline_check
+
+    mixed: list[Any] = []
+    for index, obj in enumerate(_many(900)):
+        mixed += [obj, {**DEPLOYMENT, "metadata": {"name": f"web-{index}", "namespace": "agents"}}]
+    objects = write(tmp_path / "objects.yaml", *mixed)
+    old = write(tmp_path / "old.yaml", mixed[1])
+    forked = []
+    real = checkpool.run
+
+    def spied(*args: Any, **kwargs: Any) -> Any:
+        found = real(*args, **kwargs)
+        forked.append(found is not None)
+        return found
+
+    monkeypatch.setattr(checkpool, "run", spied)
+    alone = offline_check.check([out_dir], [objects], old, jobs=1, cache=False)
+    apart = offline_check.check([out_dir], [objects], old, jobs=2, cache=False)
+    assert forked == [True]
+    assert offline_check.render_check_table(apart) == offline_check.render_check_table(alone)
+    assert offline_check.render_check_json(apart) == offline_check.render_check_json(alone)
+    assert [r.skipped != "" for r in apart] == [o["kind"] == "Deployment" for o in mixed]
+    assert apart[1].operation == "UPDATE"  # its old version given: an update, still skipped
 
 
 def test_a_problem_in_a_large_input_is_reported_as_one_process_reports_it(
