@@ -36,6 +36,41 @@ def test_init_writes_a_repo_whose_fixtures_all_pass(tmp_path: Path) -> None:
     assert {bool(r.expect["allowed"]) for r in results} == {True, False}
 
 
+def test_the_quick_starts_tenant_folder_checks_offline_with_its_deployment_skipped(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["init", "my-config"]) == 0
+    assert main(["compile", "my-config", "--out", "my-out"]) == 0
+    tenant = tmp_path / "team-a"
+    tenant.mkdir()
+    (tenant / "web.yaml").write_text(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: team-a}\n"
+        "spec:\n  selector: {matchLabels: {app: web}}\n"
+        "  template:\n    metadata: {labels: {app: web}}\n"
+        "    spec: {containers: [{name: web, image: nginx}]}\n")
+    (tenant / "schedule.yaml").write_text(
+        "apiVersion: spotschedules.5spot.finos.org/v1alpha1\nkind: ManualSchedule\n"
+        "metadata: {name: web, namespace: team-a}\nspec: {enabled: false}\n---\n"
+        "apiVersion: 5spot.finos.org/v1alpha1\nkind: ScheduledCapacity\n"
+        "metadata: {name: web, namespace: team-a}\nspec:\n"
+        "  schedule: {apiVersion: spotschedules.5spot.finos.org/v1alpha1, kind: ManualSchedule,"
+        " name: web}\n"
+        "  targetRef: {apiVersion: apps/v1, kind: Deployment, name: web}\n"
+        "  capacity: {path: spec.replicas, activeValue: 3}\n")
+    capsys.readouterr()
+    assert main(["check", "--policies", "my-out", "team-a/"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split()[:4] for line in out[1:4]] == [
+        ["team-a/schedule.yaml:1", "ManualSchedule/team-a/web", "CREATE", "allowed"],
+        ["team-a/schedule.yaml:6", "ScheduledCapacity/team-a/web", "CREATE", "allowed"],
+        ["team-a/web.yaml:1", "Deployment/team-a/web", "CREATE", "skipped"]]
+    assert out[-1] == "3 objects: 2 allowed, 0 denied, 1 skipped"
+    (tenant / "schedule.yaml").write_text(
+        (tenant / "schedule.yaml").read_text().replace("activeValue: 3", "activeValue: 30"))
+    assert main(["check", "--policies", "my-out", "team-a/"]) == 1
+
+
 def test_init_output_compiles_and_defaults_to_the_image_make_image_builds(tmp_path: Path) -> None:
     init(tmp_path / "config")
     compiled = compile_repo(tmp_path / "config")
