@@ -23,9 +23,10 @@ with one boundary mutation), and in one run measures:
    installed: objects/s.
 
 Prints the results and replaces the section `## fivespot check, whole process` of
-bench/RESULTS.md (`--no-write` to leave it). Run it under the quiet lock:
+bench/RESULTS.md (`--no-write` to leave it). Run it with nothing else busy on the machine (the
+load averages before and after are recorded with the results):
 
-    flock -x /work/coord/quiet.lock .venv/bin/python bench/check/cli.py [--runs 7] [--no-write]
+    .venv/bin/python bench/check/cli.py [--runs 7] [--no-write]
 """
 
 from __future__ import annotations
@@ -276,7 +277,7 @@ def main() -> int:
         header = (f"{SECTION}, {datetime.date.today().isoformat()}\n\n"
                   f"Machine: {platform.node()}, {platform.processor() or platform.machine()}, "
                   f"{os.cpu_count()} CPUs, Python {platform.python_version()}. Command: "
-                  f"`flock -x /work/coord/quiet.lock .venv/bin/python bench/check/cli.py --runs "
+                  f"`.venv/bin/python bench/check/cli.py --runs "
                   f"{args.runs}`. Objects: the fixed-seed corpus of `bench/check/run.py` (a fifth "
                   f"denied), one YAML file each size; each `fivespot check` run is a fresh process "
                   f"after one warm-up run.\n\n")
