@@ -20,6 +20,7 @@ from pathlib import Path
 from sys import intern
 from typing import TYPE_CHECKING, Any, Final
 
+import msgspec.json
 from msgspec import Struct
 from msgspec.structs import replace
 
@@ -742,8 +743,20 @@ def render_check_table(results: Sequence[Result]) -> str:
     return "\n".join([_table(rows), *(["", *errors, ""] if errors else []), summary])
 
 
+def pretty_json(value: Any) -> str:
+    """`json.dumps(value, indent=2, ensure_ascii=False)`, byte for byte, written by msgspec's C
+    encoder: the standard library's `indent` path is pure Python (0.15 s of a 10,000-object run's
+    0.6 s, all of it in the parent after the workers are done). The two write every JSON value
+    alike but a float (`1e+20` / `1e20`), which no result holds; a text that is not Unicode (a
+    file name's undecodable bytes, kept as surrogates) is left to `json`, which writes it."""
+    try:
+        return msgspec.json.format(msgspec.json.encode(value), indent=2).decode()
+    except UnicodeEncodeError:
+        return json.dumps(value, indent=2, ensure_ascii=False)
+
+
 def render_check_json(results: Sequence[Result]) -> str:
-    return json.dumps({"results": [r.as_json() for r in results]}, indent=2, ensure_ascii=False)
+    return pretty_json({"results": [r.as_json() for r in results]})
 
 
 def render_test_table(results: Sequence[FixtureResult]) -> str:
@@ -769,9 +782,8 @@ def render_test_table(results: Sequence[FixtureResult]) -> str:
 
 def render_test_json(results: Sequence[FixtureResult]) -> str:
     failed = sum(1 for r in results if not r.passed)
-    return json.dumps({"fixtures": [r.as_json() for r in results],
-                       "passed": len(results) - failed, "failed": failed},
-                      indent=2, ensure_ascii=False)
+    return pretty_json({"fixtures": [r.as_json() for r in results],
+                        "passed": len(results) - failed, "failed": failed})
 
 
 __all__ = [
