@@ -27,8 +27,9 @@ def _compile(args: argparse.Namespace) -> int:
     from compiler.ownership import check_target
     from compiler.pipeline import compile_repo
 
-    if not args.check:
-        check_target(args.out, config_dir=args.config_dir)  # refuse before compiling
+    # before compiling, and with --check too: it reads what compile would replace, and the
+    # command it suggests is compile's (a folder compile refuses is not read, not even `/`)
+    check_target(args.out, config_dir=args.config_dir)
     compiled = compile_repo(args.config_dir)
     for warning in compile_warnings(compiled.repo, args.out, read_tree(args.out), compiled.files):
         print(f"warning: {warning}", file=sys.stderr)

@@ -87,6 +87,7 @@ def check_target(out: Path, *, config_dir: Path | None = None) -> Target:
     home = os.environ.get("HOME")
     _refuse_special(out, path, config_dir, Path(home) if home else None, Path.cwd())
     if not path.exists():
+        _refuse_blocked_parent(out, path)
         return Target(path, State.ABSENT)
     if not path.is_dir():
         raise OutputRefused(out, f"is {_kind(path)}, not a folder",
@@ -122,6 +123,17 @@ def _refuse_special(out: Path, path: Path, config_dir: Path | None, home: Path |
     if config in path.parents:
         raise OutputRefused(out, f"is inside the config folder {config_dir}, where the next "
                                  "compile would read the output as config", choose)
+
+
+def _refuse_blocked_parent(out: Path, path: Path) -> None:
+    """An absent `out` is created with its missing parents: the nearest that exists must be a
+    folder."""
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise OutputRefused(out, f"cannot be created: {parent} is {_kind(parent)}, not a folder",
+                            "Give --out a path whose parents are folders.")
 
 
 def _kind(path: Path) -> str:

@@ -81,7 +81,9 @@ def test_check_mode_fails_with_a_unified_diff_when_output_is_stale(
     shutil.copytree(GOLDEN, stale)
     policy = stale / "admission" / "params" / "agents.yaml"
     policy.write_text(policy.read_text().replace("maxActiveValue: 10", "maxActiveValue: 99"))
-    (stale / "leftover.yaml").write_text("kind: Leftover\n")
+    (stale / "leftover.yaml").write_text("kind: Leftover\n")  # an earlier output's file, listed
+    with (stale / ".fivespot-output").open("a") as manifest:
+        manifest.write("leftover.yaml\n")
     assert main(["compile", str(EXAMPLE), "--out", str(stale), "--check"]) == 1
     out = capsys.readouterr().out
     assert "--- a/admission/params/agents.yaml" in out

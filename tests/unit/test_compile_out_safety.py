@@ -220,6 +220,35 @@ def test_a_manifest_that_is_not_fivespots_is_not_trusted(
     assert_refused(capsys, work, "out", "is not fivespot's output")
 
 
+def test_a_path_under_a_file_is_refused_before_compiling(
+        work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (work / "plain.txt").write_text("not a folder\n")
+    assert_refused(capsys, work, "plain.txt/sub/out", "cannot be created",
+                   f"{work / 'plain.txt'} is a file, not a folder")
+
+
+@pytest.mark.parametrize(("out", "phrase"), [
+    ("mine", "is not fivespot's output"),
+    ("plain.txt", "is a file, not a folder"),
+    ("plain.txt/sub", "cannot be created"),
+    ("cfg", "is the config folder"),
+    ("/", "is the root folder"),
+    ("home", "is your home folder"),
+])
+def test_check_refuses_what_compile_refuses_instead_of_calling_it_stale(
+        work: Path, capsys: pytest.CaptureFixture[str], out: str, phrase: str) -> None:
+    # `--check` suggests `compile --out OUT`, so it takes the same decision, before reading any
+    # of OUT (`--out /` once read every file under /, /proc included)
+    populate(work / "mine")
+    (work / "plain.txt").write_text("not a folder\n")
+    target = str(work / "home") if out == "home" else out
+    before = snapshot(work)
+    code, err = compile_into(capsys, target, "cfg", "--check")
+    assert code == 2, err
+    assert err.startswith(f"fivespot compile: --out {target}: ") and phrase in err, err
+    assert snapshot(work) == before
+
+
 def test_run_example_refuses_like_compile(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
     populate(work / "mine")
     before = snapshot(work)
@@ -297,9 +326,13 @@ def test_the_manifest_lists_every_file_after_its_marker(work: Path,
 def test_check_compares_the_manifest_too(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert compile_into(capsys, "out")[0] == 0
     assert main(["compile", "cfg", "--out", "out", "--check"]) == 0
-    (work / "out" / MANIFEST).unlink()
+    with (work / "out" / MANIFEST).open("a") as manifest:  # lists a file no longer there
+        manifest.write("crds/gone.yaml\n")
     assert main(["compile", "cfg", "--out", "out", "--check"]) == 1
     assert f"+++ b/{MANIFEST}" in capsys.readouterr().out
+    (work / "out" / MANIFEST).unlink()  # no longer fivespot's: refused, as compile refuses it
+    assert main(["compile", "cfg", "--out", "out", "--check"]) == 2
+    assert "is not fivespot's output" in capsys.readouterr().err
 
 
 def test_what_a_killed_compile_left_beside_the_output_is_removed_by_the_next(
