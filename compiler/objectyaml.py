@@ -1,5 +1,6 @@
-"""Reading the YAML (or JSON) files `fivespot check` decides: documents, where they start, and
-the fields the API server's strict decoder would find twice.
+"""Reading the YAML (or JSON) files `fivespot check` decides: documents as kubectl sends them
+(`kubectlyaml`: go-yaml's typing, not YAML 1.1's), where they start, and the fields the API
+server's strict decoder would find twice.
 
 Every document keeps the line it starts on (each result names it) and, on demand, where its
 fields are (for diagnostics). A decoded mapping has lost a key given twice, so the composed node
@@ -22,6 +23,7 @@ import msgspec
 from msgspec import Struct
 
 from compiler.diagnostics import Diagnostic, InputError, Location
+from compiler.kubectlyaml import NotSendable, as_sent, loader, plain_scalar
 from compiler.yamlbounds import MAX_DEPTH, YamlTooLarge, check_bounds, construct
 from policies.admission_eval.regex import Pattern
 
@@ -246,19 +248,25 @@ def parse_documents(text: str, name: str, first_line: int = 1) -> list[Document]
     """Every non-empty document of `text` (whose first line is line `first_line` of `name`)."""
     import yaml
 
-    loader: yaml.SafeLoader | None = None
+    reader: yaml.SafeLoader | None = None
     documents = []
     offset = first_line - 1
     try:
-        loader = _loader()(text)
-        while loader.check_node():
-            node = loader.get_node()
+        reader = loader()(text)
+        while reader.check_node():
+            node = reader.get_node()
             if node is None:
                 continue
             check_bounds(node)
             duplicates: list[str] = []
             _duplicates(node, "", duplicates)
-            data = construct(loader, node)
+            try:
+                data = as_sent(construct(reader, node))
+            except NotSendable as error:
+                line, column = ((error.line, error.column) if error.line else
+                                (node.start_mark.line + 1, node.start_mark.column + 1))
+                raise InputError([Diagnostic(Location(name, line + offset, column), error.field,
+                                             str(error))]) from None
             if data is not None:
                 positions: dict[tuple[str, ...], Location] = {}
                 _positions(node, (), name, offset, positions)
@@ -280,18 +288,9 @@ def parse_documents(text: str, name: str, first_line: int = 1) -> list[Document]
         raise InputError([Diagnostic(Location(name, 0, 0), "",
                                      f"refused: nested more than {MAX_DEPTH} levels deep")]) from None
     finally:
-        if loader is not None:
-            loader.dispose()
+        if reader is not None:
+            reader.dispose()
     return documents
-
-
-@functools.cache
-def _loader() -> type[yaml.SafeLoader]:
-    """libyaml's parser when present, as the config loader uses: the same nodes and marks, and no
-    pure-Python scanner, which is quadratic on some inputs (deep flow nesting) and recursive."""
-    import yaml
-
-    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def _known(positions: Mapping[tuple[str, ...], Location]
@@ -334,15 +333,15 @@ def _duplicates(node: yaml.Node, where: str, found: list[str]) -> None:
 
 # --- the fast path ---------------------------------------------------------------------------------
 #
-# libyaml through PyYAML composes in C but resolves and constructs every value in Python: ~85% of
-# `fivespot check`'s time on a large file. rapidyaml parses and writes JSON in C++, and msgspec
-# decodes it in C, a tenth of the time. The two agree on YAML's structure; where their
-# scalar typing differs (YAML 1.1's `yes`, `~`, `0777`, `.5`, `1e3`, numeric keys, ...) or
-# rapidyaml's JSON would not carry a value exactly (anchors, tags, escapes, block scalars), the
-# document is read by the PyYAML path instead, which stays the reference: the fast path is taken
-# only where it gives the same value, and a document it cannot read is read by the reference
-# path, which reports the error with its position. Positions are found by the reference path too,
-# on demand, for the few documents a diagnostic points into.
+# The reference path (libyaml through PyYAML, typed as kubectl types: `kubectlyaml`) composes in
+# C but resolves and constructs every value in Python: ~85% of `fivespot check`'s time on a large
+# file. rapidyaml parses and writes JSON in C++, and msgspec decodes it in C, a tenth of the time.
+# The two agree on YAML's structure; where their scalar typing differs (go-yaml's `y`, `on`, `~`,
+# `0777`, `.5`, `1e3`, `1.0`, numeric keys, ...) or rapidyaml's JSON would not carry a value
+# exactly (anchors, tags, escapes, block scalars), the document is read by the reference path
+# instead: the fast path is taken only where it gives the same value, and a document it cannot
+# read is read by the reference path, which reports the error with its position. Positions are
+# found by the reference path too, on demand, for the few documents a diagnostic points into.
 
 _OTHER_LINE_BREAKS: Final = ("\r", "\x85", "\u2028", "\u2029")
 _RISKY: Final = (
@@ -354,48 +353,45 @@ anchors, aliases, tags, complex keys, block scalars, empty keys, deep indentatio
 with any is read by the reference path."""
 _WORDS: Final = (
     "(?:^|[\\s\\[\\{,])(?:(?:[Yy]es|YES|[Nn]o|NO|[Oo]n|ON|[Oo]ff|OFF|True|TRUE|False|FALSE"
-    "|Null|NULL|~):?|(?:true|false|null):)(?:[\\s,\\]\\}]|$)")
-"""YAML 1.1's bools and nulls that rapidyaml's JSON calls strings, and `true:`-style keys."""
+    "|Null|NULL|~|[YyNn]):?|(?:true|false|null):)(?:[\\s,\\]\\}]|$)")
+"""go-yaml's bools and nulls (YAML 1.1's, and `y`/`n`) that rapidyaml's JSON calls strings, and
+`true:`-style keys."""
 _RISKY_OR_WORDS: Final = Pattern(f"(?m){_RISKY}|{_WORDS}")
 """Either, in one RE2 pass (`Pattern`: RE2 without the public API's per-call overhead)."""
 _TOKEN: Final = re.compile(r"[\s\[\{,]([-+.~0-9][^\s,\[\]\{\}#]*)")
-"""Plain scalars that start like a number: PyYAML and rapidyaml may type them differently."""
+"""Plain scalars that start like a number: kubectl and rapidyaml may type them differently."""
 _JSON_NUMBER: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?")
 _NOT_NUMERIC: Final = re.compile(r"[g-np-wyzG-NP-WYZ]")
 _WORDLIKE: Final = re.compile(r"[0-9][^:\s]*[g-np-su-wyG-NP-SU-WY][^:\s]*")
-"""A scalar starting with a digit and holding a letter that none of YAML 1.1's implicit forms
-starting with a digit has (ints: `b`, `x`, hex digits; floats: `e`; timestamps: `t`, `T`, `Z`;
-sexagesimals need a colon, excluded too): a string to PyYAML without asking its resolver, as
-`15m`, `1h30m`, `5spot.finos.org/v1` are (`test_object_yaml` holds it to the resolver)."""
-_STR_TAG: Final = "tag:yaml.org,2002:str"
-
-
-@functools.cache
-def _resolver() -> yaml.resolver.Resolver:
-    import yaml
-
-    return yaml.resolver.Resolver()
+"""A scalar starting with a digit and holding a letter that none of go-yaml's implicit forms
+starting with a digit has (ints: `b`, `o`, `x`, hex digits; floats: `e`; timestamps, which stay
+strings anyway: `t`, `T`, `Z`): a string to kubectl without asking its resolver, as `15m`,
+`1h30m`, `5spot.finos.org/v1` are (`test_object_yaml` holds it to `kubectlyaml.plain_scalar`)."""
 
 
 @functools.lru_cache(maxsize=4096)
 def _same_either_way(token: str) -> bool:
-    """Whether PyYAML and rapidyaml+msgspec give this plain scalar the same value."""
+    """Whether kubectl (`kubectlyaml`) and rapidyaml+msgspec give this plain scalar the same
+    value."""
     if token in ("-", "---"):  # a sequence entry, a document marker
         return True
     key = token.endswith(":")
     text = token[:-1] if key else token
     if not key and _JSON_NUMBER.fullmatch(text):
-        return True  # the same int or float
-    # a string to PyYAML that no reader takes for a number (`15m`, `-node`)
+        # the same int or float, unless kubectl sends another: `1.0` as 1, an integer past
+        # uint64 as a float
+        if "." not in text and len(text) > 20:  # past uint64 (and maybe past int()'s limit)
+            return False
+        fast = float(text) if "." in text else int(text)
+        try:
+            sent = as_sent(plain_scalar(text))
+        except NotSendable:
+            return False
+        return type(sent) is type(fast) and sent == fast
+    # a string to kubectl that no reader takes for a number (`15m`, `-node`)
     if _NOT_NUMERIC.search(text) is None:
         return False
-    return _WORDLIKE.fullmatch(text) is not None or _pyyaml_tag(text) == _STR_TAG
-
-
-def _pyyaml_tag(text: str) -> str:
-    import yaml
-
-    return str(_resolver().resolve(yaml.ScalarNode, text, (True, False)))  # type: ignore[no-untyped-call]
+    return _WORDLIKE.fullmatch(text) is not None or isinstance(plain_scalar(text), str)
 
 
 _decode_json: Final = msgspec.json.Decoder().decode

@@ -1,5 +1,5 @@
 """Reading object files for `fivespot check`: the fast path (rapidyaml's JSON) gives exactly what
-the reference path (PyYAML, libyaml's parser) gives — every value, its type, each document's line
+the reference path (libyaml's parser, typed as kubectl types: `test_kubectl_yaml`) gives — every value, its type, each document's line
 and column, the fields given twice — or leaves the document to the reference path."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from compiler import objectyaml
 from compiler.diagnostics import InputError
+from compiler.kubectlyaml import plain_scalar
 from compiler.objectyaml import parse_documents, read_text
 
 pytestmark = pytest.mark.unit
@@ -181,25 +182,20 @@ def test_an_object_file_is_read_mostly_by_the_fast_path() -> None:
     assert documents[3].locate("metadata", "name").line == 27
 
 
-# --- the shortcut for number-like strings, held to PyYAML's resolver ---------------------------
-
-_RESOLVER = yaml.resolver.Resolver()
-
-
-def _pyyaml_tag(text: str) -> str:
-    return str(_RESOLVER.resolve(yaml.ScalarNode, text, (True, False)))  # type: ignore[no-untyped-call]
+# --- the shortcut for number-like strings, held to kubectl's resolver ---------------------------
 
 
 @settings(max_examples=2000, deadline=None)
 @given(st.from_regex(objectyaml._WORDLIKE, fullmatch=True).filter(lambda t: "\n" not in t))
-def test_a_digit_led_scalar_with_a_letter_no_yaml_number_has_is_a_string_to_pyyaml(text: str) -> None:
-    assert _pyyaml_tag(text) == "tag:yaml.org,2002:str", text
+def test_a_digit_led_scalar_with_a_letter_no_go_yaml_number_has_is_a_string_to_kubectl(
+        text: str) -> None:
+    assert isinstance(plain_scalar(text), str), text
 
 
 @pytest.mark.parametrize("text", ["15m", "1h30m", "5spot.finos.org/v1alpha1", "0x1g", "1e3g",
                                   "1_000s", "2001-12-14-node", "10.0.0.1-gw", "1.5GiB"])
 def test_the_shortcut_takes_these_number_like_strings(text: str) -> None:
-    assert objectyaml._WORDLIKE.fullmatch(text) and _pyyaml_tag(text) == "tag:yaml.org,2002:str"
+    assert objectyaml._WORDLIKE.fullmatch(text) and plain_scalar(text) == text
 
 
 @pytest.mark.parametrize("text", ["2001-12-14t21:59:43.10-05:00", "2001-12-14T21:59:43Z",
@@ -211,7 +207,7 @@ def test_the_shortcut_leaves_yaml_numbers_and_timestamps_to_the_resolver(text: s
 def test_reading_a_plain_object_file_does_not_import_pyyaml(tmp_path: Any) -> None:
     path = tmp_path / "objects.yaml"
     path.write_text("apiVersion: 5spot.finos.org/v1alpha1\nkind: ScheduledCapacity\n"
-                    "metadata: {name: a, namespace: agents}\nspec:\n  timeout: 15m\n  n: 4\n"
+                    "metadata: {name: a, namespace: agents}\nspec:\n  timeout: 15m\n  count: 4\n"
                     "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: b\n")
     code = ("import sys; from pathlib import Path; from compiler.objectyaml import read_documents; "
             f"docs = read_documents(Path({str(path)!r})); "

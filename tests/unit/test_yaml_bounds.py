@@ -1,5 +1,6 @@
 """YAML that would stall or crash the reader is refused on its line: alias bombs, deep nesting,
-integers longer than Python converts; by `compile`/`test` and by `check` alike."""
+integers longer than Python converts; by `compile`/`test` and by `check` alike (except that
+`check` reads a number as kubectl does, for which no integer is that long)."""
 
 from __future__ import annotations
 
@@ -48,10 +49,25 @@ def policies(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("case", sorted(set(CASES) - {"digits"}))
 def test_check_refuses_it_on_its_line(case: str, tmp_path: Path, policies: Path,
                                       capsys: pytest.CaptureFixture[str]) -> None:
     text, expected = CASES[case]
     (tmp_path / "bad.yaml").write_text(text)
     assert main(["check", "--policies", str(policies), str(tmp_path / "bad.yaml")]) == 2
     assert expected.replace("bad.yaml", str(tmp_path / "bad.yaml")) in capsys.readouterr().err
+
+
+def test_check_reads_a_number_longer_than_python_converts_as_the_string_kubectl_sends(
+        tmp_path: Path, policies: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # go-yaml makes an integer past uint64 a float, and one past a float's range the text itself
+    (tmp_path / "long.yaml").write_text(
+        "apiVersion: 5spot.finos.org/v1alpha1\nkind: ScheduledCapacity\n"
+        "metadata: {name: web, namespace: agents}\nspec:\n"
+        "  schedule: {apiVersion: spotschedules.5spot.finos.org/v1alpha1, kind: ManualSchedule,"
+        " name: m}\n  targetRef: {apiVersion: pools.agents.example.com/v1alpha1,"
+        " kind: VirtualMachinePool, name: p}\n"
+        f"  capacity: {{path: spec.warmReplicas, activeValue: {'9' * 5000}}}\n")
+    assert main(["check", "--policies", str(policies), str(tmp_path / "long.yaml")]) == 1
+    assert ('spec.capacity.activeValue: Invalid value: "string": spec.capacity.activeValue in body '
+            'must be of type integer: "string"') in capsys.readouterr().out
