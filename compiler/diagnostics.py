@@ -6,7 +6,7 @@ log reads like a compiler's and an editor can jump to each line.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 from msgspec import Struct
 
@@ -55,3 +55,18 @@ def field_path(parts: Sequence[str | int]) -> str:
         else:
             text += f".{part}" if text else part
     return text
+
+
+def yaml_error(file: str, error: Any, offset: int = 0, hint: str = "") -> Diagnostic:
+    """A PyYAML `MarkedYAMLError` as a diagnostic. Where the problem is, and what was being read
+    when it was found if that started on another line; when the problem is only the end of the
+    stream (a quote left open), where that started: the line to fix."""
+    problem, context = error.problem or str(error), error.context
+    mark, started = error.problem_mark or error.context_mark, error.context_mark
+    if context and started is not None and mark is not None and started.line != mark.line:
+        if "end of stream" in problem:
+            mark, problem = started, f"{problem} ({context} that starts here)"
+        else:
+            problem = f"{problem} ({context} started at line {started.line + 1 + offset}, column {started.column + 1})"
+    where = Location(file, mark.line + 1 + offset, mark.column + 1) if mark else Location(file, 0, 0)
+    return Diagnostic(where, "", f"invalid YAML: {problem}{hint}")

@@ -15,7 +15,7 @@ from typing import Any, Iterable
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from compiler.diagnostics import Diagnostic, Location, field_path
+from compiler.diagnostics import Diagnostic, Location, field_path, yaml_error
 from compiler.spec import CONFIG_API_VERSION, DOCUMENT_KINDS
 from compiler.yamlbounds import MAX_DEPTH, YamlTooLarge, check_bounds, construct
 
@@ -116,6 +116,8 @@ def load_text(text: str, file: str, result: LoadResult) -> None:
             node = loader.get_node()
             if node is None:
                 continue
+            if _is_empty(node):  # `---` with nothing after it (a trailing one, say), as kubectl
+                continue         # skips it; an empty file holds no document at all
             document = SourceDocument(file, index, None, {})
             check_bounds(node)
             _walk(node, (), file, document, result.diagnostics)
@@ -127,9 +129,8 @@ def load_text(text: str, file: str, result: LoadResult) -> None:
     except yaml.MarkedYAMLError as error:
         result.unidentified += 1
         mark = error.problem_mark or error.context_mark
-        where = Location(file, mark.line + 1, mark.column + 1) if mark else Location(file, 0, 0)
         hint = _tab_hint(text, mark.line) if mark else ""
-        result.diagnostics.append(Diagnostic(where, "", f"invalid YAML: {error.problem or error}{hint}"))
+        result.diagnostics.append(yaml_error(file, error, hint=hint))
     except yaml.YAMLError as error:
         result.unidentified += 1
         result.diagnostics.append(Diagnostic(Location(file, 0, 0), "", f"invalid YAML: {' '.join(str(error).split())}"))
@@ -144,6 +145,11 @@ def load_text(text: str, file: str, result: LoadResult) -> None:
     finally:
         if loader is not None:
             loader.dispose()
+
+
+def _is_empty(node: yaml.Node) -> bool:
+    """A document with no content: an empty plain scalar (what `---` alone composes to)."""
+    return isinstance(node, yaml.ScalarNode) and node.value == "" and node.style in (None, "")
 
 
 def _tab_hint(text: str, line: int) -> str:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 from msgspec import Struct
 
-from compiler.diagnostics import Diagnostic, InputError, Location
+from compiler.diagnostics import Diagnostic, InputError, Location, yaml_error
 from compiler.kubectlyaml import NotSendable, as_sent, loader, plain_scalar
 from compiler.yamlbounds import MAX_DEPTH, YamlTooLarge, check_bounds, construct
 from policies.admission_eval.regex import Pattern
@@ -274,10 +274,7 @@ def parse_documents(text: str, name: str, first_line: int = 1) -> list[Document]
                                           node.start_mark.column + 1, tuple(duplicates),
                                           _known(positions)))
     except yaml.MarkedYAMLError as error:
-        mark = error.problem_mark or error.context_mark
-        where = (Location(name, mark.line + 1 + offset, mark.column + 1) if mark
-                 else Location(name, 0, 0))
-        raise InputError([Diagnostic(where, "", f"invalid YAML: {error.problem or error}")]) from None
+        raise InputError([yaml_error(name, error, offset)]) from None
     except yaml.YAMLError as error:
         raise InputError([Diagnostic(Location(name, 0, 0), "",
                                      f"invalid YAML: {' '.join(str(error).split())}")]) from None

@@ -124,7 +124,11 @@ def assemble(loaded: LoadResult) -> Repo:
     consumers = {d.name: d for d in by_kind.get("CapacityConsumer", [])}
     diagnostics += _consumer_kinds_unique(list(consumers.values()))
     tenants = by_kind.get("TenantPolicy", [])
-    diagnostics += _tenant_references(tenants, consumers)
+    # a consumer that failed to load, or a document that could not be read, may be the one a
+    # tenant names: its own error is reported, and a "no such consumer" would send the reader
+    # looking for a typo that is not there
+    all_consumers_loaded = "CapacityConsumer" not in loaded.invalid_kinds and not loaded.unidentified
+    diagnostics += _tenant_references(tenants, consumers, all_consumers_loaded)
     diagnostics += _tenant_namespaces_disjoint(tenants)
     providers = by_kind.get("ScheduleProvider", [])
     builtin, custom, custom_sources, provider_problems = _providers(providers)
@@ -187,12 +191,14 @@ def _consumer_kinds_unique(consumers: list[LoadedDocument]) -> list[Diagnostic]:
     return problems
 
 
-def _tenant_references(tenants: list[LoadedDocument],
-                       consumers: dict[str, LoadedDocument]) -> list[Diagnostic]:
+def _tenant_references(tenants: list[LoadedDocument], consumers: dict[str, LoadedDocument],
+                       all_loaded: bool) -> list[Diagnostic]:
     problems = []
     for tenant in tenants:
         for index, name in enumerate(tenant.model.spec.consumers):
             if name not in consumers:
+                if not all_loaded:
+                    continue
                 known = ", ".join(sorted(consumers)) or "none are defined"
                 problems.append(Diagnostic(
                     tenant.source.locate(("spec", "consumers", index)), f"spec.consumers[{index}]",

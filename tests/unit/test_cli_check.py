@@ -94,13 +94,15 @@ def test_unreadable_yaml_exits_two_with_its_position(out_dir: Path, tmp_path: Pa
     code, out, err = run(capsys, "check", "--policies", str(out_dir), str(objects))
     assert code == 2 and out == ""
     # libyaml's words, as `compile` reports the same text
-    assert err == (f"{objects}:3:1: invalid YAML: did not find expected ',' or ']'\n"
+    assert err == (f"{objects}:3:1: invalid YAML: did not find expected ',' or ']' (while "
+                   "parsing a flow sequence started at line 2, column 11)\n"
                    "1 error; nothing was checked\n")
 
 
 @pytest.mark.parametrize(("text", "where", "problem"), [
     ("apiVersion: v1\nkind: [\n", "3:1", "did not find expected node content"),
-    ('kind: ScheduledCapacity\nmetadata: "unclosed\n', "3:1", "found unexpected end of stream"),
+    ('kind: ScheduledCapacity\nmetadata: "unclosed\n', "2:11",
+     "found unexpected end of stream (while scanning a quoted scalar that starts here)"),
 ])
 def test_unreadable_yaml_shows_only_fivespots_message_on_stderr_as_a_whole_process(
         out_dir: Path, tmp_path: Path, text: str, where: str, problem: str) -> None:

@@ -36,3 +36,22 @@ def test_invalid_repo_reports_every_error_with_its_location_and_writes_nothing(
     assert sorted(p.name for p in out.iterdir()) == [MANIFEST, "previous.yaml"]
     assert (out / "previous.yaml").read_text() == "kept\n"
     assert "Traceback" not in captured.err
+
+
+def test_an_empty_document_after_a_trailing_marker_is_skipped_as_kubectl_skips_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shutil
+
+    repo = tmp_path / "repo"
+    shutil.copytree(Path(__file__).parent / "testdata" / "valid-no-consumers", repo)
+    assert main(["compile", str(repo), "--out", str(tmp_path / "before")]) == 0
+    for path in sorted(repo.glob("*.yaml")):
+        path.write_text(path.read_text() + "---\n# nothing more\n---\n")
+    assert main(["compile", str(repo), "--out", str(tmp_path / "after")]) == 0
+    capsys.readouterr()
+    before = {p.relative_to(tmp_path / "before"): p.read_bytes()
+              for p in (tmp_path / "before").rglob("*") if p.is_file()}
+    after = {p.relative_to(tmp_path / "after"): p.read_bytes()
+             for p in (tmp_path / "after").rglob("*") if p.is_file()}
+    assert after == before

@@ -40,7 +40,7 @@ CURATED = [
 def _random_tokens(count: int) -> list[str]:
     generator = random.Random(1403)
     alphabet = "0123456789" * 3 + "+-._eExXoObBaAfF:yYnN~"
-    tokens = []
+    tokens: list[str] = []
     while len(tokens) < count:
         token = "".join(generator.choice(alphabet) for _ in range(generator.randint(1, 8)))
         if token.endswith(":") or token in ("-", "~:") or token.startswith("-") and token[1:2] == " ":
@@ -59,7 +59,8 @@ def _sent_by_kubectl(path: Path) -> list[dict[str, Any]]:
     done = subprocess.run([_kubectl(), "annotate", "--local", "-f", str(path), "fivespot=probe",
                            "-o", "json"], capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
-    decoder, text, position, found = json.JSONDecoder(), done.stdout, 0, []
+    decoder, text, position = json.JSONDecoder(), done.stdout, 0
+    found: list[dict[str, Any]] = []
     while position < len(text):
         while position < len(text) and text[position].isspace():
             position += 1
