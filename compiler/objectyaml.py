@@ -86,11 +86,55 @@ def read_documents(path: Path, shown: str | None = None) -> list[Document]:
 
 def read_text(text: str, name: str) -> list[Document]:
     """Every non-empty document of `text`: each read by the fast path when it gives exactly the
-    reference path's value (`parse_documents`), else by the reference path."""
+    reference path's value (`parse_documents`), else by the reference path; a JSON stream as
+    kubectl reads one (`read_json`)."""
+    if is_json(text):
+        return read_json(text, name)
     parts = split_text(text)
     if parts is None:
         return parse_documents(text, name)
     return read_parts(text, name, parts)
+
+
+def is_json(text: str) -> bool:
+    """Whether kubectl reads `text` as JSON: its first non-blank character opens an object (its
+    YAML-or-JSON decoder looks only at that, so flow-style YAML there is an error to it too)."""
+    return text.lstrip(" \t\r\n\ufeff")[:1] == "{"
+
+
+def read_json(text: str, name: str) -> list[Document]:
+    """The values of a JSON stream (objects one after another, any white space between, tabs
+    too, which YAML would refuse), with the line each starts on; raises InputError. Numbers
+    become what kubectl sends (`as_sent`); JSON's own NaN and Infinity are refused as Go refuses
+    them, and a key given twice keeps its last value, as kubectl keeps it."""
+    import json
+
+    def refuse(constant: str) -> Any:
+        raise ValueError(f"invalid character '{constant[0]}' looking for beginning of value")
+
+    decoder = json.JSONDecoder(parse_constant=refuse)
+    documents: list[Document] = []
+    position = 0
+    while True:
+        while position < len(text) and text[position] in " \t\r\n\ufeff":
+            position += 1
+        if position >= len(text):
+            return documents
+        line = text.count("\n", 0, position) + 1
+        column = position - text.rfind("\n", 0, position)
+        try:
+            value, position = decoder.raw_decode(text, position)
+        except ValueError as error:
+            where = getattr(error, "pos", position)
+            raise InputError([Diagnostic(
+                Location(name, text.count("\n", 0, where) + 1, where - text.rfind("\n", 0, where)),
+                "", f"invalid JSON: {getattr(error, 'msg', error)}")]) from None
+        try:
+            value = as_sent(value)
+        except NotSendable as sent:
+            raise InputError([Diagnostic(Location(name, line, column), sent.field,
+                                         str(sent))]) from None
+        documents.append(Document(name, value, line, column))
 
 
 Part = tuple[int, int, int]
@@ -101,7 +145,7 @@ def split_text(text: str) -> list[Part] | None:
     """The parts of `text`, found with a few whole-text scans (cheap), so they can be read
     apart, in any process (`read_parts`); None when the stream must be read whole by the
     reference path."""
-    if (text.startswith(("%", "...")) or "\n%" in text or "\n..." in text
+    if (is_json(text) or text.startswith(("%", "...")) or "\n%" in text or "\n..." in text
             or any(brk in text for brk in _OTHER_LINE_BREAKS)):
         # directives belong to the document after them; what may follow a document end depends
         # on what came before; YAML 1.1 counts more line breaks than "\n": the reference path

@@ -186,7 +186,7 @@ def test_a_kind_a_policy_may_match_but_no_crd_defines_exits_two_saying_why(
                    "1 error; nothing was checked\n")
 
 
-def test_a_folder_of_objects_is_read_file_by_file_in_path_order_hidden_ones_skipped(
+def test_a_folder_of_objects_is_read_as_kubectl_reads_one_yaml_and_json_hidden_ones_skipped(
         out_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     tenant = tmp_path / "tenant"
     (tenant / "a").mkdir(parents=True)
@@ -198,11 +198,12 @@ def test_a_folder_of_objects_is_read_file_by_file_in_path_order_hidden_ones_skip
     write(tenant / ".hidden.yaml", {**GOOD, "metadata": {"name": "hidden"}})
     write(tenant / ".git" / "config.yaml", {**GOOD, "metadata": {"name": "in-git"}})
     (tenant / "README.md").write_text("kind: ScheduledCapacity\n")
+    (tenant / "c.json").write_text(json.dumps(CONFIG_MAP))
     code, out, _ = run(capsys, "check", "--policies", str(out_dir), "-o", "json", str(tenant))
     assert code == 0
     assert [(r["source"]["file"], r["object"]["name"]) for r in json.loads(out)["results"]] == [
         (str(tenant / "a" / "first.yml"), "warm-pool"), (str(tenant / "a" / "first.yml"), "web"),
-        (str(tenant / "b.yaml"), "second")]
+        (str(tenant / "b.yaml"), "second"), (str(tenant / "c.json"), "c")]
 
 
 def test_a_folder_without_yaml_files_exits_two(out_dir: Path, tmp_path: Path,
@@ -212,8 +213,8 @@ def test_a_folder_without_yaml_files_exits_two(out_dir: Path, tmp_path: Path,
     (empty / "notes.txt").write_text("kind: ScheduledCapacity\n")
     code, _, err = run(capsys, "check", "--policies", str(out_dir), str(empty))
     assert code == 2
-    assert err == (f"{empty}:0:0: no .yaml or .yml file in this folder (hidden ones are "
-                   "skipped)\n1 error; nothing was checked\n")
+    assert err == (f"{empty}:0:0: no .yaml, .yml or .json file in this folder (hidden ones "
+                   "are skipped)\n1 error; nothing was checked\n")
 
 
 def test_a_missing_namespace_object_a_selector_needs_exits_two(

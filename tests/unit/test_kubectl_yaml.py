@@ -155,3 +155,32 @@ def test_what_kubectl_cannot_send_is_refused_as_it_refuses_it(
 def test_plain_scalars_resolve_as_go_yaml_v2_resolves_them(token: str, value: Any) -> None:
     got = plain_scalar(token)
     assert (type(got), got) == (type(value), value)
+
+
+def test_a_json_stream_is_read_as_kubectl_reads_it(tmp_path: Path) -> None:
+    text = ('{\n\t"apiVersion": "v1", "kind": "ConfigMap",\n\t"metadata": {"name": "a"},\n'
+            '\t"data": {"n": 1.0, "big": 1e20, "x": 1.5, "k": "v", "k": "w"}\n}\n'
+            '  {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "b"}}\n')
+    path = tmp_path / "stream.json"
+    path.write_text(text)
+    theirs = [_as_server_decodes(obj) for obj in _sent_by_kubectl(path)]
+    mine = read_text(text, "stream.json")
+    assert [_as_server_decodes(d.data) for d in mine] == theirs
+    assert [(d.line, d.column) for d in mine] == [(1, 1), (6, 3)]
+
+
+@pytest.mark.parametrize(("text", "where", "message"), [
+    ("{apiVersion: v1, kind: ConfigMap}\n", "1:2", "invalid JSON: Expecting property name"),
+    ('{"apiVersion": "v1", "x": NaN}', "1:1", "invalid JSON: invalid character 'N'"),
+    ('{"apiVersion": "v1",\n "kind": }', "2:10", "invalid JSON: Expecting value"),
+])
+def test_what_kubectl_cannot_read_as_json_is_refused_with_its_position(
+        tmp_path: Path, text: str, where: str, message: str) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    done = subprocess.run([_kubectl(), "annotate", "--local", "-f", str(path), "x=y", "-o", "json"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode != 0, done.stdout  # kubectl refuses each too
+    with pytest.raises(InputError) as raised:
+        read_text(text, "bad.json")
+    assert str(raised.value.diagnostics[0]).startswith(f"bad.json:{where}: {message}")

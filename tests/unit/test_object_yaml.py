@@ -27,6 +27,8 @@ def _shape(documents: list[Any]) -> list[tuple[Any, ...]]:
 
 
 def _same(text: str) -> None:
+    if objectyaml.is_json(text):  # kubectl (and read_text) would read it as JSON: keep it YAML
+        text = "# yaml\n" + text
     try:
         reference = parse_documents(text, "f.yaml")
     except InputError as error:
