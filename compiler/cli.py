@@ -122,7 +122,7 @@ def register(sub: Any) -> None:
                        help="the requests' fieldValidation, as kubectl sends it: Strict (its "
                             "default) denies unknown and duplicate fields, Warn (`--validate=warn`) "
                             "warns about them, Ignore (`--validate=false`) drops them silently")
-    check.add_argument("-j", "--jobs", type=int, metavar="N",
+    check.add_argument("-j", "--jobs", type=_jobs, metavar="N",
                        help="decide on at most N processes (default: every usable core, when "
                             "there are enough objects to gain from it)")
     check.add_argument("--no-cache", dest="cache", action="store_false",
@@ -140,6 +140,16 @@ def register(sub: Any) -> None:
     test.add_argument("-o", "--output", choices=("table", "json"), default="table",
                       help="table (default) or json")
     test.set_defaults(handler=_reported(_test))
+
+
+def _jobs(text: str) -> int:
+    try:
+        jobs = int(text)
+    except ValueError:
+        jobs = 0
+    if jobs < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number of processes, 1 or more")
+    return jobs
 
 
 def _field_validation(text: str) -> str:

@@ -308,8 +308,13 @@ def _unknown_kind(document: Document, error: UnknownKind) -> Diagnostic:
            "; a ValidatingAdmissionPolicy given may match its API group, and check decides only "
            "the custom resources of the CRDs given")
     return Diagnostic(document.locate("kind"), "kind",
-                      f"{error.kind} ({error.api_version}) is not a kind the policies know "
-                      f"(known: {', '.join(error.known)}){why}")
+                      f"no matches for kind {_go_quote(error.kind)} in version "
+                      f"{_go_quote(error.api_version)}, as kubectl would say (the policies define "
+                      f"{', '.join(error.known)}){why}")
+
+
+def _go_quote(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)
 
 
 def check(policies: Sequence[Path], objects: Sequence[Path], old: Path | None = None,
@@ -420,7 +425,7 @@ def _check_here(checker: Checker, sources: Sequence[_Source], old: Path | None,
         raise InputError(problems)
     previous = {_key(checker, d.data): d for d in old_documents}
     keys = {_key(checker, d.data) for d in documents}
-    problems = _old_without_new(previous, keys)
+    problems = _old_without_new(checker, previous, keys)
     if problems:
         raise InputError(problems)
     results: list[Result] = []
@@ -440,12 +445,22 @@ def _check_here(checker: Checker, sources: Sequence[_Source], old: Path | None,
     return results, checked
 
 
-def _old_without_new(previous: Mapping[tuple[str, str, str, str], Document],
+def _old_without_new(checker: Checker, previous: Mapping[tuple[str, str, str, str], Document],
                      keys: Collection[tuple[str, str, str, str]]) -> list[Diagnostic]:
+    """An old object of a kind the policies decide, without its new version (one no policy
+    covers is not checked either way)."""
     return [Diagnostic(document.locate("metadata", "name"), "metadata.name",
                        f"old object {key[1]} {key[2] + '/' if key[2] else ''}{key[3]} has no new "
                        "version among the objects to check")
-            for key, document in previous.items() if key not in keys]
+            for key, document in previous.items() if key not in keys and _known_kind(checker, document)]
+
+
+def _known_kind(checker: Checker, document: Document) -> bool:
+    try:
+        checker.kind_of(document.data)
+    except UnknownKind:
+        return False
+    return True
 
 
 def _check_in_workers(checker: Checker, sources: Sequence[_Source], old: Path | None,
@@ -502,8 +517,8 @@ def _check_in_workers(checker: Checker, sources: Sequence[_Source], old: Path | 
     if done is None:
         return None
     results = [result for result, _ in done]
-    if previous and _old_without_new(previous, {(r.api_version, r.kind, r.namespace, r.name)
-                                                for r in results}):
+    if previous and _old_without_new(checker, previous, {
+            (r.api_version, r.kind, r.namespace, r.name) for r in results}):
         return None
     return results, [checked for _, checked in done]
 

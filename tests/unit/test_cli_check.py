@@ -156,13 +156,34 @@ def test_objects_no_policy_applies_to_are_skipped_and_the_others_still_checked(
     assert [r["allowed"] for r in shown] == [True, True, True]
 
 
+def test_an_old_version_of_an_object_no_policy_covers_needs_no_new_one(
+        out_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # a pull request that deletes a ConfigMap beside the tenant's ScheduledCapacity
+    objects = write(tmp_path / "new.yaml", GOOD)
+    old = write(tmp_path / "old.yaml", GOOD, CONFIG_MAP)
+    code, out, _ = run(capsys, "check", "--policies", str(out_dir), "--old", str(old), str(objects))
+    assert code == 0 and out.rstrip().endswith("1 object: 1 allowed, 0 denied")
+
+
+@pytest.mark.parametrize("jobs", ["0", "-3", "two"])
+def test_jobs_must_be_a_whole_number_of_processes(
+        out_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], jobs: str) -> None:
+    objects = write(tmp_path / "objects.yaml", GOOD)
+    with pytest.raises(SystemExit) as raised:
+        main(["check", "-j", jobs, "--policies", str(out_dir), str(objects)])
+    assert raised.value.code == 2
+    assert f"argument -j/--jobs: {jobs!r}: expected a whole number of processes, 1 or more" in (
+        capsys.readouterr().err)
+
+
 def test_a_kind_unknown_in_an_api_group_the_policies_define_exits_two(
         out_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     objects = write(tmp_path / "objects.yaml", {**GOOD, "apiVersion": "5spot.finos.org/v1"})
     code, _, err = run(capsys, "check", "--policies", str(out_dir), str(objects))
     assert code == 2
-    assert err == (f"{objects}:2:1: kind: ScheduledCapacity (5spot.finos.org/v1) is not a kind "
-                   f"the policies know (known: {KNOWN})\n1 error; nothing was checked\n")
+    assert err == (f"{objects}:2:1: kind: no matches for kind \"ScheduledCapacity\" in version "
+                   f"\"5spot.finos.org/v1\", as kubectl would say (the policies define {KNOWN})\n"
+                   "1 error; nothing was checked\n")
 
 
 def test_a_kind_a_policy_may_match_but_no_crd_defines_exits_two_saying_why(
@@ -180,10 +201,10 @@ def test_a_kind_a_policy_may_match_but_no_crd_defines_exits_two_saying_why(
     code, _, err = run(capsys, "check", "--policies", str(out_dir), "--policies", str(policies),
                        str(objects))
     assert code == 2
-    assert err == (f"{objects}:2:1: kind: Deployment (apps/v1) is not a kind the policies know "
-                   f"(known: {KNOWN}); a ValidatingAdmissionPolicy given may match its API "
-                   "group, and check decides only the custom resources of the CRDs given\n"
-                   "1 error; nothing was checked\n")
+    assert err == (f"{objects}:2:1: kind: no matches for kind \"Deployment\" in version "
+                   f"\"apps/v1\", as kubectl would say (the policies define {KNOWN}); a "
+                   "ValidatingAdmissionPolicy given may match its API group, and check decides "
+                   "only the custom resources of the CRDs given\n1 error; nothing was checked\n")
 
 
 def test_a_folder_of_objects_is_read_as_kubectl_reads_one_yaml_and_json_hidden_ones_skipped(
