@@ -138,6 +138,7 @@ class Checker(Struct, frozen=True, eq=False):
                                for field_path, problem in undecodable)
             return Verdict(False, violations, (), status=status.of(target, violations))
         warnings = tuple(p for _, p in undecodable) if request.field_validation == "Warn" else ()
+        warnings += admitted.notices
         if admitted.violations:
             return Verdict(False, admitted.violations, warnings,
                            status=status.of(target, admitted.violations))

@@ -2,9 +2,10 @@
 
 For a CREATE or UPDATE of a custom resource the server decodes the body (pruning unknown
 fields, dropping nulls, defaulting), resets `status` when the CRD has a status subresource (a
-create cannot set it; an update keeps the stored one), checks the name, the structural schema
-and then the CEL rules. Any error there is a 422 and validating admission never runs; this
-module makes the same calls, with precompiled schemas, and reports the same fields.
+create cannot set it; an update keeps the stored one), checks the name, the labels, annotations
+and finalizers (`objectmeta`), the structural schema and then the CEL rules. Any error there is
+a 422 and validating admission never runs; this module makes the same calls, with precompiled
+schemas, and reports the same fields.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any, Final
 from msgspec import Struct
 from msgspec.structs import force_setattr
 
-from policies.admission_eval import celrules, pruning, structural, validation
+from policies.admission_eval import celrules, objectmeta, pruning, structural, validation
 from policies.admission_eval.regex import Pattern
 from policies.admission_eval.result import CRD_RULE, SCHEMA, Violation
 from policies.admission_eval.structural import BLOCKED_MESSAGE, BLOCKING, FieldError, Node
@@ -63,6 +64,10 @@ class Admitted(Struct, frozen=True):
     old_object: dict[str, Any] | None
     violations: tuple[Violation, ...]
     warnings: tuple[str, ...]
+    """The decoder's (`unknown field "spec.x"`): what field validation decides on."""
+    notices: tuple[str, ...] = ()
+    """The warnings the server sends when the object is valid (finalizers it would rather see
+    domain-qualified)."""
 
 
 def compile_crds(crds: Iterable[Mapping[str, Any]], *, lazy: bool = False
@@ -166,7 +171,9 @@ def admit(kind: CustomResourceKind, operation: str, obj: Mapping[str, Any],
          for e in schema_errors]
         + [Violation(CRD_RULE, kind.crd_name, e.path, e.message, reason=e.type) for e in rule_errors]
     )
-    return Admitted(new, stored, violations, tuple(warnings))
+    notices = () if violations else tuple(objectmeta.warnings(
+        new.get("metadata") or {}, (stored or {}).get("metadata") if stored is not None else None))
+    return Admitted(new, stored, violations, tuple(warnings), notices)
 
 
 def _metadata_errors(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[FieldError]:
@@ -185,9 +192,12 @@ def _metadata_errors(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> l
         elif not _DNS_SUBDOMAIN.search(name):
             errors.append(FieldError("metadata.name", structural.INVALID,
                                      f'Invalid value: "{name}": {_DNS_SUBDOMAIN_MESSAGE}'))
-    if old is not None:
-        old_name = (old.get("metadata") or {}).get("name")
-        if old_name != name:
-            errors.append(FieldError("metadata.name", structural.INVALID,
-                                     f'Invalid value: "{name}": field is immutable'))
-    return errors
+    if old is None:
+        return errors + objectmeta.errors(meta, create=True)
+    # An update checks metadata three times (apiserver's BeforeUpdate): its common fields with
+    # the create checks and then the update checks, then the CRD handler's update checks again.
+    errors += objectmeta.errors(meta, create=True)
+    if (old.get("metadata") or {}).get("name") != name:
+        errors.append(FieldError("metadata.name", structural.INVALID,
+                                 f'Invalid value: "{name}": field is immutable'))
+    return errors + 2 * objectmeta.errors(meta, create=False)
