@@ -592,15 +592,20 @@ class FixtureResult(Struct, frozen=True):
     name: str
     operation: str
     expect: Mapping[str, Any]
+    """What the fixture gives (a list it leaves out is not checked, and not shown)."""
     verdict: Verdict
     problems: tuple[str, ...]
+    where: Location = Location("", 0, 0)
+    """Where the fixture is defined."""
 
     @property
     def passed(self) -> bool:
         return not self.problems
 
     def as_json(self) -> dict[str, Any]:
-        return {"name": self.name, "operation": self.operation, "passed": self.passed,
+        return {"name": self.name,
+                "source": {"file": self.where.file, "line": self.where.line},
+                "operation": self.operation, "passed": self.passed,
                 "expected": dict(self.expect), "result": self.verdict.as_json(),
                 "problems": list(self.problems)}
 
@@ -641,9 +646,9 @@ def run_compiled_fixtures(compiled: Compiled, config_dir: Path) -> list[FixtureR
                                        f"namespace {error.namespace!r}: {error.needed_by} selects "
                                        "namespaces by labels a fixture cannot give"))
             continue
-        expect = spec.expect.model_dump(by_alias=True, exclude_none=True)
+        expect = spec.expect.model_dump(by_alias=True, exclude_none=True, exclude_unset=True)
         results.append(FixtureResult(name, spec.operation, expect, verdict,
-                                     tuple(compare(expect, verdict))))
+                                     tuple(compare(expect, verdict)), where))
     if problems:
         raise InputError(problems)
     return results
@@ -789,7 +794,7 @@ def render_test_table(results: Sequence[FixtureResult]) -> str:
     lines = [_table(rows)]
     for result in results:
         if result.problems:
-            lines.append(f"FAIL {result.name}:")
+            lines.append(f"FAIL {result.name} ({result.where}):")
             lines += [f"  - {problem}" for problem in result.problems]
             for violation in result.verdict.violations:
                 lines.append(f"    got [{violation.source}] {violation.policy} "

@@ -301,6 +301,11 @@ def test_fivespot_test_fails_a_fixture_with_the_wrong_expectation(
         "expected denied, got allowed",
         'expected violation {"policy": "fivespot-tenant-limits", "field": '
         '"spec.capacity.activeValue"} not found']
+    assert report["fixtures"][0]["source"] == {"file": "fixture.yaml", "line": 1}
+    assert report["fixtures"][0]["expected"] == {"allowed": False, "violations": [
+        {"policy": "fivespot-tenant-limits", "field": "spec.capacity.activeValue"}]}  # as given
+    code, out, _ = run(capsys, "test", str(config))
+    assert code == 1 and "FAIL wrong (fixture.yaml:1:1):\n  - expected denied, got allowed" in out
 
 
 UNKNOWN_AND_DUPLICATE = """\
