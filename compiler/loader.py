@@ -249,6 +249,10 @@ def _explain(detail: Any, model_type: type[BaseModel], loc: Path_, raw: str | No
         return "required field is missing"
     if kind == "string_type" and isinstance(value, (int, float, bool)):
         return f"expected a string, got {_describe(value)}; quote it: \"{raw if raw is not None else value}\""
+    if kind == "int_type" and isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return f"expected an integer, got a str ({value!r}); remove the quotes: {value.strip()}"
+    if kind == "bool_type" and isinstance(value, str):
+        return f"expected true or false, got a str ({value!r})"
     if kind in ("dict_type", "model_type"):
         return f"expected a mapping, got {_describe(value)}"
     if kind in ("int_type", "int_parsing", "bool_type", "bool_parsing", "float_type", "list_type",

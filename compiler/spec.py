@@ -12,7 +12,16 @@ import re
 from enum import StrEnum
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from api.fieldpath import capacity_path_error, drained_path_error
@@ -227,7 +236,7 @@ def _every_pod() -> list[NetworkPeer]:
 
 
 class WebhookNetworkPolicy(_Strict):
-    enabled: bool = Field(default=True, description="Emit the webhook's NetworkPolicy.")
+    enabled: StrictBool = Field(default=True, description="Emit the webhook's NetworkPolicy.")
     allowed_sources: list[NetworkPeer] = Field(
         default_factory=list, max_length=32,
         description="Who may connect to the webhook's serving port: the API server's addresses "
@@ -244,13 +253,13 @@ class WebhookSettings(_Strict):
         description="What the API server does when the webhook cannot be reached. Roll out with "
         "Ignore, then switch to Fail.",
     )
-    timeout_seconds: int = Field(default=5, ge=1, le=30, description="Per-request timeout, 1-30.")
+    timeout_seconds: StrictInt = Field(default=5, ge=1, le=30, description="Per-request timeout, 1-30.")
     certificate: Certificate = Field(default_factory=Certificate, description="Serving certificate.")
     host_governance: HostGovernanceAction = Field(
         default=HostGovernanceAction.DENY,
         description="Deny or Warn when a ScheduledCapacity names a node a ScheduledMachine governs.",
     )
-    replicas: int = Field(default=2, ge=1, le=10, description="Webhook replicas.")
+    replicas: StrictInt = Field(default=2, ge=1, le=10, description="Webhook replicas.")
     network_policy: WebhookNetworkPolicy = Field(
         default_factory=WebhookNetworkPolicy,
         description="The NetworkPolicy limiting who may connect to the webhook.")
@@ -315,7 +324,7 @@ class GitOps(_Strict):
 class Monitoring(_Strict):
     """Prometheus Operator objects for the components (needs its CRDs in the cluster)."""
 
-    enabled: bool = Field(
+    enabled: StrictBool = Field(
         default=False,
         description="Emit a ServiceMonitor per component and a PrometheusRule with fivespot's "
         "alerts (monitoring/ layer; the Prometheus Operator's CRDs must be installed).",
@@ -337,7 +346,7 @@ class PlatformSpec(_Strict):
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(
         default="IfNotPresent", description="Pull policy of that image."
     )
-    controller_replicas: int = Field(default=2, ge=1, le=10, description="Replicas per controller.")
+    controller_replicas: StrictInt = Field(default=2, ge=1, le=10, description="Replicas per controller.")
     partitions: list[Partition] = Field(
         default_factory=lambda: [Partition(name="default")],
         max_length=64,
@@ -355,7 +364,7 @@ class PlatformSpec(_Strict):
     )
     monitoring: Monitoring = Field(default_factory=Monitoring,
                                    description="ServiceMonitors and alerts for Prometheus.")
-    install_scheduled_machine_crd: bool = Field(
+    install_scheduled_machine_crd: StrictBool = Field(
         default=True,
         description="Install the ScheduledMachine CRD (turn off where 5-Spot itself installs it).",
     )
@@ -402,7 +411,7 @@ class CapacityConsumerSpec(_Strict):
     drained_path: DrainedPath | None = Field(
         default=None, description="The in-use counter read during handback (e.g. status.inUse)."
     )
-    max_active_value: int = Field(ge=1, le=2**31 - 1, description="Largest value any tenant may write.")
+    max_active_value: StrictInt = Field(ge=1, le=2**31 - 1, description="Largest value any tenant may write.")
 
     @field_validator("capacity_paths")
     @classmethod
@@ -452,9 +461,9 @@ class CustomProvider(_Strict):
 
 
 class CalendarYears(_Strict):
-    first: int = Field(ge=MIN_CALENDAR_YEAR, le=MAX_CALENDAR_YEAR,
+    first: StrictInt = Field(ge=MIN_CALENDAR_YEAR, le=MAX_CALENDAR_YEAR,
                        description="First calendar year expanded (from 1 January, local).")
-    last: int = Field(ge=MIN_CALENDAR_YEAR, le=MAX_CALENDAR_YEAR,
+    last: StrictInt = Field(ge=MIN_CALENDAR_YEAR, le=MAX_CALENDAR_YEAR,
                       description="Last calendar year expanded (through 31 December, local).")
 
     @model_validator(mode="after")
@@ -633,7 +642,7 @@ class TenantPolicySpec(_Strict):
     consumers: list[Name] = Field(
         min_length=1, max_length=64, description="CapacityConsumer names these tenants may target."
     )
-    max_active_value: int = Field(ge=0, le=2**31 - 1, description="Largest activeValue allowed.")
+    max_active_value: StrictInt = Field(ge=0, le=2**31 - 1, description="Largest activeValue allowed.")
     allowed_nodes: list[NodeName] = Field(
         default_factory=list, max_length=256,
         description="Nodes spec.nodeName may name; empty allows any.",
@@ -663,7 +672,7 @@ class ExpectedViolation(_Strict):
 
 
 class Expectation(_Strict):
-    allowed: bool = Field(description="Whether admission allows the object.")
+    allowed: StrictBool = Field(description="Whether admission allows the object.")
     violations: list[ExpectedViolation] = Field(default_factory=list, description="Expected denials.")
     warnings: list[str] = Field(default_factory=list, description="Texts the warnings contain.")
     message: str | None = Field(default=None, description="The API server's whole message for the "
