@@ -43,6 +43,32 @@ def write(path: Path, *documents: Any) -> Path:
     return path
 
 
+@pytest.fixture()
+def forked(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Whether each `checkpool.run` of the test forked its workers (False: it fell back to one
+    process)."""
+    from compiler import checkpool
+
+    found: list[bool] = []
+    real = checkpool.run
+
+    def spied(*args: Any, **kwargs: Any) -> Any:
+        result = real(*args, **kwargs)
+        found.append(result is not None)
+        return result
+
+    monkeypatch.setattr(checkpool, "run", spied)
+    return found
+
+
+def more_policies(tmp_path: Path, *objects: Any) -> Path:
+    """A folder of policy objects to pass as a second --policies."""
+    folder = tmp_path / "policies"
+    folder.mkdir()
+    write(folder / "more.yaml", *objects)
+    return folder
+
+
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     code = main(list(argv))
     captured = capsys.readouterr()
@@ -188,9 +214,7 @@ def test_a_kind_unknown_in_an_api_group_the_policies_define_exits_two(
 
 def test_a_kind_a_policy_may_match_but_no_crd_defines_exits_two_saying_why(
         out_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    policies = tmp_path / "policies"
-    policies.mkdir()
-    write(policies / "apps.yaml", {
+    policies = more_policies(tmp_path, {
         "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
         "metadata": {"name": "replicas-cap"},
         "spec": {"matchConstraints": {"resourceRules": [{
@@ -240,9 +264,7 @@ def test_a_folder_without_yaml_files_exits_two(out_dir: Path, tmp_path: Path,
 
 def test_a_missing_namespace_object_a_selector_needs_exits_two(
         out_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    policies = tmp_path / "policies"
-    policies.mkdir()
-    write(policies / "gold.yaml", {
+    policies = more_policies(tmp_path, {
         "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
         "metadata": {"name": "gold-only"},
         "spec": {"policyName": "fivespot-scap-tenancy", "validationActions": ["Deny"],
@@ -401,8 +423,8 @@ def _many(count: int) -> list[dict[str, Any]]:
 
 
 def test_a_large_input_read_and_decided_on_workers_gives_the_same_results_as_one_process(
-        out_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from compiler import checkpool, offline_check
+        out_dir: Path, tmp_path: Path, forked: list[bool]) -> None:
+    from compiler import offline_check
 
     many = _many(1200)
     objects = write(tmp_path / "objects.yaml", *many)
@@ -411,15 +433,6 @@ def test_a_large_input_read_and_decided_on_workers_gives_the_same_results_as_one
                      "metadata: {name: &n anchored, namespace: agents}\n"
                      "spec: {enabled: true, enabled: false}\n")
     old = write(tmp_path / "old.yaml", many[20], many[-1])
-    forked = []
-    real = checkpool.run
-
-    def spied(*args: Any, **kwargs: Any) -> Any:
-        found = real(*args, **kwargs)
-        forked.append(found is not None)
-        return found
-
-    monkeypatch.setattr(checkpool, "run", spied)
     policies = [out_dir]
     alone = offline_check.check(policies, [objects], old, jobs=1, cache=False)
     apart = offline_check.check(policies, [objects], old, jobs=2, cache=False)
@@ -432,23 +445,14 @@ def test_a_large_input_read_and_decided_on_workers_gives_the_same_results_as_one
 
 
 def test_a_large_input_mixing_kinds_no_policy_applies_to_is_still_decided_on_workers(
-        out_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from compiler import checkpool, offline_check
+        out_dir: Path, tmp_path: Path, forked: list[bool]) -> None:
+    from compiler import offline_check
 
     mixed: list[Any] = []
     for index, obj in enumerate(_many(900)):
         mixed += [obj, {**DEPLOYMENT, "metadata": {"name": f"web-{index}", "namespace": "agents"}}]
     objects = write(tmp_path / "objects.yaml", *mixed)
     old = write(tmp_path / "old.yaml", mixed[1])
-    forked = []
-    real = checkpool.run
-
-    def spied(*args: Any, **kwargs: Any) -> Any:
-        found = real(*args, **kwargs)
-        forked.append(found is not None)
-        return found
-
-    monkeypatch.setattr(checkpool, "run", spied)
     alone = offline_check.check([out_dir], [objects], old, jobs=1, cache=False)
     apart = offline_check.check([out_dir], [objects], old, jobs=2, cache=False)
     assert forked == [True]
