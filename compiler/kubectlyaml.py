@@ -131,9 +131,9 @@ class NotSendable(Exception):
     """kubectl refuses the document: a value or key JSON cannot hold. `field` is where, or
     `line` and `column` (1-based) when known."""
 
-    def __init__(self, field: str, message: str, line: int = 0, column: int = 0) -> None:
-        super().__init__(f"error converting YAML to JSON: {message}")
-        self.field, self.line, self.column = field, line, column
+    def __init__(self, field: str, detail: str, line: int = 0, column: int = 0) -> None:
+        super().__init__(f"error converting YAML to JSON: {detail}")
+        self.field, self.detail, self.line, self.column = field, detail, line, column
 
 
 def as_sent(value: Any, field: str = "") -> Any:
@@ -237,7 +237,7 @@ def loader() -> type[yaml.SafeLoader]:
                     key = json_key(self.construct_object(key_node, deep=deep))
                 except NotSendable as error:
                     mark = key_node.start_mark
-                    raise NotSendable(error.field, str(error).split(": ", 1)[1], mark.line + 1,
+                    raise NotSendable(error.field, error.detail, mark.line + 1,
                                       mark.column + 1) from None
                 mapping[key] = self.construct_object(value_node, deep=deep)
             return mapping
