@@ -65,6 +65,7 @@ _YAML_STYLE_FLOAT: Final = re.compile(r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:
 _DOT_FLOAT: Final = re.compile(r"\.[0-9](?:_?[0-9])*(?:[eE][-+]?[0-9](?:_?[0-9])*)?")
 """strconv.ParseFloat's syntax for text that starts with `.` (underscores between digits)."""
 _INT64: Final = 1 << 63
+_MERGE_TAG: Final = "tag:yaml.org,2002:merge"
 _UINT64: Final = 1 << 64
 
 
@@ -229,10 +230,15 @@ def loader() -> type[yaml.SafeLoader]:
 
         def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[str, Any]:
             """Keys made strings as they are read: `true`, `y` and `1` are distinct keys to
-            kubectl until it writes them, but `True == 1` in a Python dict."""
-            self.flatten_mapping(node)
+            kubectl until it writes them, but `True == 1` in a Python dict. A merge (`<<`) sets
+            its mapping's keys where it stands, as go-yaml's decoder does: over the keys before
+            it, under those after it (YAML says every key given wins; PyYAML does that)."""
             mapping: dict[str, Any] = {}
             for key_node, value_node in node.value:
+                if key_node.tag == _MERGE_TAG:
+                    for merged in self._merged(value_node):
+                        mapping.update(self.construct_mapping(merged, deep=True))
+                    continue
                 try:
                     key = json_key(self.construct_object(key_node, deep=deep))
                 except NotSendable as error:
@@ -241,6 +247,17 @@ def loader() -> type[yaml.SafeLoader]:
                                       mark.column + 1) from None
                 mapping[key] = self.construct_object(value_node, deep=deep)
             return mapping
+
+        def _merged(self, node: yaml.Node) -> list[yaml.MappingNode]:
+            """The mappings a merge sets, in the order set: a list's last first, so its earlier
+            ones win."""
+            found = [node] if isinstance(node, yaml.MappingNode) else (
+                list(reversed(node.value)) if isinstance(node, yaml.SequenceNode) else [])
+            if not found or not all(isinstance(n, yaml.MappingNode) for n in found):
+                raise yaml.constructor.ConstructorError(
+                    None, None, "map merge requires map or sequence of maps as the value",
+                    node.start_mark)
+            return found
 
     for short in ("bool", "int", "float", "null"):
         KubectlLoader.add_constructor(f"tag:yaml.org,2002:{short}", _resolved)

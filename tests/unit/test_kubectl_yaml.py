@@ -184,3 +184,30 @@ def test_what_kubectl_cannot_read_as_json_is_refused_with_its_position(
     with pytest.raises(InputError) as raised:
         read_text(text, "bad.json")
     assert str(raised.value.diagnostics[0]).startswith(f"bad.json:{where}: {message}")
+
+
+MERGES = """\
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: merges}
+a: &a {x: "a-x", y: "a-y", n: {deep: "a"}}
+b: &b {x: "b-x", z: "b-z"}
+c: &c {<<: *a, y: "c-y"}
+data:
+  before: {x: "explicit", <<: *a}
+  after: {<<: *a, x: "explicit"}
+  around: {x: "first", <<: *b, z: "last"}
+  list: {<<: [*a, *b]}
+  reversed: {<<: [*b, *a]}
+  nested: {<<: *c}
+  twice: {<<: *a, <<: *b}
+"""
+
+
+def test_merge_keys_set_their_keys_where_they_stand_as_kubectl_merges_them(tmp_path: Path) -> None:
+    path = tmp_path / "merges.yaml"
+    path.write_text(MERGES)
+    theirs = _sent_by_kubectl(path)
+    for reader in (read_text, parse_documents):
+        mine = [d.data for d in reader(MERGES, "merges.yaml")]
+        assert mine == theirs, reader.__name__
