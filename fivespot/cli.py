@@ -9,9 +9,11 @@ message` on stderr, or a refused `--out`), 3 an internal error; every handler ru
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
+import re
 import sys
-from typing import Callable, Final, Sequence
+from typing import Any, Callable, Final, NoReturn, Sequence
 
 from commandline import boundary, collector, exitcodes
 from commandline.version import version
@@ -32,9 +34,37 @@ compile` in CI starts in a tenth of a second; the compiler's commands are always
 A value is "module" (its `register`) or "module:function" for a package with several commands."""
 
 
+DESCRIPTION: Final = """\
+fivespot compiles a config repo into the artifacts a cluster needs (CRDs, admission policies,
+RBAC, workloads, GitOps layout), checks objects offline as the API server would, and runs the
+admission webhook and the controllers.
+
+Exit codes: 0 success; 1 the answer asked for is no (stale output, a denied object, a failing
+fixture); 2 bad input, reported as FILE:LINE:COL: field: message; 3 an internal error."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """Every fivespot parser (subcommands are made with the parser's own class): long options are
+    not matched by prefix (`--out` is not taken for `--output`), and a mistyped choice gets a
+    suggestion (`compiel`: did you mean 'compile'?)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        found = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if found is not None:
+            choices = re.findall(r"'([^']*)'", found.group(2))
+            close = difflib.get_close_matches(found.group(1), choices, n=1)
+            if close:
+                message += f" (did you mean {close[0]!r}?)"
+        super().error(message)
+
+
 def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="fivespot", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _Parser(prog="fivespot", description=DESCRIPTION,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action=_Version, nargs=0, help="show fivespot's version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     compiler_cli.register(sub)

@@ -211,3 +211,20 @@ def test_a_check_collects_less_often_and_restores_the_collector_after(
     with collector.fewer_collections():
         assert gc.get_threshold()[0] == max(before[0], collector.SHORT_RUN_THRESHOLD)
     assert gc.get_threshold() == before
+
+
+def test_a_long_option_is_not_taken_for_one_it_begins(capsys: pytest.CaptureFixture[str]) -> None:
+    from fivespot.cli import build_parser
+
+    with pytest.raises(SystemExit) as raised:
+        build_parser(["test"]).parse_args(["test", "repo", "--out", "x"])  # --output's prefix
+    assert raised.value.code == 2
+    assert "unrecognized arguments: --out x" in capsys.readouterr().err
+
+
+def test_a_mistyped_command_gets_the_nearest_one(capsys: pytest.CaptureFixture[str]) -> None:
+    from fivespot.cli import build_parser
+
+    with pytest.raises(SystemExit):
+        build_parser(["compiel"]).parse_args(["compiel", "repo"])
+    assert capsys.readouterr().err.rstrip().endswith("(did you mean 'compile'?)")
