@@ -254,7 +254,8 @@ def _handle(handler: Handler, args: argparse.Namespace) -> int:
     except InputError as error:
         return _diagnostics(error.diagnostics, "nothing was checked")
     except CompileError as error:
-        return _diagnostics(error.diagnostics, "nothing was written")
+        return _diagnostics(error.diagnostics, "no fixture was run" if args.command == "test"
+                            else "nothing was written")
     except Exception as error:
         # only a handler that imported compiler.ownership can have raised its OutputRefused, and
         # `check` (one file, in an editor's hook) does not pay for importing it

@@ -206,7 +206,8 @@ def _validate(document: SourceDocument, result: LoadResult) -> BaseModel | None:
         result.unidentified += 1
         diagnostics.append(Diagnostic(
             document.locate(("kind",)), "kind",
-            f"unknown kind {kind!r}; expected one of {', '.join(DOCUMENT_KINDS)}"
+            (f"unknown kind {kind!r}" if kind is not None else "kind is missing")
+            + f"; expected one of {', '.join(DOCUMENT_KINDS)}"
             + _suggest(str(kind), DOCUMENT_KINDS)))
         return None
     try:

@@ -73,8 +73,16 @@ def read_file(path: Path, name: str) -> str:
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InputError([Diagnostic(Location(name, 0, 0), "", "cannot read: no such file")]) from None
-    except (OSError, UnicodeDecodeError) as error:
-        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+    except UnicodeDecodeError as error:
+        before = error.object[:error.start]
+        line = before.count(b"\n") + 1
+        column = len(before) - (before.rfind(b"\n") + 1) + 1
+        raise InputError([Diagnostic(Location(name, line, column), "",
+                                     f"not UTF-8: byte 0x{error.object[error.start]:02x} cannot "
+                                     "start or continue a character here; save the file as "
+                                     "UTF-8, as kubectl reads it")]) from None
+    except OSError as error:
+        reason = error.strerror or str(error)
         raise InputError([Diagnostic(Location(name, 0, 0), "", f"cannot read: {reason}")]) from None
 
 

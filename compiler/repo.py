@@ -206,8 +206,8 @@ def _tenant_references(tenants: list[LoadedDocument], consumers: dict[str, Loade
             elif tenant.model.spec.max_active_value > consumers[name].model.spec.max_active_value:
                 problems.append(Diagnostic(
                     tenant.source.locate(("spec", "maxActiveValue")), "spec.maxActiveValue",
-                    f"{tenant.model.spec.max_active_value} exceeds consumer {name!r}'s "
-                    f"maxActiveValue {consumers[name].model.spec.max_active_value}"))
+                    f"{tenant.model.spec.max_active_value} exceeds the maxActiveValue "
+                    f"{consumers[name].model.spec.max_active_value} of consumer {name!r}"))
     return problems
 
 

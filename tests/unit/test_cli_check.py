@@ -478,3 +478,25 @@ def test_a_problem_in_a_large_input_is_reported_as_one_process_reports_it(
         reported.append([str(d) for d in raised.value.diagnostics])
     assert reported[0] == reported[1]
     assert len(reported[0]) == 1 and "invalid YAML" in reported[0][0]
+
+
+def test_a_file_that_is_not_utf_8_is_refused_at_the_first_byte_that_is_not(
+        out_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    objects = tmp_path / "latin1.yaml"
+    objects.write_bytes(b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: caf\xe9}\n")
+    code, _, err = run(capsys, "check", "--policies", str(out_dir), str(objects))
+    assert code == 2
+    assert err == (f"{objects}:3:21: not UTF-8: byte 0xe9 cannot start or continue a character "
+                   "here; save the file as UTF-8, as kubectl reads it\n1 error; nothing was checked\n")
+
+
+def test_fivespot_test_on_a_repo_that_does_not_compile_runs_no_fixture(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "platform.yaml").write_text("apiVersion: config.5spot.finos.org/v1alpha1\n"
+                                            "metadata: {name: p}\n")
+    code, _, err = run(capsys, "test", str(tmp_path))
+    assert code == 2
+    assert err.splitlines()[0].endswith("kind: kind is missing; expected one of Platform, "
+                                        "CapacityConsumer, ScheduleProvider, TenantPolicy, "
+                                        "MachineProvisioning, Fixture")
+    assert err.splitlines()[-1] == "1 error; no fixture was run"
