@@ -109,8 +109,9 @@ def register(sub: Any) -> None:
                     "bound ValidatingAdmissionPolicy. Exit 0 when all are allowed, 1 when any is "
                     "denied, 2 on bad input.")
     check.add_argument("objects", type=Path, nargs="+", metavar="OBJECTS.yaml",
-                       help="files of objects to decide (multi-document YAML), or folders "
-                            "(every .yaml/.yml file in them, hidden ones skipped)")
+                       help="files of objects to decide (multi-document YAML or JSON), "
+                            "folders (every .yaml/.yml/.json file in them, hidden ones skipped), "
+                            "or - for standard input")
     check.add_argument("--policies", type=Path, required=True, action="append", metavar="OUT_DIR",
                        help="output of `fivespot compile` (repeat to add more CRDs/policies)")
     check.add_argument("--namespaces", type=Path, metavar="NS.yaml",

@@ -67,23 +67,31 @@ class Document(Struct, frozen=True):
         return positions.get(parts, self.start)
 
 
+STDIN: Final = "-"
+"""The file name that means standard input, as for `kubectl apply -f -`."""
+
+
 def read_file(path: Path, name: str) -> str:
-    """A file's text; raises InputError naming it (`name`) when it cannot be read."""
+    """A file's text (standard input's for `-`), its line ends made `\\n` as Python's text
+    files make them; raises InputError naming it (`name`) when it cannot be read."""
     try:
-        return path.read_text(encoding="utf-8")
+        data = sys.stdin.buffer.read() if str(path) == STDIN else path.read_bytes()
     except FileNotFoundError:
         raise InputError([Diagnostic(Location(name, 0, 0), "", "cannot read: no such file")]) from None
-    except UnicodeDecodeError as error:
-        before = error.object[:error.start]
-        line = before.count(b"\n") + 1
-        column = len(before) - (before.rfind(b"\n") + 1) + 1
-        raise InputError([Diagnostic(Location(name, line, column), "",
-                                     f"not UTF-8: byte 0x{error.object[error.start]:02x} cannot "
-                                     "start or continue a character here; save the file as "
-                                     "UTF-8, as kubectl reads it")]) from None
     except OSError as error:
         reason = error.strerror or str(error)
         raise InputError([Diagnostic(Location(name, 0, 0), "", f"cannot read: {reason}")]) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        before = data[:error.start]
+        line = before.count(b"\n") + 1
+        column = len(before) - (before.rfind(b"\n") + 1) + 1
+        raise InputError([Diagnostic(Location(name, line, column), "",
+                                     f"not UTF-8: byte 0x{data[error.start]:02x} cannot start or "
+                                     "continue a character here; save the file as UTF-8, as "
+                                     "kubectl reads it")]) from None
+    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
 
 
 def read_documents(path: Path, shown: str | None = None) -> list[Document]:

@@ -30,6 +30,7 @@ from compiler.checkpool import MIN_PER_WORKER, usable_cores
 from compiler.diagnostics import Diagnostic, InputError, Location
 from compiler.objectyaml import (
     Document,
+    STDIN,
     Part,
     read_documents,
     read_each_part,
@@ -363,7 +364,7 @@ def input_files(paths: Sequence[Path]) -> list[Path]:
 
 
 def _source(path: Path) -> _Source:
-    name = str(path)
+    name = "STDIN" if str(path) == STDIN else str(path)  # as kubectl names it
     try:
         text = read_file(path, name)
     except InputError as error:

@@ -500,3 +500,13 @@ def test_fivespot_test_on_a_repo_that_does_not_compile_runs_no_fixture(
                                         "CapacityConsumer, ScheduleProvider, TenantPolicy, "
                                         "MachineProvisioning, Fixture")
     assert err.splitlines()[-1] == "1 error; no fixture was run"
+
+
+def test_objects_are_read_from_standard_input_for_a_dash_as_kubectl_reads_them(
+        out_dir: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "fivespot.cli", "check", "--policies",
+                           str(out_dir), "-o", "json", "-"],
+                          input=yaml.safe_dump(GOOD).replace("\n", "\r\n"), capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["results"][0]["source"] == {"file": "STDIN", "line": 1}
