@@ -16,6 +16,8 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from compiler.diagnostics import Diagnostic, Location, field_path, yaml_error
+from compiler.kubectlyaml import NotSendable, as_sent
+from compiler.kubectlyaml import loader as kubectl_loader
 from compiler.spec import CONFIG_API_VERSION, DOCUMENT_KINDS
 from compiler.yamlbounds import MAX_DEPTH, YamlTooLarge, check_bounds, construct
 
@@ -109,6 +111,7 @@ def load_repo(config_dir: Path) -> LoadResult:
 def load_text(text: str, file: str, result: LoadResult) -> None:
     """Parse one file's documents into `result`."""
     loader: yaml.SafeLoader | None = None
+    sent: list[Any] | None = None
     try:
         loader = _Loader(text)
         index = 0
@@ -122,6 +125,10 @@ def load_text(text: str, file: str, result: LoadResult) -> None:
             check_bounds(node)
             _walk(node, (), file, document, result.diagnostics)
             document.data = construct(loader, node)
+            if _is_fixture(document.data):
+                sent = _kubectl_documents(text) if sent is None else sent
+                _type_as_kubectl(document, sent[index] if index < len(sent) else None,
+                                 result.diagnostics)
             index += 1
             model = _validate(document, result)
             if model is not None:
@@ -145,6 +152,51 @@ def load_text(text: str, file: str, result: LoadResult) -> None:
     finally:
         if loader is not None:
             loader.dispose()
+
+
+def _is_fixture(data: Any) -> bool:
+    return isinstance(data, dict) and data.get("kind") == "Fixture" and isinstance(
+        data.get("spec"), dict)
+
+
+def _kubectl_documents(text: str) -> list[Any]:
+    """Every document of `text` as kubectl reads a manifest (`kubectlyaml`: go-yaml's typing),
+    or the NotSendable that refuses it: what a Fixture's objects are, since they stand for
+    manifests, whose numbers, `y`/`n` and merges kubectl reads otherwise than YAML 1.1."""
+    reader = kubectl_loader()(text)
+    found: list[Any] = []
+    try:
+        while reader.check_node():
+            node = reader.get_node()
+            if node is None or _is_empty(node):
+                continue
+            try:
+                found.append(construct(reader, node))
+            except NotSendable as error:
+                found.append(error)
+    except yaml.YAMLError:  # the config reader has reported it
+        pass
+    finally:
+        reader.dispose()
+    return found
+
+
+def _type_as_kubectl(document: SourceDocument, sent: Any, diagnostics: list[Diagnostic]) -> None:
+    """A Fixture's object and old object as kubectl sends them (the rest as config is read)."""
+    spec = document.data["spec"]
+    for key in ("object", "oldObject"):
+        if key not in spec:
+            continue
+        where = ("spec", key)
+        try:
+            if isinstance(sent, NotSendable):
+                raise sent
+            spec[key] = as_sent((sent or {}).get("spec", {}).get(key, spec[key]), f"spec.{key}")
+        except NotSendable as error:
+            located = (Location(document.file, error.line, error.column) if error.line
+                       else document.locate(where))
+            diagnostics.append(Diagnostic(located, error.field or f"spec.{key}", str(error)))
+            return
 
 
 def _is_empty(node: yaml.Node) -> bool:

@@ -510,3 +510,49 @@ def test_objects_are_read_from_standard_input_for_a_dash_as_kubectl_reads_them(
                           text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["results"][0]["source"] == {"file": "STDIN", "line": 1}
+
+
+FIXTURES_AS_MANIFESTS = """\
+apiVersion: config.5spot.finos.org/v1alpha1
+kind: Fixture
+metadata: {name: one-e-one-is-ten}
+spec:
+  object:
+    apiVersion: 5spot.finos.org/v1alpha1
+    kind: ScheduledCapacity
+    metadata: {name: warm-pool, namespace: agents}
+    spec:
+      schedule: {apiVersion: spotschedules.5spot.finos.org/v1alpha1, kind: ManualSchedule, name: m}
+      targetRef: {apiVersion: pools.agents.example.com/v1alpha1, kind: VirtualMachinePool, name: p}
+      capacity: {path: spec.warmReplicas, activeValue: 1e1}
+  expect: {allowed: true}
+---
+apiVersion: config.5spot.finos.org/v1alpha1
+kind: Fixture
+metadata: {name: a-number-is-no-node-name}
+spec:
+  object:
+    apiVersion: 5spot.finos.org/v1alpha1
+    kind: ScheduledCapacity
+    metadata: {name: warm-pool, namespace: agents}
+    spec:
+      schedule: {apiVersion: spotschedules.5spot.finos.org/v1alpha1, kind: ManualSchedule, name: m}
+      targetRef: {apiVersion: pools.agents.example.com/v1alpha1, kind: VirtualMachinePool, name: p}
+      capacity: {path: spec.warmReplicas, activeValue: 5}
+      nodeName: 1e1
+  expect: {allowed: false}
+"""
+
+
+def test_a_fixtures_objects_are_typed_as_kubectl_sends_them_as_check_types_them(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "config"
+    config.mkdir()
+    for source in EXAMPLE.glob("*.yaml"):
+        (config / source.name).write_text(source.read_text())
+    (config / "manifests.yaml").write_text(FIXTURES_AS_MANIFESTS)
+    code, out, _ = run(capsys, "test", str(config), "-o", "json")
+    report = json.loads(out)
+    mine = {f["name"]: f for f in report["fixtures"]}
+    assert mine["one-e-one-is-ten"]["passed"] and mine["a-number-is-no-node-name"]["passed"]
+    assert code == 0
