@@ -51,6 +51,7 @@ from policies.admission_eval import (
     Violation,
     group_of,
 )
+from policies.admission_eval.gotext import quote
 from policies.cel.engine import compiled_programs, restore_programs
 
 if TYPE_CHECKING:
@@ -309,13 +310,10 @@ def _unknown_kind(document: Document, error: UnknownKind) -> Diagnostic:
            "; a ValidatingAdmissionPolicy given may match its API group, and check decides only "
            "the custom resources of the CRDs given")
     return Diagnostic(document.locate("kind"), "kind",
-                      f"no matches for kind {_go_quote(error.kind)} in version "
-                      f"{_go_quote(error.api_version)}, as kubectl would say (the policies define "
+                      f"no matches for kind {quote(error.kind)} in version "
+                      f"{quote(error.api_version)}, as kubectl would say (the policies define "
                       f"{', '.join(error.known)}){why}")
 
-
-def _go_quote(text: str) -> str:
-    return json.dumps(text, ensure_ascii=False)
 
 
 def check(policies: Sequence[Path], objects: Sequence[Path], old: Path | None = None,

@@ -11,24 +11,15 @@ schemas, and reports the same fields.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Final
+from typing import Any
 
 from msgspec import Struct
 from msgspec.structs import force_setattr
 
 from policies.admission_eval import celrules, objectmeta, pruning, structural, validation
-from policies.admission_eval.regex import Pattern
 from policies.admission_eval.result import CRD_RULE, SCHEMA, Violation
 from policies.admission_eval.structural import BLOCKED_MESSAGE, BLOCKING, FieldError, Node
 from policies.cel import ABSENT
-
-_DNS_SUBDOMAIN: Final = Pattern(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_DNS_SUBDOMAIN_MESSAGE: Final = (
-    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
-    "'.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used "
-    "for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
-)
-
 
 class CustomResourceKind(Struct, frozen=True, eq=False):
     """One served version of a CRD, compiled (its schema compiled now, or on first use)."""
@@ -189,9 +180,9 @@ def _metadata_errors(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> l
         if len(name) > 253:
             errors.append(FieldError("metadata.name", structural.INVALID,
                                      f'Invalid value: "{name}": must be no more than 253 characters'))
-        elif not _DNS_SUBDOMAIN.search(name):
+        elif not objectmeta.SUBDOMAIN.search(name):
             errors.append(FieldError("metadata.name", structural.INVALID,
-                                     f'Invalid value: "{name}": {_DNS_SUBDOMAIN_MESSAGE}'))
+                                     f'Invalid value: "{name}": {objectmeta.SUBDOMAIN_MESSAGE}'))
     if old is None:
         return errors + objectmeta.errors(meta, create=True)
     # An update checks metadata three times (apiserver's BeforeUpdate): its common fields with

@@ -33,10 +33,8 @@ _VALUE_MESSAGE: Final = ("a valid label must be an empty string or consist of al
                          "character")
 _VALUE_MAX: Final = 63
 _SUBDOMAIN_FMT: Final = "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
-_SUBDOMAIN: Final = Pattern(f"^{_SUBDOMAIN_FMT}$")
-_SUBDOMAIN_MESSAGE: Final = ("a lowercase RFC 1123 subdomain must consist of lower case "
-                             "alphanumeric characters, '-' or '.', and must start and end with an "
-                             "alphanumeric character")
+SUBDOMAIN: Final = Pattern(f"^{_SUBDOMAIN_FMT}$")
+"""A lowercase RFC 1123 subdomain: a label key's prefix, and (`crd`) an object's name."""
 _SUBDOMAIN_MAX: Final = 253
 ANNOTATIONS_MAX_BYTES: Final = 256 * 1024
 _ORPHAN, _FOREGROUND = "orphan", "foregroundDeletion"
@@ -47,6 +45,11 @@ def _regex_error(message: str, fmt: str, *examples: str) -> str:
     """`content.RegexError`."""
     shown = "".join(f"{' or ' if i else ''}'{example}', " for i, example in enumerate(examples))
     return f"{message} (e.g. {shown}regex used for validation is '{fmt}')"
+
+
+SUBDOMAIN_MESSAGE: Final = _regex_error(
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
+    "'.', and must start and end with an alphanumeric character", _SUBDOMAIN_FMT, "example.com")
 
 
 def _max_length(length: int) -> str:
@@ -60,8 +63,8 @@ def _length(text: str) -> int:
 def _subdomain(value: str) -> list[str]:
     """`content.IsDNS1123Subdomain`."""
     problems = [_max_length(_SUBDOMAIN_MAX)] if _length(value) > _SUBDOMAIN_MAX else []
-    if not _SUBDOMAIN.search(value):
-        problems.append(_regex_error(_SUBDOMAIN_MESSAGE, _SUBDOMAIN_FMT, "example.com"))
+    if not SUBDOMAIN.search(value):
+        problems.append(SUBDOMAIN_MESSAGE)
     return problems
 
 
