@@ -512,36 +512,26 @@ def test_objects_are_read_from_standard_input_for_a_dash_as_kubectl_reads_them(
     assert json.loads(done.stdout)["results"][0]["source"] == {"file": "STDIN", "line": 1}
 
 
-FIXTURES_AS_MANIFESTS = """\
+_MANIFEST_FIXTURE = """\
 apiVersion: config.5spot.finos.org/v1alpha1
 kind: Fixture
-metadata: {name: one-e-one-is-ten}
+metadata: {{name: {name}}}
 spec:
   object:
     apiVersion: 5spot.finos.org/v1alpha1
     kind: ScheduledCapacity
-    metadata: {name: warm-pool, namespace: agents}
+    metadata: {{name: warm-pool, namespace: agents}}
     spec:
-      schedule: {apiVersion: spotschedules.5spot.finos.org/v1alpha1, kind: ManualSchedule, name: m}
-      targetRef: {apiVersion: pools.agents.example.com/v1alpha1, kind: VirtualMachinePool, name: p}
-      capacity: {path: spec.warmReplicas, activeValue: 1e1}
-  expect: {allowed: true}
----
-apiVersion: config.5spot.finos.org/v1alpha1
-kind: Fixture
-metadata: {name: a-number-is-no-node-name}
-spec:
-  object:
-    apiVersion: 5spot.finos.org/v1alpha1
-    kind: ScheduledCapacity
-    metadata: {name: warm-pool, namespace: agents}
-    spec:
-      schedule: {apiVersion: spotschedules.5spot.finos.org/v1alpha1, kind: ManualSchedule, name: m}
-      targetRef: {apiVersion: pools.agents.example.com/v1alpha1, kind: VirtualMachinePool, name: p}
-      capacity: {path: spec.warmReplicas, activeValue: 5}
-      nodeName: 1e1
-  expect: {allowed: false}
+      schedule: {{apiVersion: spotschedules.5spot.finos.org/v1alpha1, kind: ManualSchedule, name: m}}
+      targetRef: {{apiVersion: pools.agents.example.com/v1alpha1, kind: VirtualMachinePool, name: p}}
+      capacity: {{path: spec.warmReplicas, activeValue: {active}}}
+{extra}  expect: {{allowed: {allowed}}}
 """
+FIXTURES_AS_MANIFESTS = "---\n".join([
+    _MANIFEST_FIXTURE.format(name="one-e-one-is-ten", active="1e1", extra="", allowed="true"),
+    _MANIFEST_FIXTURE.format(name="a-number-is-no-node-name", active="5",
+                             extra="      nodeName: 1e1\n", allowed="false"),
+])
 
 
 def test_a_fixtures_objects_are_typed_as_kubectl_sends_them_as_check_types_them(
