@@ -51,7 +51,7 @@ def build(repo: Repo) -> Compiled:
         raise CompileError(problems)
     artifacts = gitops.decorate(artifacts)
     layout = gitops.emit(repo, artifacts)
-    files = {a.path: to_yaml(a.obj).encode() for a in artifacts + layout}
+    files = {a.path: (a.header() + to_yaml(a.obj)).encode() for a in artifacts + layout}
     files["bundle.json"] = bundle.bundle_json(repo).encode()
     files["README.md"] = readme.render(repo, artifacts).encode()
     return Compiled(repo, tuple(artifacts), dict(sorted(files.items())))

@@ -36,6 +36,12 @@ class Artifact:
     layer: str
     path: str
     obj: dict[str, Any]
+    comment: str = ""
+    """Lines written as a YAML comment above the object: how to apply a file that is not synced
+    like the rest (argocd-cm's health keys)."""
+
+    def header(self) -> str:
+        return "".join(f"# {line}".rstrip() + "\n" for line in self.comment.splitlines())
 
     @property
     def kind(self) -> str:

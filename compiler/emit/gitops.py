@@ -50,6 +50,14 @@ namespace everything in it."""
 NEVER_DELETE: Final = ("Prune=false", "Delete=false")
 SKIP_DRY_RUN: Final = "SkipDryRunOnMissingResource=true"
 ARGOCD_CM: Final = "argocd-cm"
+ARGOCD_CM_FIELD_MANAGER: Final = "fivespot-argocd-health"
+"""The field manager fivespot's health keys are applied to argocd-cm with. It must be fivespot's
+own: Argo CD's install is applied with kubectl's default manager (`kubectl`), and a server-side
+apply under the same manager removes every key the other apply set (each apply owns exactly what
+it sends). With a manager of its own each owner's keys survive the other's apply."""
+ARGOCD_CM_APPLY: Final = (f"kubectl apply --server-side --field-manager={ARGOCD_CM_FIELD_MANAGER} "
+                          "-f argocd/argocd-cm.health.yaml")
+"""How to apply the health keys: the README and the file's own comment say it."""
 DEFAULT_PROJECT: Final = "default"
 
 
@@ -115,10 +123,13 @@ def _group_kind(obj: dict[str, Any]) -> tuple[str, str]:
     return obj["apiVersion"].rpartition("/")[0], obj["kind"]
 
 
-def own_kinds(artifacts: list[Artifact]) -> list[tuple[str, str]]:
-    """(group, kind) of every CRD in the output."""
+def reporting_kinds(artifacts: list[Artifact]) -> list[tuple[str, str]]:
+    """(group, kind) of every CRD in the output whose objects get a status (a status subresource
+    in its storage version): the kinds a controller reports on, and so the kinds with health."""
     return sorted((a.obj["spec"]["group"], a.obj["spec"]["names"]["kind"])
-                  for a in artifacts if a.kind == "CustomResourceDefinition")
+                  for a in artifacts if a.kind == "CustomResourceDefinition"
+                  and any(v.get("storage") and "status" in (v.get("subresources") or {})
+                          for v in a.obj["spec"]["versions"]))
 
 
 def argocd_application(repo: Repo) -> list[Artifact]:
@@ -179,9 +190,10 @@ def argocd_project(repo: Repo, artifacts: list[Artifact]) -> list[Artifact]:
 
 
 def argocd_health(repo: Repo, artifacts: list[Artifact]) -> list[Artifact]:
-    """The health Lua as the keys of argocd-cm to add: apply it server-side (it then owns only
-    these keys) or use it as a kustomize patch of the Argo CD install. Its labels are Argo CD's,
-    which finds argocd-cm by `app.kubernetes.io/part-of: argocd`."""
+    """The health Lua as the keys of argocd-cm to add: apply it server-side under fivespot's own
+    field manager (it then owns only these keys; ARGOCD_CM_FIELD_MANAGER says why it must be its
+    own) or use it as a kustomize patch of the Argo CD install. Its labels are Argo CD's, which
+    finds argocd-cm by `app.kubernetes.io/part-of: argocd`."""
     argo = repo.platform.spec.gitops.argocd
     if argo is None:
         return []
@@ -190,9 +202,15 @@ def argocd_health(repo: Repo, artifacts: list[Artifact]) -> list[Artifact]:
         "metadata": {"name": ARGOCD_CM, "namespace": argo.namespace,
                      "labels": {"app.kubernetes.io/name": ARGOCD_CM,
                                 "app.kubernetes.io/part-of": "argocd"}},
-        "data": health.argocd_health(own_kinds(artifacts), repo.has_webhook),
+        "data": health.argocd_health(reporting_kinds(artifacts), repo.has_webhook),
     }
-    return [Artifact("", "argocd/argocd-cm.health.yaml", config_map)]
+    comment = (
+        "fivespot's health checks, to add to Argo CD's argocd-cm (not synced by the Application).\n"
+        f"Apply from the output folder: {ARGOCD_CM_APPLY}\n"
+        f"The field manager must be fivespot's own ({ARGOCD_CM_FIELD_MANAGER}): under kubectl's\n"
+        "default one, which Argo CD's own install uses, each apply removes the other's keys.\n"
+        "Or add this file as a patch to your Argo CD install's kustomization.")
+    return [Artifact("", "argocd/argocd-cm.health.yaml", config_map, comment)]
 
 
 # --- Flux ----------------------------------------------------------------------------------------

@@ -3,11 +3,18 @@ the Flux CEL health check for the webhook configuration.
 
 Every fivespot controller reports kstatus conditions (fluxcd/cli-utils, which Flux `wait` and
 `healthChecks` run): Ready=True when settled, Reconciling=True while on its way, Stalled=True when
-a person must act, and `observedGeneration`. So one Lua serves every fivespot kind, and it follows
-the kstatus rules in their order, mapping Current -> Healthy, InProgress -> Progressing,
-Failed -> Degraded (README "Health in Argo CD and Flux" has the table per phase). It differs from
-kstatus in one place on purpose: an object with no status at all is Progressing (its controller
-has not reported yet), where kstatus, which cannot know that a status will come, says Current.
+a person must act, and `observedGeneration`. So one Lua serves every fivespot kind a controller
+reports on, and it follows the kstatus rules in their order, mapping Current -> Healthy,
+InProgress -> Progressing, Failed -> Degraded (README "Health in Argo CD and Flux" has the table
+per phase). It differs from kstatus in one place on purpose: an object with no status at all is
+Progressing (its controller has not reported yet), where kstatus, which cannot know that a status
+will come, says Current.
+
+A kind whose CRD has no status subresource (the TenantCapacityLimit params of the admission
+policies) never gets a status: nothing reports on it. It gets no health key at all, so Argo CD
+treats it as it treats a ConfigMap (no health; a sync wave does not wait on it). With the kstatus
+Lua it would be Progressing forever, and real Argo CD's sync never got past the admission wave
+(`waiting for healthy state of policy.5spot.finos.org/TenantCapacityLimit/...`).
 
 The webhook configuration is healthy only once every webhook in it has a caBundle: until then the
 API server cannot verify the webhook's certificate and, with failurePolicy Fail, refuses every
@@ -66,8 +73,8 @@ if ready ~= nil then
 end
 return {status = "Healthy", message = phase .. "current"}
 """
-"""One Lua for every fivespot kind (ScheduledCapacity, ScheduledMachine, every provider kind, the
-tenant limit params kind): their controllers all speak kstatus."""
+"""One Lua for every fivespot kind a controller reports on (ScheduledCapacity, ScheduledMachine,
+every provider kind): their controllers all speak kstatus."""
 
 WEBHOOK_CONFIGURATION_LUA: Final = f"""\
 -- fivespot: its webhook configuration is healthy once every webhook has a caBundle.
@@ -102,7 +109,8 @@ def health_key(group: str, kind: str) -> str:
 
 
 def argocd_health(kinds: list[tuple[str, str]], with_webhook: bool) -> dict[str, str]:
-    """The argocd-cm data: one health Lua per (group, kind), and the webhook configuration's."""
+    """The argocd-cm data: one health Lua per (group, kind) with a status (kinds without one get
+    no key: see the module's docstring), and the webhook configuration's."""
     data = {health_key(group, kind): KSTATUS_LUA for group, kind in kinds}
     if with_webhook:
         data[health_key(WEBHOOK_CONFIGURATION_GROUP, WEBHOOK_CONFIGURATION_KIND)] = \

@@ -11,6 +11,7 @@ from typing import Any
 import jinja2
 
 from compiler.emit.base import SYNC_WAVES, Artifact
+from compiler.emit.gitops import ARGOCD_CM_APPLY
 from compiler.repo import Repo
 
 _ENV = jinja2.Environment(
@@ -147,4 +148,5 @@ def render(repo: Repo, artifacts: list[Artifact]) -> str:
         crds=[_crd_view(a.obj) for a in artifacts if a.kind == "CustomResourceDefinition"],
         policies=_policy_views(artifacts),
         rbac=_rbac_rows(artifacts),
+        argocd_cm_apply=ARGOCD_CM_APPLY,
     )

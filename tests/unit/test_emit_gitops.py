@@ -146,17 +146,42 @@ def test_the_default_project_gets_no_app_project_and_a_warning(tmp_path: Path) -
     assert str(warnings[0]).startswith("platform.yaml:1:1: spec.gitops.argocd.project: ")
 
 
-def test_argocd_cm_has_a_health_check_for_every_fivespot_kind_and_the_webhook_configuration(
+def test_argocd_cm_has_a_health_check_for_every_fivespot_kind_with_a_status_and_the_webhook_configuration(
         example: Compiled) -> None:
     config_map = load(example, "argocd/argocd-cm.health.yaml")
     assert config_map["metadata"]["name"] == "argocd-cm"
     assert config_map["metadata"]["labels"]["app.kubernetes.io/part-of"] == "argocd"
     kinds = {(a.obj["spec"]["group"], a.obj["spec"]["names"]["kind"])
-             for a in example.artifacts if a.kind == "CustomResourceDefinition"}
+             for a in example.artifacts if a.kind == "CustomResourceDefinition"
+             and "status" in (a.obj["spec"]["versions"][0].get("subresources") or {})}
     expected = {health.health_key(g, k) for g, k in kinds} | {
         "resource.customizations.health.admissionregistration.k8s.io_ValidatingWebhookConfiguration"}
     assert set(config_map["data"]) == expected
     assert "resource.customizations.health.5spot.finos.org_ScheduledCapacity" in expected
+    assert all(value == health.KSTATUS_LUA for key, value in config_map["data"].items()
+               if "ValidatingWebhookConfiguration" not in key)
+
+
+def test_a_kind_that_never_gets_a_status_has_no_health_check_so_argo_cd_does_not_wait_on_it(
+        example: Compiled) -> None:
+    """TenantCapacityLimit (the admission policies' params) has no status subresource and no
+    controller: with the kstatus Lua it was Progressing forever and real Argo CD's sync never
+    got past wave 2. Without a key Argo CD gives it no health, as it does a ConfigMap."""
+    limits = [a for a in example.artifacts if a.kind == "CustomResourceDefinition"
+              and a.obj["spec"]["names"]["kind"] == "TenantCapacityLimit"]
+    assert limits and "subresources" not in limits[0].obj["spec"]["versions"][0]
+    data = load(example, "argocd/argocd-cm.health.yaml")["data"]
+    assert health.health_key("policy.5spot.finos.org", "TenantCapacityLimit") not in data
+    assert not [key for key in data if key.endswith("_TenantCapacityLimit")]
+
+
+def test_argocd_cm_says_in_its_comment_to_apply_it_under_fivespots_own_field_manager(
+        example: Compiled) -> None:
+    text = example.files["argocd/argocd-cm.health.yaml"].decode()
+    comment = [line for line in text.splitlines() if line.startswith("#")]
+    assert text.startswith("# ") and f"# Apply from the output folder: {gitops.ARGOCD_CM_APPLY}" in comment
+    assert "--field-manager=fivespot-argocd-health" in gitops.ARGOCD_CM_APPLY
+    assert yaml.safe_load(text)["kind"] == "ConfigMap"
 
 
 # --- Flux ----------------------------------------------------------------------------------------
