@@ -11,7 +11,8 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from api.providers import BuiltinProvider
+from api.kinds.scheduled_capacity import PROVIDER_GROUP
+from api.providers import BUILTIN_PROVIDERS, BuiltinProvider
 from compiler.diagnostics import CompileError, Diagnostic, Location, field_path
 from compiler.loader import LoadedDocument, LoadResult, SourceDocument
 from compiler.spec import (
@@ -229,27 +230,58 @@ def _tenant_namespaces_disjoint(tenants: list[LoadedDocument]) -> list[Diagnosti
 def _providers(documents: list[LoadedDocument]) -> tuple[
         set[BuiltinProvider], list[CustomProvider],
         dict[str, tuple[SourceDocument, tuple[str | int, ...]]], list[Diagnostic]]:
-    builtin: set[BuiltinProvider] = set()
+    ordered = sorted(documents, key=lambda d: (d.source.file, d.source.index))
+    listed: dict[BuiltinProvider, str] = {}
+    for document in ordered:
+        for index, kind in enumerate(document.model.spec.builtin):
+            listed.setdefault(kind, document.source.locate(("spec", "builtin", index)))
     custom: dict[str, tuple[CustomProvider, LoadedDocument]] = {}
+    plurals: dict[str, str] = {}
     problems = []
-    builtin_kinds = {b.value for b in BuiltinProvider}
-    for document in sorted(documents, key=lambda d: (d.source.file, d.source.index)):
-        builtin.update(document.model.spec.builtin)
+    for document in ordered:
         for index, provider in enumerate(document.model.spec.custom):
             where = document.source.locate(("spec", "custom", index, "kind"))
-            if provider.kind in builtin_kinds:
-                problems.append(Diagnostic(where, f"spec.custom[{index}].kind",
-                                           f"{provider.kind} is built in; list it under builtin"))
+            shadowed = _shadowed_builtin(provider, listed)
+            if shadowed is not None:
+                problems.append(Diagnostic(where, f"spec.custom[{index}].kind", shadowed))
             elif provider.kind in custom:
                 problems.append(Diagnostic(where, f"spec.custom[{index}].kind",
                                            f"provider kind {provider.kind} is declared twice; first at "
                                            f"{custom[provider.kind][1].source.locate(())}"))
+            elif provider.plural_name in plurals:
+                problems.append(Diagnostic(
+                    document.source.locate(("spec", "custom", index)), f"spec.custom[{index}].plural",
+                    f"plural {provider.plural_name} is already the plural of provider kind "
+                    f"{plurals[provider.plural_name]}; give this kind a plural of its own"))
             else:
                 custom[provider.kind] = (provider, document)
+                plurals[provider.plural_name] = provider.kind
     sources: dict[str, tuple[SourceDocument, tuple[str | int, ...]]] = {
         kind: (document.source, ("spec", "custom", document.model.spec.custom.index(c)))
         for kind, (c, document) in custom.items()}
-    return builtin, [c for c, _ in custom.values()], sources, problems
+    return set(listed), [c for c, _ in custom.values()], sources, problems
+
+
+def _shadowed_builtin(provider: CustomProvider, listed: dict[BuiltinProvider, str]) -> str | None:
+    """Why a custom kind may not sit beside the built-in providers this repo installs: the same
+    kind, plural or short name would replace the built-in's CRD (or make kubectl's short name
+    ambiguous) and set two controllers writing one kind's status. A built-in's kind name that
+    the repo does not install is free (the provider guide's own ManualSchedule, for one)."""
+    for builtin, where in sorted(listed.items()):
+        info = BUILTIN_PROVIDERS[builtin]
+        crd = f"{info.plural}.{PROVIDER_GROUP}"
+        clash = ("kind" if provider.kind == builtin.value else
+                 "plural" if provider.plural_name == info.plural else
+                 "short name" if set(provider.short_names) & set(info.short_names) else None)
+        if clash is not None:
+            harm = ("would make `kubectl get` of that short name ambiguous" if clash == "short name"
+                    else "would replace the built-in's CRD and race its controller over status")
+            return (f"{provider.kind} has the {clash} of fivespot's built-in provider "
+                    f"{builtin.value} (CRD {crd}), which this repo installs (listed under "
+                    f"builtin at {where}): a custom kind {harm}. Give your kind a name of its "
+                    f"own (and its own plural and short names), or use the built-in "
+                    f"{builtin.value} and drop this declaration")
+    return None
 
 
 def _calendars(documents: list[LoadedDocument]) -> tuple[CalendarDeclaration, ...]:

@@ -428,6 +428,17 @@ class CapacityConsumerSpec(_Strict):
 # --- ScheduleProvider ------------------------------------------------------------------------
 
 
+class ProviderCRD(StrEnum):
+    """Who installs a custom provider kind's CRD."""
+
+    COMPILED = "compiled"
+    """fivespot compiles it from specSchema and installs it with the rest of the output, with a
+    ServiceAccount and least-privilege RBAC for the team's provider Deployment."""
+    EXTERNAL = "external"
+    """The team installs the CRD, its RBAC and its controller itself (the provider guide's steps
+    1-4); fivespot only lets its consumers read the kind."""
+
+
 class CustomProvider(_Strict):
     kind: str = Field(pattern=KIND_PATTERN, max_length=63, description="Kind of the provider CRD.")
     plural: str | None = Field(default=None, pattern=PLURAL_PATTERN, max_length=63,
@@ -436,8 +447,17 @@ class CustomProvider(_Strict):
                                    description="kubectl short names.")
     version: str = Field(default="v1alpha1", pattern=VERSION_PATTERN, description="Served version.")
     description: str = Field(default="", max_length=1024, description="What the schedule means.")
-    spec_schema: SpecSchema = Field(
-        description="OpenAPI v3 schema of the provider's spec (type: object, properties...)."
+    crd: ProviderCRD = Field(
+        default=ProviderCRD.COMPILED,
+        description="compiled: fivespot compiles the CRD from specSchema and installs it, with a "
+        "ServiceAccount and RBAC for your provider's Deployment. external: you install the CRD, "
+        "its RBAC and its controller yourself (as the provider guide does); fivespot only lets "
+        "its consumers read the kind.",
+    )
+    spec_schema: SpecSchema | None = Field(
+        default=None,
+        description="OpenAPI v3 schema of the provider's spec (type: object, properties...); "
+        "required with crd: compiled, refused with crd: external.",
     )
 
     @field_validator("short_names")
@@ -450,10 +470,25 @@ class CustomProvider(_Strict):
 
     @field_validator("spec_schema")
     @classmethod
-    def _object_schema(cls, schema: SpecSchema) -> SpecSchema:
-        if schema.type != "object":
+    def _object_schema(cls, schema: SpecSchema | None) -> SpecSchema | None:
+        if schema is not None and schema.type != "object":
             raise ValueError("specSchema must have type: object")
         return schema
+
+    @model_validator(mode="after")
+    def _schema_matches_crd(self) -> "CustomProvider":
+        if self.crd is ProviderCRD.COMPILED and self.spec_schema is None:
+            raise ValueError("specSchema is required: fivespot compiles this kind's CRD from it "
+                             "(or set crd: external if you install the CRD yourself)")
+        if self.crd is ProviderCRD.EXTERNAL and self.spec_schema is not None:
+            raise ValueError("specSchema is not used with crd: external (you install the CRD, "
+                             "so its schema is yours); remove it, or set crd: compiled")
+        return self
+
+    @property
+    def compiled(self) -> bool:
+        """Whether fivespot installs this kind's CRD (and an identity for its provider)."""
+        return self.crd is ProviderCRD.COMPILED
 
     @property
     def plural_name(self) -> str:

@@ -32,6 +32,7 @@ from zoneinfo import ZoneInfo
 
 from pydantic import (
     AfterValidator,
+    BaseModel,
     ConfigDict,
     Field,
     StrictBool,
@@ -39,6 +40,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+
+from pydantic.alias_generators import to_camel
 
 from api.kinds.base import KindModel
 from api.kinds.scheduled_capacity import (
@@ -706,3 +709,47 @@ class ProviderStatus(_Model):
 ManualScheduleStatus = ProviderStatus
 TimeBasedSpotScheduleStatus = ProviderStatus
 CapitalMarketsScheduleStatus = ProviderStatus
+
+
+# --- the contract a custom provider kind is held to ----------------------------------------------
+
+
+class _Lenient(BaseModel):
+    """A provider fivespot does not write: fields it does not model are kept, never refused."""
+
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+        alias_generator=to_camel,
+        frozen=True,
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+    )
+
+
+class ContractCondition(_Lenient):
+    """A condition as the provider guide's example CRD declares one: every field a string, none
+    required (consumers look only for `type: Ready` and its `status`)."""
+
+    type: str | None = Field(default=None, description="Condition type, for example Ready.")
+    status: str | None = Field(default=None, description="True, False or Unknown.")
+    reason: str | None = Field(default=None, description="Why, in CamelCase.")
+    message: str | None = Field(default=None, description="What happened.")
+    last_transition_time: str | None = Field(
+        default=None, description="When status last changed, RFC 3339.")
+
+
+class ContractStatus(_Lenient):
+    """What a provider publishes, as the provider contract states it: `active` (a boolean) is the
+    only field required; observedGeneration, lastTransitionTime, conditions (a Ready condition is
+    recommended) and anything else the provider publishes are optional and kept."""
+
+    active: StrictBool = Field(description="Whether the schedule is active now. The contract field.")
+    observed_generation: int | None = Field(
+        default=None, description="The metadata.generation this status was computed from.")
+    last_transition_time: str | None = Field(
+        default=None, description="When active last flipped, RFC 3339.")
+    conditions: tuple[ContractCondition, ...] | None = Field(
+        default=None,
+        description="Optional; a Ready condition other than True makes consumers hold their "
+        "last known state.",
+    )

@@ -125,5 +125,5 @@ def custom_provider_identity(provider: CustomProvider) -> str:
 
 
 def custom_identities(repo: Repo) -> list[tuple[str, CustomProvider]]:
-    return sorted(((custom_provider_identity(p), p) for p in repo.custom_providers),
+    return sorted(((custom_provider_identity(p), p) for p in repo.custom_providers if p.compiled),
                   key=lambda pair: pair[0])

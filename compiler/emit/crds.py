@@ -43,6 +43,9 @@ class KindInfo:
     scope: str = "Namespaced"
     object_rules: tuple[Mapping[str, str], ...] = ()
     """`x-kubernetes-validations` at the root of the object's schema."""
+    external: bool = False
+    """A kind whose CRD the team installs (a custom provider with `crd: external`): its
+    consumers may read it, and fivespot compiles no CRD for it."""
 
     @property
     def name(self) -> str:
@@ -121,7 +124,8 @@ def reconciled_machine(repo: Repo) -> KindInfo:
     )
 
 
-_PROVIDER_STATUS: Final = structural_schema(provider_kinds.ProviderStatus)
+_CONTRACT_STATUS: Final = structural_schema(provider_kinds.ContractStatus)
+"""A custom kind's status: only `active` required, as the provider guide states the contract."""
 _PROVIDER_COLUMNS: Final = (
     {"name": "Active", "type": "boolean", "jsonPath": ".status.active"},
     # A string, not a date: kubectl prints a date column as an age and a future time as
@@ -148,7 +152,8 @@ def custom_provider(provider: CustomProvider) -> KindInfo:
         group=scap.PROVIDER_GROUP, version=provider.version, kind=provider.kind,
         plural=provider.plural_name, short_names=tuple(provider.short_names),
         description=provider.description or f"{provider.kind}: a spot-schedule provider.",
-        spec=provider.spec_schema.as_dict(), status=_PROVIDER_STATUS, columns=_PROVIDER_COLUMNS,
+        spec=provider.spec_schema.as_dict() if provider.spec_schema is not None else {},
+        status=_CONTRACT_STATUS, columns=_PROVIDER_COLUMNS, external=not provider.compiled,
     )
 
 
@@ -175,7 +180,7 @@ def kinds(repo: Repo) -> list[KindInfo]:
         found.append(SCHEDULED_MACHINE)
     if repo.has_capacity:
         found.append(SCHEDULED_CAPACITY)
-    found += provider_infos(repo)
+    found += [info for info in provider_infos(repo) if not info.external]
     if repo.emits_vaps and repo.tenants:
         found.append(TENANT_LIMIT)
     return sorted(found, key=lambda k: k.name)

@@ -265,3 +265,17 @@ def test_normalize_merges_verbs_and_resources_into_one_canonical_form() -> None:
     assert rbac.normalize(rules) == [rbac.Rule("g", ("a",), ("get",), ("only",)),
                                      rbac.Rule("g", ("a", "b"), ("get", "watch"))]
     assert rbac.normalize(list(reversed(rules))) == rbac.normalize(rules)
+
+
+def test_an_external_custom_kind_is_read_by_its_consumers_and_gets_no_identity_or_crd() -> None:
+    from compiler.emit import crds
+
+    external = CustomProvider.model_validate({"kind": "ManualSchedule", "crd": "external"})
+    repo = make_repo(builtin=(), custom=(CUSTOM, external))
+    group = "spotschedules.5spot.finos.org"
+    assert {(group, "manualschedules", verb, ()) for verb in ("get", "list", "watch")} <= \
+        all_grants(repo, CAPACITY)
+    names = {a.name for a in rbac.emit(repo)}
+    assert "fivespot-custom-provider-changefreezes" in names
+    assert not {n for n in names if "manualschedules" in n}
+    assert [k.kind for k in crds.kinds(repo) if k.group == group] == ["ChangeFreeze"]
