@@ -13,7 +13,7 @@ LOWEST_INTEGRATION := tests/integration/test_control_plane_is_real.py \
 CLUSTER_DIR := .cluster
 EXAMPLE := examples/agent-sandbox
 
-.PHONY: soak-governance install run test unit integration test-lowest typecheck imports controlplane cluster cluster-down clean golden demo bench bench-compile bench-check bench-webhook bench-capacity bench-providers bench-market-open bench-composite bench-deploy image image-lock reference kind
+.PHONY: soak-governance install run test unit integration test-lowest typecheck imports controlplane engines cluster cluster-down clean golden demo bench bench-compile bench-check bench-webhook bench-capacity bench-providers bench-market-open bench-composite bench-deploy image image-lock reference kind
 
 install: $(STAMP)
 
@@ -37,7 +37,7 @@ $(LOWEST_STAMP): pyproject.toml tools/lower_bounds.py $(STAMP)
 # Builds (or reuses) the control plane, then the whole suite: the type check, the layer contracts,
 # unit tests, the lower bounds, then integration tests. pytest exits 5 when it collects no test;
 # make treats that as a failure.
-test: install controlplane typecheck imports
+test: install controlplane engines typecheck imports
 	$(BIN)/python -m pytest -m unit
 	$(MAKE) --no-print-directory test-lowest
 	$(BIN)/python -m pytest -m integration
@@ -52,7 +52,7 @@ test-lowest: $(LOWEST_STAMP) controlplane
 unit: install
 	$(BIN)/python -m pytest -m unit
 
-integration: install controlplane
+integration: install controlplane engines
 	$(BIN)/python -m pytest -m integration
 
 typecheck: install
@@ -65,6 +65,11 @@ imports: install
 
 controlplane: install
 	$(BIN)/python -m devcluster build
+
+# The real GitOps engines the end-to-end tests sync with (Argo CD, Flux, kustomize, redis), pinned
+# in tools/engines/versions and built once into ~/.cache/fivespot/engines (devcluster/engines.py).
+engines: install
+	$(BIN)/python -m devcluster engines
 
 cluster: controlplane
 	$(BIN)/python -m devcluster up --state-dir $(CLUSTER_DIR)

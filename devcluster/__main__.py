@@ -1,4 +1,5 @@
-"""`python -m devcluster build|up|down|status`: the local control plane from the command line.
+"""`python -m devcluster build|engines|up|down`: the local control plane (and the GitOps engines
+the end-to-end tests run) from the command line.
 
 `up` leaves etcd and kube-apiserver running in the background after it returns and writes
 STATE_DIR/kubeconfig; `down` stops them and removes STATE_DIR.
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from commandline import boundary, exitcodes
 from devcluster.build import BuildError, ensure_binaries
+from devcluster.engines import ensure_engines
 from devcluster.controlplane import ControlPlane, ControlPlaneError, Record, _alive, stop_recorded
 
 
@@ -43,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m devcluster", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("build", help="build (or reuse) kube-apiserver and etcd")
+    sub.add_parser("engines", help="build (or reuse) Argo CD, Flux, kustomize and redis "
+                                   "(pinned in tools/engines/versions)")
     for name in ("up", "down"):
         p = sub.add_parser(name)
         p.add_argument("--state-dir", type=Path, default=Path(".cluster"))
@@ -64,6 +68,10 @@ def _command(args: argparse.Namespace) -> int:
     if args.command == "build":
         binaries = ensure_binaries()
         print(f"kube-apiserver: {binaries.kube_apiserver}\netcd: {binaries.etcd}")
+        return 0
+    if args.command == "engines":
+        engines = ensure_engines()
+        print("\n".join(str(program) for program in engines.programs()))
         return 0
     if args.command == "up":
         return _up(args.state_dir)

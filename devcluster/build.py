@@ -96,7 +96,7 @@ def ensure_binaries(out: IO[str] = sys.stderr) -> Binaries:
     folder = binaries_dir(versions)
     folder.mkdir(parents=True, exist_ok=True)
     found = _binaries(folder)
-    with _exclusive(folder / ".lock", out):
+    with exclusive(folder / ".lock", out, "the control plane"):
         for program, target in (("kube-apiserver", found.kube_apiserver),
                                 ("kube-controller-manager", found.kube_controller_manager)):
             if not target.is_file():
@@ -109,13 +109,14 @@ def ensure_binaries(out: IO[str] = sys.stderr) -> Binaries:
 
 
 @contextmanager
-def _exclusive(lock_path: Path, out: IO[str]) -> Iterator[None]:
-    """The build lock; says so when another process holds it, instead of waiting in silence."""
+def exclusive(lock_path: Path, out: IO[str], what: str) -> Iterator[None]:
+    """The build lock of `what`; says so when another process holds it, instead of waiting in
+    silence."""
     with open(lock_path, "w") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            print(f"waiting for another process building the control plane (it holds {lock_path}); "
+            print(f"waiting for another process building {what} (it holds {lock_path}); "
                   "this one continues when that build is done", file=out, flush=True)
             started = time.monotonic()
             fcntl.flock(lock, fcntl.LOCK_EX)
