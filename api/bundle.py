@@ -95,8 +95,6 @@ class Machines(_Part):
     bootstrap: tuple[EmbeddableKind, ...] = Field(min_length=1)
     infrastructure: tuple[EmbeddableKind, ...] = Field(min_length=1)
     machine_version: StrictStr
-    capacity_installed: StrictBool = False
-    """Whether ScheduledCapacity is installed (the machine side then reports shared hosts)."""
 
     @property
     def namespaces(self) -> tuple[str, ...]:

@@ -231,7 +231,7 @@ def _providers(documents: list[LoadedDocument]) -> tuple[
         set[BuiltinProvider], list[CustomProvider],
         dict[str, tuple[SourceDocument, tuple[str | int, ...]]], list[Diagnostic]]:
     ordered = sorted(documents, key=lambda d: (d.source.file, d.source.index))
-    listed: dict[BuiltinProvider, str] = {}
+    listed: dict[BuiltinProvider, Location] = {}
     for document in ordered:
         for index, kind in enumerate(document.model.spec.builtin):
             listed.setdefault(kind, document.source.locate(("spec", "builtin", index)))
@@ -262,7 +262,7 @@ def _providers(documents: list[LoadedDocument]) -> tuple[
     return set(listed), [c for c, _ in custom.values()], sources, problems
 
 
-def _shadowed_builtin(provider: CustomProvider, listed: dict[BuiltinProvider, str]) -> str | None:
+def _shadowed_builtin(provider: CustomProvider, listed: dict[BuiltinProvider, Location]) -> str | None:
     """Why a custom kind may not sit beside the built-in providers this repo installs: the same
     kind, plural or short name would replace the built-in's CRD (or make kubectl's short name
     ambiguous) and set two controllers writing one kind's status. A built-in's kind name that

@@ -36,7 +36,7 @@ from api.kinds.scheduled_capacity import (
 from api.kinds.scheduled_machine import GROUP, KIND, PLURAL, SHORT_NAMES, VERSION, NodeRef
 
 __all__ = [
-    "GROUP", "KIND", "PLURAL", "SHORT_NAMES", "VERSION", "EmbeddedObject", "MachinePhase",
+    "FINALIZER", "GROUP", "KIND", "PLURAL", "SHORT_NAMES", "VERSION", "EmbeddedObject", "MachinePhase",
     "MachineSpec", "MachineStatus", "ObjectRef", "SpotSchedule", "embedded_kind_rule",
 ]
 
@@ -168,6 +168,13 @@ class MachineSpec(KindModel):
     @property
     def drain_timeout(self) -> timedelta:
         return parse_duration(self.node_drain_timeout)
+
+
+FINALIZER: Final = "5spot.finos.org/scheduledmachine"
+"""The machine controller's finalizer (upstream 5-Spot's name): a ScheduledMachine being deleted
+stays until its machine has left the cluster the safe way (grace, cordon and taint, evictions
+honouring PodDisruptionBudgets, nodeDrainTimeout), because the Machine's own deletion by the
+garbage collector would skip all of that."""
 
 
 class MachinePhase(StrEnum):

@@ -78,7 +78,7 @@ def machines(repo: Repo) -> Machines | None:
         clusters=tuple(sorted((Cluster(namespace=c.namespace, name=c.name) for c in spec.clusters),
                               key=lambda c: (c.namespace, c.name))),
         bootstrap=kinds(spec.bootstrap), infrastructure=kinds(spec.infrastructure),
-        machine_version=spec.machine_version, capacity_installed=repo.has_capacity,
+        machine_version=spec.machine_version,
     )
 
 

@@ -23,10 +23,14 @@ Capacity controller (`fivespot-capacity-controller`, only when the repo has a co
 
 Machine controller (`fivespot-machine-controller`, only when the repo has a MachineProvisioning)
   - scheduledmachines: get, list, watch; scheduledmachines/status: get, patch, update — it
-    reconciles them and keeps all its state in status.
+    reconciles them and keeps all its state in status; scheduledmachines: patch — to add and
+    remove its finalizer (`5spot.finos.org/scheduledmachine`), so a deleted ScheduledMachine's
+    machine leaves the cluster drained. Patch would also reach the spec; that adds no power
+    this identity lacks, since it already creates and deletes the Machines a spec describes.
   - every provider plural: get, list, watch — like the capacity controller, status only.
-  - scheduledcapacities: get, list, watch (only when the capacity CRD is installed) — to report
-    a ScheduledMachine whose node a ScheduledCapacity also names (one host, one governor).
+  - no ScheduledCapacity verb: a host both name is reported from the capacity side, whose
+    identity already reads ScheduledMachines (seed 000: the main controller's ClusterRole is
+    not extended for capacity).
   - events: create, patch; leases: as for the capacity controller.
   - a Role in each namespace of a declared CAPI Cluster, nowhere else:
     machines (cluster.x-k8s.io): get, list, watch, create, delete — it creates the Machine
@@ -171,12 +175,10 @@ CREATE_DELETE: Final = ("create", "delete", "get")
 
 def machine_rules(repo: Repo) -> list[Rule]:
     rules = [
-        Rule(sm.GROUP, (sm.PLURAL,), READ),
+        Rule(sm.GROUP, (sm.PLURAL,), READ + ("patch",)),
         Rule(sm.GROUP, (f"{sm.PLURAL}/status",), WRITE_STATUS),
         _events(),
     ]
-    if repo.has_capacity:
-        rules.append(Rule(scap.GROUP, (scap.PLURAL,), READ))
     if plurals := _provider_plurals(repo):
         rules.append(Rule(scap.PROVIDER_GROUP, plurals, READ))
     return normalize(rules)

@@ -720,17 +720,25 @@ class CapacityController:
             except queue.Empty:
                 continue
             meta = _mapping(obj.get("metadata"))
+            regarding = {"apiVersion": f"{scap.GROUP}/{scap.VERSION}", "kind": scap.KIND,
+                         "name": meta.get("name"), "namespace": meta.get("namespace"),
+                         "uid": meta.get("uid"), "resourceVersion": meta.get("resourceVersion")}
+            if event.machine is not None:
+                machine = self.machines.get(str(meta.get("namespace")), event.machine)
+                if machine is None:
+                    continue
+                regarding = {"apiVersion": f"{sm.GROUP}/{sm.VERSION}", "kind": sm.KIND,
+                             "name": event.machine, "namespace": meta.get("namespace"),
+                             "uid": _mapping(machine.get("metadata")).get("uid")}
             body = {
                 "apiVersion": "events.k8s.io/v1", "kind": "Event",
-                "metadata": {"generateName": f"{meta.get('name')}-", "namespace": meta.get("namespace")},
+                "metadata": {"generateName": f"{regarding['name']}-",
+                             "namespace": meta.get("namespace")},
                 "eventTime": self.clock.now().strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
                 "reportingController": REPORTING_CONTROLLER,
                 "reportingInstance": self.settings.identity[:128],
                 "action": "Reconcile", "reason": event.reason[:128], "note": event.message[:1024],
-                "type": event.type,
-                "regarding": {"apiVersion": f"{scap.GROUP}/{scap.VERSION}", "kind": scap.KIND,
-                              "name": meta.get("name"), "namespace": meta.get("namespace"),
-                              "uid": meta.get("uid"), "resourceVersion": meta.get("resourceVersion")},
+                "type": event.type, "regarding": regarding,
             }
             path = kube.resource_path("events.k8s.io", "v1", "events", str(meta.get("namespace")))
             try:

@@ -111,11 +111,14 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Event:
-    """A Kubernetes Event the shell should record on the ScheduledCapacity."""
+    """A Kubernetes Event the shell should record on the ScheduledCapacity, or, with `machine`,
+    on the ScheduledMachine of that name in its namespace (the other side of a host conflict,
+    told from here: the machine identity reads no ScheduledCapacity)."""
 
     type: Literal["Normal", "Warning"]
     reason: str
     message: str
+    machine: str | None = None
 
 
 @dataclass(frozen=True)
@@ -817,7 +820,21 @@ def _events(
         )
         if moved and _is_trouble(condition):
             events.append(Event("Warning", condition.reason, condition.message))
+            if condition.type == cond.HOST_GOVERNANCE_CONFLICT and spec is not None:
+                events += _machine_side(spec, inp)
     return tuple(events)
+
+
+def _machine_side(spec: ScheduledCapacitySpec, inp: DecisionInput) -> list[Event]:
+    """The conflict as the ScheduledMachines sharing the node see it (`kubectl describe sm`)."""
+    if isinstance(inp.machines, LookupFailed):
+        return []
+    message = (f"node {spec.node_name} is also named by ScheduledCapacity {inp.namespace}/{inp.name} "
+               "(spec.nodeName); a host is governed by a ScheduledMachine or a ScheduledCapacity, "
+               "never both: the capacity side holds its value at 0 and this machine follows its "
+               "schedule. Point that spec.nodeName elsewhere or unset it")
+    return [Event("Warning", Reason.NODE_GOVERNED_BY_MACHINE, message, machine=m.machine)
+            for m in sorted(inp.machines, key=lambda m: m.machine) if m.node == spec.node_name]
 
 
 def _is_trouble(condition: Condition) -> bool:

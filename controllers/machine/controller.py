@@ -40,6 +40,7 @@ from api.kinds.machine_lifecycle import MachineSpec
 from api.kinds.scheduled_capacity import api_group
 from controllers.machine import objects
 from controllers.machine.decide import (
+    AddFinalizer,
     Cordon,
     Create,
     Decision,
@@ -151,10 +152,6 @@ class MachineController:
                                       "machines", namespace)
             informer.add_handler(self._on_owned)
             self.capi[namespace] = informer
-        self.scaps: Informer | None = None
-        if self.machines_cfg.capacity_installed:
-            self.scaps = self._informer(scap.GROUP, scap.VERSION, scap.PLURAL)
-            self.scaps.add_handler(self._on_scap)
         self.providers = KindWatches(api_client, self._informer_for, self._on_provider,
                                      retry_s=settings.resolve_retry_s,
                                      on_change=self._on_kind_changed)
@@ -172,15 +169,12 @@ class MachineController:
     # --- lifecycle ------------------------------------------------------------------------------
 
     def _watches(self) -> list[Informer]:
-        found = [self.sms, *self.capi.values(), *self.providers.informers()]
-        return found + ([self.scaps] if self.scaps is not None else [])
+        return [self.sms, *self.capi.values(), *self.providers.informers()]
 
     def start(self, sync_timeout_s: float = 30.0) -> None:
         self.sms.start()
         for informer in self.capi.values():
             informer.start()
-        if self.scaps is not None:
-            self.scaps.start()
         self.providers.resolve_now()
         self.providers.start()
         for informer in self._watches():
@@ -219,7 +213,8 @@ class MachineController:
             own = self._own_writes.get(key)
             if own is not None and _rv(obj) >= _rv(own):
                 del self._own_writes[key]
-        if event == MODIFIED and old is not None and _generation(obj) == _generation(old):
+        if (event == MODIFIED and old is not None and _generation(obj) == _generation(old)
+                and _deleting_since(obj) == _deleting_since(old)):
             return  # a status-only change (usually ours)
         self._enqueue(key)
 
@@ -234,11 +229,6 @@ class MachineController:
         key = (f"{meta.get('namespace')}/{api_group(str(obj.get('apiVersion', '')))}/"
                f"{obj.get('kind')}/{meta.get('name')}")
         for found in self.sms.by_index(BY_SCHEDULE, key):
-            self._enqueue(kube.object_key(found))
-
-    def _on_scap(self, event: str, obj: Obj, old: Obj | None) -> None:
-        namespace = _mapping(obj.get("metadata")).get("namespace")
-        for found in self.sms.list(str(namespace)):
             self._enqueue(kube.object_key(found))
 
     def _on_kind_changed(self, group_kind: tuple[str, str]) -> None:
@@ -304,13 +294,6 @@ class MachineController:
             return LookupFailed(str(error)[:300])
         return observe_owned(found, uid)
 
-    def _capacity_on(self, namespace: str, node: str | None) -> tuple[str, ...]:
-        if node is None or self.scaps is None:
-            return ()
-        return tuple(sorted(
-            str(_mapping(o.get("metadata")).get("name")) for o in self.scaps.list(namespace)
-            if _mapping(o.get("spec")).get("nodeName") == node))
-
     def workload_client(self, namespace: str, cluster: str) -> ApiClient:
         """A client for the workload cluster, from CAPI's kubeconfig Secret (re-read each time;
         the client is rebuilt only when the Secret changed)."""
@@ -374,22 +357,22 @@ class MachineController:
             namespace=namespace, name=name, uid=uid, generation=int(meta.get("generation") or 0),
             spec=spec, refusal=None, schedule=LookupFailed("not read: the spec is refused"),
             provider_generation=None, prior=prior, machine=None, bootstrap=None,
-            infrastructure=None, node=None, capacity_on_node=(), now=self.clock.now(),
-            machine_api_version=f"{objects.CAPI_GROUP}/{self.machines_cfg.machine_version}")
+            infrastructure=None, node=None, now=self.clock.now(),
+            machine_api_version=f"{objects.CAPI_GROUP}/{self.machines_cfg.machine_version}",
+            finalizer=sm.FINALIZER in (meta.get("finalizers") or ()),
+            deleting_since=_deleting_since(obj))
         if isinstance(spec, MachineSpec):
             why = refusal(self.machines_cfg, namespace, spec)
             inp = replace(inp, refusal=why)
             if why is None:
                 schedule, generation = self._observe_schedule(spec, namespace)
                 machine = self._observe_machine(namespace, n.machine, uid)
-                node_name = machine.node if isinstance(machine, Owned) else None
                 inp = replace(
                     inp, schedule=schedule, provider_generation=generation, machine=machine,
                     bootstrap=self._observe_embedded(spec.bootstrap_spec, namespace, n.bootstrap,
                                                      uid, True),
                     infrastructure=self._observe_embedded(spec.infrastructure_spec, namespace,
-                                                          n.infrastructure, uid, False),
-                    capacity_on_node=self._capacity_on(namespace, node_name))
+                                                          n.infrastructure, uid, False))
         decision = decide(inp)
         if decision.needs_node and isinstance(spec, MachineSpec):
             node = getattr(inp.machine, "node", None)
@@ -407,6 +390,8 @@ class MachineController:
         if not self.elector.is_leading(partition):
             return Result()
         done, report = self._act(key, inp, decision)
+        if any(isinstance(action, AddFinalizer) for action in decision.actions):
+            obj = self._current(key) or obj  # our own finalizer write: the status goes on top
         if not done:
             if report is not None and self._write_status(key, partition, obj, raw_status, report):
                 for event in report.events:
@@ -416,6 +401,8 @@ class MachineController:
             return Result(retry=True)
         for event in decision.events:
             self._record_event(obj, event)
+        if decision.release and not self._finalize(key, partition, add=False):
+            return Result(retry=True)
         return self._requeue(decision.requeue_at)
 
     def _requeue(self, at: datetime | None) -> Result:
@@ -432,16 +419,22 @@ class MachineController:
         will not fix (None for a transient failure: then nothing is written)."""
         spec = inp.spec
         for action in decision.actions:
-            assert isinstance(spec, MachineSpec)
             try:
                 if isinstance(action, Create):
+                    assert isinstance(spec, MachineSpec)
                     self._create(inp, spec, action.part)
                 elif isinstance(action, Delete):
+                    assert isinstance(spec, MachineSpec)
                     self._delete(inp, spec, action.part)
                 elif isinstance(action, Cordon):
+                    assert isinstance(spec, MachineSpec)
                     self._cordon(inp.namespace, spec.cluster_name, action.node)
                 elif isinstance(action, Evict):
+                    assert isinstance(spec, MachineSpec)
                     self._evict(key, inp.namespace, spec.cluster_name, action)
+                elif isinstance(action, AddFinalizer) and not self._finalize(
+                        key, self.partitions.of(inp.namespace), add=True):
+                    return False, None
             except (kube.ApiError, kube.KubeconfigError) as error:
                 log.warning("action failed; retrying", extra={
                     "key": key, "action": type(action).__name__, "error": str(error)[:300]})
@@ -528,6 +521,40 @@ class MachineController:
                 continue
             log.info("evicted", extra={"key": key, "pod": f"{pod.namespace}/{pod.name}"})
 
+    def _finalize(self, key: str, partition: str | None, *, add: bool) -> bool:
+        """Add or remove the controller's finalizer, conditional on the resourceVersion read (a
+        concurrent change makes it a conflict, retried on what is there then); True when done.
+        Other finalizers on the object are kept as they are."""
+        obj = self._current(key)
+        if obj is None or partition is None or not self.elector.is_leading(partition):
+            return obj is None
+        meta = _mapping(obj.get("metadata"))
+        present = [str(f) for f in meta.get("finalizers") or ()]
+        wanted = (present + [sm.FINALIZER] if sm.FINALIZER not in present else present) if add \
+            else [f for f in present if f != sm.FINALIZER]
+        if wanted == present:
+            return True
+        namespace, name = kube.split_key(key)
+        body = {"metadata": {"resourceVersion": meta.get("resourceVersion"),
+                             "finalizers": wanted or None}}
+        try:
+            answer = kube.merge_patch(self.api, kube.resource_path(
+                sm.GROUP, sm.VERSION, sm.PLURAL, namespace, name), body, field_manager=FIELD_MANAGER)
+        except kube.ApiError as error:
+            if error.not_found:
+                return True
+            level = logging.INFO if error.conflict else logging.WARNING
+            log.log(level, "finalizer write failed; retrying",
+                    extra={"key": key, "add": add, "error": str(error)[:300]})
+            return False
+        metrics.WRITES.labels(controller=MACHINE_CONTROLLER,
+                              what="finalizer" if add else "release").inc()
+        with self._own_lock:
+            self._own_writes[key] = strip(answer)
+        log.info("finalizer added" if add else "finalizer removed: the ScheduledMachine may go",
+                 extra={"key": key})
+        return True
+
     # --- reporting ------------------------------------------------------------------------------
 
     def _write_status(self, key: str, partition: str, obj: Obj, raw: Mapping[str, Any] | None,
@@ -587,6 +614,16 @@ def _rv(obj: Obj) -> int:
 
 def _generation(obj: Obj) -> object:
     return _mapping(obj.get("metadata")).get("generation")
+
+
+def _deleting_since(obj: Obj) -> datetime | None:
+    raw = _mapping(obj.get("metadata")).get("deletionTimestamp")
+    if not isinstance(raw, str):
+        return None
+    try:
+        return datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        return None
 
 
 __all__ = ["MachineController", "Settings", "refusal"]

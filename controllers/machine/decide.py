@@ -69,7 +69,6 @@ from api.kinds.machine_lifecycle import (
     ObjectRef,
     SpotSchedule,
 )
-from api.kinds.scheduled_capacity import ConditionStatus
 from api.kinds.scheduled_machine import NodeRef
 from controllers.capacity import conditions as capacity_conditions
 from controllers.machine.observations import (
@@ -79,6 +78,7 @@ from controllers.machine.observations import (
     LookupFailed,
     NodeGone,
     NodeSeen,
+    ObjectObservation,
     Owned,
     PodOnNode,
     Resolved,
@@ -91,15 +91,19 @@ STALLED: Final = cond.STALLED
 SPOT_SCHEDULE_RESOLVED: Final = capacity_conditions.SPOT_SCHEDULE_RESOLVED
 MACHINE_CREATED: Final = "MachineCreated"
 NODE_DRAINED: Final = "NodeDrained"
-HOST_GOVERNANCE_CONFLICT: Final = capacity_conditions.HOST_GOVERNANCE_CONFLICT
 CONDITION_TYPES: Final = (READY, RECONCILING, STALLED, SPOT_SCHEDULE_RESOLVED, MACHINE_CREATED,
-                          NODE_DRAINED, HOST_GOVERNANCE_CONFLICT)
+                          NODE_DRAINED)
 """Every condition the controller sets, in the order it reports them."""
 
 POLL: Final = timedelta(seconds=5)
 """How soon to look again while waiting on something no watch reports (evictions, deletions of
 bootstrap/infrastructure objects, an unreachable workload cluster)."""
 RECHECK: Final = timedelta(seconds=1)
+CLEANUP_SLACK: Final = timedelta(minutes=10)
+"""How long a deleted ScheduledMachine's Machine, bootstrap and infrastructure objects may take to
+go, on top of its gracefulShutdownTimeout and nodeDrainTimeout, before the finalizer is removed
+anyway (FinalizerCleanupTimedOut): a Machine stuck in CAPI's own deletion must not leave the
+ScheduledMachine undeletable forever."""
 """How soon to list the node's pods again after cordoning it."""
 
 
@@ -127,8 +131,9 @@ class Reason:
     INVALID_SPEC: Final = "InvalidSpec"
     NOT_ALLOWED: Final = "NotAllowedByPlatform"
     NAME_TAKEN: Final = "NameTaken"
-    CONFLICT: Final = "NodeAlsoNamedByScheduledCapacity"
-    NO_CONFLICT: Final = "NoScheduledCapacityOnNode"
+    DELETING: Final = "Deleting"
+    DELETED_WHILE_REFUSED: Final = "DeletedWhileRefused"
+    CLEANUP_TIMED_OUT: Final = "FinalizerCleanupTimedOut"
     SHUTDOWN_CANCELLED: Final = "ShutdownCancelled"
     SHUTDOWN_STARTED: Final = "ShutdownStarted"
     DRAIN_STARTED: Final = "DrainStarted"
@@ -170,7 +175,13 @@ class Evict:
     pods: tuple[PodOnNode, ...]
 
 
-Action = Create | Delete | Cordon | Evict
+@dataclass(frozen=True)
+class AddFinalizer:
+    """Put the controller's finalizer on the ScheduledMachine, before anything is created: from
+    then on a delete waits until the machine has left the cluster the safe way."""
+
+
+Action = Create | Delete | Cordon | Evict | AddFinalizer
 
 
 @dataclass(frozen=True)
@@ -191,6 +202,9 @@ class Decision:
     """The shell must observe the node (and its pods) and decide again."""
     resolution_error: str | None = None
     """The reason the provider did not resolve, for `fivespot_spot_schedule_resolution_errors_total`."""
+    release: bool = False
+    """Remove the finalizer once the status and events are written: a deleted ScheduledMachine's
+    cleanup is done (or past its bound), so the object may go."""
 
 
 # --- the schedule ---------------------------------------------------------------------------
@@ -270,21 +284,6 @@ def _status(inp: DecisionInput, phase: MachinePhase, message: str, observations:
          for k, v in data.items()})
 
 
-def _conflict(inp: DecisionInput, node: str | None) -> tuple[Observation, list[Event]]:
-    if node is not None and inp.capacity_on_node:
-        names = ", ".join(inp.capacity_on_node)
-        message = (f"node {node} is also named by ScheduledCapacity {names} (spec.nodeName); a "
-                   "host is governed by a ScheduledMachine or a ScheduledCapacity, never both: "
-                   "the capacity side holds its value at 0. Point spec.nodeName elsewhere or "
-                   "unset it")
-        was = inp.prior.condition(HOST_GOVERNANCE_CONFLICT) if inp.prior else None
-        events = [] if was is not None and was.status is ConditionStatus.TRUE else [
-            Event("Warning", Reason.CONFLICT, message)]
-        return cond.true(HOST_GOVERNANCE_CONFLICT, Reason.CONFLICT, message), events
-    return cond.false(HOST_GOVERNANCE_CONFLICT, Reason.NO_CONFLICT,
-                      "no ScheduledCapacity names this machine's node"), []
-
-
 def _phase_event(inp: DecisionInput, phase: MachinePhase, reason: str, message: str,
                  type_: Literal["Normal", "Warning"] = "Normal") -> list[Event]:
     before = inp.prior.phase if inp.prior is not None else None
@@ -309,6 +308,15 @@ def _cleanup(inp: DecisionInput) -> tuple[Action, ...]:
 
 
 def decide(inp: DecisionInput) -> Decision:
+    if inp.deleting_since is not None:
+        return _deleting(inp)
+    decision = _decide(inp)
+    if inp.finalizer or decision.transient is not None or decision.needs_node:
+        return decision
+    return replace(decision, actions=(AddFinalizer(),) + decision.actions)
+
+
+def _decide(inp: DecisionInput) -> Decision:
     spec = inp.spec
     if isinstance(spec, InvalidSpec):
         return _refused(inp, Reason.INVALID_SPEC,
@@ -351,6 +359,65 @@ def decide(inp: DecisionInput) -> Decision:
     return replace(decision, resolution_error=resolution_error)
 
 
+_PARTS: Final = ("machine", "bootstrap", "infrastructure")
+
+
+def _deleting(inp: DecisionInput) -> Decision:
+    """A ScheduledMachine being deleted leaves as a schedule closing would take it out (grace,
+    cordon and taint, evictions honouring PodDisruptionBudgets, nodeDrainTimeout, then the
+    Machine and its objects deleted), or at once under the kill switch; then the finalizer goes.
+    Objects with the chosen names that it does not own are not its to delete, and are left."""
+    if not inp.finalizer:
+        return Decision((), inp.prior or MachineStatus(), None, ())  # not held: nothing to do
+    why = "the ScheduledMachine is being deleted"
+    spec = inp.spec
+    if isinstance(spec, InvalidSpec) or inp.refusal is not None:
+        detail = "; ".join(spec.errors) if isinstance(spec, InvalidSpec) else inp.refusal
+        message = (f"{why} while its spec is refused ({detail}): fivespot cannot drain the node "
+                   "for it, so the finalizer is removed; the garbage collector deletes the "
+                   "Machine and the objects it owned, and CAPI drains the node as it deletes "
+                   "the Machine")
+        refused = _refused(inp, Reason.DELETED_WHILE_REFUSED, message)
+        return replace(refused, events=(Event("Warning", Reason.DELETED_WHILE_REFUSED, message),),
+                       release=True)
+    ours = replace(inp, machine=_not_foreign(inp.machine), bootstrap=_not_foreign(inp.bootstrap),
+                   infrastructure=_not_foreign(inp.infrastructure))
+    bound = spec.grace + spec.drain_timeout + CLEANUP_SLACK
+    deadline = inp.deleting_since + bound if inp.deleting_since is not None else inp.now
+    left = [f"{part} {obs.name}" for part in _PARTS
+            if isinstance(obs := getattr(ours, part), Owned)]
+    if inp.now >= deadline:
+        message = (f"{why}, and its cleanup did not finish within {bound} "
+                   f"(gracefulShutdownTimeout + nodeDrainTimeout + {CLEANUP_SLACK}): "
+                   f"{', '.join(left) or 'a lookup kept failing'} still there. The finalizer is "
+                   "removed so that the deletion is not blocked forever; the garbage collector "
+                   "deletes what the ScheduledMachine owned")
+        status = _status(ours, inp.prior.phase if inp.prior is not None else MachinePhase.SHUTTING_DOWN,
+                         message, [*cond.stalled(Reason.CLEANUP_TIMED_OUT, message)])
+        return Decision((), status, None, (Event("Warning", Reason.CLEANUP_TIMED_OUT, message),),
+                        release=True)
+    for part in _PARTS:
+        if isinstance(obs := getattr(ours, part), LookupFailed):
+            return _transient(inp, f"reading the {part} object: {obs.message}")
+    spot = spot_schedule(ours)
+    if spec.kill_switch:
+        decision = _kill(ours, spec, spot)
+    else:
+        decision = _remove(ours, spec, spot, MachinePhase.INACTIVE, Reason.DELETING, why)
+    if decision.needs_node:
+        return decision
+    if not left:
+        gone = Event("Normal", Reason.DELETING, f"{why}: the machine is out of the cluster; "
+                     "removing the finalizer")
+        return replace(decision, release=True, events=decision.events + (gone,))
+    requeue = min(decision.requeue_at, deadline) if decision.requeue_at is not None else deadline
+    return replace(decision, requeue_at=requeue)
+
+
+def _not_foreign(obs: ObjectObservation) -> ObjectObservation:
+    return None if isinstance(obs, Foreign) else obs
+
+
 def _transient(inp: DecisionInput, why: str, resolution_error: str | None = None) -> Decision:
     status = inp.prior or MachineStatus()
     return Decision((), status, None, (), transient=why, resolution_error=resolution_error)
@@ -373,13 +440,11 @@ def _in_schedule(inp: DecisionInput, spec: MachineSpec, spot: SpotSchedule) -> D
                             "the schedule reopened during the graceful shutdown period; the "
                             "machine stays"))
     schedule_obs = _schedule_condition(spot)
-    conflict, conflict_events = _conflict(inp, machine.node if machine else None)
-    events += conflict_events
     if machine is not None and machine.deleting:
         message = "waiting for the previous Machine to be deleted before creating it again"
         status = _status(inp, MachinePhase.PENDING, message, [
             *cond.working(Reason.MACHINE_DELETING, Reason.MACHINE_DELETING, message), schedule_obs,
-            cond.false(MACHINE_CREATED, Reason.MACHINE_DELETING, message), conflict],
+            cond.false(MACHINE_CREATED, Reason.MACHINE_DELETING, message)],
             in_schedule=True, spot_schedule=spot, shutdown_started_at=None, drain_started_at=None,
             node_ref=None)
         return Decision((), status, inp.now + POLL, tuple(events))
@@ -406,7 +471,7 @@ def _in_schedule(inp: DecisionInput, spec: MachineSpec, spot: SpotSchedule) -> D
         ready = cond.working(Reason.AWAITING_NODE,
                              Reason.CREATING if machine is None else Reason.AWAITING_NODE, message)
     drained = cond.false(NODE_DRAINED, Reason.NOT_DRAINING, "the machine is in schedule")
-    status = _status(inp, phase, message, [*ready, schedule_obs, created, drained, conflict],
+    status = _status(inp, phase, message, [*ready, schedule_obs, created, drained],
                      in_schedule=True, spot_schedule=spot, shutdown_started_at=None,
                      drain_started_at=None, node_ref=_node_ref(machine))
     return Decision(tuple(actions), status, None, tuple(events))
@@ -424,7 +489,6 @@ def _kill(inp: DecisionInput, spec: MachineSpec, spot: SpotSchedule) -> Decision
     remaining = machine is not None or bool(_cleanup(inp)) or any(
         isinstance(o, Owned) for o in (inp.bootstrap, inp.infrastructure))
     events = _phase_event(inp, MachinePhase.TERMINATED, Reason.KILL_SWITCH, message, "Warning")
-    conflict, conflict_events = _conflict(inp, machine.node if machine else None)
     if remaining:
         ready = cond.working(Reason.KILL_SWITCH, Reason.MACHINE_DELETING if machine is not None
                              else Reason.OBJECTS_DELETING, message)
@@ -436,10 +500,10 @@ def _kill(inp: DecisionInput, spec: MachineSpec, spot: SpotSchedule) -> Decision
     status = _status(inp, MachinePhase.TERMINATED, message, [
         *ready, _schedule_condition(spot),
         cond.false(MACHINE_CREATED, Reason.KILL_SWITCH, message),
-        cond.false(NODE_DRAINED, Reason.KILL_SWITCH, "the drain was skipped (kill switch)"),
-        conflict], in_schedule=False, spot_schedule=spot, node_ref=_node_ref(machine))
+        cond.false(NODE_DRAINED, Reason.KILL_SWITCH, "the drain was skipped (kill switch)")],
+        in_schedule=False, spot_schedule=spot, node_ref=_node_ref(machine))
     return Decision(actions, status, inp.now + POLL if remaining else None,
-                    tuple(events + conflict_events))
+                    tuple(events))
 
 
 def _out_of_schedule(inp: DecisionInput, spec: MachineSpec, spot: SpotSchedule,
@@ -453,7 +517,7 @@ def _remove(inp: DecisionInput, spec: MachineSpec, spot: SpotSchedule, final: Ma
     prior = inp.prior or MachineStatus()
     machine = _owned(inp.machine)
     schedule_obs = _schedule_condition(spot)
-    conflict, events = _conflict(inp, machine.node if machine else None)
+    events: list[Event] = []
     common: dict[str, object] = {"in_schedule": False, "spot_schedule": spot}
 
     def shutting(message: str, drained: Observation, actions: tuple[Action, ...],
@@ -464,7 +528,7 @@ def _remove(inp: DecisionInput, spec: MachineSpec, spot: SpotSchedule, final: Ma
         step = Reason.MACHINE_DELETING if deleting else drained.reason
         status = _status(inp, MachinePhase.SHUTTING_DOWN, message, [
             *cond.working(reason, step, message), schedule_obs,
-            cond.true(MACHINE_CREATED, Reason.CREATED, "the Machine exists"), drained, conflict],
+            cond.true(MACHINE_CREATED, Reason.CREATED, "the Machine exists"), drained],
             **common, node_ref=_node_ref(machine), **fields)
         return Decision(actions, status, requeue, tuple(events + more))
 
@@ -490,7 +554,7 @@ def _remove(inp: DecisionInput, spec: MachineSpec, spot: SpotSchedule, final: Ma
             ready = cond.settled(reason, message)
         status = _status(inp, final, message, [
             *ready, schedule_obs,
-            cond.false(MACHINE_CREATED, reason, message), drained, conflict],
+            cond.false(MACHINE_CREATED, reason, message), drained],
             **common, node_ref=None, shutdown_started_at=None, drain_started_at=None)
         return Decision(cleanup, status, inp.now + POLL if leftovers else None,
                         tuple(events + phase_events + deleted))

@@ -107,10 +107,12 @@ class DecisionInput:
     bootstrap: ObjectObservation
     infrastructure: ObjectObservation
     node: NodeObservation
-    capacity_on_node: tuple[str, ...]
-    """ScheduledCapacities in the namespace whose spec.nodeName is this machine's node."""
     now: datetime
     machine_api_version: str = "cluster.x-k8s.io/v1beta2"
+    finalizer: bool = False
+    """Whether the object carries the controller's finalizer."""
+    deleting_since: datetime | None = None
+    """metadata.deletionTimestamp: the object is being deleted."""
 
 
 def parse_spec(raw: object) -> MachineSpec | InvalidSpec:

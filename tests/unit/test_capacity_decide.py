@@ -939,6 +939,17 @@ def test_a_timeout_and_a_conflict_are_warnings() -> None:
     assert ("Warning", "NodeGovernedByScheduledMachine") in [(e.type, e.reason) for e in conflict.events]
 
 
+def test_a_conflict_is_told_to_the_scheduled_machine_too_once_as_it_turns_up() -> None:
+    first = decide(given(spec=CONFLICT, target=TargetFound(ACTIVE_VALUE, 4), machines=ON_WORKER_3,
+                         prior=after(given(spec=CONFLICT, target=TargetFound(ACTIVE_VALUE, 4)))))
+    told = [e for e in first.events if e.machine is not None]
+    assert [(e.type, e.machine) for e in told] == [("Warning", "trading-desk-rack")]
+    assert "worker-3" in told[0].message and "holds its value at 0" in told[0].message
+    again = decide(given(spec=CONFLICT, target=TargetFound(0, 4), machines=ON_WORKER_3,
+                         prior=first.status))
+    assert not [e for e in again.events if e.machine is not None]
+
+
 def test_a_naive_clock_is_refused() -> None:
     with pytest.raises(ValueError, match="timezone-aware"):
         decide(given(now=datetime(2026, 3, 2, 9, 0)))

@@ -74,11 +74,6 @@ def held_while_unresolved() -> Decision:
                       prior=active_prior(), machine=MACHINE, bootstrap=BOOT, infrastructure=INFRA))
 
 
-def sharing_its_node() -> Decision:
-    return then(given(machine=MACHINE, bootstrap=BOOT, infrastructure=INFRA,
-                      capacity_on_node=("pool-gate",)))
-
-
 def in_grace() -> Decision:
     return shutting_down(timedelta(seconds=10))
 
@@ -164,7 +159,6 @@ STATES: dict[str, tuple[Callable[[], Decision], MachinePhase, dict[str, tuple[st
     "active": (active, MachinePhase.ACTIVE, {"Ready": ("True", "InSchedule")}, "Current"),
     "held-while-unresolved": (held_while_unresolved, MachinePhase.ACTIVE,
                               {"Ready": ("True", "InSchedule")}, "Current"),
-    "sharing-its-node": (sharing_its_node, MachinePhase.ACTIVE, {"Ready": ("True", "InSchedule")}, "Current"),
     "in-grace": (in_grace, MachinePhase.SHUTTING_DOWN,
                  {"Ready": ("False", "ScheduleInactive"), "Reconciling": ("True", "GracefulShutdown")},
                  "InProgress"),
@@ -254,12 +248,6 @@ def test_an_action_the_api_server_refuses_for_good_is_stalled_and_keeps_the_phas
     failed = cordon_forbidden()
     assert failed.status.phase is MachinePhase.SHUTTING_DOWN
     assert kstatus_conditions(failed) == {"Ready": ("False", "ActionFailed"), "Stalled": ("True", "ActionFailed")}
-
-
-def test_a_machine_sharing_its_node_with_a_capacity_stays_ready_the_capacity_side_is_stalled() -> None:
-    decided = sharing_its_node()
-    assert kstatus_conditions(decided) == {"Ready": ("True", "InSchedule")}
-    assert decided.status.condition("HostGovernanceConflict") is not None
 
 
 def test_reconciling_is_dropped_and_ready_flips_when_the_machine_settles() -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from api.kinds.machine_lifecycle import MachinePhase, MachineSpec, MachineStatus
 from controllers.machine.decide import (
-    HOST_GOVERNANCE_CONFLICT,
+    CLEANUP_SLACK,
     NODE_DRAINED,
     READY,
     SPOT_SCHEDULE_RESOLVED,
@@ -18,8 +18,10 @@ from controllers.machine.decide import (
     Create,
     Decision,
     Delete,
+    AddFinalizer,
     Evict,
     Part,
+    Reason,
     decide,
 )
 from controllers.machine.observations import (
@@ -63,7 +65,7 @@ def given(**changes: Any) -> DecisionInput:
         namespace="trading", name="rack-1", uid="uid-sm", generation=1,
         spec=MachineSpec.model_validate({**SPEC, **spec}), refusal=None,
         schedule=Resolved(True), provider_generation=1, prior=None, machine=None,
-        bootstrap=None, infrastructure=None, node=None, capacity_on_node=(), now=T0)
+        bootstrap=None, infrastructure=None, node=None, now=T0, finalizer=True)
     return replace(base, **changes)
 
 
@@ -257,16 +259,6 @@ def test_a_transient_read_of_the_machine_changes_nothing() -> None:
     assert decision.status == active_prior()
 
 
-def test_a_capacity_naming_the_node_is_reported_once() -> None:
-    first = then(given(machine=MACHINE, bootstrap=BOOT, infrastructure=INFRA,
-                       capacity_on_node=("pool-gate",)))
-    assert condition(first, HOST_GOVERNANCE_CONFLICT) == ("True", "NodeAlsoNamedByScheduledCapacity")
-    assert "NodeAlsoNamedByScheduledCapacity" in [e.reason for e in first.events]
-    again = then(given(machine=MACHINE, bootstrap=BOOT, infrastructure=INFRA, prior=first.status,
-                       capacity_on_node=("pool-gate",)))
-    assert again.events == ()
-
-
 def test_the_drain_skips_daemonset_and_mirror_pods_like_kubectl_drain() -> None:
     def pod(name: str, **meta: Any) -> dict[str, Any]:
         return {"metadata": {"namespace": "apps", "name": name, **meta}}
@@ -318,3 +310,126 @@ def test_a_provider_that_could_not_be_read_after_a_restart_deletes_nothing() -> 
     decision = then(given(schedule=LookupFailed("resolving ManualSchedule: pending"),
                           bootstrap=BOOT, infrastructure=INFRA))
     assert decision.actions == () and decision.transient is not None
+
+
+# --- the finalizer and deletion ------------------------------------------------------------------
+
+DELETED_AT = T0 + timedelta(hours=1)
+GRACE_AND_DRAIN = timedelta(minutes=6)  # SPEC: gracefulShutdownTimeout 1m + nodeDrainTimeout 5m
+BLOCKED_NODE = NodeSeen("node-1", cordoned=True, tainted=True, pods=(PodOnNode("apps", "web"),))
+
+
+def deleted(**changes: Any) -> DecisionInput:
+    return given(deleting_since=DELETED_AT, **{"now": DELETED_AT, **changes})
+
+
+def test_the_finalizer_is_added_before_anything_is_created() -> None:
+    decision = then(given(finalizer=False))
+    assert decision.actions == (AddFinalizer(), Create(Part.BOOTSTRAP), Create(Part.INFRASTRUCTURE),
+                                Create(Part.MACHINE))
+
+
+def test_the_finalizer_is_added_to_a_machine_that_predates_it_without_touching_it_otherwise() -> None:
+    decision = then(given(finalizer=False, machine=MACHINE, bootstrap=BOOT, infrastructure=INFRA))
+    assert decision.actions == (AddFinalizer(),)
+    assert decision.status.phase is MachinePhase.ACTIVE
+
+
+def test_a_transient_lookup_adds_no_finalizer_and_changes_nothing() -> None:
+    decision = then(given(finalizer=False, machine=LookupFailed("timeout")))
+    assert decision.actions == () and decision.transient is not None
+
+
+def test_a_deleted_active_machine_waits_out_its_grace_period_before_the_drain() -> None:
+    decision = then(deleted(machine=MACHINE, bootstrap=BOOT, infrastructure=INFRA))
+    assert decision.actions == () and not decision.release
+    assert decision.status.phase is MachinePhase.SHUTTING_DOWN
+    assert condition(decision, READY) == ("False", Reason.DELETING)
+    assert condition(decision, NODE_DRAINED) == ("False", "GracefulShutdown")
+    assert decision.requeue_at == DELETED_AT + timedelta(minutes=1)
+
+
+def test_a_deleted_machine_is_cordoned_and_drained_past_its_grace_period_even_in_schedule() -> None:
+    grace = then(deleted(machine=MACHINE, bootstrap=BOOT, infrastructure=INFRA))
+    later = DELETED_AT + timedelta(minutes=1)
+    draining = then(deleted(machine=MACHINE, bootstrap=BOOT, infrastructure=INFRA, prior=grace.status,
+                            now=later, node=NodeSeen("node-1", cordoned=False, tainted=False,
+                                                     pods=(PodOnNode("apps", "web"),))))
+    assert draining.actions == (Cordon("node-1"), Evict((PodOnNode("apps", "web"),)))
+    assert not draining.release
+
+
+def test_a_deleted_machine_whose_pods_are_blocked_by_a_budget_keeps_its_machine_until_the_drain_timeout() -> None:
+    start = then(deleted(machine=MACHINE, bootstrap=BOOT, infrastructure=INFRA))
+    drain = then(deleted(machine=MACHINE, bootstrap=BOOT, infrastructure=INFRA, prior=start.status,
+                         now=DELETED_AT + timedelta(minutes=1), node=BLOCKED_NODE))
+    still = then(deleted(machine=MACHINE, bootstrap=BOOT, infrastructure=INFRA, prior=drain.status,
+                         now=DELETED_AT + timedelta(minutes=4), node=BLOCKED_NODE))
+    assert Delete(Part.MACHINE) not in still.actions and not still.release
+    past = then(deleted(machine=MACHINE, bootstrap=BOOT, infrastructure=INFRA, prior=still.status,
+                        now=DELETED_AT + timedelta(minutes=6, seconds=1), node=BLOCKED_NODE))
+    assert past.actions == (Delete(Part.MACHINE),) and not past.release
+
+
+def test_a_drained_deleted_machine_is_deleted_then_its_objects_then_the_finalizer_goes() -> None:
+    start = then(deleted(machine=MACHINE, bootstrap=BOOT, infrastructure=INFRA))
+    drained = then(deleted(machine=MACHINE, bootstrap=BOOT, infrastructure=INFRA, prior=start.status,
+                           now=DELETED_AT + timedelta(minutes=2), node=NodeGone()))
+    assert drained.actions == (Delete(Part.MACHINE),)
+    objects_left = then(deleted(bootstrap=BOOT, infrastructure=INFRA, prior=drained.status,
+                                now=DELETED_AT + timedelta(minutes=3)))
+    assert objects_left.actions == (Delete(Part.BOOTSTRAP), Delete(Part.INFRASTRUCTURE))
+    assert not objects_left.release
+    gone = then(deleted(prior=objects_left.status, now=DELETED_AT + timedelta(minutes=4)))
+    assert gone.actions == () and gone.release
+    assert Reason.DELETING in [e.reason for e in gone.events]
+
+
+def test_a_deleted_machine_that_is_already_out_of_the_cluster_releases_at_once() -> None:
+    decision = then(deleted(schedule=Resolved(False)))
+    assert decision.actions == () and decision.release
+
+
+def test_a_deleted_machine_under_the_kill_switch_skips_grace_and_drain() -> None:
+    decision = then(deleted(spec={"killSwitch": True}, machine=MACHINE, bootstrap=BOOT,
+                            infrastructure=INFRA))
+    assert decision.actions == (Delete(Part.MACHINE),) and not decision.release
+    gone = then(deleted(spec={"killSwitch": True}, prior=decision.status,
+                        now=DELETED_AT + timedelta(seconds=5)))
+    assert gone.release
+
+
+def test_a_deleted_machine_never_deletes_an_object_it_does_not_own() -> None:
+    decision = then(deleted(machine=Foreign("rack-1"), bootstrap=BOOT, infrastructure=INFRA))
+    assert Delete(Part.MACHINE) not in decision.actions
+    assert decision.actions == (Delete(Part.BOOTSTRAP), Delete(Part.INFRASTRUCTURE))
+
+
+def test_a_deleted_machine_needs_no_schedule_answer() -> None:
+    decision = then(deleted(schedule=LookupFailed("the cache has not synced"), machine=MACHINE,
+                            bootstrap=BOOT, infrastructure=INFRA))
+    assert decision.transient is None and decision.status.phase is MachinePhase.SHUTTING_DOWN
+
+
+def test_a_cleanup_that_cannot_finish_is_reported_and_bounded() -> None:
+    bound = DELETED_AT + GRACE_AND_DRAIN + CLEANUP_SLACK
+    before = then(deleted(machine=Owned("rack-1", "uid-m", deleting=True, node="node-1"),
+                          now=bound - timedelta(seconds=1), prior=active_prior()))
+    assert not before.release and before.requeue_at is not None and before.requeue_at <= bound
+    stuck = then(deleted(machine=Owned("rack-1", "uid-m", deleting=True, node="node-1"), now=bound,
+                         prior=before.status))
+    assert stuck.release and stuck.actions == ()
+    assert condition(stuck, "Stalled") == ("True", Reason.CLEANUP_TIMED_OUT)
+    warning = [e for e in stuck.events if e.reason == Reason.CLEANUP_TIMED_OUT]
+    assert warning and warning[0].type == "Warning" and "machine rack-1" in warning[0].message
+
+
+def test_a_deleted_machine_whose_spec_is_refused_is_released_with_a_warning() -> None:
+    decision = then(deleted(refusal="cluster other is not declared", machine=MACHINE))
+    assert decision.actions == () and decision.release
+    assert [e.type for e in decision.events] == ["Warning"]
+
+
+def test_a_deletion_without_the_finalizer_is_left_alone() -> None:
+    decision = then(deleted(finalizer=False, machine=MACHINE, bootstrap=BOOT, infrastructure=INFRA))
+    assert decision.actions == () and not decision.release
