@@ -57,6 +57,7 @@ MACHINES = ("cluster.x-k8s.io", "v1beta2", "machines")
 KUBEADM = ("bootstrap.cluster.x-k8s.io", "v1beta2", "kubeadmconfigs")
 DEVMACHINES = ("infrastructure.cluster.x-k8s.io", "v1beta2", "devmachines")
 TAINT = "5spot.finos.org/shutting-down"
+FINALIZER = "5spot.finos.org/scheduledmachine"
 
 MACHINES_YAML = f"""
 apiVersion: config.5spot.finos.org/v1alpha1
@@ -600,9 +601,10 @@ def test_rbac_the_machine_identity_holds_capi_verbs_only_where_declared_and_neve
     assert not can(machine, "patch", "machines.cluster.x-k8s.io", "-n", NS)
     assert not can(machine, "create", "clusters.cluster.x-k8s.io", "-n", NS)
     assert can(machine, "patch", "scheduledmachines.5spot.finos.org", "--subresource=status", "-n", NS)
-    assert not can(machine, "patch", "scheduledmachines.5spot.finos.org", "-n", NS)
-    assert can(machine, "list", "scheduledcapacities.5spot.finos.org", "-n", NS)
-    for verb in ("patch", "update", "create", "delete"):
+    assert can(machine, "patch", "scheduledmachines.5spot.finos.org", "-n", NS), "its finalizer"
+    assert not can(machine, "update", "scheduledmachines.5spot.finos.org", "-n", NS)
+    assert not can(machine, "delete", "scheduledmachines.5spot.finos.org", "-n", NS)
+    for verb in ("get", "list", "watch", "patch", "update", "create", "delete"):
         assert not can(machine, verb, "virtualmachinepools.pools.agents.example.com", "-n", "agents")
         assert not can(machine, verb, "scheduledcapacities.5spot.finos.org", "-n", "agents")
     capacity = CAPACITY_SA
@@ -735,8 +737,24 @@ def test_an_embedded_spec_the_capi_schema_refuses_is_reported_on_the_scheduled_m
     assert get(mgmt, p(MACHINES, name2)) is None, "no Machine without its bootstrap object"
 
 
-def test_a_scheduled_capacity_naming_the_machines_node_is_reported_from_this_side_too(
-        controller: ControllerProcess, mgmt: client.ApiClient, wl: client.ApiClient) -> None:
+@pytest.fixture(scope="module")
+def capacity(installed: Path, management: Any, tmp_path_factory: pytest.TempPathFactory
+             ) -> Iterator[ControllerProcess]:
+    work = tmp_path_factory.mktemp("capacity-controller")
+    sa = service_account_kubeconfig(management.kubeconfig, localrun.INSTALL_NAMESPACE, CAPACITY_SA,
+                                    work / "capacity.kubeconfig")
+    process = ControllerProcess(sa, installed, unique("capacity-it"), work / "controller.log").start()
+    process.wait_leading("default")
+    yield process
+    process.terminate()
+
+
+def test_a_scheduled_capacity_naming_the_machines_node_is_told_to_the_machine_by_the_capacity_side(
+        controller: ControllerProcess, capacity: ControllerProcess, mgmt: client.ApiClient,
+        wl: client.ApiClient) -> None:
+    """One host, one governor: the capacity side, whose identity reads ScheduledMachines, holds
+    its value at 0 and records the conflict on both objects; the machine identity reads no
+    ScheduledCapacity, and the machine keeps following its schedule."""
     name, sched, node = active_machine(mgmt, wl)
     gate = unique("gate")
     kube.request(mgmt, "POST", p(("5spot.finos.org", "v1alpha1", "scheduledcapacities")), body={
@@ -747,21 +765,124 @@ def test_a_scheduled_capacity_naming_the_machines_node_is_reported_from_this_sid
                  "targetRef": {"apiVersion": "pools.agents.example.com/v1alpha1",
                                "kind": "VirtualMachinePool", "name": "pool"},
                  "capacity": {"path": "spec.warmReplicas", "activeValue": 2}, "nodeName": node}})
-    conflict = eventually(lambda: next((c for c in status(mgmt, name)["conditions"]
-                                        if c["type"] == "HostGovernanceConflict"
-                                        and c["status"] == "True"), None), 60, "the conflict")
-    assert gate in conflict["message"] and node in conflict["message"]
-    assert status(mgmt, name)["phase"] == "Active", "the machine side keeps following its schedule"
-    # The Events follow the status write, so the condition can be seen before its Event.
-    eventually(lambda: any(e["reason"] == "NodeAlsoNamedByScheduledCapacity" and e["type"] == "Warning"
-                           and e["regarding"]["name"] == name
-                           for e in kube.request(mgmt, "GET", p(("events.k8s.io", "v1", "events")))["items"]),
-               60, "the Warning event")
+
+    def told() -> dict[str, Any] | None:
+        return next((e for e in kube.request(mgmt, "GET", p(("events.k8s.io", "v1", "events")))["items"]
+                     if e["reason"] == "NodeGovernedByScheduledMachine" and e["type"] == "Warning"
+                     and e["regarding"]["kind"] == "ScheduledMachine"
+                     and e["regarding"]["name"] == name), None)
+    event = eventually(told, 60, "the Warning event on the ScheduledMachine")
+    assert gate in event["note"] and node in event["note"]
+    assert event["reportingController"] == "5spot.finos.org/capacity-controller"
+    uid = kube.request(mgmt, "GET", p(SM, name))["metadata"]["uid"]
+    assert event["regarding"]["uid"] == uid
+    gated = kube.request(mgmt, "GET", p(("5spot.finos.org", "v1alpha1", "scheduledcapacities"), gate))
+    conflict = {c["type"]: c for c in gated["status"]["conditions"]}["HostGovernanceConflict"]
+    assert conflict["status"] == "True" and name in conflict["message"]
+    mine = status(mgmt, name)
+    assert mine["phase"] == "Active", "the machine side keeps following its schedule"
+    assert "HostGovernanceConflict" not in {c["type"] for c in mine["conditions"]}
     kube.request(mgmt, "DELETE", p(("5spot.finos.org", "v1alpha1", "scheduledcapacities"), gate))
-    no_conflict: dict[str, Any] = {}
-    eventually(lambda: next((c for c in status(mgmt, name)["conditions"]
-                             if c["type"] == "HostGovernanceConflict"), no_conflict).get("status") == "False",
-               60, "the conflict cleared")
+
+
+# --- deleting a ScheduledMachine: its finalizer, and the way out -------------------------------
+
+
+def gone(mgmt: client.ApiClient, name: str) -> bool:
+    return get(mgmt, p(SM, name)) is None
+
+
+def finalizers(mgmt: client.ApiClient, name: str) -> list[str]:
+    return list(kube.request(mgmt, "GET", p(SM, name))["metadata"].get("finalizers") or [])
+
+
+def cordoned(wl: client.ApiClient, node: str) -> bool:
+    return bool((get(wl, f"/api/v1/nodes/{node}") or {}).get("spec", {}).get("unschedulable"))
+
+
+def test_deleting_an_active_scheduled_machine_drains_past_a_budget_before_the_machine_goes(
+        controller: ControllerProcess, mgmt: client.ApiClient, wl: client.ApiClient,
+        management: Any, kubelet: Kubelet) -> None:
+    name, _, node = active_machine(mgmt, wl, gracefulShutdownTimeout="2s", nodeDrainTimeout="5m")
+    assert finalizers(mgmt, name) == [FINALIZER]
+    apps = workload_namespace(wl)
+    pod(wl, apps, "free", node)
+    guarded(wl, apps, node)
+    kubectl(management.kubeconfig, "-n", NS, "delete", "scheduledmachine", name, "--wait=false")
+    eventually(lambda: cordoned(wl, node), 30, "the cordon")
+    eventually(lambda: get(wl, p(("", "v1", "pods"), "free", ns=apps)) is None, 30, "free evicted")
+    time.sleep(3)
+    assert get(wl, p(("", "v1", "pods"), "guarded", ns=apps)) is not None, "the budget keeps it"
+    assert get(mgmt, p(MACHINES, name)) is not None, "the Machine stays while the drain waits"
+    waiting = kube.request(mgmt, "GET", p(SM, name))
+    assert waiting["metadata"]["deletionTimestamp"] and waiting["status"]["phase"] == "ShuttingDown"
+    assert {c["type"]: c["reason"] for c in waiting["status"]["conditions"]}["Ready"] == "Deleting"
+    # The budget relaxed, the eviction goes through, then the Machine, its objects, the object.
+    kube.request(wl, "DELETE", p(("policy", "v1", "poddisruptionbudgets"), "db", ns=apps))
+    eventually(lambda: get(wl, p(("", "v1", "pods"), "guarded", ns=apps)) is None, 60, "guarded evicted")
+    eventually(lambda: gone(mgmt, name), 60, "the ScheduledMachine gone")
+    assert get(mgmt, p(MACHINES, name)) is None
+    assert get(mgmt, p(KUBEADM, f"{name}-bootstrap")) is None
+    assert get(mgmt, p(DEVMACHINES, f"{name}-infra")) is None
+    evicted_first = [e for e in controller.entries() if e.get("key") == f"{NS}/{name}"
+                     and e.get("msg") in ("evicted", "deleted")]
+    assert [e["msg"] for e in evicted_first][:2] == ["evicted", "evicted"], evicted_first
+
+
+def test_a_scheduled_machine_deleted_while_its_controller_is_down_drains_once_it_is_back(
+        controller: ControllerProcess, mgmt: client.ApiClient, wl: client.ApiClient,
+        management: Any, kubelet: Kubelet) -> None:
+    name, _, node = active_machine(mgmt, wl, gracefulShutdownTimeout="0s")
+    apps = workload_namespace(wl)
+    pod(wl, apps, "web", node)
+    controller.kill()
+    try:
+        kubectl(management.kubeconfig, "-n", NS, "delete", "scheduledmachine", name, "--wait=false")
+        time.sleep(3)
+        assert finalizers(mgmt, name) == [FINALIZER], "held by the finalizer"
+        assert get(mgmt, p(MACHINES, name)) is not None and not cordoned(wl, node)
+    finally:
+        controller.start()
+        controller.wait_leading("default")
+    eventually(lambda: gone(mgmt, name), 60, "the ScheduledMachine gone")
+    assert cordoned(wl, node), "drained on the way out"
+    assert get(wl, p(("", "v1", "pods"), "web", ns=apps)) is None
+    assert get(mgmt, p(MACHINES, name)) is None
+
+
+def test_deleting_under_the_kill_switch_skips_the_drain(
+        controller: ControllerProcess, mgmt: client.ApiClient, wl: client.ApiClient,
+        management: Any) -> None:
+    name, _, node = active_machine(mgmt, wl, gracefulShutdownTimeout="1h")
+    apps = workload_namespace(wl)
+    pod(wl, apps, "web", node)
+    kube.merge_patch(mgmt, p(SM, name), {"spec": {"killSwitch": True}})
+    kubectl(management.kubeconfig, "-n", NS, "delete", "scheduledmachine", name, "--wait=false")
+    eventually(lambda: gone(mgmt, name), 60, "the ScheduledMachine gone")
+    assert get(mgmt, p(MACHINES, name)) is None
+    assert not cordoned(wl, node) and get(wl, p(("", "v1", "pods"), "web", ns=apps)) is not None
+
+
+def test_with_the_controller_gone_for_good_removing_the_finalizer_lets_the_object_go(
+        controller: ControllerProcess, mgmt: client.ApiClient, wl: client.ApiClient,
+        management: Any) -> None:
+    """The way out the README gives, for a controller stopped for good (or its RBAC or CRD
+    gone): remove the finalizer by hand. The Machine stays, owned by an object that no longer
+    exists, for the garbage collector (or a person) to delete."""
+    name, _, _ = active_machine(mgmt, wl)
+    controller.kill()
+    try:
+        kubectl(management.kubeconfig, "-n", NS, "delete", "scheduledmachine", name, "--wait=false")
+        time.sleep(2)
+        assert not gone(mgmt, name)
+        kubectl(management.kubeconfig, "-n", NS, "patch", "scheduledmachine", name, "--type=json",
+                "-p", '[{"op":"remove","path":"/metadata/finalizers"}]')
+        eventually(lambda: gone(mgmt, name), 30, "the ScheduledMachine gone")
+        orphan = get(mgmt, p(MACHINES, name))
+        assert orphan is not None and orphan["metadata"]["ownerReferences"][0]["name"] == name
+    finally:
+        controller.start()
+        controller.wait_leading("default")
 
 
 # --- health: kstatus (Flux `wait`, `kubectl wait`) and the Argo CD Lua on live objects ------------
