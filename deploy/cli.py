@@ -53,7 +53,10 @@ def register_uninstall(subparsers: Any) -> None:
     _cluster_flags(parser)
     parser.add_argument("--delete-crds", action="store_true",
                         help="also delete the CRDs, which deletes every object of their kinds in "
-                             "the cluster")
+                             "the cluster (ScheduledMachines first, each draining its machine)")
+    parser.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
+                        help="with --delete-crds, how long the ScheduledMachines may take to "
+                             "leave (default 300)")
     parser.set_defaults(handler=_uninstall)
 
 
@@ -112,4 +115,4 @@ def _uninstall(args: argparse.Namespace) -> int:
         summary = installer.uninstall(manifests, delete_crds=args.delete_crds)
         return f"uninstalled {args.out_dir}{' (dry run)' if args.dry_run else ''}: {summary.render()}"
 
-    return _run(args, act)
+    return _run(args, act, timeout_s=args.timeout)

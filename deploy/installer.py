@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from api.identities import MACHINE_CONTROLLER
+from api.kinds import machine_lifecycle as sm
 from runtime import kube
 from deploy.health import Health, judge
 from deploy.manifests import Manifest, Wave, waves
@@ -190,6 +192,8 @@ class Installer:
     def uninstall(self, manifests: list[Manifest], *, delete_crds: bool) -> Summary:
         summary = Summary()
         crd_kinds = {_crd_group_kind(m) for m in manifests if m.kind == "CustomResourceDefinition"}
+        if _reconciles_machines(manifests):
+            self._retire_machines(delete_crds)
         for manifest in uninstall_order(manifests):
             custom = (manifest.group, manifest.kind) in crd_kinds
             if not delete_crds and (manifest.kind == "CustomResourceDefinition" or custom):
@@ -202,6 +206,58 @@ class Installer:
             self.report(f"kept {len(crd_kinds)} CRDs and every object of their kinds "
                         "(--delete-crds deletes them, and with them every such object in the cluster)")
         return summary
+
+    def _retire_machines(self, delete_crds: bool) -> None:
+        """Deleting the CRD deletes every ScheduledMachine, and each waits on the machine
+        controller's finalizer (its machine leaves the cluster drained first): so with
+        --delete-crds they are deleted while the controller still runs, and waited for; without
+        it they stay, and a later delete of one waits for a machine controller to come back."""
+        path = kube.resource_path(sm.GROUP, sm.VERSION, sm.PLURAL)
+        try:
+            names = self._machine_names(path)
+        except kube.ApiError as error:
+            if error.not_found:
+                return  # the CRD is not served: nothing of its kind is left
+            raise
+        if not names:
+            return
+        if not delete_crds:
+            self.report(f"kept {len(names)} ScheduledMachines: with the machine controller "
+                        "uninstalled, deleting one waits until it is installed again (or its "
+                        f"finalizer {sm.FINALIZER} is removed by hand: README, 'Deleting a "
+                        "ScheduledMachine')")
+            return
+        if self.dry_run:
+            self.report(f"  would delete {len(names)} ScheduledMachines first, each draining "
+                        "its machine out of the cluster")
+            return
+        self.report(f"deleting {len(names)} ScheduledMachines first, while the machine "
+                    "controller runs: each drains its machine out of the cluster, then goes")
+        for name in names:
+            namespace, _, short = name.partition("/")
+            try:
+                kube.request(self.cluster.api, "DELETE", kube.resource_path(
+                    sm.GROUP, sm.VERSION, sm.PLURAL, namespace, short),
+                    query={"propagationPolicy": "Background"})
+            except kube.ApiError as error:
+                if not error.not_found:
+                    raise
+        deadline = self.clock() + self.timeout_s
+        while (left := self._machine_names(path)) and self.clock() < deadline:
+            self.sleep(1.0)
+        if left:
+            shown = ", ".join(left[:5]) + (f" and {len(left) - 5} more" if len(left) > 5 else "")
+            raise InstallError(
+                f"{len(left)} ScheduledMachines are still leaving after {self.timeout_s:.0f}s "
+                f"({shown}): their machines are draining (see `kubectl describe sm`), or the "
+                "machine controller is not running. Nothing else was deleted; run uninstall "
+                "again once `kubectl get sm -A` lists nothing, or see README 'Deleting a "
+                "ScheduledMachine' for the way out")
+
+    def _machine_names(self, path: str) -> list[str]:
+        listed = kube.request(self.cluster.api, "GET", path)
+        return sorted(f"{item['metadata']['namespace']}/{item['metadata']['name']}"
+                      for item in listed.get("items") or [])
 
     def _delete(self, manifest: Manifest) -> str:
         resource = self.cluster.resource(manifest)
@@ -262,6 +318,12 @@ def uninstall_order(manifests: list[Manifest]) -> list[Manifest]:
     ordered = [m for wave in reversed(waves(manifests)) for m in reversed(wave.manifests)]
     return ([m for m in ordered if m.kind in WEBHOOK_KINDS]
             + [m for m in ordered if m.kind not in WEBHOOK_KINDS])
+
+
+def _reconciles_machines(manifests: list[Manifest]) -> bool:
+    """Whether this output runs fivespot's machine controller (whose finalizer ScheduledMachines
+    carry)."""
+    return any(m.kind == "Deployment" and m.name == MACHINE_CONTROLLER for m in manifests)
 
 
 def _crd_group_kind(manifest: Manifest) -> tuple[str, str]:

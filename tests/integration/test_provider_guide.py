@@ -18,11 +18,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,22 +28,17 @@ import pytest
 from kubernetes import client
 
 from devcluster import localrun
-from devcluster.clients import admin_client, service_account_kubeconfig
-from devcluster.kubectl import apply, kubectl, wait_established
+from devcluster.clients import service_account_kubeconfig
+from devcluster.kubectl import kubectl, wait_established
 from runtime import kube
-from tests.integration.capacity_world import ControllerProcess, eventually, unique
-from tests.integration.conftest import own_control_plane
+from tests.integration.capacity_world import eventually, unique
+from tests.integration.machine_world import NS, World, config_with, machine_world
 
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 GUIDE = ROOT / "examples" / "provider-guide"
-TRADING_DESK = ROOT / "examples" / "trading-desk" / "config"
-CAPI_CRDS = Path(__file__).parent / "testdata" / "cluster-api"
-NS = "trading"
 GROUP = "spotschedules.5spot.finos.org"
-SM = ("5spot.finos.org", "v1beta1", "scheduledmachines")
-MACHINES = ("cluster.x-k8s.io", "v1beta2", "machines")
 
 
 @dataclass(frozen=True)
@@ -77,7 +69,7 @@ THE_GUIDES = Names("ManualSchedule", "manualschedules", "manualschedule", "ms",
 
 def test_the_guide_as_written_when_the_builtin_manual_schedule_is_not_installed(
         tmp_path: Path) -> None:
-    config = _config(tmp_path, f"""
+    config = config_with(tmp_path, f"""
 apiVersion: config.5spot.finos.org/v1alpha1
 kind: ScheduleProvider
 metadata: {{name: builtin}}
@@ -86,14 +78,14 @@ spec:
     - kind: {THE_GUIDES.kind}
       crd: external
 """)
-    with _world(tmp_path, config) as world:
+    with machine_world(tmp_path, config) as world:
         assert "manualschedules" not in kubectl(world.kubeconfig, "get", "crd", "-o", "name")
         _follow_the_guide(world, THE_GUIDES, tmp_path)
 
 
 def test_the_guide_with_a_kind_of_ones_own_beside_the_builtin_manual_schedule(
         tmp_path: Path) -> None:
-    config = _config(tmp_path, (GUIDE / "scheduleprovider.yaml").read_text() + """
+    config = config_with(tmp_path, (GUIDE / "scheduleprovider.yaml").read_text() + """
 ---
 apiVersion: config.5spot.finos.org/v1alpha1
 kind: ScheduleProvider
@@ -103,7 +95,7 @@ spec:
     - kind: FreezeWindow
       specSchema: {type: object, properties: {frozen: {type: boolean}}}
 """, keep_builtin=True)
-    with _world(tmp_path, config) as world:
+    with machine_world(tmp_path, config) as world:
         assert "/manualschedules.spotschedules.5spot.finos.org" in kubectl(
             world.kubeconfig, "get", "crd", "-o", "name"), "the built-in is installed"
         _follow_the_guide(world, OWN, tmp_path)
@@ -131,8 +123,9 @@ def _follow_the_guide(world: World, names: Names, work: Path) -> None:
         # 5. Reference it from a ScheduledMachine, then flip the toggle.
         kubectl(kc, "apply", "-f", "-", stdin=names.text("scheduledmachine.yaml")
                 .replace("clusterName: desk-cluster", f"clusterName: {world.cluster}"))
-        inactive = world.wait_phase("trading-desk-rack", "Inactive")
-        assert inactive["spotSchedule"]["resolved"] is True and inactive["spotSchedule"]["active"] is False
+        eventually(lambda: _resolved(kc, "trading-desk-rack") == (True, False, "Resolved"), 60,
+                   "resolved, inactive: the provider published active=false")
+        assert world.status("trading-desk-rack")["phase"] == "Inactive"
         assert world.machine("trading-desk-rack") is None
         kubectl(kc, "-n", NS, "patch", names.singular, "desk-override", "--type=merge",
                 "-p", '{"spec":{"enabled":true}}')
@@ -188,69 +181,6 @@ def _a_compiled_custom_kind_takes_a_status_of_active_alone(world: World) -> None
         "active": True, "providerSpecific": {"ticket": "CHG-1"}}})
     kept = kube.request(world.api, "GET", _path(names, window))["status"]
     assert kept == {"active": True, "providerSpecific": {"ticket": "CHG-1"}}, "extra fields are kept"
-
-
-# --- the world ---------------------------------------------------------------------------------
-
-
-@dataclass
-class World:
-    kubeconfig: Path
-    api: client.ApiClient
-    cluster: str
-
-    def status(self, name: str) -> dict[str, Any]:
-        return dict(kube.request(self.api, "GET", kube.resource_path(*SM, namespace=NS, name=name))
-                    .get("status") or {})
-
-    def wait_phase(self, name: str, phase: str) -> dict[str, Any]:
-        return eventually(lambda: (s := self.status(name)).get("phase") == phase and s, 60,
-                          f"{name} {phase}")
-
-    def machine(self, name: str) -> dict[str, Any] | None:
-        try:
-            return kube.request(self.api, "GET", kube.resource_path(*MACHINES, namespace=NS,
-                                                                    name=name))
-        except kube.ApiError as error:
-            if error.not_found:
-                return None
-            raise
-
-
-def _config(tmp_path: Path, providers: str, *, keep_builtin: bool = False) -> Path:
-    """The trading-desk example (Platform, MachineProvisioning for trading/desk-cluster), with
-    these ScheduleProvider documents instead of, or beside, its built-in ManualSchedule."""
-    config = tmp_path / "config"
-    shutil.copytree(TRADING_DESK, config)
-    if not keep_builtin:
-        (config / "providers.yaml").unlink()
-    (config / "guide.yaml").write_text(providers)
-    return config
-
-
-@contextmanager
-def _world(work: Path, config: Path) -> Iterator[World]:
-    """A management control plane with the Cluster API CRDs, the config compiled and installed,
-    and the machine controller running as its own ServiceAccount."""
-    with own_control_plane() as plane:
-        kc = plane.kubeconfig
-        for crd in sorted(CAPI_CRDS.glob("*.yaml")):
-            apply(kc, crd)
-        wait_established(kc, [c.stem.split("_", 1)[1] + "." + c.stem.split("_", 1)[0]
-                              for c in sorted(CAPI_CRDS.glob("*.yaml"))])
-        localrun.ensure_namespaces(kc, {NS})
-        bundle = localrun.compile_and_install(kc, work / "out", config)
-        sa = service_account_kubeconfig(kc, localrun.INSTALL_NAMESPACE,
-                                        "fivespot-machine-controller", work / "machine.kubeconfig")
-        controller = ControllerProcess(sa, bundle, unique("guide"), work / "machine.log",
-                                       controller="machine").start()
-        api = admin_client(kc)
-        try:
-            controller.wait_leading("default")
-            yield World(kc, api, "desk-cluster")
-        finally:
-            controller.terminate()
-            api.close()
 
 
 def _start_provider(kubeconfig: Path, names: Names, log_file: Path) -> subprocess.Popen[bytes]:

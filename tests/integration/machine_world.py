@@ -1,0 +1,88 @@
+"""A management control plane for ScheduledMachine tests that need no workload cluster: the
+Cluster API CRDs, a config repo (the trading-desk example, with what a test adds) compiled and
+installed, and the machine controller running as its own ServiceAccount."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+
+from devcluster import localrun
+from devcluster.clients import admin_client, service_account_kubeconfig
+from devcluster.kubectl import apply, wait_established
+from runtime import kube
+from tests.integration.capacity_world import ControllerProcess, eventually, unique
+from tests.integration.conftest import own_control_plane
+
+ROOT = Path(__file__).resolve().parents[2]
+TRADING_DESK = ROOT / "examples" / "trading-desk" / "config"
+CAPI_CRDS = Path(__file__).parent / "testdata" / "cluster-api"
+NS = "trading"
+SM = ("5spot.finos.org", "v1beta1", "scheduledmachines")
+MACHINES = ("cluster.x-k8s.io", "v1beta2", "machines")
+
+
+@dataclass
+class World:
+    kubeconfig: Path
+    api: client.ApiClient
+    cluster: str
+    out: Path
+    controller: ControllerProcess
+
+    def status(self, name: str) -> dict[str, Any]:
+        return dict(kube.request(self.api, "GET", kube.resource_path(*SM, namespace=NS, name=name))
+                    .get("status") or {})
+
+    def wait_phase(self, name: str, phase: str) -> dict[str, Any]:
+        return eventually(lambda: (s := self.status(name)).get("phase") == phase and s, 60,
+                          f"{name} {phase}")
+
+    def machine(self, name: str) -> dict[str, Any] | None:
+        try:
+            return kube.request(self.api, "GET", kube.resource_path(*MACHINES, namespace=NS,
+                                                                    name=name))
+        except kube.ApiError as error:
+            if error.not_found:
+                return None
+            raise
+
+
+def config_with(tmp_path: Path, providers: str, *, keep_builtin: bool = False) -> Path:
+    """The trading-desk example (Platform, MachineProvisioning for trading/desk-cluster), with
+    these documents instead of, or beside, its ScheduleProvider (the built-in ManualSchedule)."""
+    config = tmp_path / "config"
+    shutil.copytree(TRADING_DESK, config)
+    if not keep_builtin:
+        (config / "providers.yaml").unlink()
+    (config / "added.yaml").write_text(providers)
+    return config
+
+
+@contextmanager
+def machine_world(work: Path, config: Path) -> Iterator[World]:
+    with own_control_plane() as plane:
+        kc = plane.kubeconfig
+        for crd in sorted(CAPI_CRDS.glob("*.yaml")):
+            apply(kc, crd)
+        wait_established(kc, [c.stem.split("_", 1)[1] + "." + c.stem.split("_", 1)[0]
+                              for c in sorted(CAPI_CRDS.glob("*.yaml"))])
+        localrun.ensure_namespaces(kc, {NS})
+        bundle = localrun.compile_and_install(kc, work / "out", config)
+        sa = service_account_kubeconfig(kc, localrun.INSTALL_NAMESPACE,
+                                        "fivespot-machine-controller", work / "machine.kubeconfig")
+        controller = ControllerProcess(sa, bundle, unique("machines"), work / "machine.log",
+                                       controller="machine").start()
+        api = admin_client(kc)
+        try:
+            controller.wait_leading("default")
+            yield World(kc, api, "desk-cluster", work / "out", controller)
+        finally:
+            controller.terminate()
+            api.close()
