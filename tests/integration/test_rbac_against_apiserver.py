@@ -339,3 +339,114 @@ def test_the_webhooks_network_policy_with_every_kind_of_source_passes_the_api_se
     [closed] = [a.obj for a in webhook.emit(default) if a.obj["kind"] == "NetworkPolicy"]
     assert [r["ports"][0]["port"] for r in closed["spec"]["ingress"]] == [8080]  # serving port shut
     assert "Warning" not in _server_dry_run(kubeconfig, [closed], tmp_path / "closed.yaml")
+
+
+# --- the README's table, held to the authorizer -----------------------------------------------
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "agent-sandbox" / "config"
+TABLE_START, TABLE_END = "<!-- identities-table -->", "<!-- /identities-table -->"
+Row = tuple[str, str, str, tuple[str, ...], str]
+"""(identity, resource, names, verbs, where) as the README writes them."""
+
+
+def readme_rows() -> list[Row]:
+    text = README.read_text()
+    table = text[text.index(TABLE_START) + len(TABLE_START):text.index(TABLE_END)]
+    rows: list[Row] = []
+    identity = ""
+    for line in table.strip().splitlines()[2:]:
+        cells = [re.sub(r"\s*\(.*?\)", "", c.replace("`", "")).strip()
+                 for c in line.strip().strip("|").split("|")]
+        identity = cells[0] or identity
+        rows.append((identity, cells[1], cells[2], tuple(v.strip() for v in cells[3].split(",")),
+                     cells[4]))
+    return rows
+
+
+def expand(rows: list[Row], repo: Repo) -> dict[str, dict[str, set[Permission]]]:
+    """identity -> where -> permissions, with the placeholders filled from `repo`."""
+    from api.providers import BUILTIN_PROVIDERS
+    from compiler.emit import crds
+    from compiler.emit.components import custom_provider_identity
+
+    assert repo.machines is not None
+    group = "spotschedules.5spot.finos.org"
+    providers = [f"{info.plural}.{group}" for info in crds.provider_infos(repo)]
+    builtin = {f"fivespot-provider-{BUILTIN_PROVIDERS[k].command}": f"{BUILTIN_PROVIDERS[k].plural}.{group}"
+               for k in repo.builtin_providers}
+    custom = {custom_provider_identity(c): f"{c.plural_name}.{group}"
+              for c in repo.custom_providers if c.compiled}
+    fill = {
+        "<provider>.spotschedules.5spot.finos.org": providers,
+        "<consumer>": [f"{c.spec.resource}.{c.spec.group}" for c in repo.consumers],
+        "<bootstrap>": [f"{k.resource}.{k.group}" for k in repo.machines.spec.bootstrap],
+        "<infrastructure>": [f"{k.resource}.{k.group}" for k in repo.machines.spec.infrastructure],
+    }
+    partitions = [p.name for p in repo.platform.spec.partitions]
+    clusters = [c.name for c in repo.machines.spec.clusters]
+    found: dict[str, dict[str, set[Permission]]] = {}
+    for identity, resource, names, verbs, where in rows:
+        owners = {identity: ""}
+        if identity == "fivespot-provider-<name>":
+            owners = builtin
+        elif identity == "fivespot-custom-provider-<plural>":
+            owners = custom
+        for owner, own_kind in owners.items():
+            resources = fill.get(resource, [resource.replace("<its kind>.spotschedules.5spot.finos.org",
+                                                             own_kind)])
+            name_sets = [()] if not names else [
+                (names.replace("<partition>", p).replace("<cluster>", c).replace("<name>", owner
+                 .removeprefix("fivespot-provider-")),)
+                for p in partitions for c in clusters]
+            for res in resources:
+                for named in set(name_sets):
+                    for verb in verbs:
+                        found.setdefault(owner, {}).setdefault(where, set()).add((res, named, verb))
+    return found
+
+
+def test_every_identity_holds_exactly_what_the_readme_table_says(
+        kubeconfig: Path, namespace: str, tenant: str, admin: client.ApiClient,
+        tmp_path: Path) -> None:
+    """A repo with every component (both patterns, every built-in provider, a compiled and an
+    external custom kind, the VAP polyfill, self-managed certificates), its RBAC applied, and
+    `kubectl auth can-i --list` as each identity in a tenant namespace, the install namespace
+    and a CAPI cluster's namespace, against the README's table."""
+    from compiler.pipeline import load
+
+    capi = f"capi-{uuid.uuid4().hex[:6]}"
+    client.CoreV1Api(admin).create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=capi)))
+    config = tmp_path / "config"
+    config.mkdir()
+    for source in EXAMPLE.glob("*.yaml"):
+        text = source.read_text().replace("namespace: 5spot-system", f"namespace: {namespace}")
+        (config / source.name).write_text(text.replace("enforcement: vap", "enforcement: both"))
+    (config / "more.yaml").write_text(f"""
+apiVersion: config.5spot.finos.org/v1alpha1
+kind: MachineProvisioning
+metadata: {{name: capi}}
+spec:
+  clusters: [{{namespace: {capi}, name: desk}}]
+  bootstrap: [{{group: bootstrap.cluster.x-k8s.io, version: v1beta2, kind: KubeadmConfig, resource: kubeadmconfigs}}]
+  infrastructure: [{{group: infrastructure.cluster.x-k8s.io, version: v1beta2, kind: DevMachine, resource: devmachines}}]
+---
+apiVersion: config.5spot.finos.org/v1alpha1
+kind: ScheduleProvider
+metadata: {{name: ours}}
+spec:
+  custom:
+    - {{kind: ChangeFreeze, specSchema: {{type: object}}}}
+    - {{kind: DeskToggle, crd: external}}
+""")
+    repo = load(config)
+    apply_rbac(kubeconfig, repo, tmp_path)
+    table = expand(readme_rows(), repo)
+    accounts = {a.name for a in workloads.emit(repo) if a.kind == "ServiceAccount"}
+    assert set(table) == accounts, "every identity has rows, and every row an identity"
+    for identity, places in sorted(table.items()):
+        everywhere = places.get("everywhere", set())
+        for where, ns in (("tenant", tenant), ("install namespace", namespace),
+                          ("cluster namespaces", capi)):
+            expected = everywhere | places.get(where, set())
+            assert granted(kubeconfig, namespace, identity, ns) == expected, (identity, where)
