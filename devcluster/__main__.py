@@ -2,7 +2,9 @@
 the end-to-end tests run) from the command line.
 
 `up` leaves etcd and kube-apiserver running in the background after it returns and writes
-STATE_DIR/kubeconfig; `down` stops them and removes STATE_DIR.
+STATE_DIR/kubeconfig; `down` stops them and removes STATE_DIR. `build` and `up` take the
+Kubernetes minor from --kubernetes-version, else KUBERNETES_VERSION, else the default
+(policies/kubeversions.py).
 """
 
 from __future__ import annotations
@@ -13,12 +15,14 @@ import sys
 from pathlib import Path
 
 from commandline import boundary, exitcodes
-from devcluster.build import BuildError, ensure_binaries
+from devcluster.build import BuildError, ensure_binaries, selected_version
+from policies import kubeversions
+from policies.kubeversions import KubernetesVersion
 from devcluster.engines import ensure_engines
 from devcluster.controlplane import ControlPlane, ControlPlaneError, Record, _alive, stop_recorded
 
 
-def _up(state_dir: Path) -> int:
+def _up(state_dir: Path, version: KubernetesVersion) -> int:
     record = state_dir / "record.json"
     if record.exists() and all(_alive(p.pid) for p in Record.load(record).processes):
         print(f"control plane already running: {Record.load(record).server} "
@@ -26,9 +30,9 @@ def _up(state_dir: Path) -> int:
         return 0
     stop_recorded(state_dir)
     shutil.rmtree(state_dir, ignore_errors=True)
-    plane = ControlPlane(ensure_binaries(), state_dir.resolve(), owned=False)
+    plane = ControlPlane(ensure_binaries(version=version), state_dir.resolve(), owned=False)
     plane.start()
-    print(f"control plane ready at {plane.server}")
+    print(f"control plane (Kubernetes {version.release}) ready at {plane.server}")
     print(f"  kubectl --kubeconfig {state_dir / 'kubeconfig'} get --raw /readyz")
     print("  stop it with: make cluster-down")
     return 0
@@ -44,12 +48,19 @@ def _down(state_dir: Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m devcluster", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("build", help="build (or reuse) kube-apiserver and etcd")
+    build = sub.add_parser("build", help="build (or reuse) kube-apiserver and etcd")
+    build.add_argument("--all-versions", action="store_true",
+                       help="every supported minor, one after the other")
     sub.add_parser("engines", help="build (or reuse) Argo CD, Flux, kustomize and redis "
                                    "(pinned in tools/engines/versions)")
     for name in ("up", "down"):
         p = sub.add_parser(name)
         p.add_argument("--state-dir", type=Path, default=Path(".cluster"))
+    for name in ("build", "up"):
+        sub.choices[name].add_argument(
+            "--kubernetes-version", metavar="MINOR",
+            help=f"the Kubernetes minor ({kubeversions.SUPPORTED_RANGE}; default: "
+                 f"{kubeversions.ENVIRONMENT_VARIABLE}, else {kubeversions.DEFAULT.minor})")
     boundary.add_debug_flag(parser)
     args = parser.parse_args(argv)
     return boundary.run(f"devcluster {args.command}", lambda: _expected(args), debug=args.debug)
@@ -64,17 +75,29 @@ def _expected(args: argparse.Namespace) -> int:
         return exitcodes.BAD_INPUT
 
 
+def _version(args: argparse.Namespace) -> KubernetesVersion:
+    if getattr(args, "kubernetes_version", None):
+        try:
+            return kubeversions.resolve(args.kubernetes_version)
+        except kubeversions.UnsupportedVersion as error:
+            raise BuildError(f"--kubernetes-version: {error}") from None
+    return selected_version()
+
+
 def _command(args: argparse.Namespace) -> int:
     if args.command == "build":
-        binaries = ensure_binaries()
-        print(f"kube-apiserver: {binaries.kube_apiserver}\netcd: {binaries.etcd}")
+        versions = kubeversions.SUPPORTED if args.all_versions else (_version(args),)
+        for version in versions:
+            binaries = ensure_binaries(version=version)
+            print(f"Kubernetes {version.release}\n  kube-apiserver: {binaries.kube_apiserver}\n"
+                  f"  etcd: {binaries.etcd}")
         return 0
     if args.command == "engines":
         engines = ensure_engines()
         print("\n".join(str(program) for program in engines.programs()))
         return 0
     if args.command == "up":
-        return _up(args.state_dir)
+        return _up(args.state_dir, _version(args))
     return _down(args.state_dir)
 
 

@@ -1,10 +1,14 @@
-"""Build kube-apiserver, kube-controller-manager and etcd from Go modules, once, into a cache
-outside the repo.
+"""Build kube-apiserver, kube-controller-manager and etcd from Go modules, once per version, into
+a cache outside the repo.
 
-The wrapper modules in `tools/controlplane/` pin the versions; they are the one place those
-versions live, and the cache folder is named after them, so bumping a pin builds afresh and an
-unchanged pin reuses what is there. A cold build takes minutes on two cores, so progress is
-printed as packages compile, and an exclusive lock keeps parallel callers from building twice.
+Each supported Kubernetes minor (policies/kubeversions.py) has a wrapper module,
+`tools/controlplane/kubernetes-MINOR/`, pinning its release; `tools/controlplane/etcd/` pins etcd,
+which every minor shares. They are the one place those versions live, and the cache folder is
+named after them, so bumping a pin builds afresh and an unchanged pin reuses what is there.
+KUBERNETES_VERSION (e.g. `1.34`) selects the minor; unset, it is kubeversions.DEFAULT. A cold
+build takes minutes on two cores, so progress is printed as packages compile, and an exclusive
+lock keeps parallel callers from building twice. etcd is built once and copied into each
+version's folder.
 """
 
 from __future__ import annotations
@@ -22,10 +26,25 @@ from pathlib import Path
 from typing import IO, Iterator
 from contextlib import contextmanager
 
+from policies import kubeversions
+from policies.kubeversions import KubernetesVersion
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 WRAPPERS = REPO_ROOT / "tools" / "controlplane"
-KUBERNETES_MODULE = WRAPPERS / "kubernetes"
 ETCD_MODULE = WRAPPERS / "etcd"
+
+
+def kubernetes_module(version: KubernetesVersion | None = None) -> Path:
+    """The wrapper module of `version` (default: the selected one)."""
+    return WRAPPERS / f"kubernetes-{(version or selected_version()).minor}"
+
+
+def selected_version() -> KubernetesVersion:
+    """The minor KUBERNETES_VERSION names, else the default; BuildError when unsupported."""
+    try:
+        return kubeversions.selected()
+    except kubeversions.UnsupportedVersion as error:
+        raise BuildError(f"{kubeversions.ENVIRONMENT_VARIABLE}: {error}") from None
 
 
 @dataclass(frozen=True)
@@ -54,10 +73,10 @@ class BuildError(RuntimeError):
     """The control plane cannot be built here: no Go toolchain, or `go build` failed."""
 
 
-def pinned_versions() -> Versions:
-    """The versions the wrapper modules require."""
+def pinned_versions(version: KubernetesVersion | None = None) -> Versions:
+    """The versions the wrapper modules of `version` (default: the selected one) require."""
     return Versions(
-        kubernetes=_required_version(KUBERNETES_MODULE / "go.mod", "k8s.io/kubernetes"),
+        kubernetes=_required_version(kubernetes_module(version) / "go.mod", "k8s.io/kubernetes"),
         etcd=_required_version(ETCD_MODULE / "go.mod", "go.etcd.io/etcd/server/v3"),
     )
 
@@ -80,9 +99,10 @@ def binaries_dir(versions: Versions | None = None) -> Path:
     return cache_root() / "controlplane" / (versions or pinned_versions()).cache_key
 
 
-def cached_binaries() -> Binaries | None:
-    """The cached binaries if both are present, without building."""
-    found = _binaries(binaries_dir())
+def cached_binaries(version: KubernetesVersion | None = None) -> Binaries | None:
+    """The cached binaries of `version` (default: the selected one) if all are present, without
+    building."""
+    found = _binaries(binaries_dir(pinned_versions(version)))
     return found if all(p.is_file() for p in found.all()) else None
 
 
@@ -90,9 +110,13 @@ def _binaries(folder: Path) -> Binaries:
     return Binaries(folder / "kube-apiserver", folder / "kube-controller-manager", folder / "etcd")
 
 
-def ensure_binaries(out: IO[str] = sys.stderr) -> Binaries:
-    """Return the cached binaries, building whichever is missing first."""
-    versions = pinned_versions()
+def ensure_binaries(out: IO[str] = sys.stderr, version: KubernetesVersion | None = None
+                    ) -> Binaries:
+    """Return the cached binaries of `version` (default: the selected one), building whichever
+    is missing first."""
+    version = version or selected_version()
+    module = kubernetes_module(version)
+    versions = pinned_versions(version)
     folder = binaries_dir(versions)
     folder.mkdir(parents=True, exist_ok=True)
     found = _binaries(folder)
@@ -100,12 +124,26 @@ def ensure_binaries(out: IO[str] = sys.stderr) -> Binaries:
         for program, target in (("kube-apiserver", found.kube_apiserver),
                                 ("kube-controller-manager", found.kube_controller_manager)):
             if not target.is_file():
-                _go_build(f"{program} {versions.kubernetes}", KUBERNETES_MODULE,
+                _go_build(f"{program} {versions.kubernetes}", module,
                           f"k8s.io/kubernetes/cmd/{program}", target,
                           _kubernetes_ldflags(versions.kubernetes), out)
-        if not found.etcd.is_file():
+        if not found.etcd.is_file() and not _copy_shared_etcd(versions, found.etcd, out):
             _go_build("etcd " + versions.etcd, ETCD_MODULE, ".", found.etcd, "-s -w", out)
     return found
+
+
+def _copy_shared_etcd(versions: Versions, target: Path, out: IO[str]) -> bool:
+    """Copy etcd from another Kubernetes version's folder with the same etcd pin, if one has
+    it: every minor runs the same etcd, so it is built once."""
+    for other in sorted((cache_root() / "controlplane").glob(f"k8s-*_etcd-{versions.etcd}/etcd")):
+        if other.is_file() and other != target:
+            temporary = target.with_name(".etcd.copy")
+            shutil.copy2(other, temporary)
+            os.replace(temporary, target)
+            print(f"[controlplane] etcd {versions.etcd}: copied from {other.parent}", file=out,
+                  flush=True)
+            return True
+    return False
 
 
 @contextmanager
@@ -147,7 +185,8 @@ def _go_build(
     go = shutil.which("go")
     if go is None:
         raise BuildError("building the control plane needs the Go toolchain (`go`) on PATH")
-    env = dict(os.environ, CGO_ENABLED="0", GOTOOLCHAIN="local", GOWORK="off", GOFLAGS="-mod=mod")
+    env = dict(os.environ, CGO_ENABLED="0", GOTOOLCHAIN=_toolchain(module), GOWORK="off",
+               GOFLAGS="-mod=mod")
     tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=target.parent)) / target.name
     command = [
         go, "build", "-v", "-trimpath", "-tags", "selinux,notest,grpcnotrace",
@@ -162,6 +201,13 @@ def _go_build(
     finally:
         shutil.rmtree(tmp.parent, ignore_errors=True)
     print(f"[controlplane] built {label} in {time.monotonic() - started:.0f}s", file=out, flush=True)
+
+
+def _toolchain(module: Path) -> str:
+    """The Go toolchain a wrapper names (`toolchain go1.27.4`; the go command downloads it from
+    the module proxy once), else the local one."""
+    found = re.search(r"^toolchain\s+(go\S+)", (module / "go.mod").read_text(), re.M)
+    return found.group(1) if found else "local"
 
 
 def _run_with_progress(

@@ -138,7 +138,7 @@ class DevSession:
     def start(self) -> None:
         from compiler.output import write_tree
         from compiler.pipeline import compile_repo
-        from devcluster.build import ensure_binaries
+        from devcluster.build import ensure_binaries, selected_version
         from devcluster.controlplane import ControlPlane
 
         self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -146,8 +146,11 @@ class DevSession:
         self.report(f"compiling {self.config_dir} into {out}")
         compiled = compile_repo(self.config_dir)
         write_tree(compiled.files, out)
-        self.report("starting a local control plane (kube-apiserver + etcd)")
-        self.plane = ControlPlane(ensure_binaries(), self.state_dir / "cluster", owned=True)
+        version = selected_version()
+        self.report(f"starting a local control plane (kube-apiserver {version.release} + etcd; "
+                    "KUBERNETES_VERSION picks another minor)")
+        self.plane = ControlPlane(ensure_binaries(version=version), self.state_dir / "cluster",
+                                  owned=True)
         self.plane.start()
         self.kubeconfig = self.plane.kubeconfig
         self.api = kube.load_cli_client(self.kubeconfig)

@@ -15,10 +15,12 @@ import math
 from collections.abc import Mapping
 from typing import Any, Final
 
-SERVER_VERSION: Final = "1.35.4"
-"""The kube-apiserver whose wording fivespot reproduces: the pinned control plane's version
-(tools/controlplane/kubernetes/go.mod; a unit test keeps the two equal). Change it there and
-here together, then run the fidelity test against the new server."""
+from policies.kubeversions import DEFAULT
+
+SERVER_VERSION: Final = DEFAULT.release
+"""The kube-apiserver whose Go text these functions follow: the default version of the supported
+range (policies/kubeversions.py; a unit test keeps each one equal to its wrapper module). Where
+another supported version words a message differently, the difference is a field there."""
 
 
 class _Omit:

@@ -299,13 +299,21 @@ def test_gotext_renders_values_as_the_servers_go_code_does() -> None:
         '{"a":[1,"\u00e9\\u0001"],"b":"\\u003cx\\u003e\\u2028"}'
 
 
-def test_the_wording_follows_the_pinned_control_plane_version() -> None:
+def test_each_supported_version_is_the_release_its_control_plane_module_pins() -> None:
     from pathlib import Path
 
     from policies.admission_eval.gotext import SERVER_VERSION
+    from policies.kubeversions import DEFAULT, SUPPORTED
 
-    go_mod = Path(__file__).resolve().parents[2] / "tools" / "controlplane" / "kubernetes" / "go.mod"
-    assert f"k8s.io/kubernetes v{SERVER_VERSION} " in go_mod.read_text()
+    wrappers = Path(__file__).resolve().parents[2] / "tools" / "controlplane"
+    for version in SUPPORTED:
+        go_mod = (wrappers / f"kubernetes-{version.minor}" / "go.mod").read_text()
+        assert f"k8s.io/kubernetes v{version.release}\n" in go_mod or \
+            f"k8s.io/kubernetes v{version.release} " in go_mod, version
+        assert f"k8s.io/api => k8s.io/api v0.{version.release.partition('.')[2]}" in go_mod
+    assert sorted(p.name for p in wrappers.glob("kubernetes-*")) == \
+        sorted(f"kubernetes-{v.minor}" for v in SUPPORTED)
+    assert SERVER_VERSION == DEFAULT.release
 
 
 def test_a_pattern_answers_from_memory_as_re2_does_even_past_its_memory_limit() -> None:

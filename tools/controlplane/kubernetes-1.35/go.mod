@@ -1,6 +1,7 @@
-// Wrapper module that builds kube-apiserver and kube-controller-manager at a pinned release.
-// k8s.io/kubernetes points its staging modules at ./staging with replace lines, which only
-// resolve inside the kubernetes tree; here each one is pinned to its published v0.x.y instead.
+// Wrapper module that builds kube-apiserver and kube-controller-manager v1.35.4 (see
+// tools/controlplane/pin.py, which writes the other minors' the same way). k8s.io/kubernetes points
+// its staging modules at ./staging with replace lines, which only resolve inside the kubernetes
+// tree; here each one is pinned to its published v0.x.y instead.
 module fivespot.local/controlplane/kubernetes
 
 go 1.25.0

@@ -1,0 +1,118 @@
+"""The Kubernetes versions fivespot supports, and everything that differs between them: one table.
+
+fivespot reproduces the API server offline (`fivespot check`), refuses at compile time what an API
+server would refuse at install time (`fivespot compile`), and tests both against a real
+kube-apiserver built for each version (`tools/controlplane/kubernetes-MINOR/`). The servers differ
+from one minor to the next in what they decide and how they word it; each such difference is a
+field of `KubernetesVersion` here, named after the server's change, and the checker and compiler
+read the field instead of comparing version numbers. Adding a minor is a row in `SUPPORTED` (and a
+wrapper module written by `tools/controlplane/pin.py`), then the fidelity corpus against it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Final
+
+
+@dataclass(frozen=True)
+class KubernetesVersion:
+    """One supported minor, and how its API server behaves where the minors differ."""
+
+    minor: str
+    """`1.35`."""
+    release: str
+    """The patch release the local control plane builds and the tests run
+    (tools/controlplane/kubernetes-MINOR/go.mod; a unit test keeps the two equal)."""
+    crd_rule_error_value: str
+    """What a failed `x-kubernetes-validations` rule shows as the invalid value: `schema-type`
+    (1.34 and older: the node's schema type, `Invalid value: "string": ...`) or `value` (1.35
+    on: the value itself, objects and arrays omitted) — apiextensions' cel/validation.go."""
+    numeric_format_ranges: bool
+    """An integer field of format int32, or a number of format float, refuses values outside that
+    type's range (1.36 on: kube-openapi passes the schema's type and format to its number
+    validator); before, any int64 / float64 passes."""
+    metadata_name_cost_cap: bool
+    """CRD rule cost estimates bound `metadata.name` by 253 bytes and `metadata.generateName` by
+    252 (1.37 on: apiextensions' model/schemas.go); before, both are as long as a request."""
+
+    @property
+    def number(self) -> tuple[int, int]:
+        major, minor = self.minor.split(".")
+        return int(major), int(minor)
+
+    @property
+    def cel_compatibility(self) -> tuple[int, int]:
+        """The CEL environment new expressions get: the libraries introduced up to the minor
+        before this one (the server's `DefaultCompatibilityVersion`, so a rollback to the
+        previous minor can still read everything written)."""
+        major, minor = self.number
+        return major, minor - 1
+
+    def __str__(self) -> str:
+        return self.minor
+
+
+SUPPORTED: Final = (
+    KubernetesVersion("1.34", "1.34.4", crd_rule_error_value="schema-type",
+                      numeric_format_ranges=False, metadata_name_cost_cap=False),
+    KubernetesVersion("1.35", "1.35.4", crd_rule_error_value="value",
+                      numeric_format_ranges=False, metadata_name_cost_cap=False),
+    KubernetesVersion("1.36", "1.36.3", crd_rule_error_value="value",
+                      numeric_format_ranges=True, metadata_name_cost_cap=False),
+    KubernetesVersion("1.37", "1.37.2", crd_rule_error_value="value",
+                      numeric_format_ranges=True, metadata_name_cost_cap=True),
+)
+"""Oldest first: the oldest and newest minors the Go module proxy serves that users still run."""
+
+BY_MINOR: Final = {version.minor: version for version in SUPPORTED}
+OLDEST: Final = SUPPORTED[0]
+NEWEST: Final = SUPPORTED[-1]
+DEFAULT: Final = BY_MINOR["1.35"]
+"""The version `make test`, `make cluster` and `fivespot dev` run unless KUBERNETES_VERSION says
+otherwise: the one the whole suite proves; the others get the version-dependent parts."""
+
+ENVIRONMENT_VARIABLE: Final = "KUBERNETES_VERSION"
+SUPPORTED_RANGE: Final = f"{OLDEST.minor} to {NEWEST.minor}"
+_VERSION: Final = re.compile(r"^v?(1\.\d+)(?:\.\d+)?$")
+
+
+class UnsupportedVersion(ValueError):
+    """A Kubernetes version outside the supported range, or not a version at all."""
+
+
+def resolve(text: str) -> KubernetesVersion:
+    """The supported minor `text` names (`1.34`, `v1.34`, `1.34.4`); raises UnsupportedVersion
+    naming the supported range."""
+    found = _VERSION.match(text.strip())
+    if found is None:
+        raise UnsupportedVersion(
+            f"Kubernetes version {text!r} is not MAJOR.MINOR (e.g. {DEFAULT.minor}); "
+            f"supported: {SUPPORTED_RANGE}")
+    version = BY_MINOR.get(found.group(1))
+    if version is None:
+        raise UnsupportedVersion(
+            f"Kubernetes {found.group(1)} is not supported: fivespot supports {SUPPORTED_RANGE} "
+            f"({', '.join(v.minor for v in SUPPORTED)})")
+    return version
+
+
+def selected() -> KubernetesVersion:
+    """The version KUBERNETES_VERSION names for the local control plane and the tests, else
+    DEFAULT; raises UnsupportedVersion."""
+    text = os.environ.get(ENVIRONMENT_VARIABLE, "").strip()
+    return resolve(text) if text else DEFAULT
+
+
+def minor_number(text: str) -> tuple[int, int]:
+    """(1, 34) of `1.34`."""
+    major, minor = text.split(".")[:2]
+    return int(major), int(minor)
+
+
+def in_range(oldest: str, newest: str) -> tuple[KubernetesVersion, ...]:
+    """The supported versions from `oldest` to `newest` (minors, either may be outside)."""
+    low, high = minor_number(oldest), minor_number(newest)
+    return tuple(v for v in SUPPORTED if low <= v.number <= high)
