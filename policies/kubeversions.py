@@ -37,6 +37,13 @@ class KubernetesVersion:
     metadata_name_cost_cap: bool
     """CRD rule cost estimates bound `metadata.name` by 253 bytes and `metadata.generateName` by
     252 (1.37 on: apiextensions' model/schemas.go); before, both are as long as a request."""
+    label_key_noun: str
+    """What a malformed label key, annotation key or finalizer is called: `a qualified name`
+    (1.34: apimachinery's util/validation.IsQualifiedName) or `a valid label key` (1.35 on:
+    api/validate/content.IsLabelKey)."""
+    metadata_length_unit: str
+    """The unit of a label key's, label value's or key prefix's length limit: `characters`
+    (1.34) or `bytes` (1.35 on; content.MaxLenError). Either way Go counts bytes."""
 
     @property
     def number(self) -> tuple[int, int]:
@@ -55,15 +62,18 @@ class KubernetesVersion:
         return self.minor
 
 
+_UTIL_WORDING: Final = {"label_key_noun": "a qualified name", "metadata_length_unit": "characters"}
+_CONTENT_WORDING: Final = {"label_key_noun": "a valid label key", "metadata_length_unit": "bytes"}
+
 SUPPORTED: Final = (
     KubernetesVersion("1.34", "1.34.4", crd_rule_error_value="schema-type",
-                      numeric_format_ranges=False, metadata_name_cost_cap=False),
+                      numeric_format_ranges=False, metadata_name_cost_cap=False, **_UTIL_WORDING),
     KubernetesVersion("1.35", "1.35.4", crd_rule_error_value="value",
-                      numeric_format_ranges=False, metadata_name_cost_cap=False),
+                      numeric_format_ranges=False, metadata_name_cost_cap=False, **_CONTENT_WORDING),
     KubernetesVersion("1.36", "1.36.3", crd_rule_error_value="value",
-                      numeric_format_ranges=True, metadata_name_cost_cap=False),
+                      numeric_format_ranges=True, metadata_name_cost_cap=False, **_CONTENT_WORDING),
     KubernetesVersion("1.37", "1.37.2", crd_rule_error_value="value",
-                      numeric_format_ranges=True, metadata_name_cost_cap=True),
+                      numeric_format_ranges=True, metadata_name_cost_cap=True, **_CONTENT_WORDING),
 )
 """Oldest first: the oldest and newest minors the Go module proxy serves that users still run."""
 

@@ -31,6 +31,7 @@ from policies.admission_eval.structural import (
 )
 from policies.admission_eval.gotext import OMIT, error_body
 from policies.cel import ABSENT, CelEvaluationError
+from policies.kubeversions import DEFAULT, KubernetesVersion
 
 def validate_rules(value: Any, old: Any, node: Node, path: str, errors: list[FieldError],
                    *, root: bool = False, schema_ok: bool = False) -> None:
@@ -45,10 +46,12 @@ def validate_rules(value: Any, old: Any, node: Node, path: str, errors: list[Fie
         node.check_rules(value, old, path, errors, root, schema_ok)
 
 
-def build_rule_walker(node: Node) -> RuleWalker:
+def build_rule_walker(node: Node, server: KubernetesVersion = DEFAULT) -> RuleWalker:
     """The rule walk of a node with rules at or below it: its own rules, then only the children
-    that have rules below them."""
+    that have rules below them; failures worded as the API server of version `server` words
+    them."""
     rules, transition_below, proven_below = node.rules, node.transition_below, node.proven_below
+    value_shown = server.crd_rule_error_value
     objects = node.type in (None, "object")
     declared = frozenset(node.properties or ())
     walkers = {key: child.check_rules for key, child in (node.properties or {}).items()
@@ -71,7 +74,7 @@ def build_rule_walker(node: Node) -> RuleWalker:
             for rule in rules:
                 if unchanged and not rule.compiled.transition:
                     continue
-                error = _run_rule(rule, self_value, old_value, node, path)
+                error = _run_rule(rule, self_value, old_value, node, path, value_shown)
                 if error is not None:
                     errors.append(error)
         if isinstance(value, dict):
@@ -135,10 +138,11 @@ def _root_view(obj: dict[str, Any]) -> dict[str, Any]:
     return view
 
 
-def _run_rule(rule: Rule, value: Any, old: Any, node: Node, path: str) -> FieldError | None:
+def _run_rule(rule: Rule, value: Any, old: Any, node: Node, path: str, value_shown: str
+              ) -> FieldError | None:
     """apiextensions-apiserver's `validateExpressions` for one rule: a runtime error is an Invalid
     value naming the schema type, a false result an error of the rule's reason showing the value
-    (objects and arrays omitted)."""
+    (objects and arrays omitted), or the schema type where `value_shown` says so (1.34)."""
     try:
         if rule.pattern is not None and isinstance(value, str):
             verdict: bool | None = rule.pattern.search(value)
@@ -159,7 +163,10 @@ def _run_rule(rule: Rule, value: Any, old: Any, node: Node, path: str) -> FieldE
         target = path + rule.field_path if rule.field_path.startswith("[") else path + (
             rule.field_path if rule.field_path.startswith(".") else "." + rule.field_path)
         target = target.lstrip(".")
-    shown = OMIT if node.type in ("object", "array") else value
+    if value_shown == "schema-type":
+        shown: Any = _schema_type(node)
+    else:
+        shown = OMIT if node.type in ("object", "array") else value
     if rule.reason == DUPLICATE:  # field.Duplicate takes no detail
         return FieldError(target, DUPLICATE, error_body(DUPLICATE, shown, ""), rule.rule)
     return FieldError(target, rule.reason, error_body(rule.reason, shown, message), rule.rule)

@@ -16,6 +16,7 @@ from policies.admission_eval import crd, status
 from policies.admission_eval.crd import CustomResourceKind
 from policies.admission_eval.result import SCHEMA, Verdict, Violation
 from policies.admission_eval.vap import PolicySet
+from policies.kubeversions import DEFAULT, KubernetesVersion
 
 DEFAULT_NAMESPACE: Final = "default"
 DEFAULT_USER: Final[Mapping[str, Any]] = {"username": "fivespot-check",
@@ -87,22 +88,25 @@ class Checker(Struct, frozen=True, eq=False):
 
     kinds: dict[tuple[str, str], CustomResourceKind]
     policies: PolicySet
+    server: KubernetesVersion = DEFAULT
+    """The API server version whose decisions and messages this checker gives."""
 
     @classmethod
-    def compile(cls, objects: Iterable[Mapping[str, Any]], *, lazy_schemas: bool = False
-                ) -> Checker:
+    def compile(cls, objects: Iterable[Mapping[str, Any]], *, lazy_schemas: bool = False,
+                server: KubernetesVersion = DEFAULT) -> Checker:
         """From every object of a compiled output; CRDs, VAPs, bindings and the policies'
-        params objects are used, the rest ignored. Raises SchemaError / PolicyConfigError
-        (`lazy_schemas`: see `crd.compile_crds`)."""
+        params objects are used, the rest ignored; requests are decided as the API server of
+        version `server` decides them. Raises SchemaError / PolicyConfigError (`lazy_schemas`:
+        see `crd.compile_crds`)."""
         objects = list(objects)
         kinds = crd.compile_crds((o for o in objects if o.get("kind") == "CustomResourceDefinition"
                                   and str(o.get("apiVersion", "")).startswith("apiextensions.k8s.io/")),
-                                 lazy=lazy_schemas)
+                                 lazy=lazy_schemas, server=server)
         policies = PolicySet.compile(objects)
         param_kinds = policies.param_kinds
         params = [o for o in objects
                   if (str(o.get("apiVersion", "")), str(o.get("kind", ""))) in param_kinds]
-        return cls(kinds, policies.with_params(params))
+        return cls(kinds, policies.with_params(params), server)
 
     def kind_of(self, obj: Mapping[str, Any]) -> CustomResourceKind:
         """The compiled kind of `obj`; raises UnknownKind."""

@@ -20,6 +20,7 @@ from policies.admission_eval import celrules, objectmeta, pruning, structural, v
 from policies.admission_eval.result import CRD_RULE, SCHEMA, Violation
 from policies.admission_eval.structural import BLOCKED_MESSAGE, BLOCKING, FieldError, Node
 from policies.cel import ABSENT
+from policies.kubeversions import DEFAULT, KubernetesVersion
 
 class CustomResourceKind(Struct, frozen=True, eq=False):
     """One served version of a CRD, compiled (its schema compiled now, or on first use)."""
@@ -33,6 +34,8 @@ class CustomResourceKind(Struct, frozen=True, eq=False):
     status_subresource: bool
     openapi: Mapping[str, Any]
     """The version's `openAPIV3Schema`, with the root fields (`with_root_fields`)."""
+    server: KubernetesVersion = DEFAULT
+    """The API server version whose validation the compiled schema reproduces."""
     compiled: Node | None = None
 
     @property
@@ -43,7 +46,7 @@ class CustomResourceKind(Struct, frozen=True, eq=False):
     def schema(self) -> Node:
         """The compiled schema; raises structural.SchemaError (only when compiled lazily)."""
         if self.compiled is None:
-            force_setattr(self, "compiled", compile_schema(self.openapi))
+            force_setattr(self, "compiled", compile_schema(self.openapi, server=self.server))
         assert self.compiled is not None
         return self.compiled
 
@@ -61,9 +64,10 @@ class Admitted(Struct, frozen=True):
     domain-qualified)."""
 
 
-def compile_crds(crds: Iterable[Mapping[str, Any]], *, lazy: bool = False
-                 ) -> dict[tuple[str, str], CustomResourceKind]:
-    """(apiVersion, kind) -> compiled kind, for every served version of every CRD.
+def compile_crds(crds: Iterable[Mapping[str, Any]], *, lazy: bool = False,
+                 server: KubernetesVersion = DEFAULT) -> dict[tuple[str, str], CustomResourceKind]:
+    """(apiVersion, kind) -> compiled kind, for every served version of every CRD, validated as
+    the API server of version `server` validates.
 
     Raises structural.SchemaError when a rule or pattern does not compile. `lazy`: each schema
     is compiled when it is first used instead, for a caller that knows these very CRDs compiled
@@ -87,6 +91,7 @@ def compile_crds(crds: Iterable[Mapping[str, Any]], *, lazy: bool = False
                 namespaced=spec.get("scope", "Namespaced") == "Namespaced",
                 status_subresource="status" in ((version.get("subresources") or {})),
                 openapi=with_root_fields(openapi),
+                server=server,
             )
             if not lazy:  # compiled now: a bad rule or pattern is raised here
                 _ = kind.schema
@@ -94,13 +99,15 @@ def compile_crds(crds: Iterable[Mapping[str, Any]], *, lazy: bool = False
     return kinds
 
 
-def compile_schema(schema: Mapping[str, Any], *, root: bool = True) -> Node:
-    """An `openAPIV3Schema` compiled (`structural`), with each pass's closure on every node.
+def compile_schema(schema: Mapping[str, Any], *, root: bool = True,
+                   server: KubernetesVersion = DEFAULT) -> Node:
+    """An `openAPIV3Schema` compiled (`structural`), with each pass's closure on every node, as
+    the API server of version `server` validates.
 
     Raises structural.SchemaError naming the rule or pattern at fault.
     """
     node = structural.compile_structure(schema, root=root)
-    _attach_walks(node)
+    _attach_walks(node, server)
     return node
 
 
@@ -113,14 +120,14 @@ def compile_schema(schema: Mapping[str, Any], *, root: bool = True) -> Node:
 # same order, that the API server's prune / default / validate / CEL passes make.
 
 
-def _attach_walks(node: Node) -> None:
+def _attach_walks(node: Node, server: KubernetesVersion) -> None:
     """Build the closures of `node` and everything below it, children first."""
     for child in (*(node.properties or {}).values(), node.additional, node.items):
         if child is not None:
-            _attach_walks(child)
+            _attach_walks(child, server)
     node.normalise = pruning.build_normaliser(node)
-    node.check = validation.build_validator(node)
-    node.check_rules = celrules.build_rule_walker(node) if node.rules_below else None
+    node.check = validation.build_validator(node, server)
+    node.check_rules = celrules.build_rule_walker(node, server) if node.rules_below else None
 
 
 def with_root_fields(openapi: Mapping[str, Any]) -> dict[str, Any]:
@@ -145,7 +152,7 @@ def admit(kind: CustomResourceKind, operation: str, obj: Mapping[str, Any],
         if stored is not None and "status" in stored:
             new["status"] = stored["status"]
     errors: list[FieldError] = []
-    errors += _metadata_errors(new, stored)
+    errors += _metadata_errors(new, stored, kind.server)
     old_root: Any = stored if stored is not None and operation == "UPDATE" else ABSENT
     validation.validate(new, old_root, kind.schema, "", errors)
     schema_errors = list(errors)
@@ -163,11 +170,13 @@ def admit(kind: CustomResourceKind, operation: str, obj: Mapping[str, Any],
         + [Violation(CRD_RULE, kind.crd_name, e.path, e.message, reason=e.type) for e in rule_errors]
     )
     notices = () if violations else tuple(objectmeta.warnings(
-        new.get("metadata") or {}, (stored or {}).get("metadata") if stored is not None else None))
+        new.get("metadata") or {}, (stored or {}).get("metadata") if stored is not None else None,
+        kind.server))
     return Admitted(new, stored, violations, tuple(warnings), notices)
 
 
-def _metadata_errors(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[FieldError]:
+def _metadata_errors(obj: Mapping[str, Any], old: Mapping[str, Any] | None,
+                     server: KubernetesVersion) -> list[FieldError]:
     meta = obj.get("metadata")
     if not isinstance(meta, dict):
         return []
@@ -184,11 +193,11 @@ def _metadata_errors(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> l
             errors.append(FieldError("metadata.name", structural.INVALID,
                                      f'Invalid value: "{name}": {objectmeta.SUBDOMAIN_MESSAGE}'))
     if old is None:
-        return errors + objectmeta.errors(meta, create=True)
+        return errors + objectmeta.errors(meta, create=True, server=server)
     # An update checks metadata three times (apiserver's BeforeUpdate): its common fields with
     # the create checks and then the update checks, then the CRD handler's update checks again.
-    errors += objectmeta.errors(meta, create=True)
+    errors += objectmeta.errors(meta, create=True, server=server)
     if (old.get("metadata") or {}).get("name") != name:
         errors.append(FieldError("metadata.name", structural.INVALID,
                                  f'Invalid value: "{name}": field is immutable'))
-    return errors + 2 * objectmeta.errors(meta, create=False)
+    return errors + 2 * objectmeta.errors(meta, create=False, server=server)

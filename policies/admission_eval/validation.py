@@ -35,6 +35,7 @@ from policies.admission_eval.structural import (
 )
 from policies.admission_eval.gotext import bad_value, json_marshal, number_v, quote
 from policies.cel import ABSENT
+from policies.kubeversions import DEFAULT, KubernetesVersion
 
 def validate(value: Any, old: Any, node: Node, path: str, errors: list[FieldError]) -> None:
     """Structural checks of `value` (and everything below it) against `node`.
@@ -49,8 +50,9 @@ def validate(value: Any, old: Any, node: Node, path: str, errors: list[FieldErro
 _SIMPLE_TYPES: Final[Mapping[str, type]] = {"object": dict, "array": list, "string": str, "boolean": bool}
 
 
-def build_validator(node: Node) -> Validator:
-    """The node's structural check: ratcheting, null, type, enum, then the checks of its kind."""
+def build_validator(node: Node, server: KubernetesVersion = DEFAULT) -> Validator:
+    """The node's structural check: ratcheting, null, type, enum, then the checks of its kind,
+    as the API server of version `server` makes them."""
     null_ok = node.nullable or (node.type is None and not node.int_or_string)
     simple_type = None if node.int_or_string else _SIMPLE_TYPES.get(str(node.type))
     trivially_typed = node.type is None and not node.int_or_string

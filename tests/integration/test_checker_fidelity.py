@@ -37,6 +37,7 @@ from kubernetes.client.rest import ApiException
 
 from compiler.pipeline import compile_repo
 from compiler.objectyaml import parse_documents
+from policies import kubeversions
 from policies.admission_eval import Checker, Request, Verdict, status
 from tests.integration.test_control_plane_is_real import eventually
 
@@ -303,7 +304,7 @@ def cluster(admin: client.ApiClient) -> Cluster:
     namespaces["default"] = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}
     objects = client.CustomObjectsApi(admin)
     _wait_for_policies(objects)
-    checker = Checker.compile(artifacts + consumer_crd)
+    checker = Checker.compile(artifacts + consumer_crd, server=kubeversions.selected())
     return Cluster(objects, checker, namespaces)
 
 
