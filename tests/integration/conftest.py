@@ -26,6 +26,12 @@ from devcluster.controlplane import ControlPlane
 from tests.integration import leaks
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The tests with the real GitOps engines (marker `engines`) run last: they are the slowest,
+    so every other test reports first."""
+    items.sort(key=lambda item: item.get_closest_marker("engines") is not None)
+
+
 def _snapshot() -> set[tuple[int, int]]:
     return {(p.pid, p.start) for p in leaks.descendants(os.getpid())}
 

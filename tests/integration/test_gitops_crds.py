@@ -1,11 +1,14 @@
 """The compiled Argo CD and Flux objects against the real upstream CRDs (testdata/gitops-crds, with
 their sources) on the real API server, with strict field validation: the Application, the
 AppProject, the health keys of argocd-cm, the GitRepository / OCIRepository, the entry
-Kustomization and every layer Kustomization are accepted with no unknown or invalid field."""
+Kustomization and every layer Kustomization are accepted with no unknown or invalid field. And
+argocd-cm, which two owners apply: Argo CD's install and fivespot's health keys each keep the
+other's keys, in either order."""
 
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +16,10 @@ import pytest
 import yaml
 from kubernetes import client
 
+from compiler.emit.gitops import ARGOCD_CM_APPLY
 from compiler.output import write_tree
 from compiler.pipeline import compile_repo
+from devcluster.engines import cached_engines, ensure_engines, Engines
 from devcluster.kubectl import FIELD_MANAGER, kubectl, wait_established
 
 pytestmark = pytest.mark.integration
@@ -34,6 +39,10 @@ def gitops_crds(kubeconfig: Path) -> None:
     for namespace in ("argocd", "flux-system"):
         manifest = yaml.safe_dump({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
         kubectl(kubeconfig, "apply", "--server-side", "-f", "-", stdin=manifest)
+
+
+def engines() -> Engines:
+    return cached_engines() or ensure_engines()
 
 
 def _compiled(tmp_path: Path, flux: dict[str, Any]) -> Path:
@@ -90,20 +99,62 @@ def test_every_argo_cd_and_flux_object_is_valid_against_the_upstream_crds(
     assert source["spec"]["url"] == flux["url"]
 
 
-def test_the_health_keys_join_an_existing_argocd_cm_without_touching_its_other_keys(
-        kubeconfig: Path, admin: client.ApiClient, gitops_crds: None, tmp_path: Path) -> None:
+def _argocd_cm(core: client.CoreV1Api) -> dict[str, str]:
+    try:
+        return dict(core.read_namespaced_config_map("argocd-cm", "argocd").data or {})
+    except client.ApiException as error:
+        if error.status == 404:
+            return {}
+        raise
+
+
+@pytest.mark.parametrize("first", ["argocd-install", "fivespot"])
+def test_argo_cds_install_and_fivespots_health_keys_keep_each_others_keys_in_either_order(
+        kubeconfig: Path, admin: client.ApiClient, gitops_crds: None, tmp_path: Path,
+        first: str) -> None:
+    """Argo CD's own argocd-cm (its v3.6.2 base config, from the module the engines are built
+    from), applied as its install applies it (kubectl's default field manager), and fivespot's
+    health keys applied with the command the README and the file's comment give: each apply, in
+    either order and again, leaves the other's keys in place. kubectl's default manager for
+    fivespot's file (the README's command before) is shown to remove the install's keys."""
     core = client.CoreV1Api(admin)
-    existing = {"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": "argocd-cm", "namespace": "argocd",
-                             "labels": {"app.kubernetes.io/name": "argocd-cm",
-                                        "app.kubernetes.io/part-of": "argocd"}},
-                "data": {"url": "https://argocd.example.com", "timeout.reconciliation": "180s"}}
-    kubectl(kubeconfig, "apply", "--server-side", "--field-manager=argocd-install", "-f", "-",
-            stdin=yaml.safe_dump(existing))
+    base_config = engines().argocd_base_config
+    install_keys = set(yaml.safe_load((base_config / "argocd-cm.yaml").read_text())["data"])
     out = _compiled(tmp_path, {})
-    _apply_strict(kubeconfig, out / "argocd" / "argocd-cm.health.yaml")
-    data = core.read_namespaced_config_map("argocd-cm", "argocd").data
-    assert data["url"] == "https://argocd.example.com" and data["timeout.reconciliation"] == "180s"
-    assert "resource.customizations.health.5spot.finos.org_ScheduledCapacity" in data
-    assert core.read_namespaced_config_map("argocd-cm", "argocd").metadata.labels[
-        "app.kubernetes.io/part-of"] == "argocd"
+    health_file = out / "argocd" / "argocd-cm.health.yaml"
+    health_keys = set(yaml.safe_load(health_file.read_text())["data"])
+    assert install_keys and health_keys and not install_keys & health_keys
+    assert ARGOCD_CM_APPLY in (HERE.parents[1] / "README.md").read_text()
+    assert ARGOCD_CM_APPLY in health_file.read_text()
+    kubectl(kubeconfig, "-n", "argocd", "delete", "configmap", "argocd-cm", "--ignore-not-found")
+
+    def install() -> None:
+        kubectl(kubeconfig, "-n", "argocd", "apply", "--server-side", "--force-conflicts", "-k",
+                str(base_config))
+
+    def fivespot(command: str = ARGOCD_CM_APPLY) -> None:
+        argv = command.split()
+        done = subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig), *argv[1:]], cwd=out,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+
+    steps = [install, fivespot, install, fivespot]
+    if first == "fivespot":
+        steps = steps[1:] + steps[:1]
+    applied: set[str] = set()
+    for step in steps:
+        step()
+        applied |= install_keys if step is install else health_keys
+        data = _argocd_cm(core)
+        assert applied <= set(data), f"after {step.__name__}: lost {sorted(applied - set(data))}"
+    labels = core.read_namespaced_config_map("argocd-cm", "argocd").metadata.labels
+    assert labels["app.kubernetes.io/part-of"] == "argocd"
+
+    # The README's command before: kubectl's default manager, the install's own.
+    kubectl(kubeconfig, "-n", "argocd", "delete", "configmap", "argocd-cm")
+    install()
+    fivespot("kubectl apply --server-side -f argocd/argocd-cm.health.yaml")
+    assert not install_keys & set(_argocd_cm(core)), "kubectl's own manager was expected to take them"
+    install()
+    assert not health_keys & set(_argocd_cm(core))
+    kubectl(kubeconfig, "-n", "argocd", "delete", "configmap", "argocd-cm", "--ignore-not-found")
