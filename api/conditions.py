@@ -31,6 +31,9 @@ from api.kinds.scheduled_capacity import Condition, ConditionStatus
 READY: Final = "Ready"
 RECONCILING: Final = "Reconciling"
 STALLED: Final = "Stalled"
+SPOT_SCHEDULE_RESOLVED: Final = "SpotScheduleResolved"
+"""Whether a consumer's provider reference resolves (provider contract): ScheduledCapacity and
+ScheduledMachine report it alike."""
 KSTATUS_TYPES: Final = (READY, RECONCILING, STALLED)
 """The conditions kstatus reads; they come first in every fivespot status."""
 

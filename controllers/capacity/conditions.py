@@ -23,6 +23,7 @@ from typing import Final
 from api import conditions
 from api.conditions import READY as READY
 from api.conditions import RECONCILING as RECONCILING
+from api.conditions import SPOT_SCHEDULE_RESOLVED as SPOT_SCHEDULE_RESOLVED
 from api.conditions import STALLED as STALLED
 from api.conditions import Observation as Observation
 from api.conditions import false as false
@@ -32,7 +33,6 @@ from api.conditions import true as true
 from api.conditions import unknown as unknown
 from api.kinds.scheduled_capacity import Condition
 
-SPOT_SCHEDULE_RESOLVED: Final = "SpotScheduleResolved"
 TARGET_RESOLVED: Final = "TargetResolved"
 CAPACITY_WRITTEN: Final = "CapacityWritten"
 HANDBACK_COMPLETE: Final = "HandbackComplete"

@@ -25,6 +25,7 @@ from api.fieldgovernance import Governs, Standing
 from api.fieldpath import capacity_path_error, drained_path_error, split_path
 from api.kinds.scheduled_capacity import ScheduledCapacitySpec, ScheduledCapacityStatus
 from api.kinds.scheduled_machine import governed_node
+from api.kinds.invalid import InvalidSpec as InvalidSpec
 from api.provider_contract import LookupFailed, ScheduleObservation
 
 
@@ -43,6 +44,8 @@ class TargetFound:
 
     value: object = ABSENT
     drained: object = ABSENT
+    resource_version: str | None = field(default=None, compare=False)
+    """The version observed: a write to the target is conditional on it."""
 
 
 @dataclass(frozen=True)
@@ -62,14 +65,6 @@ class MachineNode:
 
 
 MachinesObservation = tuple[MachineNode, ...] | LookupFailed
-
-
-@dataclass(frozen=True)
-class InvalidSpec:
-    """A spec that failed the model (an older CRD admitted it); `errors` are human-readable."""
-
-    raw: Mapping[str, object] = field(hash=False, compare=True)
-    errors: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -156,7 +151,10 @@ def observe_target(
     drained: object = ABSENT
     if spec.handback is not None and drained_path_error(spec.handback.drained_path) is None:
         drained = read_field(target, spec.handback.drained_path)
-    return TargetFound(value=value, drained=drained)
+    meta = target.get("metadata")
+    version = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
+    return TargetFound(value=value, drained=drained,
+                       resource_version=str(version) if version is not None else None)
 
 
 def observe_machines(machines: Iterable[Mapping[str, object]]) -> tuple[MachineNode, ...]:

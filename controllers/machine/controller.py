@@ -1,4 +1,5 @@
-"""The machine controller's I/O shell around `decide`: watch, observe, decide, act, report.
+"""The machine controller: the reconciler around `decide` (watch, observe, decide, act, report),
+on the shared Manager (`runtime.manager`: informers, queue, workers, leases, own writes, events).
 
 One reconcile of one ScheduledMachine:
 
@@ -15,10 +16,19 @@ One reconcile of one ScheduledMachine:
    node), evictions (a 429 from a PodDisruptionBudget is an answer, retried at the next poll);
    the first failure stops the rest and retries with backoff, before the status records it;
 5. the status patch (only when changed, conditional on the resourceVersion read), the Events,
-   the requeue at the decision's deadline.
+   the finalizer's removal once a deleted ScheduledMachine's machine has left, and the requeue
+   at the decision's deadline.
 
-Machine, provider and ScheduledCapacity events re-queue the ScheduledMachines they concern; the
-informers' slow resync is the backstop. Everything is in status and the object names are
+What a replica that lost its lease while a write was on its way can do when that write lands
+late: nothing that overwrites. The status and finalizer writes are conditional on the
+ScheduledMachine's resourceVersion, and a Machine's delete on its uid and resourceVersion, so a
+late one fails with 409 once the new leader has written. Creates cannot be conditional: the
+names are fixed, so a late create of an object that exists is an AlreadyExists, and one of an
+object the new leader decided against is seen by its Machine watch and taken out again (a
+Machine that never got a node is deleted after the grace period with nothing to drain).
+
+Machine and provider events re-queue the ScheduledMachines they concern; the informers' slow
+resync is the backstop. Everything is in status and the object names are
 fixed, so a SIGKILL at any point loses nothing and can never create a second Machine.
 """
 
@@ -28,14 +38,13 @@ import base64
 import logging
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, Final
 
-from api.bundle import Bundle, Machines
+from api.bundle import Machines
 from api.identities import KUBECONFIG_SECRET_KEY, MACHINE_CONTROLLER, kubeconfig_secret
 from api.kinds import machine_lifecycle as sm
-from api.kinds import scheduled_capacity as scap
 from api.kinds.machine_lifecycle import MachineSpec
 from api.kinds.scheduled_capacity import api_group
 from controllers.machine import objects
@@ -53,10 +62,8 @@ from controllers.machine.decide import (
 )
 from controllers.machine.observations import (
     DecisionInput,
-    InvalidSpec,
     LookupFailed,
     NodeObservation,
-    Owned,
     ObjectObservation,
     ScheduleObservation,
     observe_node,
@@ -66,37 +73,20 @@ from controllers.machine.observations import (
     provider_generation,
 )
 from runtime import kube, metrics
-from runtime.cache import MODIFIED, Obj, strip
+from runtime.cache import MODIFIED, Obj
 from runtime.clock import SYSTEM_CLOCK, Clock
-from runtime.controller import Controller, Result
-from runtime.informer import DEFAULT_STALL_AFTER_S, DEFAULT_WATCH_TIMEOUT_S, Informer
-from runtime.kindwatches import KindWatches
-from runtime.kube import ApiClient, ResolvedKind
-from runtime.leaderelection import LeaderElector, Timing, leases_for
-from runtime.partitions import Partitions
+from runtime.controller import Result
+from runtime.informer import Informer
+from runtime.kube import ApiClient
+from runtime.manager import Manager, Primary, Settings
 from runtime.schedules import read_schedule
-from runtime.workqueue import WorkQueue
 
 log = logging.getLogger("fivespot.machine")
 
 FIELD_MANAGER: Final = MACHINE_CONTROLLER
 REPORTING_CONTROLLER: Final = "5spot.finos.org/machine-controller"
 BY_SCHEDULE: Final = "schedule"
-REQUEUE_SLACK_S: Final = 0.05
-
-
-@dataclass(frozen=True)
-class Settings:
-    bundle: Bundle
-    identity: str
-    namespace: str
-    partitions: Partitions
-    timing: Timing = field(default_factory=Timing)
-    workers: int = 4
-    resync_s: float = 300.0
-    stall_after_s: float = DEFAULT_STALL_AFTER_S
-    watch_timeout_s: float = DEFAULT_WATCH_TIMEOUT_S
-    resolve_retry_s: float = 5.0
+KIND: Final = Primary(sm.GROUP, sm.VERSION, sm.PLURAL)
 
 
 def _mapping(value: object) -> Mapping[str, Any]:
@@ -130,136 +120,56 @@ def refusal(machines: Machines, namespace: str, spec: MachineSpec) -> str | None
     return None
 
 
-class MachineController:
-    """ScheduledMachines in, CAPI Machines out, one Lease-elected leader per partition."""
+class MachineReconciler:
+    """ScheduledMachines in, CAPI Machines out, on a Manager."""
 
-    def __init__(self, api_client: ApiClient, settings: Settings, clock: Clock = SYSTEM_CLOCK):
-        if settings.bundle.machines is None:
+    def __init__(self, mgr: Manager):
+        machines = mgr.settings.bundle.machines
+        if machines is None:
             raise ValueError("the bundle declares no MachineProvisioning: there is nothing for "
                              "the machine controller to do; compile a repo with one")
-        self.api = api_client
-        self.settings = settings
-        self.machines_cfg: Machines = settings.bundle.machines
-        self.clock = clock
-        self.partitions = settings.partitions
-        self.queue = WorkQueue(MACHINE_CONTROLLER)
-        self.sms = self._informer(sm.GROUP, sm.VERSION, sm.PLURAL)
+        self.mgr = mgr
+        self.api = mgr.api
+        self.machines_cfg: Machines = machines
+        self.sms = mgr.reconcile(KIND, self, predicate=_needs_reconcile)
         self.sms.add_index(BY_SCHEDULE, schedule_key)
-        self.sms.add_handler(self._on_sm)
         self.capi: dict[str, Informer] = {}
         for namespace in self.machines_cfg.namespaces:
-            informer = self._informer(objects.CAPI_GROUP, self.machines_cfg.machine_version,
-                                      "machines", namespace)
+            informer = mgr.informer(objects.CAPI_GROUP, self.machines_cfg.machine_version,
+                                    "machines", namespace)
             informer.add_handler(self._on_owned)
             self.capi[namespace] = informer
-        self.providers = KindWatches(api_client, self._informer_for, self._on_provider,
-                                     retry_s=settings.resolve_retry_s,
-                                     on_change=self._on_kind_changed)
-        self.elector = LeaderElector(
-            api_client, settings.namespace, leases_for(MACHINE_CONTROLLER, self.partitions.campaign),
-            settings.identity, timing=settings.timing, clock=clock, controller=MACHINE_CONTROLLER,
-            on_started_leading=self._on_started_leading)
-        self.workers = Controller(MACHINE_CONTROLLER, self.queue, self.reconcile,
-                                  workers=settings.workers)
-        self._own_writes: dict[str, Obj] = {}
-        self._own_lock = threading.Lock()
+        self.providers = mgr.kind_watches(self._on_provider, on_change=self._on_kind_changed)
         self._workload: dict[tuple[str, str], tuple[str, ApiClient]] = {}
         self._workload_lock = threading.Lock()
+        mgr.on_stopping(self._close_workload_clients)
 
-    # --- lifecycle ------------------------------------------------------------------------------
-
-    def _watches(self) -> list[Informer]:
-        return [self.sms, *self.capi.values(), *self.providers.informers()]
-
-    def start(self, sync_timeout_s: float = 30.0) -> None:
-        self.sms.start()
-        for informer in self.capi.values():
-            informer.start()
-        self.providers.resolve_now()
-        self.providers.start()
-        for informer in self._watches():
-            if not informer.wait_synced(sync_timeout_s):
-                log.warning("cache not synced yet; starting anyway", extra={"resource": informer.name})
-        self.workers.start()
-        self.elector.start()
-
-    def stop(self) -> None:
-        self.workers.stop()
-        self.elector.stop(release=True)
-        self.providers.stop()
-        for informer in self._watches():
-            informer.stop()
+    def _close_workload_clients(self) -> None:
         with self._workload_lock:
             for _, client in self._workload.values():
                 client.close()
-
-    def ready(self) -> bool:
-        return all(i.healthy() for i in self._watches())
-
-    def alive(self) -> bool:
-        return self.workers.alive()
+            self._workload.clear()
 
     # --- events -> keys -------------------------------------------------------------------------
-
-    def _enqueue(self, key: str) -> None:
-        namespace, _ = kube.split_key(key)
-        partition = self.partitions.of(namespace)
-        if partition is not None and self.elector.is_leading(partition):
-            self.queue.add(key)
-
-    def _on_sm(self, event: str, obj: Obj, old: Obj | None) -> None:
-        key = kube.object_key(obj)
-        with self._own_lock:
-            own = self._own_writes.get(key)
-            if own is not None and _rv(obj) >= _rv(own):
-                del self._own_writes[key]
-        if (event == MODIFIED and old is not None and _generation(obj) == _generation(old)
-                and _deleting_since(obj) == _deleting_since(old)):
-            return  # a status-only change (usually ours)
-        self._enqueue(key)
 
     def _on_owned(self, event: str, obj: Obj, old: Obj | None) -> None:
         meta = _mapping(obj.get("metadata"))
         for ref in meta.get("ownerReferences") or []:
             if isinstance(ref, Mapping) and ref.get("kind") == sm.KIND:
-                self._enqueue(f"{meta.get('namespace')}/{ref.get('name')}")
+                self.mgr.enqueue(f"{meta.get('namespace')}/{ref.get('name')}")
 
     def _on_provider(self, event: str, obj: Obj, old: Obj | None) -> None:
         meta = _mapping(obj.get("metadata"))
         key = (f"{meta.get('namespace')}/{api_group(str(obj.get('apiVersion', '')))}/"
                f"{obj.get('kind')}/{meta.get('name')}")
-        for found in self.sms.by_index(BY_SCHEDULE, key):
-            self._enqueue(kube.object_key(found))
+        self.mgr.enqueue_objects(self.sms.by_index(BY_SCHEDULE, key))
 
     def _on_kind_changed(self, group_kind: tuple[str, str]) -> None:
-        for obj in self.sms.list():
-            if any(f"/{group_kind[0]}/{group_kind[1]}/" in k for k in schedule_key(obj)):
-                self._enqueue(kube.object_key(obj))
-
-    def _on_started_leading(self, partition: str) -> None:
-        for obj in self.sms.list():
-            if self.partitions.of(_mapping(obj.get("metadata")).get("namespace")) == partition:
-                self.queue.add(kube.object_key(obj))
+        self.mgr.enqueue_objects(
+            obj for obj in self.sms.list()
+            if any(f"/{group_kind[0]}/{group_kind[1]}/" in k for k in schedule_key(obj)))
 
     # --- observing ------------------------------------------------------------------------------
-
-    def _informer_for(self, resolved: ResolvedKind) -> Informer:
-        return self._informer(resolved.group, resolved.version, resolved.plural)
-
-    def _informer(self, group: str, version: str, plural: str,
-                  namespace: str | None = None) -> Informer:
-        s = self.settings
-        return Informer(self.api, group, version, plural, namespace, resync_s=s.resync_s,
-                        stall_after_s=s.stall_after_s, watch_timeout_s=s.watch_timeout_s)
-
-    def _current(self, key: str) -> Obj | None:
-        namespace, name = kube.split_key(key)
-        cached = self.sms.get(namespace, name)
-        if cached is None:
-            return None
-        with self._own_lock:
-            own = self._own_writes.get(key)
-        return own if own is not None and _rv(own) > _rv(cached) else cached
 
     def _observe_schedule(self, spec: MachineSpec, namespace: str
                           ) -> tuple[ScheduleObservation, int | None]:
@@ -341,10 +251,10 @@ class MachineController:
         namespace, name = kube.split_key(key)
         if namespace is None:
             return Result()
-        partition = self.partitions.of(namespace)
-        if partition is None or not self.elector.is_leading(partition):
+        partition = self.mgr.partition_of(namespace)
+        if not self.mgr.leading(partition):
             return Result()
-        obj = self._current(key)
+        obj = self.mgr.current(key)
         if obj is None:
             return Result()
         meta = _mapping(obj.get("metadata"))
@@ -357,7 +267,7 @@ class MachineController:
             namespace=namespace, name=name, uid=uid, generation=int(meta.get("generation") or 0),
             spec=spec, refusal=None, schedule=LookupFailed("not read: the spec is refused"),
             provider_generation=None, prior=prior, machine=None, bootstrap=None,
-            infrastructure=None, node=None, now=self.clock.now(),
+            infrastructure=None, node=None, now=self.mgr.clock.now(),
             machine_api_version=f"{objects.CAPI_GROUP}/{self.machines_cfg.machine_version}",
             finalizer=sm.FINALIZER in (meta.get("finalizers") or ()),
             deleting_since=_deleting_since(obj))
@@ -378,7 +288,7 @@ class MachineController:
             node = getattr(inp.machine, "node", None)
             assert isinstance(node, str)
             inp = replace(inp, node=self._observe_node(namespace, spec.cluster_name, node),
-                          now=self.clock.now())
+                          now=self.mgr.clock.now())
             decision = decide(inp)
         if decision.resolution_error is not None:
             metrics.SPOT_SCHEDULE_RESOLUTION_ERRORS.labels(
@@ -387,29 +297,23 @@ class MachineController:
             log.info("transient lookup failure; nothing changed, retrying",
                      extra={"key": key, "why": decision.transient})
             return Result(retry=True)
-        if not self.elector.is_leading(partition):
+        if not self.mgr.leading(partition):
             return Result()
         done, report = self._act(key, inp, decision)
         if any(isinstance(action, AddFinalizer) for action in decision.actions):
-            obj = self._current(key) or obj  # our own finalizer write: the status goes on top
+            obj = self.mgr.current(key) or obj  # our own finalizer write: the status goes on top
         if not done:
-            if report is not None and self._write_status(key, partition, obj, raw_status, report):
+            if report is not None and self._write_status(key, obj, raw_status, report):
                 for event in report.events:
                     self._record_event(obj, event)
             return Result(retry=True)
-        if not self._write_status(key, partition, obj, raw_status, decision):
+        if not self._write_status(key, obj, raw_status, decision):
             return Result(retry=True)
         for event in decision.events:
             self._record_event(obj, event)
-        if decision.release and not self._finalize(key, partition, add=False):
+        if decision.release and not self._finalize(key, add=False):
             return Result(retry=True)
-        return self._requeue(decision.requeue_at)
-
-    def _requeue(self, at: datetime | None) -> Result:
-        if at is None:
-            return Result()
-        return Result(requeue_after_s=max((at - self.clock.now()).total_seconds(), 0.0)
-                      + REQUEUE_SLACK_S)
+        return self.mgr.requeue_at(decision.requeue_at)
 
     # --- acting ---------------------------------------------------------------------------------
 
@@ -432,14 +336,13 @@ class MachineController:
                 elif isinstance(action, Evict):
                     assert isinstance(spec, MachineSpec)
                     self._evict(key, inp.namespace, spec.cluster_name, action)
-                elif isinstance(action, AddFinalizer) and not self._finalize(
-                        key, self.partitions.of(inp.namespace), add=True):
+                elif isinstance(action, AddFinalizer) and not self._finalize(key, add=True):
                     return False, None
             except (kube.ApiError, kube.KubeconfigError) as error:
                 log.warning("action failed; retrying", extra={
                     "key": key, "action": type(action).__name__, "error": str(error)[:300]})
-                if isinstance(error, kube.ApiError) and error.transient:
-                    return False, None
+                if isinstance(error, kube.ApiError) and (error.transient or error.conflict):
+                    return False, None  # retried with backoff, on what is there then
                 return False, action_failed(inp, decision, action,
                                             error.message if isinstance(error, kube.ApiError)
                                             else str(error))
@@ -474,7 +377,7 @@ class MachineController:
         metrics.WRITES.labels(controller=MACHINE_CONTROLLER, what=part.value).inc()
         log.info("created", extra={"key": f"{inp.namespace}/{inp.name}", "part": part.value,
                                    "object": f"{body['kind']}/{inp.namespace}/{name}",
-                                   "identity": self.settings.identity})
+                                   "identity": self.mgr.settings.identity})
 
     def _delete(self, inp: DecisionInput, spec: MachineSpec, part: Part) -> None:
         observed = {Part.MACHINE: inp.machine, Part.BOOTSTRAP: inp.bootstrap,
@@ -484,15 +387,16 @@ class MachineController:
             return
         path, name = self._part_path(inp, spec, part, named=True)
         try:
-            kube.request(self.api, "DELETE", path, body=objects.delete_options(uid))
+            kube.request(self.api, "DELETE", path, body=objects.delete_options(
+                uid, getattr(observed, "resource_version", None)))
         except kube.ApiError as error:
-            if error.not_found or error.conflict:
-                return  # gone already, or replaced by another object (never ours to delete)
-            raise
+            if error.not_found:
+                return  # gone already
+            raise  # 409: replaced by another object, or changed since observed: decide again
         metrics.WRITES.labels(controller=MACHINE_CONTROLLER, what=f"delete-{part.value}").inc()
         log.info("deleted", extra={"key": f"{inp.namespace}/{inp.name}", "part": part.value,
                                    "object": f"{inp.namespace}/{name}", "uid": uid,
-                                   "identity": self.settings.identity})
+                                   "identity": self.mgr.settings.identity})
 
     def _cordon(self, namespace: str, cluster: str, node: str) -> None:
         workload = self.workload_client(namespace, cluster)
@@ -521,95 +425,58 @@ class MachineController:
                 continue
             log.info("evicted", extra={"key": key, "pod": f"{pod.namespace}/{pod.name}"})
 
-    def _finalize(self, key: str, partition: str | None, *, add: bool) -> bool:
+    def _finalize(self, key: str, *, add: bool) -> bool:
         """Add or remove the controller's finalizer, conditional on the resourceVersion read (a
         concurrent change makes it a conflict, retried on what is there then); True when done.
         Other finalizers on the object are kept as they are."""
-        obj = self._current(key)
-        if obj is None or partition is None or not self.elector.is_leading(partition):
-            return obj is None
+        obj = self.mgr.current(key)
+        if obj is None:
+            return True
         meta = _mapping(obj.get("metadata"))
         present = [str(f) for f in meta.get("finalizers") or ()]
-        wanted = (present + [sm.FINALIZER] if sm.FINALIZER not in present else present) if add \
+        wanted = ([*present, sm.FINALIZER] if sm.FINALIZER not in present else present) if add \
             else [f for f in present if f != sm.FINALIZER]
         if wanted == present:
             return True
-        namespace, name = kube.split_key(key)
-        body = {"metadata": {"resourceVersion": meta.get("resourceVersion"),
-                             "finalizers": wanted or None}}
-        try:
-            answer = kube.merge_patch(self.api, kube.resource_path(
-                sm.GROUP, sm.VERSION, sm.PLURAL, namespace, name), body, field_manager=FIELD_MANAGER)
-        except kube.ApiError as error:
-            if error.not_found:
-                return True
-            level = logging.INFO if error.conflict else logging.WARNING
-            log.log(level, "finalizer write failed; retrying",
-                    extra={"key": key, "add": add, "error": str(error)[:300]})
-            return False
-        metrics.WRITES.labels(controller=MACHINE_CONTROLLER,
-                              what="finalizer" if add else "release").inc()
-        with self._own_lock:
-            self._own_writes[key] = strip(answer)
+        error = self.mgr.write(key, obj, {"metadata": {"finalizers": wanted or None}},
+                               subresource=None, what="finalizer" if add else "release")
+        if error is not None:
+            return error.not_found
         log.info("finalizer added" if add else "finalizer removed: the ScheduledMachine may go",
                  extra={"key": key})
         return True
 
     # --- reporting ------------------------------------------------------------------------------
 
-    def _write_status(self, key: str, partition: str, obj: Obj, raw: Mapping[str, Any] | None,
+    def _write_status(self, key: str, obj: Obj, raw: Mapping[str, Any] | None,
                       decision: Decision) -> bool:
         patch = objects.status_patch(raw, decision.status)
-        if patch is None or not self.elector.is_leading(partition):
+        if patch is None:
             return True
-        namespace, name = kube.split_key(key)
-        body = {"metadata": {"resourceVersion": _mapping(obj.get("metadata")).get("resourceVersion")},
-                **patch}
-        path = kube.resource_path(sm.GROUP, sm.VERSION, sm.PLURAL, namespace, name, "status")
-        try:
-            answer = kube.merge_patch(self.api, path, body, field_manager=FIELD_MANAGER)
-        except kube.ApiError as error:
-            level = logging.INFO if error.conflict else logging.WARNING
-            log.log(level, "status write failed; retrying", extra={"key": key, "error": str(error)[:300]})
+        if self.mgr.write(key, obj, patch) is not None:
             return False
-        metrics.WRITES.labels(controller=MACHINE_CONTROLLER, what="status").inc()
-        with self._own_lock:
-            self._own_writes[key] = strip(answer)
         if raw is None or raw.get("phase") != decision.status.phase.value:
             log.info("phase", extra={"key": key, "phase": decision.status.phase.value,
                                      "why": decision.status.message[:300]})
         return True
 
     def _record_event(self, obj: Obj, event: Event) -> None:
-        meta = _mapping(obj.get("metadata"))
-        body = {
-            "apiVersion": "events.k8s.io/v1", "kind": "Event",
-            "metadata": {"generateName": f"{meta.get('name')}-", "namespace": meta.get("namespace")},
-            "eventTime": self.clock.now().strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-            "reportingController": REPORTING_CONTROLLER,
-            "reportingInstance": self.settings.identity[:128],
-            "action": "Reconcile", "reason": event.reason[:128], "note": event.message[:1024],
-            "type": event.type,
-            "regarding": {"apiVersion": f"{sm.GROUP}/{sm.VERSION}", "kind": sm.KIND,
-                          "name": meta.get("name"), "namespace": meta.get("namespace"),
-                          "uid": meta.get("uid")},
-        }
-        path = kube.resource_path("events.k8s.io", "v1", "events", str(meta.get("namespace")))
-        try:
-            kube.request(self.api, "POST", path, body=body, timeout=(2.0, 5.0))
-        except kube.ApiError as error:
-            log.info("could not record an event", extra={"reason": event.reason,
-                                                         "error": str(error)[:200]})
-        log_level = logging.WARNING if event.type == "Warning" else logging.INFO
-        log.log(log_level, "event", extra={"key": f"{meta.get('namespace')}/{meta.get('name')}",
-                                           "reason": event.reason, "note": event.message[:300]})
+        self.mgr.record(obj, event.type, event.reason, event.message)
 
 
-def _rv(obj: Obj) -> int:
-    try:
-        return int(_mapping(obj.get("metadata")).get("resourceVersion", 0))
-    except (TypeError, ValueError):
-        return 0
+def _needs_reconcile(event: str, obj: Obj, old: Obj | None) -> bool:
+    """Every event but a status-only change (usually our own write): the same generation and
+    the same deletionTimestamp."""
+    return not (event == MODIFIED and old is not None and _generation(obj) == _generation(old)
+                and _deleting_since(obj) == _deleting_since(old))
+
+
+def machine_manager(api: ApiClient, settings: Settings, *, clock: Clock = SYSTEM_CLOCK) -> Manager:
+    """A Manager running the machine controller."""
+    mgr = Manager(api, settings, component=MACHINE_CONTROLLER,
+                  reporting_controller=REPORTING_CONTROLLER, clock=clock)
+    MachineReconciler(mgr)
+    return mgr
 
 
 def _generation(obj: Obj) -> object:
@@ -626,4 +493,4 @@ def _deleting_since(obj: Obj) -> datetime | None:
         return None
 
 
-__all__ = ["MachineController", "Settings", "refusal"]
+__all__ = ["MachineReconciler", "machine_manager", "refusal"]

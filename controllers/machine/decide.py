@@ -70,7 +70,6 @@ from api.kinds.machine_lifecycle import (
     SpotSchedule,
 )
 from api.kinds.scheduled_machine import NodeRef
-from controllers.capacity import conditions as capacity_conditions
 from controllers.machine.observations import (
     DecisionInput,
     Foreign,
@@ -88,7 +87,7 @@ from controllers.machine.observations import (
 READY: Final = cond.READY
 RECONCILING: Final = cond.RECONCILING
 STALLED: Final = cond.STALLED
-SPOT_SCHEDULE_RESOLVED: Final = capacity_conditions.SPOT_SCHEDULE_RESOLVED
+SPOT_SCHEDULE_RESOLVED: Final = cond.SPOT_SCHEDULE_RESOLVED
 MACHINE_CREATED: Final = "MachineCreated"
 NODE_DRAINED: Final = "NodeDrained"
 CONDITION_TYPES: Final = (READY, RECONCILING, STALLED, SPOT_SCHEDULE_RESOLVED, MACHINE_CREATED,

@@ -94,9 +94,15 @@ def eviction(namespace: str, name: str) -> dict[str, Any]:
             "metadata": {"name": name, "namespace": namespace}}
 
 
-def delete_options(uid: str) -> dict[str, Any]:
+def delete_options(uid: str, resource_version: str | None = None) -> dict[str, Any]:
+    """Delete exactly the object observed: its uid, and (when known) its resourceVersion, so a
+    delete decided on an older view of it — one sent by a replica that has since lost its
+    lease, say — fails with 409 instead of acting on what changed."""
+    preconditions = {"uid": uid}
+    if resource_version:
+        preconditions["resourceVersion"] = resource_version
     return {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background",
-            "preconditions": {"uid": uid}}
+            "preconditions": preconditions}
 
 
 def status_json(status: MachineStatus) -> dict[str, Any]:

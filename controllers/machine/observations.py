@@ -17,6 +17,7 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
+from api.kinds.invalid import InvalidSpec
 from api.kinds.machine_lifecycle import MachineSpec, MachineStatus
 from api.provider_contract import (
     LookupFailed,
@@ -26,7 +27,6 @@ from api.provider_contract import (
     UnresolvedReason,
     observe_schedule,
 )
-from controllers.capacity.observations import InvalidSpec
 
 __all__ = [
     "DecisionInput", "Foreign", "InvalidSpec", "LookupFailed", "NodeGone", "NodeSeen", "Owned",
@@ -48,6 +48,8 @@ class Owned:
     deleting: bool = False
     node: str | None = None
     """For the Machine: its status.nodeRef.name, once CAPI has set it."""
+    resource_version: str | None = None
+    """The version observed: a delete is conditional on it."""
 
 
 @dataclass(frozen=True)
@@ -153,9 +155,11 @@ def observe_owned(obj: Mapping[str, Any] | None, owner_uid: str) -> Owned | Fore
     if owner_uid not in owner_uids(obj):
         return Foreign(name)
     node = _mapping(_mapping(obj.get("status")).get("nodeRef")).get("name")
+    version = meta.get("resourceVersion")
     return Owned(name=name, uid=str(meta.get("uid", "")),
                  deleting=bool(meta.get("deletionTimestamp")),
-                 node=node if isinstance(node, str) and node else None)
+                 node=node if isinstance(node, str) and node else None,
+                 resource_version=str(version) if version is not None else None)
 
 
 def _drained_by_kubectl(pod: Mapping[str, Any]) -> bool:

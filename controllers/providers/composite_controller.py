@@ -1,8 +1,8 @@
-"""The CompositeSchedule controller: the provider controller plus watches on its children.
+"""The CompositeSchedule reconciler: the provider reconciler plus watches on its children.
 
-It is a built-in provider (`ProviderController`: its own informer, work queue, one Lease per
-partition, status written only when it changed, with the resourceVersion as a precondition) that
-also observes other provider kinds:
+It is a built-in provider (`ProviderReconciler` on its own Manager: informer, work queue, one
+Lease per partition, status written only when it changed, conditional on the resourceVersion)
+that also observes other provider kinds:
 - the children's kinds are watched by group + kind in whatever version the API server serves
   (`runtime.kindwatches`, the same resolution the capacity controller uses); a kind whose CRD is
   not installed is unresolved (`ProviderCRDNotInstalled`), and installing it later starts its
@@ -20,20 +20,15 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import logging
-import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final
 
 from api.kinds.scheduled_capacity import api_group
 from controllers.providers import composite
-from controllers.providers.controller import ProviderController, ProviderType
+from controllers.providers.controller import ProviderReconciler, ProviderType
 from controllers.providers.reconcile import Plan, plan
-from runtime import kube
 from runtime.cache import Obj
-from runtime.informer import Informer
-from runtime.kindwatches import KindWatches
-from runtime.kube import ApiClient, ResolvedKind
-from runtime.partitions import Partitions
+from runtime.manager import Manager
 from runtime.schedules import read_next_transition, read_schedule
 
 log = logging.getLogger("fivespot.provider")
@@ -68,56 +63,19 @@ def child_keys(obj: Obj) -> list[str]:
                              ref.get("name")) for ref in _references(obj.get("spec"))})
 
 
-class CompositeController(ProviderController):
-    """ProviderController for CompositeSchedule, with its children's kinds watched."""
+class CompositeReconciler(ProviderReconciler):
+    """ProviderReconciler for CompositeSchedule, with its children's kinds watched."""
 
-    def __init__(
-        self,
-        api_client: ApiClient,
-        provider: ProviderType,
-        partitions: Partitions,
-        *,
-        child_kinds: Sequence[tuple[str, str]] = (),
-        resolve_retry_s: float = 5.0,
-        **settings: Any,
-    ):
-        super().__init__(api_client, provider, partitions, **settings)
-        self._settings = settings
+    def __init__(self, mgr: Manager, provider: ProviderType,
+                 child_kinds: Sequence[tuple[str, str]] = ()):
+        super().__init__(mgr, provider)
         self.informer.add_index(BY_CHILD, child_keys)
         self.informer.add_handler(self._on_own)
-        self.children = KindWatches(api_client, self._informer_for, self._on_child,
-                                    retry_s=resolve_retry_s, on_change=self._on_kind_changed)
+        self.children = mgr.kind_watches(self._on_child, on_change=self._on_kind_changed)
         for group, kind in child_kinds:
             self.children.want(group, kind)
 
-    # --- lifecycle ------------------------------------------------------------------------------
-
-    def start(self, stop: threading.Event, sync_timeout_s: float | None = None) -> bool:
-        self.children.resolve_now()
-        self.children.start()
-        for informer in self.children.informers():
-            informer.wait_synced(10 if sync_timeout_s is None else min(10, sync_timeout_s))
-        return super().start(stop, sync_timeout_s)
-
-    def stop(self) -> None:
-        super().stop()
-        self.children.stop()
-
-    def ready(self) -> bool:
-        return super().ready() and all(i.healthy() for i in self.children.informers())
-
     # --- events ---------------------------------------------------------------------------------
-
-    def _informer_for(self, resolved: ResolvedKind) -> Informer:
-        return Informer(self.api_client, resolved.group, resolved.version, resolved.plural,
-                        resync_s=self._settings.get("resync_s", 600.0), clock=self._clock)
-
-    def _enqueue(self, objs: Iterable[Obj]) -> None:
-        for obj in objs:
-            key = kube.object_key(obj)
-            partition = self._partition(kube.split_key(key)[0])
-            if partition is not None and self.elector.is_leading(partition):
-                self.queue.add(key)
 
     def _parents(self, obj: Obj) -> list[Obj]:
         meta = obj.get("metadata")
@@ -127,17 +85,17 @@ class CompositeController(ProviderController):
         return self.informer.by_index(BY_CHILD, key)
 
     def _on_child(self, event_type: str, obj: Obj, old: Obj | None) -> None:
-        self._enqueue(self._parents(obj))
+        self.mgr.enqueue_objects(self._parents(obj))
 
     def _on_own(self, event_type: str, obj: Obj, old: Obj | None) -> None:
         # A composite's spec is part of every cycle through it, and a child's, too: parents
         # re-check when it changes (its status reaches them through `_on_child`).
-        self._enqueue(self._parents(obj))
+        self.mgr.enqueue_objects(self._parents(obj))
 
     def _on_kind_changed(self, group_kind: tuple[str, str]) -> None:
         group, kind = group_kind
-        self._enqueue(o for o in self.informer.list()
-                      if any(f"/{group}/{kind}/" in k for k in child_keys(o)))
+        self.mgr.enqueue_objects(o for o in self.informer.list()
+                                 if any(f"/{group}/{kind}/" in k for k in child_keys(o)))
 
     # --- the decision ---------------------------------------------------------------------------
 

@@ -21,8 +21,8 @@ from kubernetes import client
 
 from api.bundle import parse_bundle
 from api.kinds.composite import NODE_FORM_MESSAGE, REFERENCE_API_VERSION_MESSAGE
-from controllers.providers.composite_controller import CompositeController
-from controllers.providers.controller import PROVIDER_TYPES, ProviderController
+from controllers.providers.controller import PROVIDER_TYPES, provider_manager
+from runtime.manager import Manager, Settings
 from devcluster import localrun
 from devcluster.clients import client_as_service_account
 from devcluster.kubectl import apply, kubectl, wait_established
@@ -58,22 +58,19 @@ def installed(kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory) -> tup
 
 
 @pytest.fixture(scope="module")
-def providers(installed: tuple[Path, Path], kubeconfig: Path) -> Iterator[dict[str, ProviderController]]:
+def providers(installed: tuple[Path, Path], kubeconfig: Path) -> Iterator[dict[str, Manager]]:
     """The manual, time-based and composite provider controllers, each as its ServiceAccount."""
     out, _ = installed
     bundle = parse_bundle(json.loads((out / "bundle.json").read_text()))
-    running: dict[str, ProviderController] = {}
+    running: dict[str, Manager] = {}
     stop = threading.Event()
     for command in ("manual", "time-based", "composite"):
         provider = PROVIDER_TYPES[command]
         api = client_as_service_account(kubeconfig, INSTALL_NS, provider.component, create=False)
-        settings: dict[str, Any] = dict(lease_namespace=INSTALL_NS, timing=FAST_LEASES, workers=2,
-                                        identity=f"test-{command}-{os.getpid()}")
-        controller = (CompositeController(api, provider, Partitions.from_bundle(bundle),
-                                          child_kinds=[(p.group, p.kind) for p in bundle.providers],
-                                          resolve_retry_s=1.0, **settings)
-                      if command == "composite" else
-                      ProviderController(api, provider, Partitions.from_bundle(bundle), **settings))
+        controller, _ = provider_manager(api, provider, Settings(
+            bundle=bundle, identity=f"test-{command}-{os.getpid()}", namespace=INSTALL_NS,
+            partitions=Partitions.from_bundle(bundle), workers=2, timing=FAST_LEASES,
+            resolve_retry_s=1.0))
         assert controller.start(stop, sync_timeout_s=30)
         running[command] = controller
     for command, controller in running.items():
@@ -83,7 +80,7 @@ def providers(installed: tuple[Path, Path], kubeconfig: Path) -> Iterator[dict[s
     stop.set()
     for controller in running.values():
         controller.stop()
-        controller.api_client.close()
+        controller.api.close()
 
 
 @pytest.fixture(scope="module")
@@ -155,7 +152,7 @@ def _ready(status: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_office_hours_or_override_and_not_freeze_flips_a_scheduled_capacity_exactly_when_it_should(
-    providers: dict[str, ProviderController], capacity: ControllerProcess, schedules: Schedules,
+    providers: dict[str, Manager], capacity: ControllerProcess, schedules: Schedules,
     admin: client.ApiClient,
 ) -> None:
     office, override, freeze, desk = unique("office"), unique("override"), unique("freeze"), unique("desk")
@@ -195,7 +192,7 @@ def test_office_hours_or_override_and_not_freeze_flips_a_scheduled_capacity_exac
 
 
 def test_a_childs_crd_removed_makes_the_composite_unresolved_only_when_it_matters(
-    providers: dict[str, ProviderController], capacity: ControllerProcess,
+    providers: dict[str, Manager], capacity: ControllerProcess,
     installed: tuple[Path, Path], kubeconfig: Path, schedules: Schedules, admin: client.ApiClient,
 ) -> None:
     on, office = unique("on"), unique("office")
@@ -265,7 +262,7 @@ def _create_when_served(schedules: Schedules, name: str) -> bool:
 
 
 def test_a_cycle_is_an_invalid_spec_and_a_self_or_foreign_reference_is_refused(
-    providers: dict[str, ProviderController], schedules: Schedules,
+    providers: dict[str, Manager], schedules: Schedules,
 ) -> None:
     first, second, itself, on = unique("first"), unique("second"), unique("self"), unique("on")
     schedules.create("ManualSchedule", on, {"enabled": True})
@@ -322,7 +319,7 @@ def test_the_composite_identity_reads_every_provider_kind_and_writes_only_its_ow
 
 
 def test_the_preview_reads_a_live_clusters_schedules_and_agrees_with_their_published_status(
-    providers: dict[str, ProviderController], kubeconfig: Path, schedules: Schedules,
+    providers: dict[str, Manager], kubeconfig: Path, schedules: Schedules,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     from fivespot.cli import main

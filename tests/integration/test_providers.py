@@ -33,7 +33,8 @@ from api.kinds.providers import (
     TIMEZONE_MESSAGE,
 )
 from controllers.providers import capital_markets
-from controllers.providers.controller import PROVIDER_TYPES, ProviderController
+from controllers.providers.controller import PROVIDER_TYPES, provider_manager
+from runtime.manager import Manager, Settings
 from controllers.providers.status import rfc3339
 from devcluster import localrun
 from devcluster.clients import client_as_service_account, service_account_kubeconfig
@@ -77,22 +78,23 @@ class ShiftedClock:
         return SYSTEM_CLOCK.now() + self.offset
 
 
-RunProvider = Callable[..., ProviderController]
+RunProvider = Callable[..., Manager]
 
 
 @pytest.fixture
 def run_provider(installed: Path, kubeconfig: Path) -> Iterator[RunProvider]:
     """`run_provider(command, clock=...)`: that provider's controller, as its ServiceAccount,
     leading every partition of the example's bundle."""
-    started: list[tuple[ProviderController, threading.Event]] = []
+    started: list[tuple[Manager, threading.Event]] = []
     bundle = json.loads((installed / "bundle.json").read_text())
 
-    def start(command: str, clock: Clock = SYSTEM_CLOCK) -> ProviderController:
+    def start(command: str, clock: Clock = SYSTEM_CLOCK) -> Manager:
         provider = PROVIDER_TYPES[command]
         api = client_as_service_account(kubeconfig, INSTALL_NS, provider.component, create=False)
-        controller = ProviderController(
-            api, provider, Partitions.from_bundle(parse_bundle(bundle)), lease_namespace=INSTALL_NS,
-            identity=f"test-{command}-{os.getpid()}", workers=2, timing=FAST_LEASES, clock=clock)
+        parsed = parse_bundle(bundle)
+        controller, _ = provider_manager(api, provider, Settings(
+            bundle=parsed, identity=f"test-{command}-{os.getpid()}", namespace=INSTALL_NS,
+            partitions=Partitions.from_bundle(parsed), workers=2, timing=FAST_LEASES), clock=clock)
         stop = threading.Event()
         started.append((controller, stop))
         assert controller.start(stop, sync_timeout_s=30)
@@ -104,7 +106,7 @@ def run_provider(installed: Path, kubeconfig: Path) -> Iterator[RunProvider]:
     for controller, stop in started:
         stop.set()
         controller.stop()
-        controller.api_client.close()
+        controller.api.close()
 
 
 def _until(condition: Callable[[], Any], what: str, timeout: float = 60.0, every: float = 0.05) -> Any:
@@ -416,13 +418,13 @@ def test_the_providers_own_status_write_coming_back_is_not_reconciled_but_a_fore
 
     def reconciles() -> float:
         value = REGISTRY.get_sample_value("fivespot_reconcile_duration_seconds_count",
-                                          {"controller": controller.name})
+                                          {"controller": controller.component})
         return value or 0.0
 
     def settled() -> bool:
         # The cache holds what the server holds (the last write's event arrived and was
         # handled), and nothing is queued or being reconciled.
-        cached = controller.informer.get(namespace, "echo") or {}
+        cached = controller.primary.get(namespace, "echo") or {}
         served = _get(admin, namespace, "manualschedules", "echo")
         return (cached.get("metadata", {}).get("resourceVersion")
                 == served["metadata"]["resourceVersion"]

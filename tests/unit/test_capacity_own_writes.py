@@ -19,11 +19,12 @@ import pytest
 
 from compiler.emit.bundle import bundle
 from compiler.pipeline import load
-from controllers.capacity.controller import CapacityController, OwnTargetWrite, Settings, known_target
+from controllers.capacity.controller import CapacityReconciler, capacity_manager
 from runtime import kube
 from runtime.cache import ADDED, DELETED, MODIFIED
 from runtime.informer import Informer, handle_watch_event
 from runtime.kube import ApiClient, ResolvedKind
+from runtime.manager import Manager, Settings
 from runtime.partitions import Partitions
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,8 +91,8 @@ class FakeApiServer:
 class World:
     """The controller, built as the CLI builds it, with its caches fed from `server` by hand."""
 
-    def __init__(self, server: FakeApiServer, controller: CapacityController):
-        self.server, self.controller = server, controller
+    def __init__(self, server: FakeApiServer, mgr: Manager, controller: CapacityReconciler):
+        self.server, self.mgr, self.controller = server, mgr, controller
 
     def informer(self, which: str) -> Informer:
         if which == "scaps":
@@ -120,12 +121,12 @@ class World:
 
     def queued(self) -> list[str]:
         keys = []
-        while len(self.controller.queue):
-            key = self.controller.queue.get(timeout=0)
+        while len(self.mgr.queue):
+            key = self.mgr.queue.get(timeout=0)
             if key is None:
                 break
             keys.append(key)
-            self.controller.queue.done(key)
+            self.mgr.queue.done(key)
         return keys
 
 
@@ -138,14 +139,16 @@ def world(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
     compiled = bundle(load(ROOT / "examples" / "agent-sandbox" / "config"))
     settings = Settings(bundle=compiled, identity="unit", namespace=compiled.namespace,
                         partitions=Partitions.from_bundle(compiled))
-    controller = CapacityController(cast(ApiClient, None), settings)
-    monkeypatch.setattr(controller.elector, "is_leading", lambda partition: True)
-    monkeypatch.setattr(controller.elector, "holds", lambda partition: True)
+    mgr = capacity_manager(cast(ApiClient, None), settings)
+    controller = mgr.reconciler
+    assert isinstance(controller, CapacityReconciler)
+    monkeypatch.setattr(mgr.elector, "is_leading", lambda partition: True)
+    monkeypatch.setattr(mgr.elector, "holds", lambda partition: True)
     controller.providers.resolve_now()
     controller.targets.resolve_now()
     for informer in (controller.scaps, controller.machines):
         informer.start()
-    world = World(server, controller)
+    world = World(server, mgr, controller)
     world.create("VirtualMachinePool", POOL, {
         "apiVersion": "pools.agents.example.com/v1alpha1", "kind": "VirtualMachinePool",
         "metadata": {"name": "pool", "namespace": NS, "generation": 1}, "spec": {"warmReplicas": 0}})
@@ -218,23 +221,12 @@ def test_the_echo_of_our_own_active_write_is_skipped_and_our_copy_dropped_once_t
     assert world.server.target_writes == [7, 7]
 
 
-def test_the_target_as_known_is_the_newer_of_the_cache_and_our_own_last_write() -> None:
-    cached = {"metadata": {"resourceVersion": "10"}, "spec": {"warmReplicas": 0}}
-    ours = OwnTargetWrite({"metadata": {"resourceVersion": "11"}, "spec": {"warmReplicas": 7}}, quiet=True)
-    later = {"metadata": {"resourceVersion": "12"}, "spec": {"warmReplicas": 3}}
-    assert known_target(cached, ours) is ours.obj
-    assert known_target(later, ours) is later
-    assert known_target(None, ours) is ours.obj, "written before the cache saw the target at all"
-    assert known_target(cached, None) is cached
-    assert ours.is_echo({"metadata": {"resourceVersion": "11"}})
-    assert not ours.is_echo(later)
-    assert not OwnTargetWrite(ours.obj, quiet=False).is_echo({"metadata": {"resourceVersion": "11"}})
-
-
 def test_a_deleted_target_drops_our_copy_of_it(world: World) -> None:
     echo = _write_active_value_and_hold_its_echo(world)
+    key = f"{NS}/pools.agents.example.com/VirtualMachinePool/pool"
+    assert world.controller.target_writes.known(key, None) is not None
     world.deliver("VirtualMachinePool", echo, DELETED)
-    assert world.controller._own_targets == {}
+    assert world.controller.target_writes.known(key, None) is None
 
 
 def test_a_target_writes_status_is_held_back_in_the_later_lane_and_sent_before_the_next_decision(
@@ -243,12 +235,12 @@ def test_a_target_writes_status_is_held_back_in_the_later_lane_and_sent_before_t
     world.reconcile()
     assert world.server.target_writes == [7]
     assert ("PATCH", SCAP + "/status") not in world.server.calls, "the status waits behind the burst"
-    assert world.controller.queue.later() == [f"{NS}/cap"]
+    assert world.mgr.queue.later() == [f"{NS}/cap"]
     assert "status" not in world.server.objects[SCAP]
     closed = world.server.objects[SCHEDULE]
     closed["status"]["active"] = False
     world.deliver("ManualSchedule", world.server.put(SCHEDULE, closed))
-    assert world.controller.queue.later() == [], "the schedule's event promotes the key"
+    assert world.mgr.queue.later() == [], "the schedule's event promotes the key"
     world.server.calls.clear()
     world.reconcile()
     assert world.server.calls[0] == ("PATCH", SCAP + "/status"), "the held-back status goes first"
@@ -284,5 +276,5 @@ def test_the_echo_of_our_own_zero_write_is_reconciled_in_the_later_lane(world: W
     world.reconcile()
     assert world.server.target_writes == [7, 0]
     world.deliver("VirtualMachinePool", world.server.objects[POOL])
-    assert world.controller.queue.later() == [f"{NS}/cap"]
-    assert len(world.controller.queue) == 1
+    assert world.mgr.queue.later() == [f"{NS}/cap"]
+    assert len(world.mgr.queue) == 1

@@ -17,13 +17,13 @@ from controllers.capacity.controller import (
     BY_TARGET,
     guard_write,
     machine_node,
-    newer,
     object_ref_key,
     scap_references,
 )
 from controllers.capacity.decide import Decision
 from controllers.capacity.observations import parse_spec
 from controllers.cli import register
+from runtime.ownwrites import newer
 
 ENTRY = Consumer(name="pools", group="pools.example.com", version="v1", kind="Pool",
                  resource="pools", capacity_paths=("spec.warmReplicas",), drained_path="status.inUse",

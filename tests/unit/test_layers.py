@@ -125,7 +125,7 @@ def test_no_top_level_package_imports_another_that_imports_it_back() -> None:
 
     for package in PACKAGES:
         visit(package, ())
-    assert edges["api"] == set() and edges["runtime"] == {"api"}
+    assert edges["api"] == set() and edges["runtime"] <= {"api", "commandline"}
 
 
 def _loaded_after(statement: str) -> set[str]:
