@@ -129,6 +129,10 @@ def register(sub: Any) -> None:
     check.add_argument("--no-cache", dest="cache", action="store_false",
                        help="neither reuse nor keep the policies read and the CEL compiled in an "
                             "earlier run (kept by content in ~/.cache/fivespot/check)")
+    check.add_argument("--kubernetes-version", type=_kubernetes_version, metavar="X.Y",
+                       help="decide and word as that API server version does (supported: "
+                            f"{_supported_range()}; default: the newest the compiled policies "
+                            "target, else the newest supported)")
     check.add_argument("-o", "--output", choices=("table", "json"), default="table",
                        help="table (default) or json")
     check.set_defaults(handler=_reported(_check))
@@ -138,6 +142,9 @@ def register(sub: Any) -> None:
                                       "when any does not, 2 on bad input.")
     test.add_argument("config_dir", type=Path, metavar="CONFIG_DIR",
                       help="the config repo whose Fixture documents to run")
+    test.add_argument("--kubernetes-version", type=_kubernetes_version, metavar="X.Y",
+                      help="decide as that API server version does (supported: "
+                           f"{_supported_range()}; default: the newest the Platform targets)")
     test.add_argument("-o", "--output", choices=("table", "json"), default="table",
                       help="table (default) or json")
     test.set_defaults(handler=_reported(_test))
@@ -151,6 +158,22 @@ def _jobs(text: str) -> int:
     if jobs < 1:
         raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number of processes, 1 or more")
     return jobs
+
+
+def _supported_range() -> str:
+    from policies.kubeversions import SUPPORTED_RANGE
+
+    return SUPPORTED_RANGE
+
+
+def _kubernetes_version(text: str) -> object:
+    """A supported Kubernetes minor (`1.34`, `v1.34`, `1.34.4`)."""
+    from policies import kubeversions
+
+    try:
+        return kubeversions.resolve(text)
+    except kubeversions.UnsupportedVersion as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _field_validation(text: str) -> str:
@@ -224,7 +247,8 @@ def _check(args: argparse.Namespace) -> int:
 
     with collector.fewer_collections():
         results = check(args.policies, args.objects, old=args.old, namespaces=args.namespaces,
-                        field_validation=args.field_validation, jobs=args.jobs, cache=args.cache)
+                        field_validation=args.field_validation, jobs=args.jobs, cache=args.cache,
+                        server=args.kubernetes_version)
         print(render_check_json(results) if args.output == "json" else render_check_table(results))
     return EXIT_OK if all(r.verdict.allowed for r in results) else EXIT_NEGATIVE
 
@@ -233,7 +257,7 @@ def _test(args: argparse.Namespace) -> int:
     from compiler.offline_check import render_test_json, render_test_table, run_fixtures
 
     with collector.fewer_collections():
-        results = run_fixtures(args.config_dir)
+        results = run_fixtures(args.config_dir, args.kubernetes_version)
         print(render_test_json(results) if args.output == "json" else render_test_table(results))
     return EXIT_OK if all(r.passed for r in results) else EXIT_NEGATIVE
 

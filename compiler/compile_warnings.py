@@ -6,6 +6,8 @@ same `FILE:LINE:COL: field: message` shape as an error, so CI logs and editors t
   so admission through it is refused (failurePolicy Fail) or skipped (Ignore) until they are set.
 - An Argo CD Application in the `default` project: no AppProject is emitted (fivespot must not
   redefine Argo CD's own), so the Application may sync anything anywhere.
+- A minKubernetesVersion older than the supported range (policies/kubeversions.py): nothing is
+  known or tested of those API servers.
 - A CRD that the previous output had and this one does not: deleting a CRD deletes every object
   of its kind. The compiled CRDs are marked so Argo CD and Flux never prune or delete them, so
   the CRD stays in the cluster; the warning says so, and how to remove it once it is unused.
@@ -23,6 +25,7 @@ from compiler.emit.base import CRDS
 from compiler.emit.gitops import DEFAULT_PROJECT
 from compiler.repo import Repo
 from compiler.spec import FailurePolicy
+from policies import kubeversions
 
 
 def _platform_location(repo: Repo) -> Location:
@@ -83,7 +86,21 @@ def dropped_crds(out_dir: Path, previous: Mapping[str, bytes],
     return warnings
 
 
+def untested_kubernetes(repo: Repo) -> list[Diagnostic]:
+    """A minKubernetesVersion older than the supported range: the output is checked as the
+    oldest supported version would take it, which says nothing of older API servers."""
+    wanted = repo.platform.spec.min_kubernetes_version
+    if kubeversions.minor_number(wanted) >= kubeversions.OLDEST.number:
+        return []
+    return [Diagnostic(_platform_location(repo), "spec.minKubernetesVersion",
+                       f"{wanted} is older than the Kubernetes versions fivespot supports "
+                       f"({kubeversions.SUPPORTED_RANGE}): CEL costs and features are checked as "
+                       f"{kubeversions.OLDEST.minor}'s API server takes them, and nothing is "
+                       f"tested against {wanted}")]
+
+
 def compile_warnings(repo: Repo, out_dir: Path, previous: Mapping[str, bytes],
                      files: Mapping[str, bytes]) -> list[Diagnostic]:
     """Every warning for compiling `repo` to `files` where `previous` was."""
-    return network_policy(repo) + argocd_project(repo) + dropped_crds(out_dir, previous, files)
+    return (network_policy(repo) + argocd_project(repo) + untested_kubernetes(repo)
+            + dropped_crds(out_dir, previous, files))

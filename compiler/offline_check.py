@@ -53,6 +53,8 @@ from policies.admission_eval import (
 )
 from policies.admission_eval.gotext import quote
 from policies.cel.engine import compiled_programs, restore_programs
+from policies import kubeversions
+from policies.kubeversions import KubernetesVersion
 
 if TYPE_CHECKING:
     from api.fieldgovernance import Claim
@@ -151,16 +153,19 @@ _CHECKED_KINDS: Final = ("CustomResourceDefinition", "ValidatingAdmissionPolicy"
 a compiled output (RBAC, workloads, Argo CD and Flux objects) is not parsed at all."""
 
 
-def load_checker(roots: Sequence[Path], cache: bool = True) -> Checker:
-    """A Checker from compiled output folders or files; raises InputError. With `cache`, what
-    reading and compiling these exact files gave an earlier run is reused and this run's is kept
+def load_checker(roots: Sequence[Path], cache: bool = True,
+                 server: KubernetesVersion | None = None) -> Checker:
+    """A Checker from compiled output folders or files, deciding as the API server of version
+    `server` (default: `default_server`); raises InputError. With `cache`, what reading and
+    compiling these exact files gave an earlier run is reused and this run's is kept
     (`compiler.checkcache`)."""
-    checker, keep = _load_checker(roots, cache)
+    checker, keep = _load_checker(roots, cache, server)
     keep()
     return checker
 
 
-def _load_checker(roots: Sequence[Path], cache: bool) -> tuple[Checker, Callable[[], None]]:
+def _load_checker(roots: Sequence[Path], cache: bool, server: KubernetesVersion | None = None
+                  ) -> tuple[Checker, Callable[[], None]]:
     """The Checker, and what keeps its work for later runs: called after deciding, so the CEL
     compiled on first use (the batches of the policies a request matches) is kept too."""
     problems: list[Diagnostic] = []
@@ -187,7 +192,8 @@ def _load_checker(roots: Sequence[Path], cache: bool) -> tuple[Checker, Callable
         raise InputError(problems)
     where = ", ".join(str(r) for r in roots)
     if not cache:
-        return checker_from_objects(_policy_objects(files), where), lambda: None
+        objects = _policy_objects(files)
+        return checker_from_objects(objects, where, server=server), lambda: None
     name = checkcache.key([(relative, text) for _, relative, text in files])
     kept = checkcache.load(name)
     if kept is not None:
@@ -197,7 +203,7 @@ def _load_checker(roots: Sequence[Path], cache: bool) -> tuple[Checker, Callable
         objects, known = _policy_objects(files), -1
     # An entry is kept only for policies that compiled: each kind's schema is then compiled
     # when an object of that kind is first checked, not all of them up front.
-    checker = checker_from_objects(objects, where, lazy_schemas=kept is not None)
+    checker = checker_from_objects(objects, where, lazy_schemas=kept is not None, server=server)
 
     def keep() -> None:
         programs = compiled_programs()
@@ -235,12 +241,31 @@ def _policy_objects(files: Sequence[tuple[Path, str, str]]) -> list[Mapping[str,
     return objects
 
 
+def default_server(objects: Sequence[Mapping[str, Any]]) -> KubernetesVersion:
+    """The version a compiled output targets newest (its CRDs' TARGETS_ANNOTATION, the first
+    found), else the newest supported."""
+    for obj in objects:
+        if obj.get("kind") != "CustomResourceDefinition":
+            continue
+        annotations = (obj.get("metadata") or {}).get("annotations") or {}
+        text = annotations.get(kubeversions.TARGETS_ANNOTATION) if isinstance(annotations, dict) else None
+        if isinstance(text, str):
+            try:
+                return kubeversions.newest_target(text)
+            except kubeversions.UnsupportedVersion:
+                continue
+    return kubeversions.NEWEST
+
+
 def checker_from_objects(objects: Sequence[Mapping[str, Any]], where: str,
-                         lazy_schemas: bool = False) -> Checker:
-    """Compile; raises InputError when a schema or policy cannot be compiled, or has no kinds
-    (`lazy_schemas`: see `crd.compile_crds`)."""
+                         lazy_schemas: bool = False, server: KubernetesVersion | None = None
+                         ) -> Checker:
+    """Compile, deciding as `server` (default: `default_server`); raises InputError when a
+    schema or policy cannot be compiled, or has no kinds (`lazy_schemas`: see
+    `crd.compile_crds`)."""
     try:
-        checker = Checker.compile(objects, lazy_schemas=lazy_schemas)
+        checker = Checker.compile(objects, lazy_schemas=lazy_schemas,
+                                  server=server or default_server(objects))
     except (SchemaError, PolicyConfigError) as error:
         raise InputError([Diagnostic(Location(where, 0, 0), "", str(error))]) from None
     if not checker.kinds:
@@ -318,11 +343,13 @@ def _unknown_kind(document: Document, error: UnknownKind) -> Diagnostic:
 
 def check(policies: Sequence[Path], objects: Sequence[Path], old: Path | None = None,
           namespaces: Path | None = None, field_validation: FieldValidation = "Strict",
-          jobs: int | None = None, cache: bool = True) -> list[Result]:
+          jobs: int | None = None, cache: bool = True,
+          server: KubernetesVersion | None = None) -> list[Result]:
     """Decide every object in `objects` (UPDATE where `old` holds its previous version), with
-    the request's `fieldValidation` (kubectl's default: Strict), on at most `jobs` processes
-    (default: every usable core, for large inputs); `cache`: see `load_checker`."""
-    checker, keep = _load_checker(policies, cache)
+    the request's `fieldValidation` (kubectl's default: Strict), as the API server of version
+    `server` (default: the newest the policies target), on at most `jobs` processes (default:
+    every usable core, for large inputs); `cache`: see `load_checker`."""
+    checker, keep = _load_checker(policies, cache, server)
     sources = [_source(path) for path in input_files(objects)]
     found = _check_in_workers(checker, sources, old, namespaces, field_validation, jobs)
     results, checked = found if found is not None else _check_here(
@@ -609,16 +636,21 @@ class FixtureResult(Struct, frozen=True):
                 "problems": list(self.problems)}
 
 
-def run_fixtures(config_dir: Path) -> list[FixtureResult]:
-    """Compile `config_dir` in memory and run its Fixtures; raises CompileError / InputError."""
+def run_fixtures(config_dir: Path, server: KubernetesVersion | None = None) -> list[FixtureResult]:
+    """Compile `config_dir` in memory and run its Fixtures (as `run_compiled_fixtures`); raises
+    CompileError / InputError."""
     from compiler.pipeline import compile_repo
 
-    return run_compiled_fixtures(compile_repo(config_dir), config_dir)
+    return run_compiled_fixtures(compile_repo(config_dir), config_dir, server)
 
 
-def run_compiled_fixtures(compiled: Compiled, config_dir: Path) -> list[FixtureResult]:
-    """Run the Fixtures of an already compiled repo; raises InputError."""
-    checker = checker_from_objects([a.obj for a in compiled.artifacts], str(config_dir))
+def run_compiled_fixtures(compiled: Compiled, config_dir: Path,
+                          server: KubernetesVersion | None = None) -> list[FixtureResult]:
+    """Run the Fixtures of an already compiled repo as the API server of version `server`
+    (default: the newest the Platform targets); raises InputError."""
+    server = server or compiled.repo.platform.spec.kubernetes_versions()[-1]
+    checker = checker_from_objects([a.obj for a in compiled.artifacts], str(config_dir),
+                                   server=server)
     results = []
     problems = []
     for fixture in compiled.repo.fixtures:

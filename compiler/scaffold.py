@@ -38,7 +38,8 @@ spec:
     # networkPolicy:               # who may call the webhook: your API server's addresses
     #   allowedSources: [{ipBlock: {cidr: 172.18.0.0/16}}]   # (kind's network; README lists EKS, GKE, OpenShift)
   enforcement: vap                 # ValidatingAdmissionPolicies (Kubernetes >= 1.30); or webhook, or both
-  minKubernetesVersion: "1.30"
+  minKubernetesVersion: "1.34"     # oldest API server the output must install on (1.34 to 1.37)
+  # maxKubernetesVersion: "1.37"   # newest (default: the newest supported); check decides as it
   # gitops:                        # emit an Argo CD Application and/or Flux Kustomizations
   #   argocd: {repoURL: https://git.example.com/platform/config.git, path: clusters/prod/fivespot}
 """

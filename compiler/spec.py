@@ -44,6 +44,7 @@ from api.providers import BuiltinProvider
 from commandline.version import version
 from compiler.calendars import MAX_YEARS as MAX_CALENDAR_YEARS
 from compiler.specschema import SpecSchema
+from policies import kubeversions
 
 CONFIG_GROUP: Final = "config.5spot.finos.org"
 IMAGE_REPOSITORY: Final = "ghcr.io/finos/fivespot"
@@ -360,7 +361,17 @@ class PlatformSpec(_Strict):
     )
     gitops: GitOps = Field(default_factory=GitOps, description="GitOps targets.")
     min_kubernetes_version: str = Field(
-        default="1.30", pattern=K8S_VERSION_PATTERN, description="Oldest Kubernetes minor supported."
+        default=kubeversions.OLDEST.minor, pattern=K8S_VERSION_PATTERN,
+        description="Oldest Kubernetes minor the output must install on: CEL rule costs are "
+        "estimated as that API server estimates them, and only CEL functions every targeted "
+        f"version offers may be used (fivespot supports {kubeversions.SUPPORTED_RANGE}; an older "
+        "minimum is targeted as the oldest supported, with a warning).",
+    )
+    max_kubernetes_version: str | None = Field(
+        default=None, pattern=K8S_VERSION_PATTERN,
+        description="Newest Kubernetes minor the output must install on (default: the newest "
+        f"supported, {kubeversions.NEWEST.minor}); `fivespot check` decides as this version "
+        "unless told another.",
     )
     monitoring: Monitoring = Field(default_factory=Monitoring,
                                    description="ServiceMonitors and alerts for Prometheus.")
@@ -389,7 +400,32 @@ class PlatformSpec(_Strict):
                 "enforcement 'vap' needs ValidatingAdmissionPolicy v1 (Kubernetes 1.30); use "
                 "enforcement 'webhook' for older clusters"
             )
+        newest = self.max_kubernetes_version
+        if newest is not None:
+            if _minor(newest) > kubeversions.NEWEST.number[1]:
+                raise ValueError(
+                    f"maxKubernetesVersion {newest} is newer than fivespot supports "
+                    f"({kubeversions.SUPPORTED_RANGE}): its API server is not known yet")
+            if _minor(newest) < kubeversions.OLDEST.number[1]:
+                raise ValueError(
+                    f"maxKubernetesVersion {newest} is older than fivespot supports "
+                    f"({kubeversions.SUPPORTED_RANGE})")
+            if _minor(newest) < _minor(self.min_kubernetes_version):
+                raise ValueError(
+                    f"maxKubernetesVersion {newest} is older than minKubernetesVersion "
+                    f"{self.min_kubernetes_version}")
+        elif _minor(self.min_kubernetes_version) > kubeversions.NEWEST.number[1]:
+            raise ValueError(
+                f"minKubernetesVersion {self.min_kubernetes_version} is newer than fivespot "
+                f"supports ({kubeversions.SUPPORTED_RANGE}): its API server is not known yet")
         return self
+
+    def kubernetes_versions(self) -> tuple[kubeversions.KubernetesVersion, ...]:
+        """The supported versions the output targets, oldest first: minKubernetesVersion (at
+        least the oldest supported) to maxKubernetesVersion (default: the newest supported)."""
+        oldest = max(self.min_kubernetes_version, kubeversions.OLDEST.minor,
+                     key=kubeversions.minor_number)
+        return kubeversions.in_range(oldest, self.max_kubernetes_version or kubeversions.NEWEST.minor)
 
 
 def _minor(version: str) -> int:

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 from typing import Final
 
+from msgspec import Struct
 
-@dataclass(frozen=True)
-class KubernetesVersion:
+
+class KubernetesVersion(Struct, frozen=True, kw_only=True):
     """One supported minor, and how its API server behaves where the minors differ."""
 
     minor: str
@@ -66,16 +66,45 @@ _UTIL_WORDING: Final = {"label_key_noun": "a qualified name", "metadata_length_u
 _CONTENT_WORDING: Final = {"label_key_noun": "a valid label key", "metadata_length_unit": "bytes"}
 
 SUPPORTED: Final = (
-    KubernetesVersion("1.34", "1.34.4", crd_rule_error_value="schema-type",
+    KubernetesVersion(minor="1.34", release="1.34.4", crd_rule_error_value="schema-type",
                       numeric_format_ranges=False, metadata_name_cost_cap=False, **_UTIL_WORDING),
-    KubernetesVersion("1.35", "1.35.4", crd_rule_error_value="value",
+    KubernetesVersion(minor="1.35", release="1.35.4", crd_rule_error_value="value",
                       numeric_format_ranges=False, metadata_name_cost_cap=False, **_CONTENT_WORDING),
-    KubernetesVersion("1.36", "1.36.3", crd_rule_error_value="value",
+    KubernetesVersion(minor="1.36", release="1.36.3", crd_rule_error_value="value",
                       numeric_format_ranges=True, metadata_name_cost_cap=False, **_CONTENT_WORDING),
-    KubernetesVersion("1.37", "1.37.2", crd_rule_error_value="value",
+    KubernetesVersion(minor="1.37", release="1.37.2", crd_rule_error_value="value",
                       numeric_format_ranges=True, metadata_name_cost_cap=True, **_CONTENT_WORDING),
 )
 """Oldest first: the oldest and newest minors the Go module proxy serves that users still run."""
+
+
+
+class CelLibrary(Struct, frozen=True):
+    """A CEL library the API server offers new expressions from one version on (apiserver's
+    cel/environment/base.go: introduced at `introduced`, usable where a server's
+    `cel_compatibility` has reached it), and the functions fivespot's engine knows it by."""
+
+    name: str
+    introduced: tuple[int, int]
+    functions: frozenset[str]
+
+    def offered_by(self, version: KubernetesVersion) -> bool:
+        return version.cel_compatibility >= self.introduced
+
+    @property
+    def first_minor(self) -> str:
+        """The first API server minor that offers it to new expressions."""
+        return f"{self.introduced[0]}.{self.introduced[1] + 1}"
+
+
+CEL_LIBRARIES: Final = (
+    CelLibrary("the CEL lists extension (ext.Lists v3)", (1, 34), frozenset({
+        "lists.range", "distinct", "flatten", "reverse", "slice", "sort",
+        "@sortByAssociatedKeys", "first", "last"})),
+)
+"""The libraries fivespot's CEL engine has that some supported version lacks for new expressions
+(a CRD or policy written to it); every older library (strings v2, sets, IP, CIDR, format,
+quantity, two-variable comprehensions, semver) is offered by every supported version."""
 
 BY_MINOR: Final = {version.minor: version for version in SUPPORTED}
 OLDEST: Final = SUPPORTED[0]
@@ -85,6 +114,9 @@ DEFAULT: Final = BY_MINOR["1.35"]
 otherwise: the one the whole suite proves; the others get the version-dependent parts."""
 
 ENVIRONMENT_VARIABLE: Final = "KUBERNETES_VERSION"
+TARGETS_ANNOTATION: Final = "5spot.finos.org/kubernetes-versions"
+"""On each compiled CRD: the versions the output targets (`1.34-1.37`), so `fivespot check` on that
+output decides as the newest of them unless told otherwise."""
 SUPPORTED_RANGE: Final = f"{OLDEST.minor} to {NEWEST.minor}"
 _VERSION: Final = re.compile(r"^v?(1\.\d+)(?:\.\d+)?$")
 
@@ -126,3 +158,14 @@ def in_range(oldest: str, newest: str) -> tuple[KubernetesVersion, ...]:
     """The supported versions from `oldest` to `newest` (minors, either may be outside)."""
     low, high = minor_number(oldest), minor_number(newest)
     return tuple(v for v in SUPPORTED if low <= v.number <= high)
+
+
+def targets_text(versions: tuple[KubernetesVersion, ...]) -> str:
+    """`1.34-1.37` (or `1.35` for one version): the TARGETS_ANNOTATION value."""
+    first, last = versions[0].minor, versions[-1].minor
+    return first if first == last else f"{first}-{last}"
+
+
+def newest_target(text: str) -> KubernetesVersion:
+    """The newest version a TARGETS_ANNOTATION value names; raises UnsupportedVersion."""
+    return resolve(text.rpartition("-")[2])

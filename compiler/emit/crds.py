@@ -23,6 +23,7 @@ from compiler.emit.base import CRDS, Artifact, labels
 from compiler.openapi import structural_schema
 from compiler.repo import Repo
 from compiler.spec import CustomProvider
+from policies import kubeversions
 
 CATEGORY: Final = "fivespot"
 
@@ -230,4 +231,10 @@ def crd(info: KindInfo) -> dict[str, Any]:
 
 
 def emit(repo: Repo) -> list[Artifact]:
-    return [Artifact(CRDS, f"{CRDS}/{info.name}.yaml", crd(info)) for info in kinds(repo)]
+    targets = kubeversions.targets_text(repo.platform.spec.kubernetes_versions())
+    found = []
+    for info in kinds(repo):
+        obj = crd(info)
+        obj["metadata"]["annotations"] = {kubeversions.TARGETS_ANNOTATION: targets}
+        found.append(Artifact(CRDS, f"{CRDS}/{info.name}.yaml", obj))
+    return found

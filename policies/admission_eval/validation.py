@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from decimal import Decimal
 from typing import Any, Final
 
 from policies.admission_eval.structural import (
@@ -58,7 +59,7 @@ def build_validator(node: Node, server: KubernetesVersion = DEFAULT) -> Validato
     trivially_typed = node.type is None and not node.int_or_string
     type_name = _type_name(node)
     enum = node.enum
-    body, by_value = _value_checks(node)
+    body, by_value = _value_checks(node, server)
 
     def check(value: Any, old: Any, path: str, errors: list[FieldError]) -> None:
         if old is not ABSENT and strictly_equal(value, old):
@@ -86,10 +87,10 @@ def build_validator(node: Node, server: KubernetesVersion = DEFAULT) -> Validato
         if body is not None:
             body(value, old, path, errors)
 
-    return _with_fast_path(node, check) or check
+    return _with_fast_path(node, check, server) or check
 
 
-def _with_fast_path(node: Node, check: Validator) -> Validator | None:
+def _with_fast_path(node: Node, check: Validator, server: KubernetesVersion) -> Validator | None:
     """For a plain string or integer leaf: a check that decides a valid value of exactly that type
     with one call and no allocation, and hands anything else (a failing value, another type,
     null, an UPDATE) to `check`, which reports exactly as without it."""
@@ -108,7 +109,7 @@ def _with_fast_path(node: Node, check: Validator) -> Validator | None:
                 check(value, old, path, errors)
 
         return check_string_leaf
-    if node.type == "integer" and not node.multiple_of:
+    if node.type == "integer" and not node.multiple_of and _format_range(node, server) is None:
         maximum, minimum = node.maximum, node.minimum
         exclusive_maximum, exclusive_minimum = node.exclusive_maximum, node.exclusive_minimum
 
@@ -134,12 +135,13 @@ def _in_enum(value: Any, enum: tuple[Any, ...]) -> bool:
                for e in enum)
 
 
-def _value_checks(node: Node) -> tuple[Validator | None, Validator | None]:
+def _value_checks(node: Node, server: KubernetesVersion
+                  ) -> tuple[Validator | None, Validator | None]:
     """The checks after the type check: (those of the node's type, chosen once — for an untyped
     or int-or-string node, by the value's type at check time —; those of the value's own type,
     for a value of the wrong type). None where there are none."""
     strings = _string_checks(node)
-    numbers = _number_checks(node)
+    numbers = _number_checks(node, server)
     objects = _object_checks(node)
     arrays = _array_checks(node)
 
@@ -199,13 +201,18 @@ def _string_checks(node: Node) -> Validator | None:
     return check_string
 
 
-def _number_checks(node: Node) -> Validator | None:
+def _number_checks(node: Node, server: KubernetesVersion) -> Validator | None:
     maximum, minimum, multiple_of = node.maximum, node.minimum, node.multiple_of
     exclusive_maximum, exclusive_minimum = node.exclusive_maximum, node.exclusive_minimum
-    if maximum is None and minimum is None and not multiple_of:
+    in_range = _format_range(node, server)
+    if maximum is None and minimum is None and not multiple_of and in_range is None:
         return None
 
     def check_number(value: float, old: Any, path: str, errors: list[FieldError]) -> None:
+        if in_range is not None:
+            problem = in_range(value)
+            if problem is not None:  # a plain error, so no field: `<nil>: Invalid value: ""`
+                errors.append(FieldError("", INVALID, f'Invalid value: "": {problem} in {path}'))
         if maximum is not None:
             if value > maximum or (exclusive_maximum and value == maximum):
                 relation = "less than" if exclusive_maximum else "less than or equal to"
@@ -226,6 +233,49 @@ def _number_checks(node: Node) -> Validator | None:
                                          f"a multiple of {_bound(value, multiple_of)}"))
 
     return check_number
+
+
+_INT32: Final = (-(2**31), 2**31 - 1)
+_INT64: Final = (-(2**63), 2**63 - 1)
+_FLOAT32_OVERFLOW: Final = Decimal(2**128 - 2**103)
+"""The smallest magnitude Go's ParseFloat(s, 32) rounds to infinity (and so refuses)."""
+
+
+def _format_range(node: Node, server: KubernetesVersion) -> Callable[[Any], str | None] | None:
+    """kube-openapi's `IsValueValidAgainstRange`, which the API server applies from 1.36 on
+    (`server.numeric_format_ranges`) with the schema's type and format: an integer field's value
+    must parse as an int32 (format int32) or int64 (any other), a number field's of format float
+    as a float32. The value is first printed as Go prints it (an integer as such, a float in
+    `%f` form without trailing zeros), so a float with a fraction is no integer."""
+    if not server.numeric_format_ranges or node.int_or_string:
+        return None
+    if node.type == "integer":
+        fmt = node.format if node.format in ("int32", "int64") else None
+        low, high = _INT32 if fmt == "int32" else _INT64
+        problem = ("Checked value must be of type integer "
+                   + (f"with format {fmt}" if fmt else "(default format)"))
+
+        def integer(value: Any) -> str | None:
+            text = str(value) if isinstance(value, int) else _go_f(value)
+            try:
+                return None if low <= int(text) <= high else problem
+            except ValueError:
+                return problem
+        return integer
+    if node.type == "number" and node.format == "float":
+        def float32(value: Any) -> str | None:
+            text = str(value) if isinstance(value, int) else _go_f(value)
+            fits = abs(Decimal(text)) < _FLOAT32_OVERFLOW
+            return None if fits else "Checked value must be of type number with format float"
+        return float32
+    return None
+
+
+def _go_f(value: float) -> str:
+    """strconv.FormatFloat(value, 'f', -1, 64): the shortest digits that read back as the same
+    float64, in positional notation."""
+    text = format(Decimal(repr(value)), "f")
+    return text[:-2] if text.endswith(".0") else text
 
 
 def _bound(value: Any, bound: float) -> str:

@@ -23,6 +23,7 @@ from typing import Any, Final
 from policies.cel import checked
 from policies.cel.checked import CheckedAst, Expr
 from policies.cel.engine import CRD_VARIABLES, compile_expression
+from policies.kubeversions import DEFAULT, KubernetesVersion
 
 PER_RULE_LIMIT: Final = 10_000_000
 PER_CRD_LIMIT: Final = 100_000_000
@@ -99,16 +100,16 @@ class _Decl:
     bound: str | None = None  # the schema keyword that would bound this node, when it is missing
 
 
-def _decl(schema: Mapping[str, Any], resource_root: bool) -> _Decl | None:
+def _decl(schema: Mapping[str, Any], resource_root: bool, name_cap: bool) -> _Decl | None:
     if schema.get("x-kubernetes-int-or-string"):
         return _int_or_string(schema)
     if resource_root:
-        schema = _with_type_and_object_meta(schema)
+        schema = _with_type_and_object_meta(schema, name_cap)
     kind = schema.get("type")
     if kind == "array":
-        return _array(schema)
+        return _array(schema, name_cap)
     if kind == "object":
-        return _object(schema)
+        return _object(schema, name_cap)
     if kind == "string":
         return _string(schema)
     scalars = {"boolean": ("bool", _MIN_BOOL), "number": ("double", _MIN_NUMBER),
@@ -125,11 +126,11 @@ def _int_or_string(schema: Mapping[str, Any]) -> _Decl:
     return _Decl("dyn", MAX_REQUEST_SIZE_BYTES - 2, 1, bound="maxLength")
 
 
-def _array(schema: Mapping[str, Any]) -> _Decl | None:
+def _array(schema: Mapping[str, Any], name_cap: bool) -> _Decl | None:
     items = schema.get("items")
     if not isinstance(items, Mapping):
         return None
-    elem = _decl(items, bool(items.get("x-kubernetes-embedded-resource")))
+    elem = _decl(items, bool(items.get("x-kubernetes-embedded-resource")), name_cap)
     if elem is None:
         return None
     if "maxItems" in schema:
@@ -138,10 +139,10 @@ def _array(schema: Mapping[str, Any]) -> _Decl | None:
     return _Decl("list", estimate, 2, elem=elem, bound="maxItems")
 
 
-def _object(schema: Mapping[str, Any]) -> _Decl | None:
+def _object(schema: Mapping[str, Any], name_cap: bool) -> _Decl | None:
     additional = schema.get("additionalProperties")
     if isinstance(additional, Mapping):
-        values = _decl(additional, bool(additional.get("x-kubernetes-embedded-resource")))
+        values = _decl(additional, bool(additional.get("x-kubernetes-embedded-resource")), name_cap)
         if values is None:
             return None
         if "maxProperties" in schema:
@@ -152,7 +153,7 @@ def _object(schema: Mapping[str, Any]) -> _Decl | None:
     fields: dict[str, _Decl] = {}
     min_size = 2
     for name, prop in (schema.get("properties") or {}).items():
-        prop_decl = _decl(prop, bool(prop.get("x-kubernetes-embedded-resource")))
+        prop_decl = _decl(prop, bool(prop.get("x-kubernetes-embedded-resource")), name_cap)
         if prop_decl is None:
             continue
         fields[name] = prop_decl
@@ -186,7 +187,10 @@ def _bounded_length(schema: Mapping[str, Any]) -> int:
     return max(int(schema["maxLength"]), 0) * 4
 
 
-def _with_type_and_object_meta(schema: Mapping[str, Any]) -> Mapping[str, Any]:
+def _with_type_and_object_meta(schema: Mapping[str, Any], name_cap: bool) -> Mapping[str, Any]:
+    """`WithTypeAndObjectMeta`: a resource's root always declares kind, apiVersion and
+    metadata.name and generateName (strings; with `name_cap`, as 1.37 on, of at most 253 and 252
+    bytes, or the schema's own maxLength where shorter)."""
     props = schema.get("properties") or {}
     metadata = props.get("metadata") or {}
     meta_props = metadata.get("properties") or {}
@@ -199,9 +203,18 @@ def _with_type_and_object_meta(schema: Mapping[str, Any]) -> Mapping[str, Any]:
     ):
         return schema
     string = {"type": "string"}
-    meta = {"type": "object", "properties": {"name": string, "generateName": string}}
+    meta: dict[str, Any] = {"type": "object", "properties": {"name": string, "generateName": string}}
+    if name_cap:
+        meta["properties"] = {key: _capped(meta_props.get(key) or {}, limit)
+                              for key, limit in (("name", 253), ("generateName", 252))}
     return {**schema, "properties": {**props, "kind": string, "apiVersion": string,
                                      "metadata": meta}}
+
+
+def _capped(schema: Mapping[str, Any], limit: int) -> dict[str, Any]:
+    declared = schema.get("maxLength")
+    bound = min(int(declared), limit) if declared is not None else limit
+    return {"type": "string", "maxLength": bound}
 
 
 # --- the estimate ---------------------------------------------------------------------------------
@@ -229,15 +242,17 @@ class CostEstimate:
 
 
 def estimate_cost(
-    expr: str, self_schema: Mapping[str, Any], root_is_object: bool = False
+    expr: str, self_schema: Mapping[str, Any], root_is_object: bool = False,
+    server: KubernetesVersion = DEFAULT,
 ) -> CostEstimate:
-    """The API server's worst-case estimate for rule `expr` on the schema node `self_schema`.
+    """The worst-case estimate the API server of version `server` makes for rule `expr` on the
+    schema node `self_schema`.
 
     `root_is_object` is true for a rule at the root of a custom resource (or of an embedded
     resource), where `apiVersion`, `kind` and `metadata.name` are always declared.
     Raises CelCompileError when the rule does not compile.
     """
-    root = _decl(self_schema, root_is_object)
+    root = _decl(self_schema, root_is_object, server.metadata_name_cost_cap)
     tree = compile_expression(expr, CRD_VARIABLES).tree
     coster = _Coster(tree, root)
     cost = coster.cost(tree.root)

@@ -238,8 +238,46 @@ def generated_cases() -> list[Case]:
     return cases
 
 
+GAUGES: Final = ROOT / "tests" / "integration" / "testdata" / "kubeversions" / "gauges.yaml"
+GAUGE_BASE: Final[dict[str, Any]] = {
+    "apiVersion": "fidelity.fivespot.example/v1", "kind": "Gauge",
+    "metadata": {"name": "gauge", "namespace": TENANT},
+    "spec": {"replicas": 3, "label": "ok", "limits": {"cpu": 1}},
+}
+INT32_MAX: Final = 2**31 - 1
+FLOAT32_MAX: Final = 3.4028234663852886e38
+
+
+def _gauge(field: str, value: Any, base: dict[str, Any] | None = None) -> dict[str, Any]:
+    obj = copy.deepcopy(base or GAUGE_BASE)
+    obj["spec"][field] = value
+    return obj
+
+
+def version_cases() -> list[Case]:
+    """Where the supported API servers differ (policies/kubeversions.py): numbers outside their
+    format's range (refused from 1.36 on), and CEL rule failures on a scalar and an object (1.34
+    shows the schema type as the value). Every case runs against every version's server."""
+    cases = [Case(f"versions:{field}={value!r}", _gauge(field, value)) for field, value in (
+        ("replicas", INT32_MAX), ("replicas", INT32_MAX + 1), ("replicas", -INT32_MAX - 1),
+        ("replicas", -INT32_MAX - 2), ("replicas", 2**53), ("replicas", 1e10),
+        ("bounded", 100), ("bounded", 101), ("bounded", INT32_MAX + 1), ("bounded", -(2**40)),
+        ("total", 2**63 - 1), ("total", -(2**63)), ("plain", INT32_MAX + 1),
+        ("ratio", 3.4e38), ("ratio", 3.5e38), ("ratio", -1e39), ("ratio", 1.5), ("ratio", 2**40),
+        ("exact", 1e308), ("loose", 1e300), ("counts", [1, INT32_MAX + 1, 2, -(2**33)]),
+        ("limits", {"cpu": INT32_MAX + 1}), ("limits", {"cpu": 0}), ("label", "forbidden"),
+        ("label", "x" * 21), ("replicas", "3"),
+    )]
+    # (two fields out of range at once: the server walks the properties in a Go map's order)
+    for field, value in (("replicas", INT32_MAX + 1), ("ratio", 3.5e38), ("label", "forbidden"),
+                         ("limits", {"cpu": -1})):
+        cases.append(Case(f"versions-update:{field}={value!r}", _gauge(field, value),
+                          copy.deepcopy(GAUGE_BASE)))
+    return cases
+
+
 def corpus() -> list[Case]:
-    return fixture_cases() + generated_cases()
+    return fixture_cases() + generated_cases() + version_cases()
 
 
 # --- the cluster side ---------------------------------------------------------------------------
@@ -278,6 +316,7 @@ def cluster(admin: client.ApiClient) -> Cluster:
     compiled = compile_repo(EXAMPLE / "config")
     artifacts = [a.obj for a in compiled.artifacts]
     consumer_crd = list(_documents(EXAMPLE / "consumer" / "virtualmachinepools.yaml"))
+    consumer_crd += list(_documents(GAUGES))
     crds = [o for o in artifacts if o["kind"] == "CustomResourceDefinition"] + consumer_crd
     admission = [o for o in artifacts if o["kind"] in (
         "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "TenantCapacityLimit")]
@@ -382,9 +421,10 @@ def _post_raw(objects: client.CustomObjectsApi, namespace: str, body: str) -> No
 def _plurals() -> dict[tuple[str, str], tuple[str, str]]:
     """(group, kind) -> (version, plural) of every CRD the example compiles to."""
     found = {}
-    for artifact in compile_repo(EXAMPLE / "config").artifacts:
-        if artifact.obj["kind"] == "CustomResourceDefinition":
-            spec = artifact.obj["spec"]
+    crds = [a.obj for a in compile_repo(EXAMPLE / "config").artifacts] + list(_documents(GAUGES))
+    for crd in crds:
+        if crd["kind"] == "CustomResourceDefinition":
+            spec = crd["spec"]
             found[(spec["group"], spec["names"]["kind"])] = (spec["versions"][0]["name"],
                                                             spec["names"]["plural"])
     return found
