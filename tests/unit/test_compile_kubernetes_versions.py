@@ -14,20 +14,13 @@ import pytest
 from compiler import cel_preflight
 from fivespot.cli import main as fivespot
 from compiler.compile_warnings import untested_kubernetes
-from compiler.emit.base import CRDS, Artifact
 from compiler.repo import Repo
 from compiler.spec import Platform
 from policies import kubeversions
+from tests.kubeversion_rules import LISTS_RULE, NAME_RULE, crd_with_rule
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "agent-sandbox" / "config"
-
-NAME_RULE = "self.spec.prefixes.exists(p, self.metadata.name.contains(p))"
-"""Cheap where metadata.name is at most 253 bytes (1.37's estimator), over budget where it may be
-as long as a request (1.34 to 1.36)."""
-LISTS_RULE = "self.spec.prefixes.distinct().size() == self.spec.prefixes.size()"
-"""Calls the CEL lists extension, which API servers offer new expressions from 1.35 on."""
-
 
 def platform(**spec: Any) -> Platform:
     return Platform.model_validate({"apiVersion": "config.5spot.finos.org/v1alpha1",
@@ -38,20 +31,6 @@ def platform(**spec: Any) -> Platform:
 def repo(**spec: Any) -> Repo:
     return Repo(platform=platform(**spec), consumers=(), builtin_providers=(),
                 custom_providers=(), tenants=(), fixtures=())
-
-
-def crd_with_rule(rule: str) -> Artifact:
-    """A CRD whose root carries `rule`, over a bounded list of bounded prefixes."""
-    prefixes = {"type": "array", "maxItems": 100, "items": {"type": "string", "maxLength": 64}}
-    schema = {"type": "object", "x-kubernetes-validations": [{"rule": rule}],
-              "properties": {"spec": {"type": "object", "properties": {"prefixes": prefixes}}}}
-    return Artifact(CRDS, f"{CRDS}/gates.example.com.yaml", {
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "gates.example.com"},
-        "spec": {"group": "example.com", "scope": "Namespaced",
-                 "names": {"kind": "Gate", "plural": "gates"},
-                 "versions": [{"name": "v1", "served": True, "storage": True,
-                               "schema": {"openAPIV3Schema": schema}}]}})
 
 
 def messages(target: Repo, rule: str) -> list[str]:
