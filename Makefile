@@ -41,6 +41,7 @@ test: install controlplane engines typecheck imports
 	$(BIN)/python -m pytest -m unit
 	$(MAKE) --no-print-directory test-lowest
 	$(BIN)/python -m pytest -m integration
+	$(MAKE) --no-print-directory test-versions
 
 # The unit suite and LOWEST_INTEGRATION on the lowest dependency versions pyproject.toml allows
 # (about 4 min; bounded at 20). The generated-input test runs once, in `unit`: it exercises
@@ -65,6 +66,17 @@ imports: install
 
 controlplane: install
 	$(BIN)/python -m devcluster build
+
+# Every supported minor's control plane (each cached apart; etcd built once).
+controlplane-versions: install
+	nice -n 19 $(BIN)/python -m devcluster build --all-versions
+
+# VERSION_TESTS on every supported minor but the selected one, one after the other.
+test-versions: install controlplane-versions
+	@for version in $$($(BIN)/python -m devcluster versions --others); do \
+		echo "== Kubernetes $$version: the version-dependent tests"; \
+		KUBERNETES_VERSION=$$version $(BIN)/python -m pytest -m integration -q $(VERSION_TESTS) || exit 1; \
+	done
 
 # The real GitOps engines the end-to-end tests sync with (Argo CD, Flux, kustomize, redis), pinned
 # in tools/engines/versions and built once into ~/.cache/fivespot/engines (devcluster/engines.py).

@@ -1,5 +1,5 @@
-"""`python -m devcluster build|engines|up|down`: the local control plane (and the GitOps engines
-the end-to-end tests run) from the command line.
+"""`python -m devcluster build|versions|engines|up|down`: the local control plane (and the GitOps
+engines the end-to-end tests run) from the command line.
 
 `up` leaves etcd and kube-apiserver running in the background after it returns and writes
 STATE_DIR/kubeconfig; `down` stops them and removes STATE_DIR. `build` and `up` take the
@@ -51,6 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     build = sub.add_parser("build", help="build (or reuse) kube-apiserver and etcd")
     build.add_argument("--all-versions", action="store_true",
                        help="every supported minor, one after the other")
+    versions = sub.add_parser("versions", help="print the supported Kubernetes minors, one a line")
+    versions.add_argument("--others", action="store_true",
+                          help="all but the selected one (KUBERNETES_VERSION, else the default)")
     sub.add_parser("engines", help="build (or reuse) Argo CD, Flux, kustomize and redis "
                                    "(pinned in tools/engines/versions)")
     for name in ("up", "down"):
@@ -91,6 +94,11 @@ def _command(args: argparse.Namespace) -> int:
             binaries = ensure_binaries(version=version)
             print(f"Kubernetes {version.release}\n  kube-apiserver: {binaries.kube_apiserver}\n"
                   f"  etcd: {binaries.etcd}")
+        return 0
+    if args.command == "versions":
+        selected = selected_version()
+        print("\n".join(v.minor for v in kubeversions.SUPPORTED
+                        if not (args.others and v == selected)))
         return 0
     if args.command == "engines":
         engines = ensure_engines()
