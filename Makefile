@@ -10,10 +10,27 @@ LOWEST_STAMP := $(LOWEST)/.installed
 # kubernetes client (watches, leases, status writes), the API server calling a webhook.
 LOWEST_INTEGRATION := tests/integration/test_control_plane_is_real.py \
 	tests/integration/test_webhook_server.py tests/integration/test_providers.py
+# The Kubernetes versions (policies/kubeversions.py; README "Kubernetes versions"): the whole suite
+# runs on one, KUBERNETES_VERSION (`make test KUBERNETES_VERSION=1.34`), else the default; on every
+# other supported minor, `test-versions` runs the tests whose outcome depends on the API server's
+# version: compile's CRD rules against the server, the fidelity corpus (whole Status identical),
+# the compiled example installed and its policies type-checked, the example applied wave by wave
+# with the webhook called by the API server, host governance through the webhook, the capacity
+# controller's flip, and a `fivespot init` repo installed and running.
+VERSION_TESTS := tests/integration/test_kubernetes_versions.py \
+	tests/integration/test_checker_fidelity.py \
+	tests/integration/test_compiled_example_installs.py::test_whole_example_applies_server_side_and_every_crd_is_established \
+	tests/integration/test_compiled_example_installs.py::test_every_compiled_policy_type_checks_without_warnings \
+	tests/integration/test_gitops_waves.py::test_a_first_install_straight_to_fail_refuses_no_write_after_any_healthy_wave \
+	tests/integration/test_webhook_admission.py::test_host_governance_denies_a_scheduled_capacity_on_a_governed_node_via_the_api_server \
+	tests/integration/test_capacity_controller.py::test_schedule_on_writes_the_active_value_and_reports_active \
+	tests/integration/test_install.py::test_install_from_init_runs_everything_and_a_schedule_flips_a_target
 CLUSTER_DIR := .cluster
 EXAMPLE := examples/agent-sandbox
 
 .PHONY: soak-governance install run test unit integration test-lowest typecheck imports controlplane engines cluster cluster-down clean golden demo bench bench-compile bench-check bench-webhook bench-capacity bench-providers bench-market-open bench-composite bench-deploy image image-lock reference kind
+
+.PHONY: controlplane-versions test-versions
 
 install: $(STAMP)
 
