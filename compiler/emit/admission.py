@@ -34,8 +34,8 @@ def _match_scap() -> dict[str, Any]:
 
 
 def _policy(name: str, validations: list[rules.Validation], variables: list[rules.Variable],
-            param_kind: dict[str, str] | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"failurePolicy": "Fail", "matchConstraints": _match_scap()}
+            param_kind: dict[str, str] | None = None, failure_policy: str = "Fail") -> dict[str, Any]:
+    spec: dict[str, Any] = {"failurePolicy": failure_policy, "matchConstraints": _match_scap()}
     if param_kind:
         spec["paramKind"] = param_kind
     if variables:
@@ -77,7 +77,8 @@ def policies(repo: Repo) -> list[dict[str, Any]]:
         found.append(_policy(
             rules.TENANT_LIMITS, list(rules.TENANT_LIMIT_VALIDATIONS),
             list(rules.TENANT_LIMIT_VARIABLES),
-            {"apiVersion": tenant_limit.API_VERSION, "kind": tenant_limit.KIND}))
+            {"apiVersion": tenant_limit.API_VERSION, "kind": tenant_limit.KIND},
+            rules.TENANT_LIMITS_FAILURE_POLICY))
         found += [tenant_binding(t) for t in repo.tenants]
     return found
 

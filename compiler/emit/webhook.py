@@ -54,6 +54,7 @@ from compiler.emit.base import ADMISSION, WEBHOOK_CONFIG, WORKLOADS, Artifact, m
 from compiler.emit.workloads import WEBHOOK_PORT_NAME, cert_manager, selector
 from compiler.repo import Repo
 from compiler.spec import NetworkPeer
+from policies import admission as admission_rules
 
 SERVICE_PORT: Final = 443
 HOST_GOVERNANCE: Final = "host-governance.5spot.finos.org"
@@ -183,15 +184,23 @@ def _webhook(repo: Repo, name: str, path: str, rules: list[dict[str, Any]],
     return hook
 
 
+def emergency_stop_condition() -> dict[str, str]:
+    """ScheduledCapacity updates that only stop the object skip the webhook (`policies.admission`
+    EMERGENCY_STOP): the kill switch and `enabled: false` work while the webhook is down."""
+    return {"name": admission_rules.EMERGENCY_STOP_CONDITION,
+            "expression": admission_rules.EMERGENCY_STOP}
+
+
 def webhooks(repo: Repo) -> list[dict[str, Any]]:
+    stop = [emergency_stop_condition()]
     found = [
-        _webhook(repo, HOST_GOVERNANCE, HOST_GOVERNANCE_PATH, _scap_rules()),
-        _webhook(repo, FIELD_GOVERNANCE, FIELD_GOVERNANCE_PATH, _scap_rules()),
+        _webhook(repo, HOST_GOVERNANCE, HOST_GOVERNANCE_PATH, _scap_rules(), stop),
+        _webhook(repo, FIELD_GOVERNANCE, FIELD_GOVERNANCE_PATH, _scap_rules(), stop),
         _webhook(repo, TARGET_GUARD, TARGET_GUARD_PATH, consumer_rules(repo),
                  [capacity_identity_condition(repo)], namespaces=target_guard_namespaces(repo)),
     ]
     if repo.polyfill:
-        found.append(_webhook(repo, VAP_POLYFILL, VAP_POLYFILL_PATH, _scap_rules()))
+        found.append(_webhook(repo, VAP_POLYFILL, VAP_POLYFILL_PATH, _scap_rules(), stop))
     return found
 
 
