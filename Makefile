@@ -28,7 +28,7 @@ VERSION_TESTS := tests/integration/test_kubernetes_versions.py \
 CLUSTER_DIR := .cluster
 EXAMPLE := examples/agent-sandbox
 
-.PHONY: soak-governance install run test unit integration test-lowest typecheck imports controlplane engines cluster cluster-down clean golden demo bench bench-compile bench-check bench-webhook bench-capacity bench-providers bench-market-open bench-composite bench-deploy image image-lock reference kind
+.PHONY: soak-governance install run test unit-then-lowest unit integration test-lowest typecheck imports controlplane engines cluster cluster-down clean golden demo bench bench-compile bench-check bench-webhook bench-capacity bench-providers bench-market-open bench-composite bench-deploy bench-gitops image image-lock reference kind
 
 .PHONY: controlplane-versions test-versions
 
@@ -52,12 +52,18 @@ $(LOWEST_STAMP): pyproject.toml tools/lower_bounds.py $(STAMP)
 	@touch $@
 
 # Builds (or reuses) the control plane, then the whole suite: the type check, the layer contracts,
-# unit tests, the lower bounds, then integration tests. pytest exits 5 when it collects no test;
-# make treats that as a failure.
-test: install controlplane engines typecheck imports
+# unit tests and the lower bounds, then integration tests. The GitOps engines the last integration
+# tests sync with (`make engines`) build (or are reused) beside the unit tests and the lower
+# bounds, which leave a core mostly idle: a cold engine build is ~15 minutes of both cores
+# (README "Real Argo CD and Flux in the tests"). pytest exits 5 when it collects no test; make
+# treats that as a failure.
+test: install controlplane typecheck imports
+	$(MAKE) --no-print-directory -j2 unit-then-lowest engines
+	$(BIN)/python -m pytest -m integration
+
+unit-then-lowest: install controlplane
 	$(BIN)/python -m pytest -m unit
 	$(MAKE) --no-print-directory test-lowest
-	$(BIN)/python -m pytest -m integration
 	$(MAKE) --no-print-directory test-versions
 
 # The unit suite and LOWEST_INTEGRATION on the lowest dependency versions pyproject.toml allows
@@ -136,7 +142,7 @@ demo: install controlplane
 	$(BIN)/python -m devcluster.demo
 
 # Benchmarks (not tests): each prints its numbers; record them in bench/RESULTS.md.
-bench: bench-compile bench-check bench-webhook bench-capacity bench-providers bench-composite bench-deploy
+bench: bench-compile bench-check bench-webhook bench-capacity bench-providers bench-composite bench-deploy bench-gitops
 
 bench-compile: install
 	$(BIN)/python bench/compile/run.py
@@ -168,3 +174,7 @@ bench-composite: install controlplane
 # The image build (time, reproducibility, size) and `fivespot install` until Available.
 bench-deploy: install controlplane
 	$(BIN)/python bench/deploy/run.py
+
+# From a push to the config repo to the policy in force, with real Argo CD and real Flux.
+bench-gitops: install controlplane engines
+	$(BIN)/python bench/gitops/run.py
