@@ -11,6 +11,9 @@ Capacity controller (`fivespot-capacity-controller`, only when the repo has a co
     `status.nodeRef.name` (one host, one governor).
   - every provider plural in spotschedules.5spot.finos.org: get, list, watch — it reads only the
     provider's status, never writes it (provider contract).
+  - tenantcapacitylimits (policy.5spot.finos.org, when installed): get, list, watch — the
+    tenant limits in force now: an object a tightened TenantPolicy denies gets nothing above
+    them (it is handed back to 0 and reported), whatever admission let through earlier.
   - each consumer's group/resource: get, list, watch, patch — watch the target (drain counter,
     `TargetResolved`) and merge-patch the single gated field. No create (an unresolved target is
     a condition), no delete (drain belongs to the consumer), no Secrets, no CAPI: compromising
@@ -167,6 +170,8 @@ def capacity_rules(repo: Repo) -> list[Rule]:
     ]
     if plurals := _provider_plurals(repo):
         rules.append(Rule(scap.PROVIDER_GROUP, plurals, READ))
+    if _params_installed(repo):
+        rules.append(Rule(crds.TENANT_LIMIT.group, (crds.TENANT_LIMIT.plural,), READ))
     return normalize(rules + _consumer_rules(repo))
 
 

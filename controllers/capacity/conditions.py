@@ -87,6 +87,9 @@ class Reason:
     # HostGovernanceConflict
     HOST_GOVERNANCE_CONFLICT: Final = "HostGovernanceConflict"
     NODE_GOVERNED_BY_MACHINE: Final = "NodeGovernedByScheduledMachine"
+    OUT_OF_POLICY: Final = "OutOfPolicy"
+    """The policies in force now deny the object as stored (a tightened TenantPolicy)."""
+    POLICY_LOOKUP_FAILED: Final = "PolicyLookupFailed"
     NO_CONFLICT: Final = "NoScheduledMachineOnNode"
     NODE_NAME_UNSET: Final = "NodeNameUnset"
     MACHINE_LOOKUP_FAILED: Final = "MachineLookupFailed"

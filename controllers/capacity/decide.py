@@ -90,8 +90,11 @@ from controllers.capacity.observations import (
     DecisionInput,
     InvalidSpec,
     MachineNode,
+    OutOfPolicy,
+    PolicyObservation,
     TargetFound,
     TargetNotFound,
+    WithinPolicy,
     as_count,
 )
 from controllers.capacity.patches import status_patch, target_patch
@@ -148,6 +151,7 @@ class _Cause(Enum):
     KILL_SWITCH = Reason.KILL_SWITCH
     DISABLED = Reason.DISABLED
     CONFLICT = Reason.HOST_GOVERNANCE_CONFLICT
+    OUT_OF_POLICY = Reason.OUT_OF_POLICY
     SCHEDULE_NEVER_RESOLVED = Reason.SCHEDULE_NEVER_RESOLVED
     SCHEDULE_INACTIVE = Reason.SCHEDULE_INACTIVE
     SCHEDULE_ACTIVE = Reason.CAPACITY_ACTIVE
@@ -188,11 +192,14 @@ def decide(inp: DecisionInput) -> Decision:
     prior = inp.prior
     schedule_state, schedule_obs = _schedule(inp.schedule, spec, prior, now)
     conflict, conflict_obs = _conflict(spec, inp.machines, prior)
-    cause = _cause(spec, inp.schedule, schedule_state, conflict)
+    cause = _cause(spec, inp.schedule, schedule_state, conflict, inp.policy)
     if cause is None:
         if isinstance(inp.schedule, LookupFailed):
             message = f"reading the schedule provider: {inp.schedule.message}"
             return _hold(inp, Reason.SCHEDULE_LOOKUP_FAILED, message, now)
+        if isinstance(inp.policy, LookupFailed):
+            message = f"reading the tenant limits in force: {inp.policy.message}"
+            return _hold(inp, Reason.POLICY_LOOKUP_FAILED, message, now)
         assert isinstance(inp.machines, LookupFailed)  # the only other open question
         message = f"listing ScheduledMachines: {inp.machines.message}"
         return _hold(inp, Reason.MACHINE_LOOKUP_FAILED, message, now)
@@ -214,7 +221,8 @@ def decide(inp: DecisionInput) -> Decision:
         target_obs = cond.true(cond.TARGET_RESOLVED, Reason.TARGET_FOUND, f"{_target(spec, inp)} exists")
 
     ready_reason = Reason.CAPACITY_ACTIVE if capacity.phase is Phase.ACTIVE else _ready_reason(cause, inp.target)
-    progress = cond.settle(ready_reason, capacity.summary, _stalled(cause, capacity, conflict_obs),
+    progress = cond.settle(ready_reason, capacity.summary,
+                           _stalled(cause, capacity, conflict_obs, inp.policy),
                            _reconciling(cause, capacity))
     observations = (*progress, schedule_obs, target_obs, capacity.capacity, capacity.handback, conflict_obs,
                     _field_observation(spec, inp, standing))
@@ -484,8 +492,13 @@ def _cause(
     observed: ScheduleObservation,
     schedule: ScheduleState | None,
     conflict: bool | None,
+    policy: PolicyObservation = WithinPolicy(),
 ) -> _Cause | None:
-    """The first rule that applies, or None when a failed lookup leaves the answer open."""
+    """The first rule that applies, or None when a failed lookup leaves the answer open. An
+    object the policies in force now deny is handed back like a closing schedule: the value
+    goes to 0 (zero first, then the drain wait, as every handback), never above what the
+    tenant's current limits allow, until the object complies (lowering its value is always
+    admitted) or the policy is relaxed."""
     if spec.kill_switch:
         return _Cause.KILL_SWITCH
     if not spec.enabled:
@@ -497,7 +510,9 @@ def _cause(
         return None if isinstance(observed, LookupFailed) else _Cause.SCHEDULE_NEVER_RESOLVED
     if not active:
         return _Cause.SCHEDULE_INACTIVE
-    if conflict is None:
+    if isinstance(policy, OutOfPolicy):
+        return _Cause.OUT_OF_POLICY
+    if conflict is None or isinstance(policy, LookupFailed):
         return None
     return _Cause.SCHEDULE_ACTIVE
 
@@ -734,6 +749,7 @@ _CAUSE_SENTENCE = {
     _Cause.KILL_SWITCH: "spec.killSwitch is set",
     _Cause.DISABLED: "spec.enabled is false",
     _Cause.CONFLICT: "a ScheduledMachine governs spec.nodeName",
+    _Cause.OUT_OF_POLICY: "the admission policies in force now deny this object",
     _Cause.SCHEDULE_NEVER_RESOLVED: "the schedule has never resolved and is treated as inactive",
     _Cause.SCHEDULE_INACTIVE: "the schedule is inactive",
     _Cause.SCHEDULE_ACTIVE: "the schedule is active",
@@ -744,12 +760,19 @@ _HANDBACK_UNDER_WAY: Final = frozenset(
     {Reason.AWAITING_ZERO_WRITE, Reason.AWAITING_DRAIN, Reason.DRAIN_COUNTER_UNREADABLE})
 
 
-def _stalled(cause: _Cause, capacity: _Capacity, conflict: Observation) -> Observation | None:
+def _stalled(cause: _Cause, capacity: _Capacity, conflict: Observation,
+             policy: PolicyObservation = WithinPolicy()) -> Observation | None:
     """Stalled=True: the controller cannot reach the desired state without a person."""
     if capacity.phase is Phase.HANDBACK_TIMED_OUT or capacity.handback.reason == Reason.HANDBACK_TIMED_OUT:
         return cond.true(cond.STALLED, Reason.HANDBACK_TIMED_OUT, capacity.summary)
     if cause is _Cause.CONFLICT:
         return cond.true(cond.STALLED, Reason.HOST_GOVERNANCE_CONFLICT, conflict.message)
+    if cause is _Cause.OUT_OF_POLICY and isinstance(policy, OutOfPolicy):
+        return cond.true(cond.STALLED, Reason.OUT_OF_POLICY, _bounded(
+            "the admission policies in force now deny this object, so its capacity is handed "
+            "back to 0 and held there: " + "; ".join(policy.messages) + ". Change the object to "
+            "comply (lowering spec.capacity.activeValue, disabling it or its kill switch is "
+            "always admitted) or ask the platform team", 32768))
     return None
 
 
@@ -840,6 +863,8 @@ def _machine_side(spec: ScheduledCapacitySpec, inp: DecisionInput) -> list[Event
 def _is_trouble(condition: Condition) -> bool:
     """A condition worth a Warning event when it turns up (Ready and Error are covered by phase)."""
     if condition.type == cond.HOST_GOVERNANCE_CONFLICT:
+        return condition.status is ConditionStatus.TRUE
+    if condition.type == cond.STALLED and condition.reason == Reason.OUT_OF_POLICY:
         return condition.status is ConditionStatus.TRUE
     return (
         condition.type in (cond.SPOT_SCHEDULE_RESOLVED, cond.TARGET_RESOLVED)

@@ -68,6 +68,23 @@ MachinesObservation = tuple[MachineNode, ...] | LookupFailed
 
 
 @dataclass(frozen=True)
+class WithinPolicy:
+    """The admission policies in force now would admit this object as it is (or none apply)."""
+
+
+@dataclass(frozen=True)
+class OutOfPolicy:
+    """The admission policies in force now would deny this object if it were created today
+    (a TenantPolicy tightened after it was stored): their own messages, as `fivespot check`
+    gives them."""
+
+    messages: tuple[str, ...]
+
+
+PolicyObservation = WithinPolicy | OutOfPolicy | LookupFailed
+
+
+@dataclass(frozen=True)
 class DecisionInput:
     """Everything `decide` looks at. `now` is injected so the function stays pure."""
 
@@ -85,6 +102,8 @@ class DecisionInput:
     field_standing: Standing = Governs()
     """Whether this object governs its field or an older ScheduledCapacity does
     (`api.fieldgovernance.standing` over the claims on the same target)."""
+    policy: PolicyObservation = WithinPolicy()
+    """Whether the tenant's policies in force now allow the object (the params in the cluster)."""
 
 
 def parse_spec(raw: object) -> ScheduledCapacitySpec | InvalidSpec:

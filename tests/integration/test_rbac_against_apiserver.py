@@ -82,6 +82,7 @@ def intended(identity: str, group: str, *, in_install_namespace: bool) -> set[Pe
                  | each("scheduledmachines.5spot.finos.org", READ)
                  | each("manualschedules.spotschedules.5spot.finos.org", READ)
                  | each("changefreezes.spotschedules.5spot.finos.org", READ)
+                 | each("tenantcapacitylimits.policy.5spot.finos.org", READ)
                  | each(f"pools.{group}", READ + ("patch",)) | events)
         return found | leases if in_install_namespace else found
     if identity == MANUAL:

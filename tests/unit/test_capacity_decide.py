@@ -45,6 +45,8 @@ from controllers.capacity.conditions import (
 )
 from controllers.capacity.decide import Decision, decide, status_patch, target_patch, write_failed
 from controllers.capacity.observations import (
+    PolicyObservation,
+    WithinPolicy,
     ABSENT,
     DecisionInput,
     MachineNode,
@@ -105,6 +107,7 @@ def given(
     now: datetime = NOW,
     generation: int = 1,
     field_standing: Standing = Governs(),
+    policy: PolicyObservation = WithinPolicy(),
 ) -> DecisionInput:
     return DecisionInput(
         namespace="tenant-a",
@@ -118,6 +121,7 @@ def given(
         prior=prior,
         now=now,
         field_standing=field_standing,
+        policy=policy,
     )
 
 
@@ -1054,3 +1058,31 @@ def test_a_failed_write_changes_only_capacity_written_and_readiness_and_repeats_
     recovered = decide(retry).status.condition(CAPACITY_WRITTEN)
     assert recovered is not None and recovered.status is ConditionStatus.TRUE
     assert recovered.last_transition_time == NOW + timedelta(minutes=2)
+
+
+# --- the policies in force now -------------------------------------------------------------------
+
+
+def test_an_object_the_tightened_policy_denies_is_handed_back_to_0_loudly() -> None:
+    from controllers.capacity.observations import OutOfPolicy
+
+    message = ("fivespot-tenant-limits: spec.capacity.activeValue 8 exceeds the limit 5 of "
+               "TenantPolicy agents; set it to at most 5")
+    active = after(given(target=TargetFound(ACTIVE_VALUE, 0)))
+    decision = decide(given(target=TargetFound(ACTIVE_VALUE, 0), prior=active,
+                            policy=OutOfPolicy((message,))))
+    assert decision.write == 0, "never above what the limits allow: the handback's zero first"
+    assert decision.status.phase is Phase.HANDING_BACK
+    stalled = decision.status.condition(STALLED)
+    assert stalled is not None and stalled.reason == "OutOfPolicy" and message in stalled.message
+    assert ("Warning", "OutOfPolicy") in [(e.type, e.reason) for e in decision.events]
+
+
+def test_a_closed_window_out_of_policy_is_simply_inactive_and_a_failed_policy_lookup_holds() -> None:
+    from controllers.capacity.observations import OutOfPolicy
+
+    closed = decide(given(schedule=Resolved(False), target=TargetFound(0, 0),
+                          policy=OutOfPolicy(("denied",))))
+    assert closed.write is None and closed.status.condition(STALLED) is None
+    held = decide(given(target=TargetFound(0, 0), policy=LookupFailed("params cache not synced")))
+    assert held.write is None and held.transient is not None, "the active value waits for the limits"
