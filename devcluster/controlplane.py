@@ -202,6 +202,10 @@ class ControlPlane:
             f"--etcd-servers={etcd_url}",
             f"--secure-port={secure_port}", f"--bind-address={self.bind_address}",
             "--advertise-address=127.0.0.1",
+            # No reconciler for the `kubernetes` Service's endpoints: 1.37 refuses a loopback
+            # address there, and nothing here routes through that Service (pods reach the server
+            # at their gateway, tests/integration/kubelet.py).
+            "--endpoint-reconciler-type=none",
             f"--cert-dir={self.state_dir / 'apiserver-certs'}",
             f"--tls-cert-file={c.serving_cert}", f"--tls-private-key-file={c.serving_key}",
             f"--client-ca-file={c.client_ca}",
