@@ -1,7 +1,8 @@
 """The names of fivespot's components and identities, shared by the compiler and the processes.
 
 One identity per component (seed 000: compromising one must not grant another's powers): the
-capacity controller, the machine controller, the webhook, and one per built-in provider (`api.providers` lists them).
+capacity controller, the machine controller, the audit controller, the webhook, and one per built-in
+provider (`api.providers` lists them).
 The compiler names Deployments, ServiceAccounts, Roles and Lease names with these; the running
 processes look for the same names, so RBAC and what a process asks for cannot disagree.
 """
@@ -12,6 +13,7 @@ from typing import Final
 
 CAPACITY_CONTROLLER: Final = "fivespot-capacity-controller"
 MACHINE_CONTROLLER: Final = "fivespot-machine-controller"
+AUDIT_CONTROLLER: Final = "fivespot-audit-controller"
 WEBHOOK: Final = "fivespot-webhook"
 BUNDLE_CONFIGMAP: Final = "fivespot-bundle"
 BUNDLE_KEY: Final = "bundle.json"

@@ -1,4 +1,4 @@
-"""`python -m controllers capacity|machine --bundle PATH ...`: run a controller without the `fivespot`
+"""`python -m controllers capacity|machine|audit --bundle PATH ...`: run a controller without the `fivespot`
 entry point (tests, the demo and the benchmark start controllers this way)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from commandline import boundary
-from controllers.cli import EXIT_BAD_INPUT, add_capacity, add_machine
+from controllers.cli import EXIT_BAD_INPUT, add_audit, add_capacity, add_machine
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -16,6 +16,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", metavar="CONTROLLER")
     add_capacity(sub)
     add_machine(sub)
+    add_audit(sub)
     boundary.add_debug_flag(parser)
     args = parser.parse_args(argv)
     handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)

@@ -34,12 +34,22 @@ def add_machine(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
+def add_audit(subparsers: Any) -> argparse.ArgumentParser:
+    """The `audit` subcommand: PolicyReports of what the policies in force now deny."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "audit", help="run the audit controller (PolicyReports of objects out of policy)")
+    add_runtime_flags(parser)
+    parser.set_defaults(handler=run_audit)
+    return parser
+
+
 def register(subparsers: Any) -> None:
-    """Add `controller capacity` and `controller machine` to a parser's subcommands."""
+    """Add `controller capacity|machine|audit` to a parser's subcommands."""
     controller = subparsers.add_parser("controller", help="run a fivespot controller")
     sub = controller.add_subparsers(dest="controller", metavar="CONTROLLER", required=True)
     add_capacity(sub)
     add_machine(sub)
+    add_audit(sub)
 
 
 def run_capacity(args: argparse.Namespace) -> int:
@@ -60,3 +70,9 @@ def run_machine(args: argparse.Namespace) -> int:
     return serve(args, "machine controller", machine_manager, check=needs_machines)
 
 
+
+
+def run_audit(args: argparse.Namespace) -> int:
+    from controllers.audit.controller import audit_manager
+
+    return serve(args, "audit controller", audit_manager)

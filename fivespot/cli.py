@@ -27,6 +27,7 @@ RUNTIME_COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "uninstall": ("deploy.cli:register_uninstall", "delete what `fivespot install` applied"),
     "dev": ("devcluster.dev", "run a config repo on a local control plane, components as processes"),
     "schedule": ("fivespot.preview", "preview schedules offline (schedule preview)"),
+    "audit": ("fivespot.audit", "which stored objects a compiled output's policies would deny"),
 }
 """Long-running commands, each registered by its package's `register(subparsers)`. They import the
 Kubernetes client, so a module is loaded only when its command is asked for, and `fivespot

@@ -121,6 +121,7 @@ class Manager:
         self._workers: Controller | None = None
         self._reconciler: Reconciler | None = None
         self._on_started: list[Callable[[str], None]] = []
+        self._on_stopped: list[Callable[[str], None]] = []
         self._on_handing_back: list[Callable[[str], None]] = []
         self._on_stopping: list[Callable[[], None]] = []
         self._readiness: list[Callable[[], bool]] = []
@@ -148,27 +149,32 @@ class Manager:
         return watches
 
     def reconcile(self, kind: Primary, reconciler: Reconciler, *,
-                  predicate: Predicate | None = None, related: Related | None = None) -> Informer:
+                  predicate: Predicate | None = None, related: Related | None = None,
+                  key: Callable[[Obj], str] | None = None) -> Informer:
         """Make `reconciler` the controller of `kind` (one per Manager): its informer, whose
         events queue their keys, minus our own writes coming back and what `predicate` turns
-        away; `related` queues the other keys an event concerns."""
+        away; `related` queues the other keys an event concerns. `key` maps an object to the
+        key reconciled (default its own `namespace/name`; the audit reconciles a namespace)."""
         if self._primary is not None:
             raise ValueError("a Manager reconciles one kind")
         primary = self.informer(kind.group, kind.version, kind.plural)
         self._primary, self._kind, self._reconciler = primary, kind, reconciler
 
         def on_event(event: str, obj: Obj, old: Obj | None) -> None:
-            key = kube.object_key(obj)
-            seen = self.own.observe(key, obj, deleted=event == DELETED)
+            own_key = kube.object_key(obj)
+            seen = self.own.observe(own_key, obj, deleted=event == DELETED)
             if seen.seen is Seen.OWN:
                 return
             if predicate is not None and not predicate(event, obj, old):
                 return
             if related is not None:
                 related(event, obj, old)
-            if seen.seen is Seen.HELD or event == DELETED:
+            if seen.seen is Seen.HELD:
                 return
-            self.enqueue(key)
+            if key is not None:
+                self.enqueue(key(obj))
+            elif event != DELETED:
+                self.enqueue(own_key)
 
         primary.add_handler(on_event)
         self._workers = Controller(self.component, self.queue, reconciler.reconcile,
@@ -178,6 +184,10 @@ class Manager:
     def on_started_leading(self, hook: Callable[[str], None]) -> None:
         """Called with a partition this replica just took, before its objects are queued."""
         self._on_started.append(hook)
+
+    def on_stopped_leading(self, hook: Callable[[str], None]) -> None:
+        """Called with a partition this replica no longer leads."""
+        self._on_stopped.append(hook)
 
     def on_handing_back(self, hook: Callable[[str], None]) -> None:
         """Called with a partition whose in-flight reconciles have finished, before its lease
@@ -295,6 +305,8 @@ class Manager:
 
     def _stopped_leading(self, partition: str) -> None:
         # Keys already queued are dropped by the reconcile, which checks leadership first.
+        for hook in self._on_stopped:
+            hook(partition)
         log.info("no longer leading partition",
                  extra={"controller": self.component, "partition": partition})
 

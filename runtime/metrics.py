@@ -81,3 +81,10 @@ SPOT_SCHEDULE_RESOLUTION_ERRORS: Final = Counter(
     "ScheduleLookupFailed.",
     ["controller", "reason"],
 )
+OUT_OF_POLICY: Final = Gauge(
+    "fivespot_objects_out_of_policy",
+    "ScheduledCapacities the admission policies in force now would deny (a TenantPolicy tightened "
+    "after they were stored), per namespace, in the partitions this replica leads: each is held "
+    "at 0 by the capacity controller and listed in its namespace's PolicyReport.",
+    ["namespace"],
+)

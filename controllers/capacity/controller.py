@@ -59,13 +59,11 @@ from api.kinds.scheduled_capacity import (
 from api.provider_contract import LookupFailed, ScheduleObservation
 from controllers.capacity import conditions as cond
 from controllers.capacity.decide import Decision, Event, decide, refusal, write_failed
-from policies.admission_eval import NamespaceRequired, PolicySet, review
+from controllers.inforce import PoliciesInForce
 from controllers.capacity.observations import (
     DecisionInput,
     InvalidSpec,
     MachinesObservation,
-    OutOfPolicy,
-    PolicyObservation,
     TargetFound,
     TargetNotFound,
     TargetObservation,
@@ -82,8 +80,6 @@ from runtime.clock import SYSTEM_CLOCK, Clock
 from runtime.controller import Result
 from runtime.fresh import fresh_list
 from runtime.kube import ApiClient, ResolvedKind
-from runtime.informer import Informer
-from runtime.kindwatches import NOT_SERVED
 from runtime.manager import Manager, Primary, Settings
 from runtime.ownwrites import OwnWrites, Seen
 from runtime.schedules import read_schedule
@@ -197,18 +193,8 @@ class CapacityReconciler:
             self.providers.want(provider.group, provider.kind)
         for consumer in self.settings.bundle.consumers:
             self.targets.want(consumer.group, consumer.kind)
-        admission = self.settings.bundle.admission
-        self.policies = (PolicySet.compile(list(admission.policies), list(admission.params))
-                         if admission.policies else None)
-        """The admission policies as compiled, with the compiled params; `_policy_set` swaps in
-        the params objects in the cluster when their kind is served (a TenantPolicy tightened
-        there is in force at once)."""
-        self.limits = mgr.kind_watches(self._on_limits)
-        if self.policies is not None:
-            for api_version, kind in sorted(self.policies.param_kinds):
-                self.limits.want(api_group(api_version), kind)
-        self._with_params: tuple[tuple[str | None, ...], PolicySet] | None = None
-        self._policy_lock = threading.Lock()
+        self.in_force = PoliciesInForce(mgr, self._on_limits)
+        """The admission policies with the tenant limits in force in the cluster now."""
         self.target_writes = OwnWrites()
         """Target ref key -> our last merge patch of it (`runtime.ownwrites`), tagged ACTIVE for
         a write of the active value (its echo needs no reconcile) or ZERO (its echo completes a
@@ -314,51 +300,6 @@ class CapacityReconciler:
                 return TargetNotFound()
             return LookupFailed(f"reading the target: {failure}")
 
-    def _policy_set(self) -> PolicySet | LookupFailed | None:
-        """The policies with the params in force now: the cluster's objects of each params kind
-        when it is served (watched), the compiled ones when it is not (webhook-only enforcement
-        installs no params CRD)."""
-        if self.policies is None:
-            return None
-        informers: list[Informer] = []
-        for api_version, kind in sorted(self.policies.param_kinds):
-            group = api_group(api_version)
-            watched = self.limits.get(group, kind)
-            if watched is not None and watched.informer is None and watched.last_error == NOT_SERVED:
-                continue
-            if watched is None or watched.informer is None:
-                error = (watched.last_error if watched else None) or "pending"
-                return LookupFailed(f"resolving {kind}.{group}: {error}")
-            if not watched.informer.has_synced():
-                return LookupFailed(f"the {kind} cache has not synced yet")
-            informers.append(watched.informer)
-        if not informers:
-            return self.policies
-        params = [obj for informer in informers for obj in informer.list()]
-        versions = tuple(sorted(str(_mapping(o.get("metadata")).get("resourceVersion"))
-                                for o in params))
-        with self._policy_lock:
-            if self._with_params is None or self._with_params[0] != versions:
-                self._with_params = (versions, self.policies.with_params(params))
-            return self._with_params[1]
-
-    def _observe_policy(self, obj: Obj) -> PolicyObservation:
-        """Whether the policies in force now would admit `obj` were it created today — decided
-        as `fivespot check` decides it, with the same messages."""
-        policies = self._policy_set()
-        if policies is None:
-            return WithinPolicy()
-        if isinstance(policies, LookupFailed):
-            return policies
-        meta = _mapping(obj.get("metadata"))
-        try:
-            verdict = review(policies, as_created(obj, str(meta.get("namespace", ""))))
-        except NamespaceRequired as needed:  # a selector on namespace labels: not compiled so
-            return LookupFailed(str(needed))
-        if verdict.allowed:
-            return WithinPolicy()
-        return OutOfPolicy(tuple(v.message for v in verdict.violations))
-
     def _field_standing(self, obj: Obj) -> Standing:
         """This object's standing among the ScheduledCapacities naming its target, from the
         cache. The cache is one watch over every namespace, delivered in resourceVersion order,
@@ -420,7 +361,7 @@ class CapacityReconciler:
             namespace=namespace, name=name, generation=int(meta.get("generation") or 0),
             spec=spec, schedule=schedule, target=target, machines=machines, allowlist=entry,
             prior=prior, now=self.mgr.clock.now(), field_standing=self._field_standing(obj),
-            policy=self._observe_policy(obj) if isinstance(spec, ScheduledCapacitySpec)
+            policy=self.in_force.observe(obj) if isinstance(spec, ScheduledCapacitySpec)
             else WithinPolicy(),
         )
         decision = decide(inp)
@@ -619,20 +560,6 @@ class CapacityReconciler:
         machine = self.machines.get(namespace, event.machine)
         if machine is not None:
             self.mgr.record(machine, event.type, event.reason, event.message)
-
-
-def as_created(obj: Obj, namespace: str) -> dict[str, Any]:
-    """The AdmissionRequest of creating `obj` today: what the policies in force would say of it
-    (an UPDATE would be ratcheted: admitted for being no worse than before)."""
-    kind = {"group": scap.GROUP, "version": scap.VERSION, "kind": scap.KIND}
-    resource = {"group": scap.GROUP, "version": scap.VERSION, "resource": scap.PLURAL}
-    meta = _mapping(obj.get("metadata"))
-    return {"uid": "", "kind": kind, "resource": resource, "subResource": "",
-            "requestKind": kind, "requestResource": resource, "requestSubResource": "",
-            "name": str(meta.get("name") or ""), "namespace": namespace, "operation": "CREATE",
-            "userInfo": {"username": "system:serviceaccount:fivespot:audit"}, "object": obj,
-            "oldObject": None, "dryRun": False,
-            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"}}
 
 
 def _generation_changed(event: str, obj: Obj, old: Obj | None) -> bool:

@@ -26,6 +26,9 @@ from api.fieldpath import capacity_path_error, drained_path_error, split_path
 from api.kinds.scheduled_capacity import ScheduledCapacitySpec, ScheduledCapacityStatus
 from api.kinds.scheduled_machine import governed_node
 from api.kinds.invalid import InvalidSpec as InvalidSpec
+from controllers.inforce import OutOfPolicy as OutOfPolicy
+from controllers.inforce import PolicyObservation as PolicyObservation
+from controllers.inforce import WithinPolicy as WithinPolicy
 from api.provider_contract import LookupFailed, ScheduleObservation
 
 
@@ -67,21 +70,6 @@ class MachineNode:
 MachinesObservation = tuple[MachineNode, ...] | LookupFailed
 
 
-@dataclass(frozen=True)
-class WithinPolicy:
-    """The admission policies in force now would admit this object as it is (or none apply)."""
-
-
-@dataclass(frozen=True)
-class OutOfPolicy:
-    """The admission policies in force now would deny this object if it were created today
-    (a TenantPolicy tightened after it was stored): their own messages, as `fivespot check`
-    gives them."""
-
-    messages: tuple[str, ...]
-
-
-PolicyObservation = WithinPolicy | OutOfPolicy | LookupFailed
 
 
 @dataclass(frozen=True)

@@ -1065,12 +1065,14 @@ def test_a_failed_write_changes_only_capacity_written_and_readiness_and_repeats_
 
 def test_an_object_the_tightened_policy_denies_is_handed_back_to_0_loudly() -> None:
     from controllers.capacity.observations import OutOfPolicy
+    from policies.admission_eval import Violation
 
     message = ("fivespot-tenant-limits: spec.capacity.activeValue 8 exceeds the limit 5 of "
                "TenantPolicy agents; set it to at most 5")
     active = after(given(target=TargetFound(ACTIVE_VALUE, 0)))
     decision = decide(given(target=TargetFound(ACTIVE_VALUE, 0), prior=active,
-                            policy=OutOfPolicy((message,))))
+                            policy=OutOfPolicy((Violation("vap", "fivespot-tenant-limits",
+                                                          "spec.capacity.activeValue", message),))))
     assert decision.write == 0, "never above what the limits allow: the handback's zero first"
     assert decision.status.phase is Phase.HANDING_BACK
     stalled = decision.status.condition(STALLED)
@@ -1080,9 +1082,10 @@ def test_an_object_the_tightened_policy_denies_is_handed_back_to_0_loudly() -> N
 
 def test_a_closed_window_out_of_policy_is_simply_inactive_and_a_failed_policy_lookup_holds() -> None:
     from controllers.capacity.observations import OutOfPolicy
+    from policies.admission_eval import Violation
 
     closed = decide(given(schedule=Resolved(False), target=TargetFound(0, 0),
-                          policy=OutOfPolicy(("denied",))))
+                          policy=OutOfPolicy((Violation("vap", "p", None, "denied"),))))
     assert closed.write is None and closed.status.condition(STALLED) is None
     held = decide(given(target=TargetFound(0, 0), policy=LookupFailed("params cache not synced")))
     assert held.write is None and held.transient is not None, "the active value waits for the limits"

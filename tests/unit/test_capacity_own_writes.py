@@ -146,7 +146,7 @@ def world(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
     monkeypatch.setattr(mgr.elector, "holds", lambda partition: True)
     controller.providers.resolve_now()
     controller.targets.resolve_now()
-    controller.limits.resolve_now()  # not served here: the compiled params are the ones in force
+    controller.in_force.params.resolve_now()  # not served here: the compiled params are the ones in force
     for informer in (controller.scaps, controller.machines):
         informer.start()
     world = World(server, mgr, controller)

@@ -1,0 +1,1 @@
+"""The audit controller: PolicyReports of what the admission policies in force now deny."""
