@@ -109,8 +109,12 @@ def _with_fast_path(node: Node, check: Validator, server: KubernetesVersion) -> 
                 check(value, old, path, errors)
 
         return check_string_leaf
-    if node.type == "integer" and not node.multiple_of and _format_range(node, server) is None:
+    if node.type == "integer" and not node.multiple_of:
         maximum, minimum = node.maximum, node.minimum
+        if server.numeric_format_ranges and node.format == "int32":  # int64 holds every int here
+            low, high = _INT32
+            maximum = high if maximum is None else min(maximum, high)
+            minimum = low if minimum is None else max(minimum, low)
         exclusive_maximum, exclusive_minimum = node.exclusive_maximum, node.exclusive_minimum
 
         def check_integer_leaf(value: Any, old: Any, path: str, errors: list[FieldError]) -> None:
@@ -256,9 +260,10 @@ def _format_range(node: Node, server: KubernetesVersion) -> Callable[[Any], str 
                    + (f"with format {fmt}" if fmt else "(default format)"))
 
         def integer(value: Any) -> str | None:
-            text = str(value) if isinstance(value, int) else _go_f(value)
+            if isinstance(value, int):
+                return None if low <= value <= high else problem
             try:
-                return None if low <= int(text) <= high else problem
+                return None if low <= int(_go_f(value)) <= high else problem
             except ValueError:
                 return problem
         return integer
