@@ -76,3 +76,21 @@ def test_a_wrapper_without_a_toolchain_line_builds_with_the_local_go(tmp_path: P
     assert build._toolchain(tmp_path) == "local"
     (tmp_path / "go.mod").write_text("module x\n\ngo 1.27.0\n\ntoolchain go1.27.4\n")
     assert build._toolchain(tmp_path) == "go1.27.4"
+
+
+def test_devcluster_versions_lists_the_others_for_the_version_matrix(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv("KUBERNETES_VERSION", raising=False)
+    assert devcluster_main(["versions"]) == 0
+    assert capsys.readouterr().out.split() == ["1.34", "1.35", "1.36", "1.37"]
+    assert devcluster_main(["versions", "--others"]) == 0
+    assert capsys.readouterr().out.split() == ["1.34", "1.36", "1.37"]
+    monkeypatch.setenv("KUBERNETES_VERSION", "1.37")
+    assert devcluster_main(["versions", "--others"]) == 0
+    assert capsys.readouterr().out.split() == ["1.34", "1.35", "1.36"]
+
+
+def test_the_cel_lists_extension_reaches_new_expressions_from_1_35() -> None:
+    [lists] = kubeversions.CEL_LIBRARIES
+    assert [v.minor for v in kubeversions.SUPPORTED if lists.offered_by(v)] == ["1.35", "1.36", "1.37"]
+    assert lists.first_minor == "1.35"
