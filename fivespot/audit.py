@@ -35,7 +35,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--kubeconfig", type=Path, metavar="PATH",
                         help="kubeconfig (default: $KUBECONFIG, else ~/.kube/config)")
     parser.add_argument("--context", metavar="NAME", help="kubeconfig context (default: current)")
-    parser.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    parser.add_argument("-o", "--output", choices=["table", "json"], default="table",
+                        help="table (default), or json for tools")
     parser.set_defaults(handler=run)
 
 

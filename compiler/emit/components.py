@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from api.identities import (
+    AUDIT_CONTROLLER,
     BUNDLE_KEY,
     BUNDLE_MOUNT,
     CAPACITY_CONTROLLER,
@@ -48,6 +49,8 @@ class Component:
     """The kind a built-in provider reconciles; None for the other components."""
     reconciles_machines: bool = False
     """The machine controller (ScheduledMachine -> CAPI Machines)."""
+    audits: bool = False
+    """The audit controller (PolicyReports of what the policies in force deny)."""
 
 
 def partition_leases(repo: Repo, component: str) -> tuple[str, ...]:
@@ -70,6 +73,16 @@ def machine_controller(repo: Repo) -> Component:
         replicas=repo.platform.spec.controller_replicas,
         leases=partition_leases(repo, MACHINE_CONTROLLER),
         reconciles_machines=True,
+    )
+
+
+def audit_controller(repo: Repo) -> Component:
+    return Component(
+        name=AUDIT_CONTROLLER,
+        args=("controller", "audit", "--bundle", BUNDLE_PATH),
+        replicas=repo.platform.spec.controller_replicas,
+        leases=partition_leases(repo, AUDIT_CONTROLLER),
+        audits=True,
     )
 
 
@@ -100,6 +113,7 @@ def components(repo: Repo) -> list[Component]:
     found = [builtin_provider(repo, kind) for kind in repo.builtin_providers]
     if repo.has_capacity:
         found.append(capacity_controller(repo))
+        found.append(audit_controller(repo))
     if repo.has_machines:
         found.append(machine_controller(repo))
     if repo.has_webhook:

@@ -106,6 +106,17 @@ NO_LEADER: Final = Alert(
     "minutes (a lease that cannot be renewed, or RBAC on Leases).")
 
 
+OUT_OF_POLICY: Final = Alert(
+    "FivespotObjectsOutOfPolicy",
+    "sum by (namespace) (fivespot_objects_out_of_policy) > 0",
+    "15m", "warning",
+    "ScheduledCapacities that the admission policies in force now deny",
+    "{{ $value }} ScheduledCapacities in namespace {{ $labels.namespace }} break a TenantPolicy "
+    "tightened after they were stored; each is held at 0 (Stalled=True/OutOfPolicy). They are "
+    "listed in `kubectl -n {{ $labels.namespace }} get policyreport fivespot-scheduledcapacities "
+    "-o yaml` and by `fivespot audit OUT_DIR`.")
+
+
 def _component_down(job: str) -> Alert:
     return Alert(
         "FivespotComponentDown", f"absent({_up(job)})", "5m", "critical",
@@ -115,8 +126,8 @@ def _component_down(job: str) -> Alert:
 
 
 FIXED_ALERTS: Final = (HANDBACK_TIMED_OUT, HOST_GOVERNANCE_CONFLICT, FIELD_GOVERNANCE_CONFLICT,
-                       WATCH_STALLED,
-                       CERTIFICATE_EXPIRES_SOON, RECONCILE_ERRORS, NO_LEADER)
+                       WATCH_STALLED, CERTIFICATE_EXPIRES_SOON, RECONCILE_ERRORS, NO_LEADER,
+                       OUT_OF_POLICY)
 
 
 def alerts(repo: Repo) -> list[Alert]:
@@ -125,7 +136,8 @@ def alerts(repo: Repo) -> list[Alert]:
     if not repo.has_webhook:
         found.remove(CERTIFICATE_EXPIRES_SOON)
     if not repo.has_capacity:
-        found = [a for a in found if a not in (HANDBACK_TIMED_OUT, HOST_GOVERNANCE_CONFLICT)]
+        found = [a for a in found
+                 if a not in (HANDBACK_TIMED_OUT, HOST_GOVERNANCE_CONFLICT, OUT_OF_POLICY)]
     found += [_component_down(f"{c.name}-metrics") for c in components(repo)]
     return found
 

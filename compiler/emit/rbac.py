@@ -58,6 +58,14 @@ Custom provider kind (`fivespot-custom-provider-<plural>`, for the team's own De
     "read your kind, write only its status", nothing more (its controller is not ours, so it
     gets no events or leases from us).
 
+Audit controller (`fivespot-audit-controller`, only when the repo has a consumer)
+  - scheduledcapacities: get, list, watch; tenantcapacitylimits (when installed): get, list,
+    watch — what it judges, and the tenant limits in force.
+  - policyreports (wgpolicyk8s.io): create, get, list, patch — one report per namespace,
+    server-side applied; nothing else is written (no events, no status). Its own identity so
+    that neither the capacity controller (no create at all) nor the webhook holds this.
+  - leases: as for the capacity controller.
+
 Webhook (`fivespot-webhook`, only when the repo has a consumer)
   - scheduledmachines: get, list, watch — the host-governance check at admission keeps a cache.
   - scheduledcapacities: get, list, watch — the field-governance check keeps a cache of which
@@ -178,6 +186,17 @@ def capacity_rules(repo: Repo) -> list[Rule]:
 CREATE_DELETE: Final = ("create", "delete", "get")
 
 
+POLICY_REPORTS_GROUP: Final = "wgpolicyk8s.io"
+
+
+def audit_rules(repo: Repo) -> list[Rule]:
+    rules = [Rule(scap.GROUP, (scap.PLURAL,), READ),
+             Rule(POLICY_REPORTS_GROUP, ("policyreports",), ("create", "get", "list", "patch"))]
+    if _params_installed(repo):
+        rules.append(Rule(crds.TENANT_LIMIT.group, (crds.TENANT_LIMIT.plural,), READ))
+    return normalize(rules)
+
+
 def machine_rules(repo: Repo) -> list[Rule]:
     rules = [
         Rule(sm.GROUP, (sm.PLURAL,), READ + ("patch",)),
@@ -269,6 +288,8 @@ def cluster_rules(repo: Repo, component: Component) -> list[Rule]:
         return webhook_rules(repo)
     if component.reconciles_machines:
         return machine_rules(repo)
+    if component.audits:
+        return audit_rules(repo)
     return capacity_rules(repo)
 
 

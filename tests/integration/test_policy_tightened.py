@@ -30,7 +30,8 @@ import yaml
 from kubernetes import client
 
 from devcluster import localrun
-from devcluster.clients import admin_client
+from devcluster.clients import admin_client, service_account_kubeconfig
+from devcluster.kubectl import apply, kubectl
 from devcluster.controlplane import ControlPlane
 from runtime import kube
 from tests.integration.capacity_world import (
@@ -50,6 +51,7 @@ pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "agent-sandbox" / "config"
+REPORT_CRDS = Path(__file__).parent / "testdata" / "policyreport-crds"
 NS = "agents"
 
 
@@ -69,44 +71,210 @@ def admin(plane: ControlPlane) -> Iterator[client.ApiClient]:
     api.close()
 
 
-def config_with_limit(work: Path, limit: int) -> Path:
-    config = work / f"config-{limit}"
+DEPLOYMENTS = '''
+apiVersion: config.5spot.finos.org/v1alpha1
+kind: CapacityConsumer
+metadata: {name: deployments}
+spec:
+  group: apps
+  version: v1
+  kind: Deployment
+  resource: deployments
+  capacityPaths: [spec.replicas]
+  maxActiveValue: 10
+---
+apiVersion: config.5spot.finos.org/v1alpha1
+kind: TenantPolicy
+metadata: {name: lab}
+spec:
+  namespaces: [lab]
+  consumers: [virtualmachinepools]
+  maxActiveValue: 3
+'''
+
+
+def config(work: Path, *, tightened: bool) -> Path:
+    """The example, plus a Deployment consumer for tenant `agents` and a tenant `lab`; tightened:
+    `agents` down from 10 to 5 and without the Deployment consumer, `agents-gpu` on gpu-1 only
+    (was gpu-1 and gpu-2), and `lab`'s TenantPolicy gone."""
+    config = work / ("config-tightened" if tightened else "config")
     shutil.copytree(EXAMPLE, config)
     tenants = config / "tenants.yaml"
     documents = list(yaml.safe_load_all(tenants.read_text()))
     for document in documents:
-        if document and document.get("metadata", {}).get("name") == "agents":
-            document["spec"]["maxActiveValue"] = limit
+        name = (document or {}).get("metadata", {}).get("name")
+        if name == "agents":
+            document["spec"]["maxActiveValue"] = 5 if tightened else 10
+            document["spec"]["consumers"] = (["virtualmachinepools"] if tightened
+                                             else ["virtualmachinepools", "deployments"])
+        if name == "agents-gpu" and tightened:
+            document["spec"]["allowedNodes"] = ["gpu-1"]
     tenants.write_text(yaml.safe_dump_all(documents, sort_keys=False))
+    extra = DEPLOYMENTS if not tightened else DEPLOYMENTS.split("---")[0]
+    (config / "more.yaml").write_text(extra)
     return config
+
+
+OUT_OF_POLICY = {("agents", "over"): "exceeds the limit 5 of TenantPolicy agents",
+                 ("agents", "web"): "is not a consumer TenantPolicy agents allows",
+                 ("agents-gpu", "on-gpu-2"): "is not a node TenantPolicy agents-gpu allows",
+                 ("lab", "lab-pool"): "has no TenantPolicy"}
+WITHIN = {("agents", "under"), ("agents-gpu", "on-gpu-1")}
 
 
 @pytest.fixture(scope="module")
 def tightened(plane: ControlPlane, admin: client.ApiClient,
               tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """Objects created under the limit 10, Active; then the limit lowered to 5 and installed."""
+    """Objects created under the first policy, Active; then the policy tightened and installed;
+    the capacity and audit controllers running as their own ServiceAccounts."""
     work = tmp_path_factory.mktemp("tightened")
-    bundle = localrun.compile_and_install(plane.kubeconfig, work / "out-10", config_with_limit(work, 10))
+    for crd in sorted(REPORT_CRDS.glob("*.yaml")):
+        apply(plane.kubeconfig, crd)
+    bundle = localrun.compile_and_install(plane.kubeconfig, work / "out-before", config(work, tightened=False))
+    localrun.ensure_namespaces(plane.kubeconfig, {"agents", "agents-gpu", "lab"})
     sa = localrun.controller_kubeconfig(plane.kubeconfig, work / "controller.kubeconfig")
     controller = ControllerProcess(sa, bundle, unique("tighten"), work / "controller.log").start()
-    controller.wait_leading("default", "agents")
-    world = World(admin)
-    world.schedule("open", True)
-    for name, value in (("over", 8), ("under", 4)):
-        world.pool(name)
-        world.scap(name, "open", name, value)
-        world.wait_phase(name, "Active", 60)
-    assert world.warm("over") == 8
-    since = current_revision(admin, POOLS)
-    history = History(admin, POOLS, since)
-    localrun.compile_and_install(plane.kubeconfig, work / "out-5", config_with_limit(work, 5))
-    in_force = current_revision(admin, POOLS)
+    auditor: ControllerProcess | None = None
+    history: History | None = None
     try:
-        yield {"world": world, "out": work / "out-5", "controller": controller,
-               "history": history, "in_force": int(in_force), "work": work}
+        controller.wait_leading("default", "agents")
+        worlds = {ns: World(admin, ns) for ns in ("agents", "agents-gpu", "lab")}
+        for world in worlds.values():
+            world.schedule("open", True)
+        worlds["agents"].pool("over")
+        worlds["agents"].scap("over", "open", "over", 8)
+        worlds["agents"].pool("under")
+        worlds["agents"].scap("under", "open", "under", 4)
+        kube.request(admin, "POST", path(("apps", "v1", "deployments"), ns="agents"), body={
+            "metadata": {"name": "web"},
+            "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "web"}},
+                     "template": {"metadata": {"labels": {"app": "web"}},
+                                  "spec": {"containers": [{"name": "c", "image": "x"}]}}}})
+        _scap(admin, "agents", "web", "apps/v1", "Deployment", "web", "spec.replicas", 2)
+        for name, node in (("on-gpu-1", "gpu-1"), ("on-gpu-2", "gpu-2")):
+            worlds["agents-gpu"].pool(name)
+            worlds["agents-gpu"].scap(name, "open", name, 2, node=node)
+        worlds["lab"].pool("lab-pool")
+        worlds["lab"].scap("lab-pool", "open", "lab-pool", 2)
+        worlds["agents"].wait_phase("over", "Active", 60)
+        assert worlds["agents"].warm("over") == 8
+        history = History(admin, POOLS, current_revision(admin, POOLS))
+        out = work / "out"
+        bundle = localrun.compile_and_install(plane.kubeconfig, out, config(work, tightened=True))
+        in_force = current_revision(admin, POOLS)
+        audit_sa = service_account_kubeconfig(plane.kubeconfig, localrun.INSTALL_NAMESPACE,
+                                              "fivespot-audit-controller", work / "audit.kubeconfig")
+        auditor = ControllerProcess(audit_sa, bundle, unique("audit"), work / "audit.log",
+                                    controller="audit").start()
+        auditor.wait_leading("default", "agents")
+        yield {"world": worlds["agents"], "worlds": worlds, "out": out, "controller": controller,
+               "auditor": auditor, "history": history, "in_force": int(in_force), "work": work,
+               "kubeconfig": plane.kubeconfig}
     finally:
-        history.stop()
+        if history is not None:
+            history.stop()
+        if auditor is not None:
+            auditor.terminate()
         controller.terminate()
+
+
+def _scap(admin: client.ApiClient, ns: str, name: str, api_version: str, kind: str, target: str,
+          capacity_path: str, value: int) -> None:
+    kube.request(admin, "POST", path(SCAP, ns=ns), body={
+        "apiVersion": "5spot.finos.org/v1alpha1", "kind": "ScheduledCapacity",
+        "metadata": {"name": name},
+        "spec": {"schedule": {"apiVersion": "spotschedules.5spot.finos.org/v1alpha1",
+                              "kind": "ManualSchedule", "name": "open"},
+                 "targetRef": {"apiVersion": api_version, "kind": kind, "name": target},
+                 "capacity": {"path": capacity_path, "activeValue": value}}})
+
+
+# --- impact: fivespot audit, and what the server says ---------------------------------------------
+
+
+def _audit(out: Path, *args: str) -> tuple[int, dict[str, Any]]:
+    answer = subprocess.run([sys.executable, "-m", "fivespot", "audit", str(out), "-o", "json",
+                             *args], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert answer.returncode in (0, 1), answer.stderr
+    return answer.returncode, json.loads(answer.stdout)
+
+
+def _dry_run_create(admin: client.ApiClient, stored: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    """The server's answer to creating the stored object today (admission runs before the
+    object's existence is looked at: a denial is the policies', a 409 means admitted)."""
+    from compiler.audit import as_created
+
+    meta = stored["metadata"]
+    try:
+        kube.request(admin, "POST", path(SCAP, ns=meta["namespace"]), body=as_created(stored),
+                     query={"dryRun": "All", "fieldValidation": "Strict"})
+    except kube.ApiError as error:
+        return error.status, dict(error.body)
+    return 201, {}
+
+
+def test_audit_lists_exactly_what_the_server_would_now_deny_in_its_own_words(
+        tightened: dict[str, Any], admin: client.ApiClient) -> None:
+    code, live = _audit(tightened["out"], "--kubeconfig", str(tightened["kubeconfig"]))
+    assert code == 1
+    found = {(d["object"]["namespace"], d["object"]["name"]): d for d in live["denied"]}
+    assert set(found) == set(OUT_OF_POLICY)
+    for key, words in OUT_OF_POLICY.items():
+        assert words in found[key]["status"]["message"]
+        stored = kube.request(admin, "GET", path(SCAP, key[1], ns=key[0]))
+        status, body = _dry_run_create(admin, stored)
+        ours = found[key]["status"]
+        assert (ours["code"], ours["reason"], ours["message"], ours["causes"]) == (
+            body["code"], body["reason"], body["message"], body["details"].get("causes")), key
+    for ns, name in WITHIN:
+        stored = kube.request(admin, "GET", path(SCAP, name, ns=ns))
+        assert _dry_run_create(admin, stored)[0] == 409, "admitted: only the name is taken"
+    assert live["summary"]["denied"] == len(OUT_OF_POLICY)
+    # The same objects exported, audited offline.
+    export = tightened["work"] / "export.yaml"
+    export.write_text(kubectl(tightened["kubeconfig"], "get", "scheduledcapacities", "-A", "-o", "yaml"))
+    code, offline = _audit(tightened["out"], "--from", str(export))
+    assert code == 1
+    assert [d["status"] for d in offline["denied"]] == [d["status"] for d in live["denied"]]
+
+
+# --- reports after: the audit controller's PolicyReports ---------------------------------------
+
+
+def _report(admin: client.ApiClient, ns: str) -> dict[str, Any] | None:
+    try:
+        return kube.request(admin, "GET", "/apis/wgpolicyk8s.io/v1alpha2/namespaces/"
+                            f"{ns}/policyreports/fivespot-scheduledcapacities")
+    except kube.ApiError as error:
+        if error.not_found:
+            return None
+        raise
+
+
+def _failing(report: dict[str, Any] | None) -> set[str]:
+    return {r["resources"][0]["name"] for r in (report or {}).get("results", []) if r["result"] == "fail"}
+
+
+REPORT_BOUND_S = 10.0
+"""A report follows a change of an object or a tenant's limits within this (event-driven: in
+practice about a second), on a loaded two-core machine."""
+
+
+def test_the_policy_reports_list_the_objects_out_of_policy_with_checks_messages(
+        tightened: dict[str, Any], admin: client.ApiClient) -> None:
+    for ns in ("agents", "agents-gpu", "lab"):
+        expected = {name for n, name in OUT_OF_POLICY if n == ns}
+        report = eventually(lambda: (r := _report(admin, ns)) is not None and _failing(r) == expected
+                            and r, REPORT_BOUND_S, f"{ns}'s report")
+        passed = {r["resources"][0]["name"] for r in report["results"] if r["result"] == "pass"}
+        assert passed == {name for n, name in WITHIN if n == ns}
+        assert report["summary"]["fail"] == len(expected)
+        for result in report["results"]:
+            if result["result"] == "fail":
+                assert OUT_OF_POLICY[(ns, result["resources"][0]["name"])] in result["message"]
+    metrics = tightened["auditor"].metrics()
+    assert 'fivespot_objects_out_of_policy{namespace="agents"} 2.0' in metrics
+    tightened["gauge_before"] = metrics
 
 
 def update(admin: client.ApiClient, name: str, change: Change) -> tuple[bool, dict[str, Any]]:
@@ -198,3 +366,50 @@ def test_the_controller_writes_nothing_above_the_lowered_limit_and_says_why(
     writes = [e["value"] for e in tightened["controller"].writes()
               if e.get("target", "").endswith("/over") and int(e["resource_version"]) > in_force]
     assert writes and all(value <= 5 for value in writes), writes
+
+
+def test_a_report_clears_when_the_object_is_fixed_or_the_policy_relaxed(
+        tightened: dict[str, Any], admin: client.ApiClient) -> None:
+    """Runs after the controller test, which lowered `over` to comply."""
+    eventually(lambda: _failing(_report(admin, "agents")) == {"web"}, REPORT_BOUND_S,
+               "over cleared once fixed")
+    relaxed = config(tightened["work"] / "relaxed", tightened=True)
+    tenants = relaxed / "tenants.yaml"
+    tenants.write_text(tenants.read_text().replace("allowedNodes:\n  - gpu-1\n",
+                                                   "allowedNodes:\n  - gpu-1\n  - gpu-2\n"))
+    (relaxed / "lab.yaml").write_text(DEPLOYMENTS.split("---")[1])
+    bundle = localrun.compile_and_install(tightened["kubeconfig"], tightened["work"] / "out-relaxed",
+                                          relaxed)
+    # A tenant's limits are params objects, read from the cluster: in force at once.
+    eventually(lambda: _failing(_report(admin, "agents-gpu")) == set(), REPORT_BOUND_S,
+               "on-gpu-2 cleared once gpu-2 is allowed again")
+    # Which namespaces are tenants is compiled into the policies: in force when the audit
+    # controller runs the new bundle (its Deployment rolls out on the bundle's hash).
+    auditor: ControllerProcess = tightened["auditor"]
+    auditor.terminate()
+    auditor.bundle = bundle
+    auditor.start()
+    auditor.wait_leading("default", "agents")
+    eventually(lambda: _failing(_report(admin, "lab")) == set(), REPORT_BOUND_S,
+               "lab cleared once its TenantPolicy is back")
+    tightened["gauge_after"] = tightened["auditor"].metrics()
+    assert 'fivespot_objects_out_of_policy{namespace="lab"} 0.0' in tightened["gauge_after"]
+
+
+def test_the_out_of_policy_alert_fires_on_the_gauge_and_resolves(tightened: dict[str, Any]) -> None:
+    """The compiled alert rule, evaluated by Prometheus' own promtool on the gauge values the
+    audit controller reported before and after the fix: firing after its 15 minutes, resolved
+    once the count is back to 0."""
+    from compiler.emit.monitoring import OUT_OF_POLICY as ALERT
+    from tests.integration.promtool import rule_test
+
+    def gauge(metrics: str, ns: str) -> float:
+        line = next(l for l in metrics.splitlines()
+                    if l.startswith(f'fivespot_objects_out_of_policy{{namespace="{ns}"}}'))
+        return float(line.rsplit(" ", 1)[1])
+
+    before, after = gauge(tightened["gauge_before"], "lab"), gauge(tightened["gauge_after"], "lab")
+    assert (before, after) == (1.0, 0.0)
+    rule_test(ALERT, series='fivespot_objects_out_of_policy{namespace="lab", pod="a"}',
+              values=f"{before:g}x20 {after:g}x20", firing_at="17m", resolved_at="30m",
+              labels={"namespace": "lab"}, work=tightened["work"])

@@ -63,7 +63,8 @@ def only_container(deployment: dict[str, Any]) -> dict[str, Any]:
     return dict(container)
 
 
-COMPONENTS = {"fivespot-capacity-controller", "fivespot-provider-capital-markets",
+COMPONENTS = {"fivespot-audit-controller", "fivespot-capacity-controller",
+              "fivespot-provider-capital-markets",
               "fivespot-provider-composite",
               "fivespot-provider-manual", "fivespot-provider-time-based", "fivespot-webhook"}
 
@@ -148,6 +149,7 @@ def test_each_component_runs_its_own_subcommand_with_the_mounted_bundle() -> Non
     args = {name: only_container(d)["args"] for name, d in deployments(make_repo()).items()}
     assert args == {
         "fivespot-capacity-controller": ["controller", "capacity", "--bundle", BUNDLE],
+        "fivespot-audit-controller": ["controller", "audit", "--bundle", BUNDLE],
         "fivespot-provider-manual": ["provider", "manual", "--bundle", BUNDLE],
         "fivespot-provider-time-based": ["provider", "time-based", "--bundle", BUNDLE],
         "fivespot-provider-capital-markets": ["provider", "capital-markets", "--bundle", BUNDLE],
@@ -253,4 +255,5 @@ def test_output_is_deterministic_whatever_order_consumers_are_written_in(tmp_pat
     other = _write_config(tmp_path / "other", {"a.yaml": ["b-warm"], "b.yaml": ["a-pools"]})
     assert workloads.emit(one) == workloads.emit(one)
     assert workloads.emit(one) == workloads.emit(other)
-    assert len(deployments(one)) == 2
+    assert set(deployments(one)) == {"fivespot-capacity-controller", "fivespot-audit-controller",
+                                     "fivespot-webhook"}
