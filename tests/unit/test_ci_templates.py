@@ -146,11 +146,40 @@ def _gitlab_steps() -> tuple[dict[str, str], list[str]]:
 def test_the_ci_steps_pass_a_current_repo_and_fail_a_stale_one(
         config_repo: Path, steps: Any) -> None:
     variables, commands = steps()
-    assert [c.split()[:2] for c in commands] == [["fivespot", "compile"], ["fivespot", "test"]]
+    assert [c.split()[:2] for c in commands[:2]] == [["fivespot", "compile"], ["fivespot", "test"]]
+    assert "fivespot audit" in commands[2] and variables["AUDIT_EXPORT"] == ""
     assert (variables["CONFIG_DIR"], variables["OUT_DIR"]) == ("config", OUT)
-    for command in commands:
+    _the_audit_step_runs_on_an_export(config_repo, variables, commands[2])
+    for command in commands[:2]:
         result = run(config_repo, "bash", "-ec", command, env=variables)
         assert result.returncode == 0, (command, result.stdout, result.stderr)
     _stale(config_repo)
     result = run(config_repo, "bash", "-ec", commands[0], env=variables)
     assert result.returncode == 1 and "is stale" in result.stderr
+
+
+def _the_audit_step_runs_on_an_export(config_repo: Path, variables: dict[str, str],
+                                      command: str) -> None:
+    """With AUDIT_EXPORT naming a `kubectl get -o yaml` export, the optional step fails on an
+    object the output's policies would deny, and passes when none would be."""
+    namespace = yaml.safe_load_all((config_repo / "config").joinpath("tenants.yaml").read_text())
+    tenant = next(d for d in namespace if d and d.get("kind") == "TenantPolicy")
+    limit = int(tenant["spec"]["maxActiveValue"])
+    ns = tenant["spec"]["namespaces"][0]
+    consumer = next(d for d in yaml.safe_load_all((config_repo / "config" / "consumers.yaml")
+                                                  .read_text()) if d and d.get("kind") == "CapacityConsumer")
+    spec = consumer["spec"]
+    for value, expected in ((limit, 0), (limit + 1, 1)):
+        export = config_repo / "export.yaml"
+        export.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [{
+            "apiVersion": "5spot.finos.org/v1alpha1", "kind": "ScheduledCapacity",
+            "metadata": {"name": "stored", "namespace": ns, "resourceVersion": "7", "uid": "u"},
+            "spec": {"schedule": {"apiVersion": "spotschedules.5spot.finos.org/v1alpha1",
+                                  "kind": "ManualSchedule", "name": "s"},
+                     "targetRef": {"apiVersion": f"{spec['group']}/{spec['version']}",
+                                   "kind": spec["kind"], "name": "t"},
+                     "capacity": {"path": spec["capacityPaths"][0], "activeValue": value}},
+            "status": {"phase": "Active"}}]}))
+        result = run(config_repo, "bash", "-ec", command,
+                     env={**variables, "AUDIT_EXPORT": str(export)})
+        assert result.returncode == expected, (value, result.stdout, result.stderr)
