@@ -131,12 +131,15 @@ def read_json(text: str, name: str) -> list[Document]:
     decoder = json.JSONDecoder(parse_constant=refuse)
     documents: list[Document] = []
     position = 0
+    counted, lines = 0, 1  # lines counted up to offset `counted`: each stretch once, not O(n^2)
     while True:
         while position < len(text) and text[position] in " \t\r\n\ufeff":
             position += 1
         if position >= len(text):
             return documents
-        line = text.count("\n", 0, position) + 1
+        lines += text.count("\n", counted, position)
+        counted = position
+        line = lines
         column = position - text.rfind("\n", 0, position)
         try:
             value, position = decoder.raw_decode(text, position)
