@@ -28,7 +28,7 @@ VERSION_TESTS := tests/integration/test_kubernetes_versions.py \
 CLUSTER_DIR := .cluster
 EXAMPLE := examples/agent-sandbox
 
-.PHONY: soak-governance install run test unit-then-lowest unit integration test-lowest typecheck imports controlplane engines cluster cluster-down clean golden demo bench bench-compile bench-check bench-webhook bench-capacity bench-providers bench-market-open bench-composite bench-deploy bench-gitops image image-lock reference kind
+.PHONY: soak-governance install run test unit-then-lowest unit integration test-lowest typecheck imports controlplane engines cluster cluster-down clean golden demo bench bench-compile bench-check bench-webhook bench-capacity bench-providers bench-market-open bench-composite bench-deploy bench-gitops bench-audit image image-lock reference kind
 
 .PHONY: controlplane-versions test-versions
 
@@ -146,7 +146,7 @@ demo: install controlplane
 	$(BIN)/python -m devcluster.demo
 
 # Benchmarks (not tests): each prints its numbers; record them in bench/RESULTS.md.
-bench: bench-compile bench-check bench-webhook bench-capacity bench-providers bench-composite bench-deploy bench-gitops
+bench: bench-compile bench-check bench-webhook bench-capacity bench-providers bench-composite bench-deploy bench-gitops bench-audit
 
 bench-compile: install
 	$(BIN)/python bench/compile/run.py
@@ -180,5 +180,9 @@ bench-deploy: install controlplane
 	$(BIN)/python bench/deploy/run.py
 
 # From a push to the config repo to the policy in force, with real Argo CD and real Flux.
+# fivespot audit over 10,000 stored objects beside kubectl's listing of them (issue 30).
+bench-audit: install controlplane
+	$(BIN)/python bench/audit/run.py
+
 bench-gitops: install controlplane engines
 	$(BIN)/python bench/gitops/run.py
