@@ -179,10 +179,10 @@ bench-composite: install controlplane
 bench-deploy: install controlplane
 	$(BIN)/python bench/deploy/run.py
 
-# From a push to the config repo to the policy in force, with real Argo CD and real Flux.
 # fivespot audit over 10,000 stored objects beside kubectl's listing of them (issue 30).
 bench-audit: install controlplane
 	$(BIN)/python bench/audit/run.py
 
+# From a push to the config repo to the policy in force, with real Argo CD and real Flux.
 bench-gitops: install controlplane engines
 	$(BIN)/python bench/gitops/run.py
