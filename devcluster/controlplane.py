@@ -156,7 +156,9 @@ class ControlPlane:
         self.state_dir = state_dir or Path(tempfile.mkdtemp(prefix="fivespot-cp-"))
         self.processes: list[tuple[str, subprocess.Popen[bytes]]] = []
         self.server = ""
+        self.etcd_url = ""
         self.certs: ControlPlaneCerts | None = None
+        self._apiserver_argv: list[str] = []
         self._record_path = _registry() / f"{os.getpid()}-{self.state_dir.name}.json"
 
     @property
@@ -195,9 +197,10 @@ class ControlPlane:
             "--unsafe-no-fsync=true", "--log-level=warn",
         ])
         self._wait_for(lambda: _http_ok(f"{etcd_url}/health"), "etcd /health", 30)
+        self.etcd_url = etcd_url
         self.server = f"https://127.0.0.1:{secure_port}"
         c = self.certs
-        self._spawn("kube-apiserver", [
+        self._apiserver_argv = [
             str(self.binaries.kube_apiserver),
             f"--etcd-servers={etcd_url}",
             f"--secure-port={secure_port}", f"--bind-address={self.bind_address}",
@@ -216,7 +219,8 @@ class ControlPlane:
             f"--service-account-key-file={c.sa_public}",
             f"--service-account-signing-key-file={c.sa_private}",
             "--v=1", *self.apiserver_args,
-        ])
+        ]
+        self._spawn("kube-apiserver", self._apiserver_argv)
         self._write_kubeconfig()
         self._record()
         self._wait_for(self._ready, "kube-apiserver /readyz", READY_TIMEOUT_S)
@@ -231,6 +235,47 @@ class ControlPlane:
             "--use-service-account-credentials=false", "--v=1",
         ])
         self._record()
+
+    # --- faults, for tests: what a real control plane does to its clients ------------------------
+
+    def _process(self, name: str) -> subprocess.Popen[bytes]:
+        return next(p for n, p in self.processes if n == name)
+
+    def restart_apiserver(self, down_s: float = 0.0) -> float:
+        """Stop kube-apiserver (SIGTERM, as a rolling restart does), wait `down_s`, start it
+        again on the same port and etcd; returns the monotonic time it was ready again."""
+        process = self._process("kube-apiserver")
+        _kill_group(process.pid)
+        self.processes = [(n, p) for n, p in self.processes if p is not process]
+        time.sleep(down_s)
+        self._spawn("kube-apiserver", self._apiserver_argv)
+        self._record()
+        self._wait_for(self._ready, "kube-apiserver /readyz after a restart", READY_TIMEOUT_S)
+        return time.monotonic()
+
+    def pause_apiserver(self) -> None:
+        """SIGSTOP kube-apiserver: connections stay open and nothing answers (a stalled server,
+        a partition, a long GC pause) until `resume_apiserver`."""
+        os.kill(self._process("kube-apiserver").pid, signal.SIGSTOP)
+
+    def resume_apiserver(self) -> None:
+        os.kill(self._process("kube-apiserver").pid, signal.SIGCONT)
+
+    def compact_etcd(self) -> int:
+        """Compact etcd's history up to its current revision (as the API server does every five
+        minutes); a watch resumed from before it gets 410 Gone. Returns that revision."""
+        def post(path: str, body: dict[str, object]) -> dict[str, object]:
+            request = urllib.request.Request(f"{self.etcd_url}{path}", data=json.dumps(body).encode(),
+                                             headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=10) as answer:
+                found: dict[str, object] = json.loads(answer.read())
+                return found
+
+        header = post("/v3/kv/range", {"key": base64.b64encode(b"/").decode()})["header"]
+        assert isinstance(header, dict)
+        revision = int(str(header["revision"]))
+        post("/v3/kv/compaction", {"revision": revision, "physical": True})
+        return revision
 
     def _spawn(self, name: str, argv: list[str]) -> None:
         log = open(self.state_dir / f"{name}.log", "ab")

@@ -9,8 +9,14 @@ The decision is the pure function `decide(view, me, now, held, timing, renewed_a
 - A leader counts its own lease from the moment it *sent* its last successful renewal, and stops
   acting once `renew_deadline_s` has passed, which is shorter than `lease_duration_s`. The
   candidate observed that renewal no earlier than it was sent and waits the whole duration, so
-  the old leader has stopped before anyone else can start: no two replicas ever act for one
-  partition (as long as one write takes less than `lease_duration_s - renew_deadline_s`).
+  the old leader has stopped *deciding* before anyone else can start. A write it already sent
+  may still land later — a client timeout does not bound when a write is committed (a paused or
+  partitioned API server commits writes answered 504 many seconds after they were sent) — so
+  safety does not rest on timing: every write a controller makes is conditional on the
+  resourceVersion its decision read (`runtime.manager`: status and finalizer writes, a target's
+  field, a Machine's delete), so a late write of a deposed leader fails with 409 once the new
+  leader has written (`tests/integration/test_deposed_leader.py`). Creates cannot be
+  conditional; their names are fixed (a late create of what exists is an AlreadyExists).
 - Every write is conditional on the resourceVersion read (optimistic concurrency): of two
   candidates only one update lands; the other sees 409 and reads again.
 - Leadership spreads: a replica that already holds k leases waits `k * spread_s` longer before

@@ -66,7 +66,8 @@ def config_with(tmp_path: Path, providers: str, *, keep_builtin: bool = False) -
 
 
 @contextmanager
-def machine_world(work: Path, config: Path) -> Iterator[World]:
+def machine_world(work: Path, config: Path, *, leading: bool = True) -> Iterator[World]:
+    """`leading`: wait until the controller leads (else the test starts its own replicas)."""
     with own_control_plane() as plane:
         kc = plane.kubeconfig
         for crd in sorted(CAPI_CRDS.glob("*.yaml")):
@@ -78,10 +79,13 @@ def machine_world(work: Path, config: Path) -> Iterator[World]:
         sa = service_account_kubeconfig(kc, localrun.INSTALL_NAMESPACE,
                                         "fivespot-machine-controller", work / "machine.kubeconfig")
         controller = ControllerProcess(sa, bundle, unique("machines"), work / "machine.log",
-                                       controller="machine").start()
+                                       controller="machine")
+        if leading:
+            controller.start()
         api = admin_client(kc)
         try:
-            controller.wait_leading("default")
+            if leading:
+                controller.wait_leading("default")
             yield World(kc, api, "desk-cluster", work / "out", controller)
         finally:
             controller.terminate()
