@@ -369,6 +369,10 @@ def _install_kustomize(pin: Pin, binary: Path, out: IO[str]) -> None:
 def _unpack_redis(folder: Path, out: IO[str]) -> None:
     """Debian's redis-server unpacked into `folder` (no service started); `apt-get install` only
     when the packages cannot be downloaded, then the installed binary is linked in."""
+    missing = [tool for tool in ("apt-get", "dpkg", "dpkg-deb") if shutil.which(tool) is None]
+    if missing:
+        raise EngineBuildError(f"redis-server (Argo CD's cache) comes from Debian's packages, and "
+                               f"{', '.join(missing)} is not on PATH: this needs a Debian machine")
     work = _fresh(folder)
     try:
         _say(out, f"fetching Debian's {', '.join(REDIS_PACKAGES)} (apt-get download)")
