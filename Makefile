@@ -54,8 +54,8 @@ $(LOWEST_STAMP): pyproject.toml tools/lower_bounds.py $(STAMP)
 # Builds (or reuses) the control plane, then the whole suite: the type check, the layer contracts,
 # unit tests and the lower bounds, then integration tests. The GitOps engines the last integration
 # tests sync with (`make engines`) build (or are reused) beside the unit tests and the lower
-# bounds, which leave a core mostly idle: a cold engine build is ~15 minutes of both cores
-# (README "Real Argo CD and Flux in the tests"). pytest exits 5 when it collects no test; make
+# bounds, which leave a core mostly idle: a cold engine build is ~20 CPU-minutes (~10 minutes of
+# both cores, plus 5 GB of modules; bench/RESULTS.md). pytest exits 5 when it collects no test; make
 # treats that as a failure.
 # The other supported Kubernetes versions' control planes build in that phase too, after the lower
 # bounds (niced: the engines come first); their tests (`test-versions`) run last, alone, so nothing
