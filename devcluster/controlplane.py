@@ -19,12 +19,13 @@ import socket
 import ssl
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import yaml
 
@@ -277,6 +278,12 @@ class ControlPlane:
         post("/v3/kv/compaction", {"revision": revision, "physical": True})
         return revision
 
+    def etcd_watch(self, prefix: str, since: int) -> "EtcdRecord":
+        """Record every write under `prefix` (an etcd key, `/registry/GROUP/PLURAL/NS/`) from
+        revision `since` on, read from etcd itself while it runs: a record that no API server
+        restart interrupts and no later compaction takes away. Stop it with `stop()`."""
+        return EtcdRecord(self.etcd_url, prefix, since)
+
     def _spawn(self, name: str, argv: list[str]) -> None:
         log = open(self.state_dir / f"{name}.log", "ab")
         process = subprocess.Popen(
@@ -358,6 +365,54 @@ class ControlPlane:
         self._record_path.unlink(missing_ok=True)
         if self._tmp_state:
             shutil.rmtree(self.state_dir, ignore_errors=True)
+
+
+class EtcdRecord:
+    """Writes under a key prefix as etcd's own watch delivers them: (revision, key, JSON value or
+    None for a delete), in order."""
+
+    def __init__(self, etcd_url: str, prefix: str, since: int):
+        key = prefix.encode()
+        end = key[:-1] + bytes([key[-1] + 1])
+        body = json.dumps({"create_request": {
+            "key": base64.b64encode(key).decode(), "range_end": base64.b64encode(end).decode(),
+            "start_revision": since}}).encode()
+        request = urllib.request.Request(f"{etcd_url}/v3/watch", data=body,
+                                         headers={"Content-Type": "application/json"})
+        self.events: list[tuple[int, str, Any]] = []
+        self._lock = threading.Lock()
+        self._stream = urllib.request.urlopen(request, timeout=600)
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        try:
+            for line in self._stream:
+                result = json.loads(line).get("result") or {}
+                for event in result.get("events") or []:
+                    kv = event.get("kv") or {}
+                    raw = base64.b64decode(kv["value"]) if kv.get("value") else b""
+                    value = json.loads(raw) if raw and event.get("type") != "DELETE" else None
+                    with self._lock:
+                        self.events.append((int(kv.get("mod_revision", 0)),
+                                            base64.b64decode(kv["key"]).decode(), value))
+        except (OSError, ValueError):
+            return  # closed by stop()
+
+    def written(self) -> list[tuple[int, str, Any]]:
+        with self._lock:
+            return list(self.events)
+
+    def stop(self) -> None:
+        fp = getattr(self._stream, "fp", None)
+        raw = getattr(getattr(fp, "raw", None), "_sock", None)
+        if raw is not None:
+            try:
+                raw.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self._thread.join(10)
+        self._stream.close()
 
 
 def stop_recorded(state_dir: Path) -> bool:
