@@ -57,18 +57,17 @@ $(LOWEST_STAMP): pyproject.toml tools/lower_bounds.py $(STAMP)
 # bounds, which leave a core mostly idle: a cold engine build is ~20 CPU-minutes (~10 minutes of
 # both cores, plus 5 GB of modules; bench/RESULTS.md). pytest exits 5 when it collects no test; make
 # treats that as a failure.
-# The other supported Kubernetes versions' control planes build in that phase too, after the lower
-# bounds (niced: the engines come first); their tests (`test-versions`) run last, alone, so nothing
-# timing-sensitive shares the machine with a build.
+# The other supported Kubernetes versions' control planes (`controlplane-versions`, ~33 CPU-minutes
+# cold) build beside the integration tests, niced: those wait on servers and use about a quarter of
+# the machine. The versions' own tests (`test-versions`) run last.
 test: install controlplane typecheck imports
 	$(MAKE) --no-print-directory -j2 unit-then-lowest engines
-	$(BIN)/python -m pytest -m integration
+	$(MAKE) --no-print-directory -j2 integration controlplane-versions
 	$(MAKE) --no-print-directory test-versions
 
 unit-then-lowest: install controlplane
 	$(BIN)/python -m pytest -m unit
 	$(MAKE) --no-print-directory test-lowest
-	$(MAKE) --no-print-directory controlplane-versions
 
 # The unit suite and LOWEST_INTEGRATION on the lowest dependency versions pyproject.toml allows
 # (about 4 min; bounded at 20). The generated-input test runs once, in `unit`: it exercises
