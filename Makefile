@@ -28,7 +28,7 @@ VERSION_TESTS := tests/integration/test_kubernetes_versions.py \
 CLUSTER_DIR := .cluster
 EXAMPLE := examples/agent-sandbox
 
-.PHONY: soak-governance install run test unit-then-lowest unit integration test-lowest typecheck imports controlplane engines cluster cluster-down clean golden demo bench bench-compile bench-check bench-webhook bench-capacity bench-providers bench-market-open bench-composite bench-deploy bench-gitops bench-audit image image-lock reference kind
+.PHONY: soak-governance install run test unit-then-lowest unit integration test-lowest typecheck imports controlplane engines cluster cluster-down clean golden demo bench bench-compile bench-check bench-webhook bench-capacity bench-providers bench-market-open bench-composite bench-deploy bench-gitops bench-audit bench-faults image image-lock reference kind
 
 .PHONY: controlplane-versions test-versions
 
@@ -177,6 +177,10 @@ bench-composite: install controlplane
 # The image build (time, reproducibility, size) and `fivespot install` until Available.
 bench-deploy: install controlplane
 	$(BIN)/python bench/deploy/run.py
+
+# Recovery from each API server and webhook fault the suite injects, over several rounds.
+bench-faults: install controlplane
+	$(BIN)/python bench/faults/run.py
 
 # fivespot audit over 10,000 stored objects beside kubectl's listing of them (issue 30).
 bench-audit: install controlplane

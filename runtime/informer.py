@@ -99,7 +99,15 @@ def handle_watch_event(cache: Cache, event: Mapping[str, Any]) -> WatchStep:
     return WatchStep(delta=cache.apply(str(kind), obj), resource_version=resource_version(obj))
 
 
-def reconnect_delay(attempt: int, rng: random.Random, base_s: float = 0.5, max_s: float = 30.0) -> float:
+RECONNECT_MAX_S = 4.0
+"""The longest wait between two attempts to list or watch. A restarted API server is back to a
+watch within this (plus the jitter below it): a controller must be right again within the lease
+duration + 5 s of the server answering (DESIGN §8), so the backoff cannot grow to client-go's
+30 s; a handful of watches per process retrying every 4 s is no load on a recovering server."""
+
+
+def reconnect_delay(attempt: int, rng: random.Random, base_s: float = 0.5,
+                    max_s: float = RECONNECT_MAX_S) -> float:
     """Jittered exponential backoff: between half and all of base * 2**attempt, capped."""
     ceiling = min(max_s, base_s * 2.0 ** min(attempt, 30))
     return float(ceiling * rng.uniform(0.5, 1.0))
