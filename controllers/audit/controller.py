@@ -119,9 +119,16 @@ class AuditReconciler:
             return None
         if not self.mgr.leading(self.mgr.partition_of(namespace)):
             return None
-        kube.request(self.mgr.api, "PATCH", self._path(namespace), body=body,
-                     content_type=APPLY,
-                     query={"fieldManager": AUDIT_CONTROLLER, "force": "true"})
+        if stored is not None:  # conditional, as every write: a deposed replica's late one fails
+            body["metadata"]["resourceVersion"] = (stored.get("metadata") or {}).get("resourceVersion")
+        try:
+            kube.request(self.mgr.api, "PATCH", self._path(namespace), body=body,
+                         content_type=APPLY,
+                         query={"fieldManager": AUDIT_CONTROLLER, "force": "true"})
+        except kube.ApiError as error:
+            if error.conflict:
+                return Result(retry=True)  # changed since it was read: judge again
+            raise
         metrics.WRITES.labels(controller=AUDIT_CONTROLLER, what="policyreport").inc()
         log.info("policy report written", extra={"namespace": namespace,
                                                  "fail": body["summary"]["fail"],
