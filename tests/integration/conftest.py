@@ -77,6 +77,21 @@ def own_control_plane(**options: Any) -> Iterator[ControlPlane]:
         plane.stop()
 
 
+@pytest.fixture(scope="module")
+def module_plane() -> Iterator[ControlPlane]:
+    """A control plane of the module's own, for a module that restarts, pauses or reconfigures
+    it, or tightens cluster-wide policies others rely on."""
+    with own_control_plane() as plane:
+        yield plane
+
+
+@pytest.fixture(scope="module")
+def module_admin(module_plane: ControlPlane) -> Iterator[client.ApiClient]:
+    api = admin_client(module_plane.kubeconfig)
+    yield api
+    api.close()
+
+
 @pytest.fixture(scope="session")
 def control_plane() -> Iterator[ControlPlane]:
     binaries = cached_binaries() or ensure_binaries()

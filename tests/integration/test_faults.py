@@ -30,7 +30,6 @@ import pytest
 from kubernetes import client
 
 from devcluster import localrun
-from devcluster.clients import admin_client
 from devcluster.controlplane import ControlPlane, EtcdRecord
 from runtime import kube
 from tests.integration.capacity_world import (
@@ -44,7 +43,6 @@ from tests.integration.capacity_world import (
     path,
     unique,
 )
-from tests.integration.conftest import own_control_plane
 
 pytestmark = pytest.mark.integration
 
@@ -63,16 +61,13 @@ def recovery(fault: str, seconds: float) -> None:
 
 
 @pytest.fixture(scope="module")
-def plane() -> Iterator[ControlPlane]:
-    with own_control_plane() as own:
-        yield own
+def plane(module_plane: ControlPlane) -> ControlPlane:
+    return module_plane
 
 
 @pytest.fixture(scope="module")
-def admin(plane: ControlPlane) -> Iterator[client.ApiClient]:
-    api = admin_client(plane.kubeconfig)
-    yield api
-    api.close()
+def admin(module_admin: client.ApiClient) -> client.ApiClient:
+    return module_admin
 
 
 @pytest.fixture(scope="module")

@@ -30,7 +30,7 @@ import yaml
 from kubernetes import client
 
 from devcluster import localrun
-from devcluster.clients import admin_client, service_account_kubeconfig
+from devcluster.clients import service_account_kubeconfig
 from devcluster.kubectl import apply, kubectl
 from devcluster.controlplane import ControlPlane
 from runtime import kube
@@ -45,7 +45,6 @@ from tests.integration.capacity_world import (
     path,
     unique,
 )
-from tests.integration.conftest import own_control_plane
 
 pytestmark = pytest.mark.integration
 
@@ -59,16 +58,13 @@ Change = Callable[[dict[str, Any]], Any]
 
 
 @pytest.fixture(scope="module")
-def plane() -> Iterator[ControlPlane]:
-    with own_control_plane() as own:
-        yield own
+def plane(module_plane: ControlPlane) -> ControlPlane:
+    return module_plane
 
 
 @pytest.fixture(scope="module")
-def admin(plane: ControlPlane) -> Iterator[client.ApiClient]:
-    api = admin_client(plane.kubeconfig)
-    yield api
-    api.close()
+def admin(module_admin: client.ApiClient) -> client.ApiClient:
+    return module_admin
 
 
 DEPLOYMENTS = '''
