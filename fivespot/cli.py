@@ -63,7 +63,7 @@ class _Parser(argparse.ArgumentParser):
         super().error(message)
 
 
-def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] = (), *, everything: bool = False) -> argparse.ArgumentParser:
     parser = _Parser(prog="fivespot", description=DESCRIPTION,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action=_Version, nargs=0, help="show fivespot's version and exit")
@@ -71,11 +71,19 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     compiler_cli.register(sub)
     wanted = next((a for a in argv if not a.startswith("-")), None)
     for name, (target, summary) in RUNTIME_COMMANDS.items():
-        if name == wanted:
+        if everything or name == wanted:
             module, _, function = target.partition(":")
             getattr(importlib.import_module(module), function or "register")(sub)
         else:
             sub.add_parser(name, help=summary)
+    return parser
+
+
+def full_parser() -> argparse.ArgumentParser:
+    """The parser with every command registered, as the CLI reference (docs/reference/cli.md)
+    documents it: `build_parser` registers a long-running command only when it is the one run."""
+    parser = build_parser(everything=True)
+    boundary.add_debug_flag(parser)
     return parser
 
 
