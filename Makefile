@@ -10,7 +10,7 @@ LOWEST_STAMP := $(LOWEST)/.installed
 # kubernetes client (watches, leases, status writes), the API server calling a webhook.
 LOWEST_INTEGRATION := tests/integration/test_control_plane_is_real.py \
 	tests/integration/test_webhook_server.py tests/integration/test_providers.py
-# The Kubernetes versions (policies/kubeversions.py; README "Kubernetes versions"): the whole suite
+# The Kubernetes versions (policies/kubeversions.py; docs/reference/kubernetes-versions.md): the whole suite
 # runs on one, KUBERNETES_VERSION (`make test KUBERNETES_VERSION=1.34`), else the default; on every
 # other supported minor, `test-versions` runs the tests whose outcome depends on the API server's
 # version: compile's CRD rules against the server, the fidelity corpus (whole Status identical),
@@ -30,14 +30,14 @@ EXAMPLE := examples/agent-sandbox
 
 .PHONY: soak-governance install run test unit-then-lowest unit integration test-lowest typecheck imports controlplane engines cluster cluster-down clean golden demo bench bench-compile bench-check bench-webhook bench-capacity bench-providers bench-market-open bench-composite bench-deploy bench-gitops bench-audit bench-faults image image-lock reference kind
 
-.PHONY: controlplane-versions test-versions
+.PHONY: controlplane-versions test-versions docs
 
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,calendars]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,calendars,docs]'
 	@touch $(STAMP)
 
 # The main job on the bundled example: compile it and show the verdicts for its fixtures.
@@ -86,7 +86,7 @@ typecheck: install
 	$(BIN)/python -m mypy
 	$(BIN)/python -m mypy --strict image/build.py
 
-# The layers (README "Layout"): every contract in .importlinter must hold.
+# The layers (docs/explanation/architecture.md): every contract in .importlinter must hold.
 imports: install
 	$(BIN)/lint-imports
 
@@ -121,9 +121,14 @@ clean:
 golden: install
 	$(BIN)/fivespot compile $(EXAMPLE)/config --out tests/unit/golden/agent-sandbox
 
-# Regenerate docs/reference.md (every kind, field by field) after a model changed.
+# Regenerate docs/reference/kinds.md (every kind, field by field) after a model changed.
 reference: install
-	$(BIN)/fivespot reference > docs/reference.md
+	$(BIN)/fivespot reference > docs/reference/kinds.md
+
+# The docs site (docs/, Sphinx + MyST) into build/docs/, every warning an error: a broken link or
+# anchor, a page in no table of contents, a directive that fails. Open build/docs/index.html.
+docs: install
+	$(BIN)/sphinx-build -W --keep-going -n -q -b dirhtml docs build/docs
 
 # The container image, without a container engine (image/build.py; needs apt, umoci, skopeo):
 # build/image/oci (OCI layout) and build/image/fivespot-VERSION.docker.tar (docker load, kind

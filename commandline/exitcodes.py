@@ -1,4 +1,4 @@
-"""The exit codes of every fivespot command, one registry (the README's table mirrors it)."""
+"""The exit codes of every fivespot command, one registry (docs/reference/exit-codes.md renders it)."""
 
 from __future__ import annotations
 

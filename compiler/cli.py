@@ -89,7 +89,7 @@ def register(sub: Any) -> None:
 
     compile_ = sub.add_parser("compile", help="compile a config repo into cluster artifacts")
     compile_.add_argument("config_dir", type=Path, metavar="CONFIG_DIR",
-                          help="folder of config documents (*.yaml, any layout)")
+                          help="folder of config documents (.yaml and .yml files, any layout)")
     compile_.add_argument("--out", type=Path, required=True, metavar="OUT_DIR",
                           help="folder to write the cluster artifacts into")
     compile_.add_argument("--check", action="store_true",

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import yaml
 
+from commandline import docs
 from compiler.diagnostics import Diagnostic, Location
 from compiler.emit.base import CRDS
 from compiler.emit.gitops import DEFAULT_PROJECT
@@ -42,7 +43,7 @@ def network_policy(repo: Repo) -> list[Diagnostic]:
     return [Diagnostic(_platform_location(repo), "spec.webhook.networkPolicy.allowedSources",
                        "unset: the webhook's NetworkPolicy admits nobody on its serving port, so "
                        f"the API server cannot call it and {effect} until you name the API "
-                       "server's addresses (README: \"Who may connect to the webhook\")")]
+                       f"server's addresses ({docs.page('explanation/webhook/#who-may-connect-to-the-webhook')})")]
 
 
 def argocd_project(repo: Repo) -> list[Diagnostic]:

@@ -1,4 +1,4 @@
-"""The field-by-field reference of every config kind and cluster kind (`docs/reference.md`).
+"""The field-by-field reference of every config kind and cluster kind (`docs/reference/kinds.md`).
 
 Generated, never hand-written: the config kinds' fields come from the pydantic models the loader
 validates with (`compiler.spec`), the cluster kinds' from the very structural schemas their CRDs

@@ -41,6 +41,7 @@ from api.kinds.scheduled_capacity import (
     VERSION_PATTERN,
 )
 from api.providers import BuiltinProvider
+from commandline import docs
 from commandline.version import version
 from compiler.calendars import MAX_YEARS as MAX_CALENDAR_YEARS
 from compiler.specschema import SpecSchema
@@ -241,7 +242,8 @@ class WebhookNetworkPolicy(_Strict):
     allowed_sources: list[NetworkPeer] = Field(
         default_factory=list, max_length=32,
         description="Who may connect to the webhook's serving port: the API server's addresses "
-        "on your platform (README: kind, EKS, GKE, OpenShift). Empty (the default): nobody the "
+        "on your platform (for kind, EKS, GKE and OpenShift: "
+        f"{docs.page('explanation/webhook/#who-may-connect-to-the-webhook')}). Empty (the default): nobody the "
         "CNI governs, so the webhook fails closed until you name them.")
     metrics_sources: list[NetworkPeer] = Field(
         default_factory=_every_pod, max_length=32,

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from api.identities import MACHINE_CONTROLLER
+from commandline import docs
 from api.kinds import machine_lifecycle as sm
 from runtime import kube
 from deploy.health import Health, judge
@@ -27,6 +28,9 @@ APPLY_PATCH: Final = "application/apply-patch+yaml"
 POLL_S: Final = 0.5
 PROGRESS_EVERY_S: Final = 5.0
 WEBHOOK_KINDS: Final = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
+
+DELETING_SM: Final = docs.page("explanation/machine-controller/#deleting-a-scheduledmachine")
+"""What to do when a ScheduledMachine cannot leave (its finalizer, the way out)."""
 
 
 class InstallError(Exception):
@@ -224,8 +228,7 @@ class Installer:
         if not delete_crds:
             self.report(f"kept {len(names)} ScheduledMachines: with the machine controller "
                         "uninstalled, deleting one waits until it is installed again (or its "
-                        f"finalizer {sm.FINALIZER} is removed by hand: README, 'Deleting a "
-                        "ScheduledMachine')")
+                        f"finalizer {sm.FINALIZER} is removed by hand: {DELETING_SM})")
             return
         if self.dry_run:
             self.report(f"  would delete {len(names)} ScheduledMachines first, each draining "
@@ -251,8 +254,8 @@ class Installer:
                 f"{len(left)} ScheduledMachines are still leaving after {self.timeout_s:.0f}s "
                 f"({shown}): their machines are draining (see `kubectl describe sm`), or the "
                 "machine controller is not running. Nothing else was deleted; run uninstall "
-                "again once `kubectl get sm -A` lists nothing, or see README 'Deleting a "
-                "ScheduledMachine' for the way out")
+                f"again once `kubectl get sm -A` lists nothing, or see {DELETING_SM} for the way "
+                "out")
 
     def _machine_names(self, path: str) -> list[str]:
         listed = kube.request(self.cluster.api, "GET", path)

@@ -102,7 +102,7 @@ def handle_watch_event(cache: Cache, event: Mapping[str, Any]) -> WatchStep:
 RECONNECT_MAX_S = 4.0
 """The longest wait between two attempts to list or watch. A restarted API server is back to a
 watch within this (plus the jitter below it): a controller must be right again within the lease
-duration + 5 s of the server answering (DESIGN §8), so the backoff cannot grow to client-go's
+duration + 5 s of the server answering (docs/design/numbers.md), so the backoff cannot grow to client-go's
 30 s; a handful of watches per process retrying every 4 s is no load on a recovering server."""
 
 

@@ -2,7 +2,7 @@
 
 A private registry (not the process-global one) so that each app instance, in tests as in a
 gunicorn worker, counts only its own requests. Latency buckets are fine below 10 ms because that
-is the budget (DESIGN §8); the certificate gauge lets an alert fire long before an expiry, the
+is the budget (docs/design/numbers.md); the certificate gauge lets an alert fire long before an expiry, the
 failure users of self-signed webhooks hit most (Kyverno's expired CA).
 """
 

@@ -2,7 +2,7 @@
 
 Everything here is I/O-free and deterministic, so each rule is tested directly and the Flask
 views stay a thin shell (read the body, call `review`, write the response). Three checks, each
-for something CEL cannot do (DESIGN §5):
+for something CEL cannot do (docs/design/decisions/0004-enforcement-layers.md):
 
 - `review_host_governance`: a ScheduledCapacity naming a node that a ScheduledMachine in its
   namespace already governs is denied, or warned, per the Platform. Only a create, or an update

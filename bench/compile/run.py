@@ -2,7 +2,7 @@
 
 Not a test. Generates repos of 1k, 2k and 4k consumers (+ as many tenant policies, each in its
 own namespace) into a temporary folder, then times `fivespot compile` end to end in-process
-(load, check, emit, CEL compile + cost, render, write) a few times each. Target (DESIGN §8):
+(load, check, emit, CEL compile + cost, render, write) a few times each. Target (docs/design/numbers.md):
 1,000 + 1,000 in <= 5 s, and linear: doubling the input roughly doubles the time.
 
     .venv/bin/python bench/compile/run.py [--sizes 1000 2000 4000] [--repeats 3]

@@ -1,6 +1,6 @@
 """Webhook latency at a fixed request rate over TLS, against a no-op responder on the same stack.
 
-Not a test: a measurement for bench/RESULTS.md (DESIGN §8: p99 <= 10 ms at 200 requests/s on 2
+Not a test: a measurement for bench/RESULTS.md (docs/design/numbers.md: p99 <= 10 ms at 200 requests/s on 2
 cores, and within 2x of a no-op AdmissionReview responder measured in the same run).
 
 What runs:

@@ -57,7 +57,7 @@ apply under the same manager removes every key the other apply set (each apply o
 it sends). With a manager of its own each owner's keys survive the other's apply."""
 ARGOCD_CM_APPLY: Final = (f"kubectl apply --server-side --field-manager={ARGOCD_CM_FIELD_MANAGER} "
                           "-f argocd/argocd-cm.health.yaml")
-"""How to apply the health keys: the README and the file's own comment say it."""
+"""How to apply the health keys: docs/operations/gitops.md and the file's own comment say it."""
 DEFAULT_PROJECT: Final = "default"
 
 

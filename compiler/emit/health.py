@@ -5,7 +5,7 @@ Every fivespot controller reports kstatus conditions (fluxcd/cli-utils, which Fl
 `healthChecks` run): Ready=True when settled, Reconciling=True while on its way, Stalled=True when
 a person must act, and `observedGeneration`. So one Lua serves every fivespot kind a controller
 reports on, and it follows the kstatus rules in their order, mapping Current -> Healthy,
-InProgress -> Progressing, Failed -> Degraded (README "Health in Argo CD and Flux" has the table
+InProgress -> Progressing, Failed -> Degraded (docs/operations/health.md has the table
 per phase). It differs from kstatus in one place on purpose: an object with no status at all is
 Progressing (its controller has not reported yet), where kstatus, which cannot know that a status
 will come, says Current.

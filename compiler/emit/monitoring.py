@@ -4,7 +4,7 @@ Emitted only when `Platform.spec.monitoring.enabled` (the Prometheus Operator's 
 the cluster). Each ServiceMonitor scrapes the component's metrics Service (`<component>-metrics`,
 port `metrics`, /metrics) that the workloads emitter already creates, so Prometheus's `job` label
 is that Service's name. Each alert is a named constant below with the PromQL it fires on, a
-summary and a runbook anchor in the README ("Alerts"); the suite validates the objects against
+summary and a runbook: a page of the docs site per alert (docs/operations/alerts/); the suite validates the objects against
 the upstream CRDs on the real API server and checks every metric an expression names against
 what the running processes export.
 """
@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
+from commandline import docs
 from compiler.emit.base import MONITORING, Artifact, metadata
 from compiler.emit.components import components
 from compiler.emit.workloads import METRICS_PORT_NAME, selector
@@ -21,7 +22,8 @@ from compiler.repo import Repo
 
 MONITORING_API: Final = "monitoring.coreos.com/v1"
 RULE_NAME: Final = "fivespot-alerts"
-RUNBOOK: Final = "https://github.com/finos/fivespot/blob/main/README.md#alert-"
+RUNBOOK: Final = docs.page("operations/alerts/")
+"""Each alert's runbook is a page of the docs site: docs/operations/alerts/<alert, lowercase>.md."""
 
 
 @dataclass(frozen=True)
@@ -37,7 +39,7 @@ class Alert:
 
     @property
     def runbook_url(self) -> str:
-        return RUNBOOK + self.name.lower()
+        return f"{RUNBOOK}{self.name.lower()}/"
 
 
 def _up(job: str) -> str:
@@ -128,6 +130,10 @@ def _component_down(job: str) -> Alert:
 FIXED_ALERTS: Final = (HANDBACK_TIMED_OUT, HOST_GOVERNANCE_CONFLICT, FIELD_GOVERNANCE_CONFLICT,
                        WATCH_STALLED, CERTIFICATE_EXPIRES_SOON, RECONCILE_ERRORS, NO_LEADER,
                        OUT_OF_POLICY)
+
+
+EVERY_ALERT: Final = (*FIXED_ALERTS, _component_down("<component>-metrics"))
+"""Every alert as the docs show it: the fixed ones, then the one each component gets."""
 
 
 def alerts(repo: Repo) -> list[Alert]:

@@ -26,7 +26,7 @@ recovery):
 
 Who may connect: a NetworkPolicy on the webhook's pods admits the serving port only from
 `webhook.networkPolicy.allowedSources` (the API server's addresses, which only the platform team
-knows: README, per platform), and the metrics port from `metricsSources`. With no sources named
+knows: docs/explanation/webhook.md, per platform), and the metrics port from `metricsSources`. With no sources named
 the serving port admits nobody the CNI governs — the webhook fails closed (failurePolicy) rather
 than being reachable from every pod in the cluster, where eight slow connections once sufficed
 to stall admission. (Traffic from a pod's own node, the kubelet's probes, is always allowed.)
@@ -146,7 +146,7 @@ drop them, and then every identity's writes would reach the target guard."""
 def target_guard_namespaces(repo: Repo) -> dict[str, Any]:
     """Every namespace where the match condition narrows the guard to the capacity identity; on
     clusters too old to honour it, the install namespace and kube-system stay out, so nobody's
-    recovery there waits on the webhook (that identity is then unguarded there: README)."""
+    recovery there waits on the webhook (that identity is then unguarded there: docs/explanation/webhook.md)."""
     minor = int(repo.platform.spec.min_kubernetes_version.split(".")[1])
     return {} if minor >= MATCH_CONDITIONS_MINOR else excluding_own_namespaces(repo)
 

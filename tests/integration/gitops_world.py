@@ -356,7 +356,7 @@ class Writer:
 
 
 def apply_argocd_objects(kubeconfig: Path, out: Path) -> None:
-    """What the README says to apply for Argo CD, from the output folder: the health keys with
+    """What the docs (docs/operations/gitops.md) say to apply for Argo CD, from the output folder: the health keys with
     its exact command, then the AppProject and the Application."""
     command = ARGOCD_CM_APPLY.split()
     assert command[0] == "kubectl"

@@ -49,7 +49,7 @@ pytestmark = pytest.mark.integration
 LEASE_DURATION_S = 4.0
 """FAST_LEASES' lease duration (tests/integration/capacity_world.py)."""
 BOUND_S = LEASE_DURATION_S + 5.0
-"""DESIGN §8: every controller back to the right values within the lease duration + 5 s of the
+"""docs/design/numbers.md: every controller back to the right values within the lease duration + 5 s of the
 API server answering."""
 ROUNDS = int(os.environ.get("FIVESPOT_FAULT_ROUNDS", "1"))
 NS = "agents"

@@ -3,14 +3,14 @@ syncs the compiled example from a git server on loopback, on a control plane whe
 Deployments really run (the built image on tests/integration/kubelet.py's node): the real
 webhook injects its own caBundle, the real controllers and providers report status.
 
-What the README promises for Argo CD, held to the engine itself, in one cluster, in order:
-- the README's steps (the health keys under fivespot's field manager, the AppProject, the
+What the docs promise for Argo CD (docs/operations/gitops.md, health.md), held to the engine itself, in one cluster, in order:
+- the docs' steps (the health keys under fivespot's field manager, the AppProject, the
   Application) and the compiled Application syncs the example to Synced / Healthy, wave after
   wave, in the two-step rollout (failurePolicy Ignore, then Fail) with a ScheduledCapacity create
   tried every 100 ms from the first moment one could be made, none refused; the admission wave's
   TenantCapacityLimit params have no health (the old health check held the sync at wave 2);
 - every resource's health as Argo CD computes it (`--persist-resource-health`:
-  `Application.status.resources[].health`) is the README table's, for every phase the capacity
+  `Application.status.resources[].health`) is the docs' table's, for every phase the capacity
   controller can be driven into (a tenant's own Application);
 - no drift after the sync: a hard refresh finds every resource Synced (the injected caBundle,
   server-side apply and diff);
@@ -73,7 +73,7 @@ CRDS: Final = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 CONFIGURATION: Final = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/fivespot-webhook"
 PHASES: Final = ("Active", "Inactive", "Pending", "Disabled", "Terminated", "HandingBack",
                  "HandbackTimedOut")
-"""The ScheduledCapacity phases the controller is driven into here (README "Health in Argo CD
+"""The ScheduledCapacity phases the controller is driven into here (docs/operations/health.md, "Health in Argo CD
 and Flux"); Error needs a spec admission lets through and the controller refuses, which the
 webhook and policies of this example never let through."""
 
@@ -233,9 +233,9 @@ def _tenant_objects(pools: dict[str, str]) -> list[dict[str, Any]]:
 
 
 def _readme_verdicts() -> dict[str, str]:
-    """The Argo CD column of the README's ScheduledCapacity table, for each phase driven here: the
-    first row whose first cell names the phase."""
-    text = (ROOT / "README.md").read_text()
+    """The Argo CD column of the docs' ScheduledCapacity table (docs/operations/health.md), for
+    each phase driven here: the first row whose first cell names the phase."""
+    text = (ROOT / "docs" / "operations" / "health.md").read_text()
     table = text[text.index("| ScheduledCapacity | Ready (reason) | kstatus | Argo CD |"):]
     rows = [line for line in table.splitlines()[2:] if line.startswith("|")]
     rows = rows[:next(i for i, row in enumerate(rows) if row.startswith("| ScheduledMachine"))] \
@@ -300,7 +300,7 @@ def test_argo_cd_computes_every_resources_health_as_the_readme_table_says(world:
         return healths() == {p.lower(): expected[p] for p in PHASES}
 
     eventually(as_the_readme_says, 120, "Argo CD's health of each ScheduledCapacity",
-               lambda: f"Argo CD: {healths()}\nREADME: {expected}", every_s=3.0)
+               lambda: f"Argo CD: {healths()}\ndocs: {expected}", every_s=3.0)
     app = application(api, "team-agents")
     providers = {r["name"]: r.get("health") for r in app["status"]["resources"]
                  if r["kind"] in ("ManualSchedule", "TimeBasedSpotSchedule")}

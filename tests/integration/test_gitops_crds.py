@@ -114,9 +114,9 @@ def test_argo_cds_install_and_fivespots_health_keys_keep_each_others_keys_in_eit
         first: str) -> None:
     """Argo CD's own argocd-cm (its v3.6.2 base config, from the module the engines are built
     from), applied as its install applies it (kubectl's default field manager), and fivespot's
-    health keys applied with the command the README and the file's comment give: each apply, in
+    health keys applied with the command the docs (docs/operations/gitops.md) and the file's comment give: each apply, in
     either order and again, leaves the other's keys in place. kubectl's default manager for
-    fivespot's file (the README's command before) is shown to remove the install's keys."""
+    fivespot's file (the docs' command before) is shown to remove the install's keys."""
     core = client.CoreV1Api(admin)
     base_config = engines().argocd_base_config
     install_keys = set(yaml.safe_load((base_config / "argocd-cm.yaml").read_text())["data"])
@@ -124,7 +124,7 @@ def test_argo_cds_install_and_fivespots_health_keys_keep_each_others_keys_in_eit
     health_file = out / "argocd" / "argocd-cm.health.yaml"
     health_keys = set(yaml.safe_load(health_file.read_text())["data"])
     assert install_keys and health_keys and not install_keys & health_keys
-    assert ARGOCD_CM_APPLY in (HERE.parents[1] / "README.md").read_text()
+    assert ARGOCD_CM_APPLY in (HERE.parents[1] / "docs" / "operations" / "gitops.md").read_text()
     assert ARGOCD_CM_APPLY in health_file.read_text()
     kubectl(kubeconfig, "-n", "argocd", "delete", "configmap", "argocd-cm", "--ignore-not-found")
 
@@ -150,7 +150,7 @@ def test_argo_cds_install_and_fivespots_health_keys_keep_each_others_keys_in_eit
     labels = core.read_namespaced_config_map("argocd-cm", "argocd").metadata.labels
     assert labels["app.kubernetes.io/part-of"] == "argocd"
 
-    # The README's command before: kubectl's default manager, the install's own.
+    # The docs' command before: kubectl's default manager, the install's own.
     kubectl(kubeconfig, "-n", "argocd", "delete", "configmap", "argocd-cm")
     install()
     fivespot("kubectl apply --server-side -f argocd/argocd-cm.health.yaml")

@@ -3,7 +3,7 @@ syncs the compiled example from a git server on loopback, on a control plane whe
 Deployments really run (the built image on tests/integration/kubelet.py's node): the real
 webhook injects its own caBundle, the real controllers and providers report status.
 
-What the README promises for Flux, held to the engine itself:
+What the docs promise for Flux (docs/operations/gitops.md), held to the engine itself:
 - `kubectl apply -k OUT/flux` once, and the entry Kustomization brings every layer to Ready, each
   only after the one it depends on (`--requeue-dependency=5s`, instead of the default 30 s, to
   keep the chain short);
@@ -134,7 +134,7 @@ def _ca_bundle_injected_at(api: Any) -> float | None:
 
 def test_the_entry_kustomization_brings_every_layer_ready_in_depends_on_order(world: FluxWorld) -> None:
     revision = world.repo.publish(world.config, "fivespot: the example, compiled")
-    # The README's bootstrap, from the output folder the engine will also read.
+    # The docs' bootstrap, from the output folder the engine will also read.
     kubectl(world.node.kubeconfig, "apply", "-k", str(world.repo.out / "flux"))
     started = time.monotonic()
     world.sync(revision)

@@ -4,7 +4,7 @@
 1. `fivespot init` makes the config repo; its CI step is the shipped pre-commit hooks
    (examples/ci/pre-commit-config.yaml, the hooks of .pre-commit-hooks.yaml, installed as the
    repo's git hook, run by `git commit` as on a developer's machine); the compiled output is
-   committed with the config and pushed to the repository Argo CD watches; the README's Argo CD
+   committed with the config and pushed to the repository Argo CD watches; the docs' Argo CD
    steps; the Application reaches Synced / Healthy.
 2. A commit tightening the tenant's TenantPolicy (and its fixtures with it): once the engine has
    synced it, a ScheduledCapacity that was admitted before is denied at admission. The time from

@@ -12,7 +12,7 @@ it must notice on its own that its configuration has arrived. Each wave waits fo
 and Flux wait for: the webhook wave until the emitted health (the Lua, and the Flux CEL) reads
 every caBundle as injected.
 
-Stages: the staged rollout the README documents — first `failurePolicy: Ignore`, then `Fail` (an
+Stages: the staged rollout the docs document (docs/how-to/webhook-rollout.md) — first `failurePolicy: Ignore`, then `Fail` (an
 upgrade, re-applying every wave over the first) — with the continuous writer; then a first
 install straight to Fail, with a create after each healthy wave.
 """

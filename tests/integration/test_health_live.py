@@ -1,7 +1,7 @@
 """Health of live objects: the capacity controller (its own process and ServiceAccount) drives
 ScheduledCapacities on the real API server into each phase, and each object as the API server
 returns it is judged by the real kstatus library (tools/kstatus, what Flux `wait` runs) and by
-the emitted Argo CD health Lua under Lua 5.1 — both as the README's table says."""
+the emitted Argo CD health Lua under Lua 5.1 — both as the docs' table says (docs/operations/health.md)."""
 
 from __future__ import annotations
 

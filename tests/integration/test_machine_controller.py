@@ -866,7 +866,7 @@ def test_deleting_under_the_kill_switch_skips_the_drain(
 def test_with_the_controller_gone_for_good_removing_the_finalizer_lets_the_object_go(
         controller: ControllerProcess, mgmt: client.ApiClient, wl: client.ApiClient,
         management: Any) -> None:
-    """The way out the README gives, for a controller stopped for good (or its RBAC or CRD
+    """The way out the docs give (docs/explanation/machine-controller.md), for a controller stopped for good (or its RBAC or CRD
     gone): remove the finalizer by hand. The Machine stays, owned by an object that no longer
     exists, for the garbage collector (or a person) to delete."""
     name, _, _ = active_machine(mgmt, wl)

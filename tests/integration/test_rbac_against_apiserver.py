@@ -342,17 +342,17 @@ def test_the_webhooks_network_policy_with_every_kind_of_source_passes_the_api_se
     assert "Warning" not in _server_dry_run(kubeconfig, [closed], tmp_path / "closed.yaml")
 
 
-# --- the README's table, held to the authorizer -----------------------------------------------
+# --- the docs' table (docs/reference/identities.md), held to the authorizer --------------------
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+TABLE_PAGE = Path(__file__).resolve().parents[2] / "docs" / "reference" / "identities.md"
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "agent-sandbox" / "config"
 TABLE_START, TABLE_END = "<!-- identities-table -->", "<!-- /identities-table -->"
 Row = tuple[str, str, str, tuple[str, ...], str]
-"""(identity, resource, names, verbs, where) as the README writes them."""
+"""(identity, resource, names, verbs, where) as docs/reference/identities.md writes them."""
 
 
 def readme_rows() -> list[Row]:
-    text = README.read_text()
+    text = TABLE_PAGE.read_text()
     table = text[text.index(TABLE_START) + len(TABLE_START):text.index(TABLE_END)]
     rows: list[Row] = []
     identity = ""
@@ -413,7 +413,7 @@ def test_every_identity_holds_exactly_what_the_readme_table_says(
     """A repo with every component (both patterns, every built-in provider, a compiled and an
     external custom kind, the VAP polyfill, self-managed certificates), its RBAC applied, and
     `kubectl auth can-i --list` as each identity in a tenant namespace, the install namespace
-    and a CAPI cluster's namespace, against the README's table."""
+    and a CAPI cluster's namespace, against the docs' table (docs/reference/identities.md)."""
     from compiler.pipeline import load
 
     capi = f"capi-{uuid.uuid4().hex[:6]}"

@@ -2,7 +2,8 @@
 CapitalMarketsSchedule or is refused with a diagnostic on the line that declared it (exit 2),
 never a traceback; and none is refused because the library could not build it.
 
-README.md ("Exchanges that cannot be expressed") records the refusals of 2026-2027 and why.
+docs/reference/calendars.md ("Every exchange compiles", its table) records the refusals of 2026-2027 and
+why.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The emitted Argo CD health Lua, run by a Lua 5.1 interpreter (Argo CD's gopher-lua is 5.1), on
 the statuses the capacity controller's own decision function produces for every row of its
 decision table, agreeing with the real kstatus library (tools/kstatus) and with the mapping the
-README states: Current = Healthy, InProgress = Progressing, Failed = Degraded; a closed window is
+docs (docs/operations/health.md) state: Current = Healthy, InProgress = Progressing, Failed = Degraded; a closed window is
 Healthy, Error and HandbackTimedOut are Degraded."""
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from tests.unit.test_capacity_decide import TABLE
 pytestmark = pytest.mark.unit
 
 ARGO_OF_KSTATUS = {"Current": "Healthy", "InProgress": "Progressing", "Failed": "Degraded"}
-"""The stated mapping (README "Health in Argo CD and Flux")."""
+"""The stated mapping (docs/operations/health.md)."""
 UNDER_WAY = ("AwaitingZeroWrite", "AwaitingDrain", "DrainCounterUnreadable")
 
 
 def stated(obj: dict[str, Any]) -> str:
-    """The README's table ("Health in Argo CD and Flux"), row by row."""
+    """The docs' table (docs/operations/health.md), row by row."""
     status = obj["status"]
     phase = Phase(status["phase"])
     conditions = {c["type"]: c for c in status["conditions"]}
@@ -120,7 +120,7 @@ def test_an_unobserved_generation_and_a_deletion_are_progressing_in_both() -> No
 def test_no_status_yet_is_progressing_in_argo_cd_where_kstatus_cannot_tell() -> None:
     fresh = scheduled_capacity(None)
     assert argo_health(health.KSTATUS_LUA, fresh)[0] == "Progressing"
-    assert kstatus.verdicts([fresh]) == ["Current"]  # the one stated difference (README)
+    assert kstatus.verdicts([fresh]) == ["Current"]  # the one stated difference (docs/operations/health.md)
 
 
 @pytest.mark.parametrize("conditions,generation,observed,expected", [

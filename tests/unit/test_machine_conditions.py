@@ -1,6 +1,6 @@
 """ScheduledMachine's kstatus conditions, phase by phase, from `decide` alone, and how the real
 kstatus (tools/kstatus, what Flux `wait` runs) and the emitted Argo CD health Lua (Lua 5.1) read
-each decided status — as the README's ScheduledMachine table states: settled (Active, Inactive,
+each decided status — as the docs' ScheduledMachine table states (docs/operations/health.md): settled (Active, Inactive,
 Disabled, Terminated) is Current / Healthy, on its way is InProgress / Progressing, Error is
 Failed / Degraded."""
 
@@ -147,7 +147,7 @@ def cordon_forbidden() -> Decision:
     return action_failed(inp, then(inp), Cordon("node-1"), 'nodes "node-1" is forbidden')
 
 
-# state: (builder, phase, kstatus conditions, kstatus verdict) — the README's ScheduledMachine table
+# state: (builder, phase, kstatus conditions, kstatus verdict) — the docs' ScheduledMachine table
 STATES: dict[str, tuple[Callable[[], Decision], MachinePhase, dict[str, tuple[str, str]], str]] = {
     "creating": (creating, MachinePhase.PENDING,
                  {"Ready": ("False", "AwaitingNode"), "Reconciling": ("True", "CreatingMachine")}, "InProgress"),

@@ -1,7 +1,7 @@
 """What a new user starts from works, and what they read cannot drift from the models.
 
 `fivespot init` writes a repo that compiles and passes its fixtures; `fivespot schema` accepts
-every document fivespot accepts and flags what it refuses; docs/reference.md is what the models
+every document fivespot accepts and flags what it refuses; docs/reference/kinds.md is what the models
 render today, and its cluster examples are admitted by the compiled CRDs and policies.
 """
 
@@ -156,8 +156,8 @@ def test_schema_command_writes_one_schema_per_kind_and_the_combined_one(tmp_path
 
 
 def test_the_committed_reference_is_what_the_models_render() -> None:
-    committed = (ROOT / "docs" / "reference.md").read_text()
-    assert committed == render(), "docs/reference.md is stale: run `make reference`"
+    committed = (ROOT / "docs" / "reference" / "kinds.md").read_text()
+    assert committed == render(), "docs/reference/kinds.md is stale: run `make reference`"
 
 
 def test_the_reference_documents_every_field_of_every_kind() -> None:
@@ -197,10 +197,11 @@ def test_the_compiled_readme_is_well_formed_markdown(tmp_path: Path) -> None:
             assert lines[i + 1] == "", f"line {i + 1}: no blank line after {line}"
 
 
-def test_the_readme_states_the_examples_fixture_count() -> None:
+def test_the_docs_state_the_examples_fixture_count() -> None:
     import re
 
-    stated = re.search(r"agent-sandbox example carries (\d+) fixtures", (ROOT / "README.md").read_text())
+    stated = re.search(r"agent-sandbox example carries (\d+) fixtures",
+                       (ROOT / "docs" / "reference" / "check.md").read_text())
     assert stated is not None
     assert int(stated.group(1)) == len(run_fixtures(EXAMPLE))
 
@@ -226,7 +227,7 @@ def test_every_flag_of_every_command_has_help() -> None:
     assert not missing, sorted(missing)
 
 
-# Each command of the README's quick start, and the test that runs it as written there. The
+# Each command of the README's quick start (the tutorial's run in tests/integration/test_docs_commands.py), and the test that runs it as written there. The
 # offline ones run here; the others are run by the integration test named, which must contain
 # the invocation shown.
 QUICK_START = {

@@ -1,0 +1,132 @@
+"""Sphinx directives that write reference tables from the code itself, at build time.
+
+A page that lists the metrics, the alerts or the exit codes by hand drifts from them; these
+directives render each from the one place it is defined (`runtime/metrics.py` and
+`webhook/metrics.py`, `compiler/emit/monitoring.py`, `commandline/exitcodes.py`), so the site
+always describes the fivespot it was built from. The tables are written as MyST Markdown and
+parsed in place, so they link and render like the hand-written pages around them.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Iterator
+
+from docutils import nodes
+from docutils.statemachine import StringList
+from sphinx.application import Sphinx
+from sphinx.util.docutils import SphinxDirective
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _metric_families() -> Iterator[tuple[str, str, str, tuple[str, ...], str]]:
+    """(exposed name, type, help, label names, defined in) of every fivespot metric."""
+    from prometheus_client.metrics import MetricWrapperBase
+
+    import runtime.metrics
+    from webhook.metrics import Metrics
+
+    sources: list[tuple[str, list[Any]]] = [
+        ("runtime/metrics.py", [v for v in vars(runtime.metrics).values()
+                                if isinstance(v, MetricWrapperBase)]),
+        ("webhook/metrics.py", [v for v in vars(Metrics()).values()
+                                if isinstance(v, MetricWrapperBase)]),
+    ]
+    suffix = {"counter": "_total", "histogram": "", "gauge": "", "summary": ""}
+    for where, metrics in sources:
+        for metric in metrics:
+            family = metric.describe()[0]
+            labels: tuple[str, ...] = metric._labelnames  # prometheus_client has no public name
+            yield (family.name + suffix[family.type], family.type, family.documentation, labels,
+                   where)
+
+
+class Metrics(SphinxDirective):
+    """Every metric fivespot's processes export: name, type, labels, meaning."""
+
+    def run(self) -> list[nodes.Node]:
+        lines = ["| metric | type | labels | meaning | defined in |", "|---|---|---|---|---|"]
+        for name, kind, help_text, labels, where in sorted(_metric_families()):
+            shown = ", ".join(f"`{label}`" for label in labels) or "—"
+            lines.append(f"| `{name}` | {kind} | {shown} | {_cell(help_text)} | `{where}` |")
+        return self._markdown(lines)
+
+    def _markdown(self, lines: list[str]) -> list[nodes.Node]:
+        container = nodes.container()
+        self.state.nested_parse(StringList(lines, source=self.get_source_info()[0]),
+                                self.content_offset, container)
+        return list(container.children)
+
+
+class Alerts(Metrics):
+    """Every alert of the PrometheusRule: severity, how long, the expression, its runbook page."""
+
+    def run(self) -> list[nodes.Node]:
+        from compiler.emit.monitoring import EVERY_ALERT
+
+        lines = ["| alert | severity | for | fires on | runbook |", "|---|---|---|---|---|"]
+        for alert in EVERY_ALERT:
+            page = f"../operations/alerts/{alert.name.lower()}.md"
+            lines.append(f"| {alert.name} | {alert.severity} | {alert.for_} | `{_cell(alert.expr)}` "
+                         f"| [{alert.name}]({page}) |")
+        return self._markdown(lines)
+
+
+class Alert(Metrics):
+    """One alert as the PrometheusRule carries it, at the top of its runbook page."""
+
+    required_arguments = 1
+
+    def run(self) -> list[nodes.Node]:
+        from compiler.emit.monitoring import EVERY_ALERT
+
+        found = [a for a in EVERY_ALERT if a.name == self.arguments[0]]
+        if not found:
+            raise self.error(f"no alert {self.arguments[0]!r} in compiler/emit/monitoring.py")
+        alert = found[0]
+        lines = [
+            f"**{alert.summary}.** Severity `{alert.severity}`, fires after `{alert.for_}` of:",
+            "", "```promql", alert.expr, "```", "",
+            f"Description, as Prometheus fills it in: {alert.description}",
+        ]
+        return self._markdown(lines)
+
+
+class ExitCodes(Metrics):
+    """The exit codes as `commandline/exitcodes.py` defines and explains them."""
+
+    def run(self) -> list[nodes.Node]:
+        from commandline import exitcodes
+
+        lines = ["| code | name | meaning |", "|---|---|---|"]
+        docs = _attribute_docs(inspect.getsource(exitcodes))
+        names = {value: name for name, value in vars(exitcodes).items()
+                 if name.isupper() and isinstance(value, int)}
+        for code in exitcodes.ALL:
+            lines.append(f"| {code} | `{names[code]}` | {_cell(docs[names[code]])} |")
+        return self._markdown(lines)
+
+
+def _attribute_docs(source: str) -> dict[str, str]:
+    """The docstring under each `NAME: Final = value` line of a module."""
+    import ast
+
+    found: dict[str, str] = {}
+    body = ast.parse(source).body
+    for statement, following in zip(body, body[1:]):
+        if (isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name)
+                and isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant)
+                and isinstance(following.value.value, str)):
+            found[statement.target.id] = " ".join(following.value.value.split())
+    return found
+
+
+def setup(app: Sphinx) -> dict[str, Any]:
+    app.add_directive("fivespot-metrics", Metrics)
+    app.add_directive("fivespot-alerts", Alerts)
+    app.add_directive("fivespot-alert", Alert)
+    app.add_directive("fivespot-exit-codes", ExitCodes)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
