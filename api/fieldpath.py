@@ -1,4 +1,6 @@
-"""The field-path rule of seed 000: which fields of a foreign object a ScheduledCapacity may name.
+"""The field-path rule: which fields of a foreign object a ScheduledCapacity may name
+(docs/design/contracts/scheduled-capacity.md; why it is a security control:
+docs/design/decisions/0002-the-field-path-rule-is-a-security-control.md).
 
 `spec.capacity.path` is written with the capacity controller's own, broader credential, so an
 unconstrained path would be a confused-deputy primitive. The rule is an allowlist: dot-separated

@@ -1,6 +1,7 @@
 """The names of fivespot's components and identities, shared by the compiler and the processes.
 
-One identity per component (seed 000: compromising one must not grant another's powers): the
+One identity per component (docs/design/decisions/0001-one-identity-per-component.md:
+compromising one must not grant another's powers): the
 capacity controller, the machine controller, the audit controller, the webhook, and one per built-in
 provider (`api.providers` lists them).
 The compiler names Deployments, ServiceAccounts, Roles and Lease names with these; the running

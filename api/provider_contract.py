@@ -1,6 +1,7 @@
 """The provider contract as a consumer reads it: a provider object's `status` to an observation.
 
-Seed 001: a provider is any CRD in the provider group whose controller publishes `status.active`.
+The provider contract (docs/design/contracts/schedule-provider.md): a provider is any CRD in the
+provider group whose controller publishes `status.active`.
 Every consumer of a provider (the capacity controller, the CompositeSchedule provider, the
 ScheduledMachine controller) reads a reference the same way, so the rule lives here once:
 - only `status` is read, never the spec;

@@ -1,13 +1,14 @@
 """The ScheduledMachine half of `make demo`: a CAPI Machine by schedule, drained and removed.
 
-Beside the capacity story (a number changes, the node stays), this one shows the other pattern
-of seed 000 (the node leaves): a second local control plane plays the workload cluster, reached
-only through the `desk-cluster-kubeconfig` Secret as CAPI writes it, and its
-kube-controller-manager runs the disruption controller, so the PodDisruptionBudget is real. The
-Cluster API CRDs are the real ones (the integration tests' copies), installed by `fivespot dev`
-with the config repo, which also runs the machine controller as a process. No CAPI controllers
-and no kubelet run, so the demo plays their parts in the open, and says so at each step: it creates the
-Node and sets the Machine's status.nodeRef (CAPI), and finishes pod deletions (the kubelet).
+Beside the capacity story (a number changes, the node stays), this one shows the other pattern of
+5-Spot (the node leaves; docs/design/contracts/scheduled-machine.md): a second local control plane
+plays the workload cluster, reached only through the `desk-cluster-kubeconfig` Secret as CAPI
+writes it, and its kube-controller-manager runs the disruption controller, so the
+PodDisruptionBudget is real. The Cluster API CRDs are the real ones (the integration tests'
+copies), installed by `fivespot dev` with the config repo, which also runs the machine controller
+as a process. No CAPI controllers and no kubelet run, so the demo plays their parts in the open,
+and says so at each step: it creates the Node and sets the Machine's status.nodeRef (CAPI), and
+finishes pod deletions (the kubelet).
 """
 
 from __future__ import annotations

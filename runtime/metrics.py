@@ -76,7 +76,7 @@ WATCH_HEALTHY: Final = Gauge(
 )
 SPOT_SCHEDULE_RESOLUTION_ERRORS: Final = Counter(
     "fivespot_spot_schedule_resolution_errors_total",
-    "Reconciles whose spot-schedule reference did not resolve (seed 001), by reason: "
+    "Reconciles whose spot-schedule reference did not resolve (the provider contract), by reason: "
     "ProviderCRDNotInstalled, ScheduleNotFound, ActiveMissing, ActiveNotBool, ScheduleNotReady, "
     "ScheduleLookupFailed.",
     ["controller", "reason"],

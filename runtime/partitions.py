@@ -1,9 +1,9 @@
 """Partitions: the Platform's named sets of namespaces, each with its own Lease-elected leader.
 
-A partition is the unit of sharding (seed 003: a bug or a stuck loop affects one partition, and
-adding partitions never grows one loop). Every namespace belongs to exactly one partition: the
-one that lists it, else the partition named `default`. A namespace no partition takes (there is
-no `default`) is reconciled by nobody, and `of()` says so with None.
+A partition is the unit of sharding (docs/design/contracts/partitions.md: a bug or a stuck loop
+affects one partition, and adding partitions never grows one loop). Every namespace belongs to
+exactly one partition: the one that lists it, else the partition named `default`. A namespace no
+partition takes (there is no `default`) is reconciled by nobody, and `of()` says so with None.
 """
 
 from __future__ import annotations

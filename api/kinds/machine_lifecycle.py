@@ -188,7 +188,8 @@ class MachinePhase(StrEnum):
 
 
 class SpotSchedule(KindModel):
-    """The provider's answer as the controller resolved it (seed 001's Verify step reads it)."""
+    """The provider's answer as the controller resolved it (what the provider contract's Verify
+    step reads: docs/design/contracts/schedule-provider.md)."""
 
     resolved: bool = Field(description="Whether the most recent lookup resolved the provider.")
     active: bool | None = Field(default=None, description="The last resolved status.active; "

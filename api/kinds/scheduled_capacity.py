@@ -41,7 +41,8 @@ SHORT_NAMES: Final = ("scap",)
 PROVIDER_GROUP: Final = "spotschedules.5spot.finos.org"
 
 INACTIVE_VALUE: Final = 0
-"""The value written when capacity is handed back. Fixed by seed 000, deliberately not a field."""
+"""The value written when capacity is handed back. Fixed by the ScheduledCapacity contract
+(docs/design/contracts/scheduled-capacity.md), deliberately not a field."""
 
 MAX_ACTIVE_VALUE: Final = 2**31 - 1
 """Capacity fields on Kubernetes objects are int32 almost everywhere; a larger value is a typo."""

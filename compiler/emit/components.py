@@ -1,9 +1,10 @@
 """Which fivespot components run for a repo, and under which identity: shared by RBAC and workloads.
 
-A component is one binary with one Deployment and one ServiceAccount (seed 000: compromising one
-must not grant another's powers). The RBAC emitter and the workloads emitter both walk this one
-list, so a component can never get a Deployment without its permissions or the reverse, and no
-identity exists for a component the repo does not install (no consumer, no capacity controller).
+A component is one binary with one Deployment and one ServiceAccount (compromising one must not
+grant another's powers: docs/design/decisions/0001-one-identity-per-component.md). The RBAC emitter
+and the workloads emitter both walk this one list, so a component can never get a Deployment
+without its permissions or the reverse, and no identity exists for a component the repo does not
+install (no consumer, no capacity controller).
 
 Custom provider kinds are identities without a component: the platform team runs its own
 provider Deployment, and fivespot only emits the least-privilege identity it should run as.

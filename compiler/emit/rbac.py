@@ -32,8 +32,8 @@ Machine controller (`fivespot-machine-controller`, only when the repo has a Mach
     this identity lacks, since it already creates and deletes the Machines a spec describes.
   - every provider plural: get, list, watch — like the capacity controller, status only.
   - no ScheduledCapacity verb: a host both name is reported from the capacity side, whose
-    identity already reads ScheduledMachines (seed 000: the main controller's ClusterRole is
-    not extended for capacity).
+    identity already reads ScheduledMachines (the machine identity is not extended for capacity:
+    docs/design/decisions/0001-one-identity-per-component.md).
   - events: create, patch; leases: as for the capacity controller.
   - a Role in each namespace of a declared CAPI Cluster, nowhere else:
     machines (cluster.x-k8s.io): get, list, watch, create, delete — it creates the Machine

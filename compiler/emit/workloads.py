@@ -4,7 +4,8 @@ metrics Service; plus the ServiceAccount each custom provider's own Deployment r
 Why each piece of the pod is the way it is:
 - One image, one binary per component (`fivespot controller capacity`, `fivespot provider
   <name>`, `fivespot webhook serve`), each with its own ServiceAccount: the separation of
-  identities in seed 000 is only real if the processes are separate too.
+  identities (docs/design/decisions/0001-one-identity-per-component.md) is only real if the
+  processes are separate too.
 - Restricted Pod Security in full (the install namespace enforces it): non-root with a numeric
   UID/GID (65532, so the kubelet can verify non-root without reading the image), read-only root
   filesystem with an in-memory `emptyDir` for `/tmp`, no privilege escalation, every capability

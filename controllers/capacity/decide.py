@@ -7,7 +7,7 @@ one merge patch of one field on the target (`target_patch`), then the status pat
 rule is covered by the decision table and the property tests, and a restart loses nothing: all
 state is in the status that goes in and comes out.
 
-Rules, in order of precedence (seed 000 and DESIGN section 4 are the authority):
+Rules, in order of precedence (docs/design/contracts/scheduled-capacity.md is the authority):
 
 1. Refusal (phase Error, never a write). A spec that failed the model, a capacity path or drained
    path that fails `api.fieldpath`, a target kind with no allowlist entry, a path the

@@ -5,7 +5,7 @@ few pure translations from raw objects (a field at a dotted path, a ScheduledMac
 the provider contract is `api.provider_contract`, shared with every other consumer of a
 provider) so that the shell stays a thin loop with no judgement of its own.
 Each observation distinguishes "looked and it is not there" from "could not look" (a transient
-API error), because the seed treats them differently: the first is reported and acted on, the
+API error), because the contract treats them differently: the first is reported and acted on, the
 second flips nothing.
 """
 

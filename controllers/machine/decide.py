@@ -31,8 +31,9 @@ Rules, in order of precedence:
 5. In schedule: the bootstrap object, the infrastructure object and the Machine referencing them
    exist (created in that order, owned by the ScheduledMachine); Pending until the Machine has a
    node, then Active. A schedule that reopens during the grace period cancels the
-   shutdown; once the drain has begun it is not reversed (seed 000: the node is going) — the
-   removal completes and a new Machine is created.
+   shutdown; once the drain has begun it is not reversed (the node is going:
+   docs/design/contracts/scheduled-machine.md) — the removal completes and a new Machine is
+   created.
 
 The schedule follows the provider contract: a resolved provider's `status.active` is followed;
 an unresolved one holds the last resolved answer (`status.spotSchedule.active`) and says why in
