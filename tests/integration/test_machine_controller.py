@@ -339,7 +339,7 @@ def test_schedule_on_creates_the_machine_and_its_objects_owned_by_the_scheduled_
     active = wait_phase(mgmt, name, "Active")
     assert active["nodeRef"] == {"name": node}
     assert active["inSchedule"] is True
-    # Seed 001's Verify step, as the guide writes it.
+    # The provider guide's Verify step (docs/design/contracts/schedule-provider.md), as written.
     spot = json.loads(kubectl(management.kubeconfig, "-n", NS, "get", "scheduledmachine", name,
                               "-o", "jsonpath={.status.spotSchedule}"))
     assert spot["resolved"] is True and spot["active"] is True and spot["reason"] == "Resolved"

@@ -1,6 +1,7 @@
-"""The capacity controller's decision table: every phase transition of seed 000 and every
-condition reason, each row one behaviour sentence. Priors are produced by running `decide` on
-earlier events, so a row starts from a status the controller would really have written.
+"""The capacity controller's decision table: every phase transition and every condition reason of
+docs/design/contracts/scheduled-capacity.md, each row one behaviour sentence. Priors are produced
+by running `decide` on earlier events, so a row starts from a status the controller would really
+have written.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The field-path rule accepts and rejects exactly what seed 000 says."""
+"""The field-path rule accepts and rejects exactly what docs/design/contracts/scheduled-capacity.md
+says."""
 
 from __future__ import annotations
 
