@@ -1,5 +1,5 @@
 """Benchmark: `fivespot audit` over N stored ScheduledCapacities, against listing them with
-kubectl alone, in the same run (DESIGN.md §8: ≤ 1.5× the listing).
+kubectl alone, in the same run (docs/design/numbers.md: ≤ 1.5× the listing).
 
 A local control plane gets the agent-sandbox example installed with tenant `agents` allowed up to
 10, and N ScheduledCapacities in `agents` (activeValue 1..10, so about half break the tightened
