@@ -30,7 +30,7 @@ EXAMPLE := examples/agent-sandbox
 
 .PHONY: soak-governance install run test unit-then-lowest unit integration test-lowest typecheck imports controlplane engines cluster cluster-down clean golden demo bench bench-compile bench-check bench-webhook bench-capacity bench-providers bench-market-open bench-composite bench-deploy bench-gitops bench-audit bench-faults image image-lock reference kind
 
-.PHONY: controlplane-versions test-versions docs
+.PHONY: controlplane-versions test-versions docs test-docs
 
 install: $(STAMP)
 
@@ -52,7 +52,7 @@ $(LOWEST_STAMP): pyproject.toml tools/lower_bounds.py $(STAMP)
 	@touch $@
 
 # Builds (or reuses) the control plane, then the whole suite: the type check, the layer contracts,
-# unit tests and the lower bounds, then integration tests. The GitOps engines the last integration
+# unit tests, the docs site and the lower bounds, then integration tests. The GitOps engines the last integration
 # tests sync with (`make engines`) build (or are reused) beside the unit tests and the lower
 # bounds, which leave a core mostly idle: a cold engine build is ~20 CPU-minutes (~10 minutes of
 # both cores, plus 5 GB of modules; bench/RESULTS.md). pytest exits 5 when it collects no test; make
@@ -67,7 +67,14 @@ test: install controlplane typecheck imports
 
 unit-then-lowest: install controlplane
 	$(BIN)/python -m pytest -m unit
+	$(MAKE) --no-print-directory test-docs
 	$(MAKE) --no-print-directory test-lowest
+
+# The docs site built strictly (every warning an error), the addresses fivespot names looked up in
+# it, and its pages rendered by headless Chromium (tests/docs/). The tutorial's and the how-tos'
+# commands run with the integration tests (tests/integration/test_docs_commands.py).
+test-docs: install
+	$(BIN)/python -m pytest -m docs
 
 # The unit suite and LOWEST_INTEGRATION on the lowest dependency versions pyproject.toml allows
 # (about 4 min; bounded at 20). The generated-input test runs once, in `unit`: it exercises
@@ -128,7 +135,7 @@ reference: install
 # The docs site (docs/, Sphinx + MyST) into build/docs/, every warning an error: a broken link or
 # anchor, a page in no table of contents, a directive that fails. Open build/docs/index.html.
 docs: install
-	$(BIN)/sphinx-build -W --keep-going -n -q -b dirhtml docs build/docs
+	$(BIN)/sphinx-build -W --keep-going -n -q -b html docs build/docs
 
 # The container image, without a container engine (image/build.py; needs apt, umoci, skopeo):
 # build/image/oci (OCI layout) and build/image/fivespot-VERSION.docker.tar (docker load, kind

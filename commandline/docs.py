@@ -15,5 +15,5 @@ DOCS_URL: Final = "https://finos.github.io/fivespot/"
 
 
 def page(path: str) -> str:
-    """`explanation/webhook/#who-may-connect-to-the-webhook` -> its address on the site."""
+    """`explanation/webhook.html#who-may-connect-to-the-webhook` -> its address on the site."""
     return DOCS_URL + path

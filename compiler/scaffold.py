@@ -36,7 +36,7 @@ spec:
     certificate:
       mode: self-managed           # or cert-manager, with issuerRef: {kind: Issuer, name: ...}
     # networkPolicy:               # who may call the webhook: your API server's addresses
-    #   allowedSources: [{ipBlock: {cidr: 172.18.0.0/16}}]   # kind's network; EKS, GKE, OpenShift: https://finos.github.io/fivespot/explanation/webhook/#who-may-connect-to-the-webhook
+    #   allowedSources: [{ipBlock: {cidr: 172.18.0.0/16}}]   # kind's network; EKS, GKE, OpenShift: https://finos.github.io/fivespot/explanation/webhook.html#who-may-connect-to-the-webhook
   enforcement: vap                 # ValidatingAdmissionPolicies (Kubernetes >= 1.30); or webhook, or both
   minKubernetesVersion: "1.34"     # oldest API server the output must install on (1.34 to 1.37)
   # maxKubernetesVersion: "1.37"   # newest (default: the newest supported); check decides as it

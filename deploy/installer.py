@@ -29,7 +29,7 @@ POLL_S: Final = 0.5
 PROGRESS_EVERY_S: Final = 5.0
 WEBHOOK_KINDS: Final = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
 
-DELETING_SM: Final = docs.page("explanation/machine-controller/#deleting-a-scheduledmachine")
+DELETING_SM: Final = docs.page("explanation/machine-controller.html#deleting-a-scheduledmachine")
 """What to do when a ScheduledMachine cannot leave (its finalizer, the way out)."""
 
 

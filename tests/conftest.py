@@ -1,4 +1,4 @@
-"""Suite-wide wiring: every test is marked `unit` or `integration` by the folder it lives in."""
+"""Suite-wide wiring: every test is marked `unit`, `integration` or `docs` by the folder it lives in."""
 
 from __future__ import annotations
 
@@ -16,5 +16,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.unit)
         elif parts[0] == "integration":
             item.add_marker(pytest.mark.integration)
+        elif parts[0] == "docs":
+            item.add_marker(pytest.mark.docs)
         else:
-            raise pytest.UsageError(f"{item.nodeid}: tests live under tests/unit or tests/integration")
+            raise pytest.UsageError(
+                f"{item.nodeid}: tests live under tests/unit, tests/integration or tests/docs")

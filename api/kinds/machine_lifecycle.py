@@ -239,7 +239,7 @@ class MachineStatus(KindModel):
         default=(), max_length=MAX_CONDITIONS,
         description="Ready (True when settled: Active, Inactive, Disabled, Terminated), "
         "Reconciling and Stalled (kstatus; present only while True), SpotScheduleResolved, "
-        "MachineCreated, NodeDrained, HostGovernanceConflict.",
+        "MachineCreated, NodeDrained.",
         json_schema_extra={"x-kubernetes-list-type": "map",
                            "x-kubernetes-list-map-keys": ["type"]})
 

@@ -39,7 +39,7 @@ class Alert:
 
     @property
     def runbook_url(self) -> str:
-        return f"{RUNBOOK}{self.name.lower()}/"
+        return f"{RUNBOOK}{self.name.lower()}.html"
 
 
 def _up(job: str) -> str:

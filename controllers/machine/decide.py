@@ -49,9 +49,10 @@ ScheduledCapacity); Ready=False with Stalled=True for what needs a person (Error
 the API server refused for a reason a retry will not fix). Reconciling and Stalled are present
 only while True.
 
-HostGovernanceConflict=True is reported (and a Warning event on the transition) while a
-ScheduledCapacity names this machine's node; the capacity side holds its value at 0, and this
-side keeps the machine as the schedule says (one host, one governor: the machine wins).
+A ScheduledCapacity naming this machine's node is reported from the capacity side (its
+HostGovernanceConflict condition, and a Warning event regarding this ScheduledMachine): the capacity
+side holds its value at 0, and this side keeps the machine as the schedule says (one host, one
+governor: the machine wins). The machine identity reads no ScheduledCapacity.
 """
 
 from __future__ import annotations

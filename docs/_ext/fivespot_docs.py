@@ -10,12 +10,15 @@ parsed in place, so they link and render like the hand-written pages around them
 from __future__ import annotations
 
 import inspect
+from pathlib import Path
 from typing import Any, Iterator
 
 from docutils import nodes
 from docutils.statemachine import StringList
 from sphinx.application import Sphinx
 from sphinx.util.docutils import SphinxDirective
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _cell(text: str) -> str:
@@ -124,7 +127,45 @@ def _attribute_docs(source: str) -> dict[str, str]:
     return found
 
 
+class Layers(SphinxDirective):
+    """The package layers as `.importlinter` enforces them, drawn as an SVG: one row per layer,
+    top to bottom, each importing only the rows below it; packages on a row are independent."""
+
+    def run(self) -> list[nodes.Node]:
+        import configparser
+        from html import escape
+
+        config = configparser.ConfigParser()
+        config.read(ROOT / ".importlinter")
+        rows = [[name.strip() for name in line.split("|")]
+                for line in config["importlinter:contract:layers"]["layers"].split("\n") if line.strip()]
+        width, row_h, gap, box_w = 760, 44, 26, 150
+        height = len(rows) * (row_h + gap) - gap + 2
+        parts = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
+                 f'role="img" aria-label="fivespot\'s package layers" style="max-width:{width}px">']
+        for index, row in enumerate(rows):
+            y = 1 + index * (row_h + gap)
+            step = width / len(row)
+            for column, package in enumerate(row):
+                x = step * column + (step - box_w) / 2
+                parts.append(f'<rect x="{x:.0f}" y="{y}" width="{box_w}" height="{row_h}" rx="6" '
+                             'fill="#eef3fb" stroke="#3d5a80"/>')
+                parts.append(f'<text x="{x + box_w / 2:.0f}" y="{y + row_h / 2 + 5}" '
+                             'text-anchor="middle" font-family="monospace" font-size="15" '
+                             f'fill="#1b263b">{escape(package)}/</text>')
+            if index < len(rows) - 1:
+                mid, top = width / 2, y + row_h
+                parts.append(f'<path d="M{mid} {top + 3} L{mid} {top + gap - 5}" stroke="#3d5a80" '
+                             'stroke-width="2"/>')
+                parts.append(f'<path d="M{mid - 6} {top + gap - 11} L{mid} {top + gap - 3} '
+                             f'L{mid + 6} {top + gap - 11}" fill="none" stroke="#3d5a80" '
+                             'stroke-width="2"/>')
+        parts.append("</svg>")
+        return [nodes.raw("", "".join(parts), format="html")]
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
+    app.add_directive("fivespot-layers", Layers)
     app.add_directive("fivespot-metrics", Metrics)
     app.add_directive("fivespot-alerts", Alerts)
     app.add_directive("fivespot-alert", Alert)

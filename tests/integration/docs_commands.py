@@ -160,6 +160,8 @@ class Session:
 
     workdir: Path
     settings: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict)
+    """What the reader's machine has that the test must give (a git identity, say)."""
     timeout_s: float = 900.0
     background: list[Background] = field(default_factory=list)
     ran: list[tuple[Block, float]] = field(default_factory=list)
@@ -173,7 +175,7 @@ class Session:
     def environment(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "PYTEST_CURRENT_TEST")}
         env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-        return env
+        return {**env, **self.env}
 
     def script(self, code: str, *, keep_state: bool) -> str:
         state = shlex.quote(str(self.state))
@@ -239,17 +241,27 @@ class Session:
             raise AssertionError("\n".join(failures))
 
 
-def run_page(page: Path, workdir: Path, settings: Mapping[str, str] | None = None) -> Session:
-    """Every `sh` block of the page, in order, as one reader; returns the session (timings)."""
-    session = Session(workdir, settings or {})
+def run_page(page: Path, workdir: Path, settings: Mapping[str, str] | None = None, *,
+             env: Mapping[str, str] | None = None, before: list[Block] | None = None) -> Session:
+    """Every `sh` block of the page, in order, as one reader; returns the session (timings).
+    `before`: blocks of another page the reader ran first, in the same folder (part 1 of a
+    tutorial, say)."""
+    session = Session(workdir, settings or {}, env or {})
     try:
-        for block in blocks(page):
+        for block in [*(before or []), *blocks(page)]:
             session.run(block)
     finally:
         session.stop()
     for block, seconds in session.ran:
         print(f"{block.where}: {seconds:.1f} s")
     return session
+
+
+def up_to_the_first_background_block(page: Path) -> list[Block]:
+    """The page's blocks a reader runs before the first one left running."""
+    found = blocks(page)
+    first = next((i for i, block in enumerate(found) if block.waits_for is not None), len(found))
+    return found[:first]
 
 
 def pages_with_commands() -> list[Path]:

@@ -61,6 +61,10 @@ KUSTOMIZATIONS: Final = ("kustomize.toolkit.fluxcd.io", "v1", "kustomizations")
 GIT_REPOSITORIES: Final = ("source.toolkit.fluxcd.io", "v1", "gitrepositories")
 SCAP: Final = ("5spot.finos.org", "v1alpha1", "scheduledcapacities")
 GIT_IDENTITY: Final = ("-c", "user.name=Platform Team", "-c", "user.email=platform@example.com")
+GIT_IDENTITY_ENV: Final = {"GIT_AUTHOR_NAME": "Platform Team", "GIT_AUTHOR_EMAIL": "platform@example.com",
+                           "GIT_COMMITTER_NAME": "Platform Team",
+                           "GIT_COMMITTER_EMAIL": "platform@example.com"}
+"""The same identity for a reader's shell (tests/integration/test_docs_gitops.py)."""
 
 
 def eventually(probe: Callable[[], T | None | bool], timeout_s: float, what: str,

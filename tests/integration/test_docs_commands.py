@@ -18,7 +18,7 @@ from tests.integration.docs_commands import DOCS, blocks, pages_with_commands, r
 pytestmark = pytest.mark.integration
 
 ENGINE_PAGES = {DOCS / "tutorial" / "gitops.md"}
-"""Pages whose commands need a GitOps engine; run by test_docs_gitops.py, with the engines."""
+"""Pages whose commands need a GitOps engine: run by test_docs_gitops.py, with the engines."""
 
 PAGES = [page for page in pages_with_commands() if page not in ENGINE_PAGES]
 

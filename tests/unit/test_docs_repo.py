@@ -165,14 +165,14 @@ def test_every_alert_has_its_runbook_page_at_the_address_it_names() -> None:
     for alert in EVERY_ALERT:
         page = DOCS / "operations" / "alerts" / f"{alert.name.lower()}.md"
         assert page.exists(), f"{alert.name}: no runbook page {page.relative_to(ROOT)}"
-        assert alert.runbook_url == f"{DOCS_URL}operations/alerts/{alert.name.lower()}/"
+        assert alert.runbook_url == f"{DOCS_URL}operations/alerts/{alert.name.lower()}.html"
         assert f"```{{fivespot-alert}} {alert.name}" in page.read_text(), \
             f"{page.relative_to(ROOT)} does not show the alert's definition"
 
 
 def test_every_docs_address_in_the_code_is_a_page_of_the_site() -> None:
     for address in docs_addresses():
-        path = address.removeprefix(DOCS_URL).split("#", 1)[0].rstrip("/")
+        path = address.removeprefix(DOCS_URL).split("#", 1)[0].removesuffix(".html")
         candidates = [DOCS / f"{path}.md", DOCS / path / "index.md"] if path else [DOCS / "index.md"]
         assert any(c.exists() for c in candidates), f"{address}: no page docs/{path}.md"
 
