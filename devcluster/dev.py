@@ -32,7 +32,7 @@ from typing import Any, Final
 
 from runtime import kube
 from runtime.processes import die_with_parent
-from deploy.installer import Installer
+from deploy.installer import InstallError, Installer
 from deploy.manifests import Manifest, load
 
 BUNDLE_FLAG: Final = "--bundle"
@@ -176,13 +176,16 @@ class DevSession:
             self.report(f"  {line}")
 
     def _apply_crds(self) -> None:
-        from devcluster.kubectl import apply, kubectl, wait_established
+        from devcluster.kubectl import KubectlFailed, apply, kubectl, wait_established
 
         assert self.kubeconfig is not None
         for crd in self.crds:
-            apply(self.kubeconfig, crd)
-            name = kubectl(self.kubeconfig, "get", "-f", str(crd), "-o", "name").strip().split("/")[-1]
-            wait_established(self.kubeconfig, [name])
+            try:
+                apply(self.kubeconfig, crd)
+                name = kubectl(self.kubeconfig, "get", "-f", str(crd), "-o", "name").strip().split("/")[-1]
+                wait_established(self.kubeconfig, [name])
+            except KubectlFailed as error:  # the user's file, refused: bad input, not a fivespot bug
+                raise InstallError(f"--crd {crd}: {error.stderr or 'kubectl could not apply it'}") from error
             self.report(f"applied {crd}")
 
     def _namespaces(self, names: list[str]) -> None:
@@ -358,9 +361,12 @@ def _handler(args: Any) -> int:
     from commandline import exitcodes
     from compiler.diagnostics import CompileError
     from compiler.ownership import OutputRefused
-    from deploy.installer import InstallError
     from devcluster.controlplane import ControlPlaneError
 
+    for crd in args.crd:
+        if not crd.is_file():
+            print(f"fivespot dev: --crd {crd}: no such file; nothing was started", file=sys.stderr)
+            return exitcodes.BAD_INPUT
     try:
         return run(args.config_dir, args.state_dir, args.crd)
     except CompileError as error:

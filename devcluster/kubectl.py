@@ -20,6 +20,14 @@ from compiler.emit.gitops import WAVES
 FIELD_MANAGER = "fivespot-devcluster"
 
 
+class KubectlFailed(RuntimeError):
+    """kubectl exited non-zero; `stderr` is what it said (the API server's refusal, say)."""
+
+    def __init__(self, args: Sequence[str], stderr: str) -> None:
+        super().__init__(f"kubectl {' '.join(args)} failed:\n{stderr}")
+        self.stderr = stderr
+
+
 def kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> str:
     binary = shutil.which("kubectl")
     if binary is None:
@@ -27,7 +35,7 @@ def kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> str:
     result = subprocess.run([binary, "--kubeconfig", str(kubeconfig), *args], input=stdin,
                             capture_output=True, text=True, timeout=120)
     if result.returncode != 0:
-        raise RuntimeError(f"kubectl {' '.join(args)} failed:\n{result.stderr.strip()}")
+        raise KubectlFailed(args, result.stderr.strip())
     return result.stdout
 
 

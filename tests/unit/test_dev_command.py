@@ -12,7 +12,9 @@ from compiler.output import write_tree
 from compiler.pipeline import compile_repo
 from compiler.scaffold import init
 from deploy.manifests import load
-from devcluster.dev import components, local_args, tenant_namespaces
+from deploy.installer import InstallError
+from devcluster import kubectl
+from devcluster.dev import DevSession, components, local_args, tenant_namespaces
 from fivespot.cli import main
 
 
@@ -45,6 +47,35 @@ def test_dev_leaves_a_state_folder_with_files_of_someone_else_untouched(
     assert main(["dev", str(config), "--state-dir", str(tmp_path / "state")]) == 2
     assert "fivespot dev: --state-dir: " in capsys.readouterr().err
     assert mine.read_text() == "keep me" and sorted(mine.parent.iterdir()) == [mine]
+
+
+def test_dev_with_a_crd_file_that_does_not_exist_says_so_before_it_starts_anything(
+    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = tmp_path / "state"
+    missing = tmp_path / "queue-crd.yaml"
+    assert main(["dev", str(config), "--state-dir", str(state), "--crd", str(missing)]) == 2
+    assert capsys.readouterr().err == f"fivespot dev: --crd {missing}: no such file; nothing was started\n"
+    assert not state.exists()
+
+
+def test_a_crd_the_api_server_refuses_is_bad_input_with_the_servers_words_not_a_fivespot_bug(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    refusal = ('Error from server (BadRequest): error when creating "queue-crd.yaml": '
+               'CustomResourceDefinition in version "v1" cannot be handled as a '
+               'CustomResourceDefinition: strict decoding error: unknown field "spec.versions[0]"')
+
+    def refuse(kubeconfig: Path, path: Path) -> str:
+        raise kubectl.KubectlFailed(["apply", "-f", str(path)], refusal)
+
+    monkeypatch.setattr(kubectl, "apply", refuse)
+    session = DevSession(tmp_path / "config", tmp_path / "state", crds=[Path("queue-crd.yaml")],
+                         report=lambda line: None)
+    session.kubeconfig = tmp_path / "kubeconfig"
+    with pytest.raises(InstallError) as raised:
+        session._apply_crds()
+    assert str(raised.value) == f"--crd queue-crd.yaml: {refusal}"
 
 
 def test_every_compiled_deployment_becomes_a_local_process_with_its_own_arguments(
