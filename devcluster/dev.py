@@ -24,8 +24,9 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -281,28 +282,46 @@ class DevSession:
 
 
 class CapacityWatch:
-    """Prints each change of a ScheduledCapacity's phase or written value, as `dev` runs."""
+    """Prints each change of a ScheduledCapacity's phase or written value, as `dev` runs.
+
+    Fed by a watch (the runtime's Informer), not a poll: every phase the API server stores is
+    printed, in order, however short (a handback that completes in milliseconds), and so is a
+    change made just before Ctrl-C."""
 
     def __init__(self, api: Any, report: Callable[[str], None]) -> None:
         self.api, self.report = api, report
         self.seen: dict[str, tuple[Any, Any]] = {}
+        self._lock = threading.Lock()
+        self._informer: Any = None
 
-    def poll(self) -> None:
-        try:
-            listed = kube.request(self.api, "GET", "/apis/5spot.finos.org/v1alpha1/scheduledcapacities")
-        except kube.ApiError:
-            return
-        for item in listed.get("items") or []:
-            key = kube.object_key(item)
-            status = item.get("status") or {}
-            now = (status.get("phase"), status.get("writtenValue"))
-            if self.seen.get(key) != now:
-                self.seen[key] = now
-                target = item["spec"]["targetRef"]
-                written = "" if now[1] is None else (
-                    f", {item['spec']['capacity']['path']}={now[1]} written to "
-                    f"{target['kind']} {target['name']}")
-                self.report(f"scheduledcapacity {key}: {now[0] or 'Pending'}{written}")
+    def start(self) -> None:
+        from runtime.informer import Informer
+
+        informer = Informer(self.api, "5spot.finos.org", "v1alpha1", "scheduledcapacities",
+                            resync_s=0)
+        informer.add_handler(lambda event, obj, old: None if event == "DELETED" else self.see(obj))
+        informer.start()
+        self._informer = informer
+
+    def stop(self) -> None:
+        if self._informer is not None:
+            self._informer.stop()
+            self._informer = None
+
+    def see(self, item: Mapping[str, Any]) -> None:
+        """Report `item` if its phase or written value is not the one last reported."""
+        key = kube.object_key(item)
+        status = item.get("status") or {}
+        now = (status.get("phase"), status.get("writtenValue"))
+        with self._lock:
+            if self.seen.get(key) == now:
+                return
+            self.seen[key] = now
+            target = item["spec"]["targetRef"]
+            written = "" if now[1] is None else (
+                f", {item['spec']['capacity']['path']}={now[1]} written to "
+                f"{target['kind']} {target['name']}")
+            self.report(f"scheduledcapacity {key}: {now[0] or 'Pending'}{written}")
 
 
 class Stopped(Exception):
@@ -319,21 +338,24 @@ def run(config_dir: Path, state_dir: Path, crds: Sequence[Path]) -> int:
     previous = {s: signal.signal(s, _stop_now) for s in (signal.SIGINT, signal.SIGTERM)}
     session = DevSession(config_dir, state_dir.resolve(), crds,
                          report=lambda line: print(line, flush=True))
+    watch: CapacityWatch | None = None
     try:
         try:
             session.start()
             print(f"\nready. In another terminal:\n  export KUBECONFIG={session.kubeconfig}\n"
                   f"  kubectl get scap,ms,tbss -A\nCtrl-C stops everything.", flush=True)
             watch = CapacityWatch(session.api, lambda line: print(line, flush=True))
+            watch.start()
             while True:
                 time.sleep(0.5)
                 session.check_processes()
-                watch.poll()
         except Stopped:
             pass
     finally:
         for signum in previous:  # a second Ctrl-C must not cut the stop short
             signal.signal(signum, signal.SIG_IGN)
+        if watch is not None:
+            watch.stop()
         print("stopping", flush=True)
         session.stop()
         for signum, handler in previous.items():

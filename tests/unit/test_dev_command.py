@@ -14,7 +14,7 @@ from compiler.scaffold import init
 from deploy.manifests import load
 from deploy.installer import InstallError
 from devcluster import kubectl
-from devcluster.dev import DevSession, components, local_args, tenant_namespaces
+from devcluster.dev import CapacityWatch, DevSession, components, local_args, tenant_namespaces
 from fivespot.cli import main
 
 
@@ -76,6 +76,30 @@ def test_a_crd_the_api_server_refuses_is_bad_input_with_the_servers_words_not_a_
     with pytest.raises(InstallError) as raised:
         session._apply_crds()
     assert str(raised.value) == f"--crd queue-crd.yaml: {refusal}"
+
+
+def test_dev_prints_every_phase_the_watch_delivers_once_however_short(tmp_path: Path) -> None:
+    printed: list[str] = []
+    watch = CapacityWatch(api=None, report=printed.append)
+
+    def scap(phase: str | None, written: int | None, generation: int = 1) -> dict[str, object]:
+        status = {} if phase is None else {"phase": phase, "writtenValue": written}
+        return {"metadata": {"namespace": "team-a", "name": "nightly", "generation": generation},
+                "spec": {"targetRef": {"apiVersion": "jobs.example.com/v1", "kind": "Queue",
+                                       "name": "nightly"},
+                         "capacity": {"path": "spec.workers", "activeValue": 8}},
+                "status": status}
+
+    for event in (scap(None, None), scap("Inactive", 0), scap("Inactive", 0, generation=2),
+                  scap("Active", 8), scap("HandingBack", 0), scap("Inactive", 0)):
+        watch.see(event)
+    assert printed == [
+        "scheduledcapacity team-a/nightly: Pending",
+        "scheduledcapacity team-a/nightly: Inactive, spec.workers=0 written to Queue nightly",
+        "scheduledcapacity team-a/nightly: Active, spec.workers=8 written to Queue nightly",
+        "scheduledcapacity team-a/nightly: HandingBack, spec.workers=0 written to Queue nightly",
+        "scheduledcapacity team-a/nightly: Inactive, spec.workers=0 written to Queue nightly",
+    ]
 
 
 def test_every_compiled_deployment_becomes_a_local_process_with_its_own_arguments(
