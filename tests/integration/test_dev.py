@@ -149,7 +149,7 @@ def test_dev_runs_another_config_flips_a_manual_schedule_and_ctrl_c_leaves_no_pr
     try:
         output.wait_for(r"^ready\.", 180)
         children = [int(pid) for pid in re.findall(r"\(pid (\d+);", output.text())]
-        assert len(children) == 3, output.text()  # manual provider, capacity controller, webhook
+        assert len(children) == 4, output.text()  # manual provider, capacity and audit controllers, webhook
         line = output.wait_for("export KUBECONFIG=", 5)
         kubeconfig = Path(line.split("=", 1)[1].strip())
         api = kube.load_cli_client(kubeconfig)
