@@ -57,7 +57,7 @@ spec:
   kind: Deployment
   resource: deployments
   capacityPaths: [spec.replicas]   # the only field the capacity controller may write
-  drainedPath: status.readyReplicas  # read during handback: 0 means the capacity is handed back
+  drainedPath: status.readyReplicas  # the drain counter a ScheduledCapacity's spec.handback may wait on (0: handed back)
   maxActiveValue: 20               # no tenant may ask for more than this
 """
 

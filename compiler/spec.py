@@ -450,7 +450,9 @@ class CapacityConsumerSpec(_Strict):
         description="The fields a ScheduledCapacity may gate on this kind (e.g. spec.warmReplicas).",
     )
     drained_path: DrainedPath | None = Field(
-        default=None, description="The in-use counter read during handback (e.g. status.inUse)."
+        default=None, description="The in-use counter (e.g. status.inUse) a "
+        "ScheduledCapacity's spec.handback.drainedPath may name: its handback then waits until it "
+        "reads 0."
     )
     max_active_value: StrictInt = Field(ge=1, le=2**31 - 1, description="Largest value any tenant may write.")
 
