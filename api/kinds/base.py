@@ -1,6 +1,7 @@
-"""The pydantic base every cluster kind's model shares: camelCase field names as Kubernetes
-writes them, unknown fields refused (the CRD prunes them; a model must not quietly accept what
-the API server would drop), and immutable values so decisions cannot mutate their inputs.
+"""The pydantic bases the cluster kinds' models share: camelCase field names as Kubernetes
+writes them, and immutable values so decisions cannot mutate their inputs. A kind fivespot owns
+refuses unknown fields (the CRD prunes them; a model must not quietly accept what the API server
+would drop); a kind another controller writes keeps them (its CRD preserves them).
 """
 
 from __future__ import annotations
@@ -15,4 +16,17 @@ class KindModel(BaseModel):
         populate_by_name=True,
         alias_generator=to_camel,
         frozen=True,
+    )
+
+
+class PreservingModel(BaseModel):
+    """A kind, or part of one, that another controller writes: fields fivespot does not model are
+    kept and never refused, and its schema says `x-kubernetes-preserve-unknown-fields`."""
+
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+        alias_generator=to_camel,
+        frozen=True,
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
     )

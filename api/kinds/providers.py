@@ -32,7 +32,6 @@ from zoneinfo import ZoneInfo
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
     ConfigDict,
     Field,
     StrictBool,
@@ -41,9 +40,7 @@ from pydantic import (
     model_validator,
 )
 
-from pydantic.alias_generators import to_camel
-
-from api.kinds.base import KindModel
+from api.kinds.base import KindModel, PreservingModel
 from api.kinds.scheduled_capacity import (
     CONDITION_REASON_PATTERN,
     CONDITION_TYPE_PATTERN,
@@ -714,16 +711,8 @@ CapitalMarketsScheduleStatus = ProviderStatus
 # --- the contract a custom provider kind is held to ----------------------------------------------
 
 
-class _Lenient(BaseModel):
+class _Lenient(PreservingModel):
     """A provider fivespot does not write: fields it does not model are kept, never refused."""
-
-    model_config = ConfigDict(
-        extra="allow",
-        populate_by_name=True,
-        alias_generator=to_camel,
-        frozen=True,
-        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
-    )
 
 
 class ContractCondition(_Lenient):

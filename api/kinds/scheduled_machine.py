@@ -12,11 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 from pydantic.config import JsonDict
-from pydantic.alias_generators import to_camel
 
-from api.kinds.base import KindModel
+from api.kinds.base import KindModel, PreservingModel
 from api.kinds.scheduled_capacity import (
     DNS_SUBDOMAIN_PATTERN,
     HANDBACK_TIMEOUT_PATTERN,
@@ -34,17 +33,9 @@ SHORT_NAMES: Final = ("sm",)
 _OPAQUE: Final[JsonDict] = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
 
 
-class _Foreign(BaseModel):
+class _Foreign(PreservingModel):
     """5-Spot's own controller owns ScheduledMachine; fields fivespot does not model are kept
     (the CRD preserves them rather than pruning a newer 5-Spot's data), and never read."""
-
-    model_config = ConfigDict(
-        extra="allow",
-        populate_by_name=True,
-        alias_generator=to_camel,
-        frozen=True,
-        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
-    )
 
 
 class ScheduledMachineSpec(_Foreign):
