@@ -34,9 +34,11 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevSession]:
     config = root / "config"
     init(config)
     platform = config / "platform.yaml"
-    platform.write_text(platform.read_text().replace(
-        '  minKubernetesVersion: "1.30"\n',
-        '  minKubernetesVersion: "1.30"\n  monitoring: {enabled: true, labels: {release: prometheus}}\n'))
+    text, turned_on = re.subn(r"(?m)^(  minKubernetesVersion: .*\n)",
+                              r"\1  monitoring: {enabled: true, labels: {release: prometheus}}\n",
+                              platform.read_text())
+    assert turned_on == 1, "the scaffold's platform.yaml no longer has its minKubernetesVersion line"
+    platform.write_text(text)
     dev = DevSession(config, root / "state", sorted(CRDS.glob("*.yaml")), report=lambda _: None)
     try:
         dev.start()
