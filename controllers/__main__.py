@@ -8,15 +8,13 @@ import sys
 from collections.abc import Callable, Sequence
 
 from commandline import boundary
-from controllers.cli import EXIT_BAD_INPUT, add_audit, add_capacity, add_machine
+from controllers.cli import EXIT_BAD_INPUT, add_controllers
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m controllers", description=__doc__)
     sub = parser.add_subparsers(dest="command", metavar="CONTROLLER")
-    add_capacity(sub)
-    add_machine(sub)
-    add_audit(sub)
+    add_controllers(sub)
     boundary.add_debug_flag(parser)
     args = parser.parse_args(argv)
     handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)

@@ -1,4 +1,4 @@
-"""`fivespot controller capacity|machine ...`: the command-line entry of the controllers.
+"""`fivespot controller capacity|machine|audit ...`: the command-line entry of the controllers.
 
 `register(subparsers)` adds the `controller` command to any argparse parser (the `fivespot` CLI
 wires it in with one line). The flags, inputs and process are every controller's
@@ -8,48 +8,21 @@ wires it in with one line). The flags, inputs and process are every controller's
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
 from api.bundle import Bundle
 from runtime.process import EXIT_BAD_INPUT, EXIT_OK, add_runtime_flags, runtime_inputs, serve
 
-__all__ = ["EXIT_BAD_INPUT", "EXIT_OK", "add_runtime_flags", "register", "runtime_inputs", "serve"]
-
-
-def add_capacity(subparsers: Any) -> argparse.ArgumentParser:
-    """The `capacity` subcommand (under `controller`, or top level for `python -m controllers`)."""
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "capacity", help="run the ScheduledCapacity controller")
-    add_runtime_flags(parser)
-    parser.set_defaults(handler=run_capacity)
-    return parser
-
-
-def add_machine(subparsers: Any) -> argparse.ArgumentParser:
-    """The `machine` subcommand: ScheduledMachine -> CAPI Machines."""
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "machine", help="run the ScheduledMachine controller (CAPI Machines by schedule)")
-    add_runtime_flags(parser)
-    parser.set_defaults(handler=run_machine)
-    return parser
-
-
-def add_audit(subparsers: Any) -> argparse.ArgumentParser:
-    """The `audit` subcommand: PolicyReports of what the policies in force now deny."""
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "audit", help="run the audit controller (PolicyReports of objects out of policy)")
-    add_runtime_flags(parser)
-    parser.set_defaults(handler=run_audit)
-    return parser
+__all__ = ["CONTROLLERS", "EXIT_BAD_INPUT", "EXIT_OK", "add_controllers", "add_runtime_flags", "register",
+           "runtime_inputs", "serve"]
 
 
 def register(subparsers: Any) -> None:
     """Add `controller capacity|machine|audit` to a parser's subcommands."""
     controller = subparsers.add_parser("controller", help="run a fivespot controller")
     sub = controller.add_subparsers(dest="controller", metavar="CONTROLLER", required=True)
-    add_capacity(sub)
-    add_machine(sub)
-    add_audit(sub)
+    add_controllers(sub)
 
 
 def run_capacity(args: argparse.Namespace) -> int:
@@ -76,3 +49,19 @@ def run_audit(args: argparse.Namespace) -> int:
     from controllers.audit.controller import audit_manager
 
     return serve(args, "audit controller", audit_manager)
+
+
+CONTROLLERS: tuple[tuple[str, str, Callable[[argparse.Namespace], int]], ...] = (
+    ("capacity", "run the ScheduledCapacity controller", run_capacity),
+    ("machine", "run the ScheduledMachine controller (CAPI Machines by schedule)", run_machine),
+    ("audit", "run the audit controller (PolicyReports of objects out of policy)", run_audit),
+)
+"""Every controller's subcommand, its help and its handler: the one list of controllers."""
+
+
+def add_controllers(subparsers: Any) -> None:
+    """One subcommand per controller (under `controller`, or top level for `python -m controllers`)."""
+    for name, help_text, handler in CONTROLLERS:
+        parser: argparse.ArgumentParser = subparsers.add_parser(name, help=help_text)
+        add_runtime_flags(parser)
+        parser.set_defaults(handler=handler)

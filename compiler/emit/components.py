@@ -58,33 +58,29 @@ def partition_leases(repo: Repo, component: str) -> tuple[str, ...]:
     return tuple(sorted(lease_name(component, p.name) for p in repo.platform.spec.partitions))
 
 
-def capacity_controller(repo: Repo) -> Component:
+def controller(repo: Repo, name: str, command: str, *, reconciles_machines: bool = False,
+               audits: bool = False) -> Component:
+    """A sharded controller, run as `fivespot controller COMMAND`."""
     return Component(
-        name=CAPACITY_CONTROLLER,
-        args=("controller", "capacity", "--bundle", BUNDLE_PATH),
+        name=name,
+        args=("controller", command, "--bundle", BUNDLE_PATH),
         replicas=repo.platform.spec.controller_replicas,
-        leases=partition_leases(repo, CAPACITY_CONTROLLER),
+        leases=partition_leases(repo, name),
+        reconciles_machines=reconciles_machines,
+        audits=audits,
     )
+
+
+def capacity_controller(repo: Repo) -> Component:
+    return controller(repo, CAPACITY_CONTROLLER, "capacity")
 
 
 def machine_controller(repo: Repo) -> Component:
-    return Component(
-        name=MACHINE_CONTROLLER,
-        args=("controller", "machine", "--bundle", BUNDLE_PATH),
-        replicas=repo.platform.spec.controller_replicas,
-        leases=partition_leases(repo, MACHINE_CONTROLLER),
-        reconciles_machines=True,
-    )
+    return controller(repo, MACHINE_CONTROLLER, "machine", reconciles_machines=True)
 
 
 def audit_controller(repo: Repo) -> Component:
-    return Component(
-        name=AUDIT_CONTROLLER,
-        args=("controller", "audit", "--bundle", BUNDLE_PATH),
-        replicas=repo.platform.spec.controller_replicas,
-        leases=partition_leases(repo, AUDIT_CONTROLLER),
-        audits=True,
-    )
+    return controller(repo, AUDIT_CONTROLLER, "audit", audits=True)
 
 
 def builtin_provider(repo: Repo, kind: BuiltinProvider) -> Component:
