@@ -17,3 +17,11 @@ DOCS_URL: Final = "https://finos.github.io/fivespot/"
 def page(path: str) -> str:
     """`explanation/webhook.html#who-may-connect-to-the-webhook` -> its address on the site."""
     return DOCS_URL + path
+
+
+WHO_MAY_CALL_THE_WEBHOOK: Final = page("explanation/webhook.html#who-may-connect-to-the-webhook")
+"""The API server's addresses per platform (kind, EKS, GKE, OpenShift), for `allowedSources`."""
+
+DELETING_A_SCHEDULED_MACHINE: Final = page(
+    "explanation/machine-controller.html#deleting-a-scheduledmachine")
+"""What to do when a ScheduledMachine cannot leave (its finalizer, the way out)."""

@@ -20,11 +20,12 @@ from pathlib import Path
 
 import yaml
 
+from commandline import docs
 from compiler.diagnostics import Diagnostic, Location
 from compiler.emit.base import CRDS
 from compiler.emit.gitops import DEFAULT_PROJECT
 from compiler.repo import Repo
-from compiler.spec import WHO_MAY_CALL_THE_WEBHOOK, FailurePolicy
+from compiler.spec import FailurePolicy
 from policies import kubeversions
 
 
@@ -42,7 +43,7 @@ def network_policy(repo: Repo) -> list[Diagnostic]:
     return [Diagnostic(_platform_location(repo), "spec.webhook.networkPolicy.allowedSources",
                        "unset: the webhook's NetworkPolicy admits nobody on its serving port, so "
                        f"the API server cannot call it and {effect} until you name the API "
-                       f"server's addresses ({WHO_MAY_CALL_THE_WEBHOOK})")]
+                       f"server's addresses ({docs.WHO_MAY_CALL_THE_WEBHOOK})")]
 
 
 def argocd_project(repo: Repo) -> list[Diagnostic]:

@@ -15,6 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Final
 
+from commandline import docs
+
 SCHEMA_LINE: Final = "# yaml-language-server: $schema=schemas/fivespot-config.schema.json\n"
 
 PLATFORM: Final = """\
@@ -36,7 +38,7 @@ spec:
     certificate:
       mode: self-managed           # or cert-manager, with issuerRef: {kind: Issuer, name: ...}
     # networkPolicy:               # who may call the webhook: your API server's addresses
-    #   allowedSources: [{ipBlock: {cidr: 172.18.0.0/16}}]   # kind's network; EKS, GKE, OpenShift: https://finos.github.io/fivespot/explanation/webhook.html#who-may-connect-to-the-webhook
+    #   allowedSources: [{ipBlock: {cidr: 172.18.0.0/16}}]   # kind's network; EKS, GKE, OpenShift: """ + docs.WHO_MAY_CALL_THE_WEBHOOK + """
   enforcement: vap                 # ValidatingAdmissionPolicies (Kubernetes >= 1.30); or webhook, or both
   minKubernetesVersion: "1.34"     # oldest API server the output must install on (1.34 to 1.37)
   # maxKubernetesVersion: "1.37"   # newest (default: the newest supported); check decides as it

@@ -51,9 +51,6 @@ CONFIG_GROUP: Final = "config.5spot.finos.org"
 IMAGE_REPOSITORY: Final = "ghcr.io/finos/fivespot"
 """Where `make image` (image/build.py) names the image it builds."""
 
-WHO_MAY_CALL_THE_WEBHOOK: Final = docs.page("explanation/webhook.html#who-may-connect-to-the-webhook")
-"""The API server's addresses per platform (kind, EKS, GKE, OpenShift), for `allowedSources`."""
-
 
 VERSION: Final = version()
 DEFAULT_IMAGE: Final = f"{IMAGE_REPOSITORY}:{VERSION}"
@@ -246,7 +243,7 @@ class WebhookNetworkPolicy(_Strict):
         default_factory=list, max_length=32,
         description="Who may connect to the webhook's serving port: the API server's addresses "
         "on your platform (for kind, EKS, GKE and OpenShift: "
-        f"{WHO_MAY_CALL_THE_WEBHOOK}). Empty (the default): nobody the "
+        f"{docs.WHO_MAY_CALL_THE_WEBHOOK}). Empty (the default): nobody the "
         "CNI governs, so the webhook fails closed until you name them.")
     metrics_sources: list[NetworkPeer] = Field(
         default_factory=_every_pod, max_length=32,

@@ -29,9 +29,6 @@ POLL_S: Final = 0.5
 PROGRESS_EVERY_S: Final = 5.0
 WEBHOOK_KINDS: Final = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
 
-DELETING_SM: Final = docs.page("explanation/machine-controller.html#deleting-a-scheduledmachine")
-"""What to do when a ScheduledMachine cannot leave (its finalizer, the way out)."""
-
 
 class InstallError(Exception):
     """The cluster refused an object, or an object did not become healthy in time."""
@@ -228,7 +225,8 @@ class Installer:
         if not delete_crds:
             self.report(f"kept {len(names)} ScheduledMachines: with the machine controller "
                         "uninstalled, deleting one waits until it is installed again (or its "
-                        f"finalizer {sm.FINALIZER} is removed by hand: {DELETING_SM})")
+                        f"finalizer {sm.FINALIZER} is removed by hand: "
+                        f"{docs.DELETING_A_SCHEDULED_MACHINE})")
             return
         if self.dry_run:
             self.report(f"  would delete {len(names)} ScheduledMachines first, each draining "
@@ -254,8 +252,8 @@ class Installer:
                 f"{len(left)} ScheduledMachines are still leaving after {self.timeout_s:.0f}s "
                 f"({shown}): their machines are draining (see `kubectl describe sm`), or the "
                 "machine controller is not running. Nothing else was deleted; run uninstall "
-                f"again once `kubectl get sm -A` lists nothing, or see {DELETING_SM} for the way "
-                "out")
+                "again once `kubectl get sm -A` lists nothing, or see "
+                f"{docs.DELETING_A_SCHEDULED_MACHINE} for the way out")
 
     def _machine_names(self, path: str) -> list[str]:
         listed = kube.request(self.cluster.api, "GET", path)
