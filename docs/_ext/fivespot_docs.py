@@ -47,7 +47,17 @@ def _metric_families() -> Iterator[tuple[str, str, str, tuple[str, ...], str]]:
                    where)
 
 
-class Metrics(SphinxDirective):
+class _MarkdownDirective(SphinxDirective):
+    """A directive whose output is MyST Markdown written from the code, parsed in place."""
+
+    def _markdown(self, lines: list[str]) -> list[nodes.Node]:
+        container = nodes.container()
+        self.state.nested_parse(StringList(lines, source=self.get_source_info()[0]),
+                                self.content_offset, container)
+        return list(container.children)
+
+
+class Metrics(_MarkdownDirective):
     """Every metric fivespot's processes export: name, type, labels, meaning."""
 
     def run(self) -> list[nodes.Node]:
@@ -57,14 +67,8 @@ class Metrics(SphinxDirective):
             lines.append(f"| `{name}` | {kind} | {shown} | {_cell(help_text)} | `{where}` |")
         return self._markdown(lines)
 
-    def _markdown(self, lines: list[str]) -> list[nodes.Node]:
-        container = nodes.container()
-        self.state.nested_parse(StringList(lines, source=self.get_source_info()[0]),
-                                self.content_offset, container)
-        return list(container.children)
 
-
-class Alerts(Metrics):
+class Alerts(_MarkdownDirective):
     """Every alert of the PrometheusRule: severity, how long, the expression, its runbook page."""
 
     def run(self) -> list[nodes.Node]:
@@ -78,7 +82,7 @@ class Alerts(Metrics):
         return self._markdown(lines)
 
 
-class Alert(Metrics):
+class Alert(_MarkdownDirective):
     """One alert as the PrometheusRule carries it, at the top of its runbook page."""
 
     required_arguments = 1
@@ -98,7 +102,7 @@ class Alert(Metrics):
         return self._markdown(lines)
 
 
-class ExitCodes(Metrics):
+class ExitCodes(_MarkdownDirective):
     """The exit codes as `commandline/exitcodes.py` defines and explains them."""
 
     def run(self) -> list[nodes.Node]:
