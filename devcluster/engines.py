@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Final
 
+from devcluster import debian
 from devcluster.build import BuildError, REPO_ROOT, cache_root, exclusive
 
 PINS: Final = REPO_ROOT / "tools" / "engines" / "versions"
@@ -369,37 +370,30 @@ def _install_kustomize(pin: Pin, binary: Path, out: IO[str]) -> None:
 def _unpack_redis(folder: Path, out: IO[str]) -> None:
     """Debian's redis-server unpacked into `folder` (no service started); `apt-get install` only
     when the packages cannot be downloaded, then the installed binary is linked in."""
-    missing = [tool for tool in ("apt-get", "dpkg", "dpkg-deb") if shutil.which(tool) is None]
-    if missing:
-        raise EngineBuildError(f"redis-server (Argo CD's cache) comes from Debian's packages, and "
-                               f"{', '.join(missing)} is not on PATH: this needs a Debian machine")
-    work = _fresh(folder)
     try:
-        _say(out, f"fetching Debian's {', '.join(REDIS_PACKAGES)} (apt-get download)")
-        downloaded = subprocess.run(["apt-get", "download", *REDIS_PACKAGES], cwd=work,
-                                    capture_output=True, text=True)
-        if downloaded.returncode == 0:
-            for deb in sorted(work.glob("*.deb")):
-                subprocess.run(["dpkg", "-x", str(deb), str(folder)], check=True, capture_output=True)
-            versions = subprocess.run(["dpkg-deb", "-f", str(next(work.glob("redis-server_*.deb"))),
-                                       "Version"], capture_output=True, text=True)
-            (folder / "VERSION").write_text(versions.stdout)
-            return
-        _say(out, f"apt-get download failed ({downloaded.stderr.strip()[-300:]}); "
-                  "trying apt-get install redis-server")
-        installed = subprocess.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends",
-                                    "redis-server"], capture_output=True, text=True,
-                                   env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
-        found = shutil.which("redis-server")
-        if installed.returncode != 0 or found is None:
-            raise EngineBuildError(
-                "redis-server (Argo CD's cache) could not be had from Debian: apt-get download "
-                f"said {downloaded.stderr.strip()[-300:]!r}, apt-get install said "
-                f"{installed.stderr.strip()[-300:]!r} (run `apt-get update` first?)")
-        target = folder / "usr" / "bin" / "redis-server"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        (folder / "usr" / "lib" / "x86_64-linux-gnu").mkdir(parents=True, exist_ok=True)
-        target.unlink(missing_ok=True)
-        target.symlink_to(found)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+        debian.require_tools()
+    except debian.DebianUnavailable as error:
+        raise EngineBuildError(f"redis-server (Argo CD's cache) comes from Debian's packages: "
+                               f"{error}") from None
+    _say(out, f"fetching Debian's {', '.join(REDIS_PACKAGES)} (apt-get download)")
+    try:
+        versions = debian.unpack(REDIS_PACKAGES, folder)
+        (folder / "VERSION").write_text(versions["redis-server"] + "\n")
+        return
+    except debian.DebianUnavailable as error:
+        downloaded = str(error)
+    _say(out, f"{downloaded}; trying apt-get install redis-server")
+    try:
+        debian.install("redis-server")
+    except debian.DebianUnavailable as error:
+        raise EngineBuildError(f"redis-server (Argo CD's cache) could not be had from Debian: "
+                               f"{downloaded}; {error}") from None
+    found = shutil.which("redis-server")
+    if found is None:
+        raise EngineBuildError("redis-server (Argo CD's cache): apt-get installed it, yet it is "
+                               "not on PATH")
+    target = folder / "usr" / "bin" / "redis-server"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    (folder / "usr" / "lib" / "x86_64-linux-gnu").mkdir(parents=True, exist_ok=True)
+    target.unlink(missing_ok=True)
+    target.symlink_to(found)

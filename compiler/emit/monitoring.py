@@ -167,7 +167,8 @@ def service_monitor(repo: Repo, component: str) -> dict[str, Any]:
     }
 
 
-def _rule(alert: Alert) -> dict[str, Any]:
+def rule(alert: Alert) -> dict[str, Any]:
+    """`alert` as one rule of the PrometheusRule's group."""
     labels = {"severity": alert.severity, **({"job": alert.job} if alert.job else {})}
     return {"alert": alert.name, "expr": alert.expr, "for": alert.for_, "labels": labels,
             "annotations": {"summary": alert.summary, "description": alert.description,
@@ -178,7 +179,7 @@ def prometheus_rule(repo: Repo) -> dict[str, Any]:
     return {
         "apiVersion": MONITORING_API, "kind": "PrometheusRule",
         "metadata": _labels(repo, RULE_NAME),
-        "spec": {"groups": [{"name": "fivespot", "rules": [_rule(a) for a in alerts(repo)]}]},
+        "spec": {"groups": [{"name": "fivespot", "rules": [rule(a) for a in alerts(repo)]}]},
     }
 
 

@@ -19,6 +19,7 @@ from kubernetes import client
 
 from devcluster import localrun
 from runtime import kube
+from runtime.leaderelection import Timing
 
 T = TypeVar("T")
 NS = "agents"
@@ -26,7 +27,12 @@ POOLS = ("pools.agents.example.com", "v1alpha1", "virtualmachinepools")
 MANUAL = ("spotschedules.5spot.finos.org", "v1alpha1", "manualschedules")
 SCAP = ("5spot.finos.org", "v1alpha1", "scheduledcapacities")
 MACHINES = ("5spot.finos.org", "v1beta1", "scheduledmachines")
-FAST_LEASES = ("--lease-duration", "4", "--renew-deadline", "3", "--retry-period", "1")
+FAST_TIMING = Timing(lease_duration_s=4.0, renew_deadline_s=3.0, retry_period_s=1.0)
+"""Leases short enough for a test to wait out (client-go's defaults are 15/10/2 s)."""
+FAST_LEASES = ("--lease-duration", f"{FAST_TIMING.lease_duration_s:g}",
+               "--renew-deadline", f"{FAST_TIMING.renew_deadline_s:g}",
+               "--retry-period", f"{FAST_TIMING.retry_period_s:g}")
+"""FAST_TIMING as a controller process's flags."""
 
 
 def unique(prefix: str) -> str:
@@ -67,6 +73,14 @@ class World:
         if in_use is not None:
             self.set_in_use(name, in_use)
 
+    def deployment(self, name: str) -> None:
+        """A Deployment at 0 replicas (no pod runs here: only its spec.replicas matters)."""
+        kube.request(self.api, "POST", path(("apps", "v1", "deployments"), ns=self.ns), body={
+            "metadata": {"name": name},
+            "spec": {"replicas": 0, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"containers": [{"name": "c", "image": "x"}]}}}})
+
     def set_in_use(self, name: str, in_use: int) -> None:
         kube.merge_patch(self.api, path(POOLS, name, "status", ns=self.ns), {"status": {"inUse": in_use}})
 
@@ -93,12 +107,15 @@ class World:
 
     def scap(self, name: str, schedule: str, pool: str, active_value: int = 7, *,
              handback: dict[str, str] | None = None, node: str | None = None,
-             capacity_path: str = "spec.warmReplicas") -> None:
+             capacity_path: str = "spec.warmReplicas",
+             target: tuple[str, str] = ("pools.agents.example.com/v1alpha1", "VirtualMachinePool"),
+             ) -> None:
+        """A ScheduledCapacity on `pool` (a VirtualMachinePool, unless `target` names another
+        apiVersion and kind)."""
         spec: dict[str, Any] = {
             "schedule": {"apiVersion": "spotschedules.5spot.finos.org/v1alpha1",
                          "kind": "ManualSchedule", "name": schedule},
-            "targetRef": {"apiVersion": "pools.agents.example.com/v1alpha1",
-                          "kind": "VirtualMachinePool", "name": pool},
+            "targetRef": {"apiVersion": target[0], "kind": target[1], "name": pool},
             "capacity": {"path": capacity_path, "activeValue": active_value},
         }
         if handback is not None:

@@ -11,7 +11,6 @@ leader election guarantee now rests on, instead of how long a write may take.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -26,19 +25,18 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
-from api.bundle import parse_bundle
+from api.bundle import load_bundle
 from controllers.capacity.controller import capacity_manager
 from controllers.providers.controller import PROVIDER_TYPES, provider_manager
 from devcluster import localrun
 from devcluster.clients import service_account_kubeconfig
 from runtime import kube
-from runtime.leaderelection import Timing
 from runtime.manager import Manager, Settings
 from runtime.partitions import Partitions
 from tests.integration.capacity_world import (
     FAST_LEASES,
+    FAST_TIMING,
     MANUAL,
-    POOLS,
     ControllerProcess,
     World,
     eventually,
@@ -49,7 +47,7 @@ from tests.integration.capacity_world import (
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
-TIMING = Timing(lease_duration_s=4.0, renew_deadline_s=3.0, retry_period_s=1.0)
+TIMING = FAST_TIMING
 NS = "agents"
 
 
@@ -128,7 +126,7 @@ def deposed(admin: client.ApiClient, a: Manager, held: Hold, start_b: Callable[[
 def test_a_deposed_capacity_leaders_target_write_landing_late_is_refused(
         kubeconfig: Path, admin: client.ApiClient, tmp_path: Path) -> None:
     bundle_path = localrun.compile_and_install(kubeconfig, tmp_path / "out")
-    bundle = parse_bundle(json.loads(bundle_path.read_text()))
+    bundle = load_bundle(bundle_path)
     sa = localrun.controller_kubeconfig(kubeconfig, tmp_path / "sa.kubeconfig")
     world = World(admin)
     pool, sched = unique("pool"), unique("ms")
@@ -162,11 +160,10 @@ def test_a_deposed_capacity_leaders_target_write_landing_late_is_refused(
 def test_a_deposed_providers_status_write_landing_late_is_refused(
         kubeconfig: Path, admin: client.ApiClient, tmp_path: Path) -> None:
     bundle_path = localrun.compile_and_install(kubeconfig, tmp_path / "out")
-    bundle = parse_bundle(json.loads(bundle_path.read_text()))
+    bundle = load_bundle(bundle_path)
     provider = PROVIDER_TYPES["manual"]
     sa = service_account_kubeconfig(kubeconfig, localrun.INSTALL_NAMESPACE, provider.component,
                                     tmp_path / "provider.kubeconfig")
-    world = World(admin)
     sched = unique("ms")
     api = holding_client(sa)
     held = Hold("PATCH", f"/manualschedules/{sched}/status")
@@ -215,7 +212,7 @@ def test_a_deposed_machine_leaders_status_write_landing_late_is_refused(tmp_path
     from tests.integration.machine_world import NS as TRADING, SM, config_with, machine_world
 
     with machine_world(tmp_path, config_with(tmp_path, "", keep_builtin=True), leading=False) as world:
-        bundle = parse_bundle(json.loads((world.out / "bundle.json").read_text()))
+        bundle = load_bundle(world.out / "bundle.json")
         sa = tmp_path / "machine.kubeconfig"
         name = unique("rack")
         api = holding_client(sa)

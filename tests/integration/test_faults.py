@@ -24,7 +24,6 @@ import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from kubernetes import client
@@ -33,6 +32,7 @@ from devcluster import localrun
 from devcluster.controlplane import ControlPlane, EtcdRecord
 from runtime import kube
 from tests.integration.capacity_world import (
+    FAST_TIMING,
     POOLS,
     SCAP,
     ControllerProcess,
@@ -46,8 +46,8 @@ from tests.integration.capacity_world import (
 
 pytestmark = pytest.mark.integration
 
-LEASE_DURATION_S = 4.0
-"""FAST_LEASES' lease duration (tests/integration/capacity_world.py)."""
+LEASE_DURATION_S = FAST_TIMING.lease_duration_s
+"""The controllers' lease duration here (capacity_world.FAST_LEASES)."""
 BOUND_S = LEASE_DURATION_S + 5.0
 """docs/design/numbers.md: every controller back to the right values within the lease duration + 5 s of the
 API server answering."""
@@ -109,6 +109,11 @@ def _objects(world: World, count: int, *, active: bool) -> tuple[str, list[str]]
 POOLS_IN_ETCD = "/registry/pools.agents.example.com/virtualmachinepools/agents/"
 
 
+def _record_pools(plane: ControlPlane, admin: client.ApiClient) -> EtcdRecord:
+    """etcd's own record of every pool write from now on (no restart interrupts it)."""
+    return plane.etcd_watch(POOLS_IN_ETCD, int(current_revision(admin, POOLS)) + 1)
+
+
 def _values(record: EtcdRecord) -> dict[str, list[object]]:
     """Each target's field, write by write, as etcd recorded it."""
     found: dict[str, list[object]] = {}
@@ -132,7 +137,7 @@ def test_a_restart_in_the_middle_of_a_flip_leaves_every_target_right_written_onc
     for _ in range(ROUNDS):
         schedule, pools = _objects(world, 40, active=True)
         eventually(lambda: all(world.warm(p) == 3 for p in pools), 60, "every target at 3")
-        record = plane.etcd_watch(POOLS_IN_ETCD, int(current_revision(admin, POOLS)) + 1)
+        record = _record_pools(plane, admin)
         try:
             world.set_active(schedule, False)
             time.sleep(0.2)  # some written, some not: the flip is under way
@@ -151,7 +156,7 @@ def test_a_restart_in_the_middle_of_a_flip_leaves_every_target_right_written_onc
 def test_the_kill_switch_is_admitted_at_once_after_each_restart(
         plane: ControlPlane, admin: client.ApiClient) -> None:
     world = World(admin)
-    schedule, [pool] = _objects(world, 1, active=False)
+    _, [pool] = _objects(world, 1, active=False)
     for round_ in range(max(6, ROUNDS * 6)):
         plane.restart_apiserver()
         started = time.monotonic()
@@ -201,7 +206,7 @@ def test_a_pause_past_the_lease_with_two_replicas_never_has_two_holders_or_doubl
             eventually(lambda: all(world.phase(p) == "Inactive" for p in pools), 60, "Inactive")
             leases = _holders(admin, current_revision(admin, ("coordination.k8s.io", "v1", "leases"),
                                                        ns=localrun.INSTALL_NAMESPACE))
-            record = plane.etcd_watch(POOLS_IN_ETCD, int(current_revision(admin, POOLS)) + 1)
+            record = _record_pools(plane, admin)
             try:
                 plane.pause_apiserver()
                 time.sleep(LEASE_DURATION_S + 2)
@@ -242,7 +247,7 @@ def test_changes_made_while_a_watch_is_compacted_away_are_acted_on_exactly_once(
             schedules.append(schedule)
             pools.append(pool)
         eventually(lambda: all(world.phase(p) == "Inactive" for p in pools), 60, "Inactive")
-        record = plane.etcd_watch(POOLS_IN_ETCD, int(current_revision(admin, POOLS)) + 1)
+        record = _record_pools(plane, admin)
         assert controller.process is not None
         os.killpg(controller.process.pid, signal.SIGSTOP)  # its watches fall behind
         try:
@@ -261,7 +266,3 @@ def test_changes_made_while_a_watch_is_compacted_away_are_acted_on_exactly_once(
         values = _values(record)
         assert [len(values.get(p, [])) for p in pools] == [1] * len(pools), "each acted on once"
         assert 'reason="gone"' in controller.metrics(), "the watches relisted after 410 Gone"
-
-
-def _status(admin: client.ApiClient, name: str) -> dict[str, Any]:
-    return dict(kube.request(admin, "GET", path(SCAP, name, ns=NS)).get("status") or {})

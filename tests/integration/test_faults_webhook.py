@@ -176,8 +176,4 @@ def test_the_emergency_controls_are_admitted_and_nothing_outside_fivespot_is_ref
     kube.merge_patch(admin, path(POOLS, "stopper", ns=NS), {"spec": {"warmReplicas": 1}})
     kube.request(admin, "POST", path(("", "v1", "configmaps"), ns=NS),
                  body={"metadata": {"name": unique("cm")}, "data": {"a": "b"}})
-    kube.request(admin, "POST", path(("apps", "v1", "deployments"), ns=NS), body={
-        "metadata": {"name": unique("web")},
-        "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "web"}},
-                 "template": {"metadata": {"labels": {"app": "web"}},
-                              "spec": {"containers": [{"name": "c", "image": "x"}]}}}})
+    world.deployment(unique("web"))

@@ -141,12 +141,9 @@ def tightened(plane: ControlPlane, admin: client.ApiClient,
         worlds["agents"].scap("over", "open", "over", 8)
         worlds["agents"].pool("under")
         worlds["agents"].scap("under", "open", "under", 4)
-        kube.request(admin, "POST", path(("apps", "v1", "deployments"), ns="agents"), body={
-            "metadata": {"name": "web"},
-            "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "web"}},
-                     "template": {"metadata": {"labels": {"app": "web"}},
-                                  "spec": {"containers": [{"name": "c", "image": "x"}]}}}})
-        _scap(admin, "agents", "web", "apps/v1", "Deployment", "web", "spec.replicas", 2)
+        worlds["agents"].deployment("web")
+        worlds["agents"].scap("web", "open", "web", 2, capacity_path="spec.replicas",
+                              target=("apps/v1", "Deployment"))
         for name, node in (("on-gpu-1", "gpu-1"), ("on-gpu-2", "gpu-2")):
             worlds["agents-gpu"].pool(name)
             worlds["agents-gpu"].scap(name, "open", name, 2, node=node)
@@ -163,26 +160,14 @@ def tightened(plane: ControlPlane, admin: client.ApiClient,
         auditor = ControllerProcess(audit_sa, bundle, unique("audit"), work / "audit.log",
                                     controller="audit").start()
         auditor.wait_leading("default", "agents")
-        yield {"world": worlds["agents"], "worlds": worlds, "out": out, "controller": controller,
-               "auditor": auditor, "history": history, "in_force": int(in_force), "work": work,
-               "kubeconfig": plane.kubeconfig}
+        yield {"world": worlds["agents"], "out": out, "controller": controller,
+               "auditor": auditor, "history": history, "in_force": int(in_force), "work": work}
     finally:
         if history is not None:
             history.stop()
         if auditor is not None:
             auditor.terminate()
         controller.terminate()
-
-
-def _scap(admin: client.ApiClient, ns: str, name: str, api_version: str, kind: str, target: str,
-          capacity_path: str, value: int) -> None:
-    kube.request(admin, "POST", path(SCAP, ns=ns), body={
-        "apiVersion": "5spot.finos.org/v1alpha1", "kind": "ScheduledCapacity",
-        "metadata": {"name": name},
-        "spec": {"schedule": {"apiVersion": "spotschedules.5spot.finos.org/v1alpha1",
-                              "kind": "ManualSchedule", "name": "open"},
-                 "targetRef": {"apiVersion": api_version, "kind": kind, "name": target},
-                 "capacity": {"path": capacity_path, "activeValue": value}}})
 
 
 # --- impact: fivespot audit, and what the server says ---------------------------------------------
@@ -210,8 +195,8 @@ def _dry_run_create(admin: client.ApiClient, stored: dict[str, Any]) -> tuple[in
 
 
 def test_audit_lists_exactly_what_the_server_would_now_deny_in_its_own_words(
-        tightened: dict[str, Any], admin: client.ApiClient) -> None:
-    code, live = _audit(tightened["out"], "--kubeconfig", str(tightened["kubeconfig"]))
+        tightened: dict[str, Any], plane: ControlPlane, admin: client.ApiClient) -> None:
+    code, live = _audit(tightened["out"], "--kubeconfig", str(plane.kubeconfig))
     assert code == 1
     found = {(d["object"]["namespace"], d["object"]["name"]): d for d in live["denied"]}
     assert set(found) == set(OUT_OF_POLICY)
@@ -228,7 +213,7 @@ def test_audit_lists_exactly_what_the_server_would_now_deny_in_its_own_words(
     assert live["summary"]["denied"] == len(OUT_OF_POLICY)
     # The same objects exported, audited offline.
     export = tightened["work"] / "export.yaml"
-    export.write_text(kubectl(tightened["kubeconfig"], "get", "scheduledcapacities", "-A", "-o", "yaml"))
+    export.write_text(kubectl(plane.kubeconfig, "get", "scheduledcapacities", "-A", "-o", "yaml"))
     code, offline = _audit(tightened["out"], "--from", str(export))
     assert code == 1
     assert [d["status"] for d in offline["denied"]] == [d["status"] for d in live["denied"]]
@@ -365,7 +350,7 @@ def test_the_controller_writes_nothing_above_the_lowered_limit_and_says_why(
 
 
 def test_a_report_clears_when_the_object_is_fixed_or_the_policy_relaxed(
-        tightened: dict[str, Any], admin: client.ApiClient) -> None:
+        tightened: dict[str, Any], plane: ControlPlane, admin: client.ApiClient) -> None:
     """Runs after the controller test, which lowered `over` to comply."""
     eventually(lambda: _failing(_report(admin, "agents")) == {"web"}, REPORT_BOUND_S,
                "over cleared once fixed")
@@ -374,7 +359,7 @@ def test_a_report_clears_when_the_object_is_fixed_or_the_policy_relaxed(
     tenants.write_text(tenants.read_text().replace("allowedNodes:\n  - gpu-1\n",
                                                    "allowedNodes:\n  - gpu-1\n  - gpu-2\n"))
     (relaxed / "lab.yaml").write_text(DEPLOYMENTS.split("---")[1])
-    bundle = localrun.compile_and_install(tightened["kubeconfig"], tightened["work"] / "out-relaxed",
+    bundle = localrun.compile_and_install(plane.kubeconfig, tightened["work"] / "out-relaxed",
                                           relaxed)
     # A tenant's limits are params objects, read from the cluster: in force at once.
     eventually(lambda: _failing(_report(admin, "agents-gpu")) == set(), REPORT_BOUND_S,
@@ -404,6 +389,8 @@ def test_the_out_of_policy_alert_fires_on_the_gauge_and_resolves(tightened: dict
                     if l.startswith(f'fivespot_objects_out_of_policy{{namespace="{ns}"}}'))
         return float(line.rsplit(" ", 1)[1])
 
+    assert {"gauge_before", "gauge_after"} <= set(tightened), (
+        "runs after the report tests, which read the gauge before and after the fix: run the module")
     before, after = gauge(tightened["gauge_before"], "lab"), gauge(tightened["gauge_after"], "lab")
     assert (before, after) == (1.0, 0.0)
     rule_test(ALERT, series='fivespot_objects_out_of_policy{namespace="lab", pod="a"}',
