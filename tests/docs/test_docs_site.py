@@ -21,7 +21,7 @@ from PIL import Image
 
 from commandline.docs import DOCS_URL
 from compiler.emit.monitoring import EVERY_ALERT
-from tests.unit.test_docs_repo import docs_addresses
+from tests.repo_text import docs_addresses
 
 ROOT = Path(__file__).resolve().parents[2]
 

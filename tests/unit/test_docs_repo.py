@@ -9,15 +9,14 @@ message names is a page of the site's sources (the built site is checked in test
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from commandline.docs import DOCS_URL
 from compiler.emit.monitoring import EVERY_ALERT
+from tests.repo_text import ROOT, docs_addresses, tracked_text_files
 
-ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 
 OUTSIDE = re.compile(
@@ -81,23 +80,6 @@ MOVED = {
 its heading there. The README kept its title, the two commands (in short) and the quick start."""
 
 
-def _tracked_text_files() -> list[Path]:
-    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT,
-                            capture_output=True, text=True, check=True).stdout.split()
-    found = []
-    for name in listed:
-        path = ROOT / name
-        if not path.is_file() or path.suffix in (".png", ".tar", ".gz", ".whl") \
-                or "/golden/" in name or name.startswith("tests/unit/testdata/generated"):
-            continue
-        try:
-            path.read_text()
-        except UnicodeDecodeError:
-            continue
-        found.append(path)
-    return found
-
-
 def _headings(page: Path) -> list[str]:
     found, fence = [], False
     for line in page.read_text().split("\n"):
@@ -111,10 +93,10 @@ def _headings(page: Path) -> list[str]:
 def test_no_file_of_the_repository_refers_to_a_path_outside_it() -> None:
     this = Path(__file__).resolve()
     offending = []
-    for path in _tracked_text_files():
+    for path, text in tracked_text_files():
         if path == this:
             continue
-        for number, line in enumerate(path.read_text().split("\n"), 1):
+        for number, line in enumerate(text.split("\n"), 1):
             if OUTSIDE.search(line):
                 offending.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()[:120]}")
     assert not offending, "\n".join(offending)
@@ -122,10 +104,10 @@ def test_no_file_of_the_repository_refers_to_a_path_outside_it() -> None:
 
 def test_every_relative_link_of_every_markdown_file_stays_in_the_repository_and_exists() -> None:
     broken = []
-    for path in _tracked_text_files():
+    for path, text in tracked_text_files():
         if path.suffix != ".md":
             continue
-        text = re.sub(r"`[^`\n]*`", "", re.sub(r"```.*?```", "", path.read_text(), flags=re.S))
+        text = re.sub(r"`[^`\n]*`", "", re.sub(r"```.*?```", "", text, flags=re.S))
         for target in re.findall(r"\]\(([^)\s]+)\)", text):
             if re.match(r"^[a-z]+:|^#", target):
                 continue
@@ -175,16 +157,3 @@ def test_every_docs_address_in_the_code_is_a_page_of_the_site() -> None:
         path = address.removeprefix(DOCS_URL).split("#", 1)[0].removesuffix(".html")
         candidates = [DOCS / f"{path}.md", DOCS / path / "index.md"] if path else [DOCS / "index.md"]
         assert any(c.exists() for c in candidates), f"{address}: no page docs/{path}.md"
-
-
-def docs_addresses() -> set[str]:
-    """Every address of the docs site the code names: literal, or through `docs.page(...)`."""
-    found: set[str] = set()
-    for path in _tracked_text_files():
-        if path.suffix not in (".py", ".yaml", ".j2") or "tests" in path.relative_to(ROOT).parts:
-            continue
-        text = path.read_text()
-        found |= set(re.findall(re.escape(DOCS_URL) + r"[\w./#-]*", text))
-        found |= {DOCS_URL + p for p in re.findall(r"docs\.page\([\"']([^\"']*)[\"']\)", text)}
-    found.discard(DOCS_URL + "operations/alerts/")
-    return found
