@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 import yaml
 
@@ -378,3 +378,24 @@ def start_argocd(node: Node, work: Path) -> ArgoCD:
 
 def start_flux(node: Node, work: Path) -> Flux:
     return Flux(engines(), node.kubeconfig, work / "flux").start()
+
+
+class Engine(Protocol):
+    def stop(self) -> None: ...
+
+
+E = TypeVar("E", bound=Engine)
+
+
+@contextmanager
+def engine_world(built_image: dict[str, Any], work: Path,
+                 start: Callable[[Node, Path], E]) -> Iterator[tuple[Node, GitServer, E]]:
+    """A cluster running the built image's pods, a git server on loopback, and the engine `start`
+    runs against them (`start_argocd`, `start_flux`); each stopped on the way out."""
+    with ExitStack() as stack:
+        node = stack.enter_context(cluster(built_image))
+        server = GitServer(work / "git").start()
+        stack.callback(server.stop)
+        engine = start(node, work)
+        stack.callback(engine.stop)
+        yield node, server, engine

@@ -35,6 +35,22 @@ class World:
     cluster: str
     out: Path
     controller: ControllerProcess
+    identity: Path
+    """The machine controller's ServiceAccount kubeconfig (for a test's own replicas)."""
+
+    def scheduled_machine(self, name: str, schedule: str) -> None:
+        """A ScheduledMachine in `NS` on the desk cluster, following ManualSchedule `schedule`."""
+        kube.request(self.api, "POST", kube.resource_path(*SM, namespace=NS), body={
+            "apiVersion": "5spot.finos.org/v1beta1", "kind": "ScheduledMachine",
+            "metadata": {"name": name},
+            "spec": {"schedule": {"apiVersion": "spotschedules.5spot.finos.org/v1alpha1",
+                                  "kind": "ManualSchedule", "name": schedule},
+                     "clusterName": self.cluster,
+                     "bootstrapSpec": {"apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2",
+                                       "kind": "KubeadmConfig", "spec": {"format": "cloud-config"}},
+                     "infrastructureSpec": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+                                            "kind": "DevMachine",
+                                            "spec": {"backend": {"docker": {}}}}}})
 
     def status(self, name: str) -> dict[str, Any]:
         return dict(kube.request(self.api, "GET", kube.resource_path(*SM, namespace=NS, name=name))
@@ -86,7 +102,7 @@ def machine_world(work: Path, config: Path, *, leading: bool = True) -> Iterator
         try:
             if leading:
                 controller.wait_leading("default")
-            yield World(kc, api, "desk-cluster", work / "out", controller)
+            yield World(kc, api, "desk-cluster", work / "out", controller, sa)
         finally:
             controller.terminate()
             api.close()

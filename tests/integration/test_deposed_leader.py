@@ -213,9 +213,8 @@ def test_a_deposed_machine_leaders_status_write_landing_late_is_refused(tmp_path
 
     with machine_world(tmp_path, config_with(tmp_path, "", keep_builtin=True), leading=False) as world:
         bundle = load_bundle(world.out / "bundle.json")
-        sa = tmp_path / "machine.kubeconfig"
         name = unique("rack")
-        api = holding_client(sa)
+        api = holding_client(world.identity)
         held = Hold("PATCH", f"/scheduledmachines/{name}/status")
         api.holds.append(held)
         settings = Settings(bundle=bundle, identity=unique("a"), namespace=bundle.namespace,
@@ -223,16 +222,7 @@ def test_a_deposed_machine_leaders_status_write_landing_late_is_refused(tmp_path
         b = world.controller
         with replica(machine_manager(api, settings)) as a:
             eventually(lambda: a.elector.is_leading("default"), 60, "A leading")
-            kube.request(world.api, "POST", kube.resource_path(*SM, namespace=TRADING), body={
-                "apiVersion": "5spot.finos.org/v1beta1", "kind": "ScheduledMachine",
-                "metadata": {"name": name},
-                "spec": {"schedule": {"apiVersion": "spotschedules.5spot.finos.org/v1alpha1",
-                                      "kind": "ManualSchedule", "name": "never-published"},
-                         "clusterName": world.cluster,
-                         "bootstrapSpec": {"apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2",
-                                           "kind": "KubeadmConfig", "spec": {"format": "cloud-config"}},
-                         "infrastructureSpec": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
-                                                "kind": "DevMachine", "spec": {"backend": {"docker": {}}}}}})
+            world.scheduled_machine(name, "never-published")
             try:
                 deposed(world.api, a, held, b.start, b.identity, "default")
                 world.wait_phase(name, "Inactive")

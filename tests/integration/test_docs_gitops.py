@@ -11,7 +11,6 @@ Runs with the `engines` tests, after every other integration test (the engines a
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ import pytest
 
 from devcluster.gitserver import GitServer
 from tests.integration.docs_commands import DOCS, run_page, up_to_the_first_background_block
-from tests.integration.gitops_world import GIT_IDENTITY_ENV, Node, cluster, start_argocd
+from tests.integration.gitops_world import GIT_IDENTITY_ENV, Node, engine_world, start_argocd
 
 pytestmark = [pytest.mark.timeout(2400), pytest.mark.engines]
 
@@ -28,12 +27,7 @@ pytestmark = [pytest.mark.timeout(2400), pytest.mark.engines]
 def argocd_cluster(built_image: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
                    ) -> Iterator[tuple[Node, GitServer]]:
     work = tmp_path_factory.mktemp("docs-gitops")
-    with ExitStack() as stack:
-        node = stack.enter_context(cluster(built_image))
-        server = GitServer(work / "git").start()
-        stack.callback(server.stop)
-        argocd = start_argocd(node, work)
-        stack.callback(argocd.stop)
+    with engine_world(built_image, work, start_argocd) as (node, server, _):
         server.create("cluster-config")
         yield node, server
 

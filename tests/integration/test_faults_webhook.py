@@ -11,9 +11,6 @@ over TLS, with the capacity controller running: what is refused, what is not, wh
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +22,7 @@ from kubernetes import client
 from compiler.output import write_tree
 from compiler.pipeline import compile_repo
 from devcluster import localrun
-from devcluster.clients import admin_client, service_account_kubeconfig
+from devcluster.clients import admin_client
 from devcluster.controlplane import ControlPlane
 from devcluster.kubectl import install
 from runtime import kube
@@ -44,7 +41,7 @@ from tests.integration.test_webhook_admission import (
     Server,
     _rewrite_to_local_url,
     free_port,
-    ready,
+    start_webhook,
 )
 
 pytestmark = pytest.mark.integration
@@ -66,18 +63,9 @@ class Webhook:
         self.server: Server | None = None
 
     def start(self) -> None:
-        identity = service_account_kubeconfig(self.kubeconfig, localrun.INSTALL_NAMESPACE,
-                                              "fivespot-webhook", self.work / "webhook.kubeconfig")
-        log = self.work / f"webhook-{time.monotonic_ns()}.log"
-        with log.open("wb") as handle:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "webhook", "serve", "--port", str(self.port), "--bind",
-                 "127.0.0.1", "--metrics-port", "0", "--bundle", str(self.out / "bundle.json"),
-                 "--kubeconfig", str(identity), "--tls-san", "127.0.0.1", "--workers", "1"],
-                cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True,
-                env={**os.environ, "PYTHONPATH": str(ROOT)})
-        self.server = Server(process, self.port, log)
-        eventually(lambda: ready(self.port), 90, "the webhook serving")
+        self.server = start_webhook(self.kubeconfig, self.out, self.port,
+                                    self.work / f"webhook-{time.monotonic_ns()}.log",
+                                    ["--workers", "1"], ready_s=90)
 
     def stop(self) -> None:
         if self.server is not None:

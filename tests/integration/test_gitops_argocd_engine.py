@@ -27,7 +27,6 @@ import json
 import time
 from collections import defaultdict
 from collections.abc import Iterator
-from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -51,11 +50,11 @@ from tests.integration.gitops_world import (
     Writer,
     application,
     apply_argocd_objects,
-    cluster,
     copy_config,
     custom_path,
     describe_application,
     edit_platform,
+    engine_world,
     eventually,
     get_or_none,
     refresh,
@@ -114,12 +113,7 @@ class ArgoWorld:
 @pytest.fixture(scope="module")
 def world(built_image: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[ArgoWorld]:
     work = tmp_path_factory.mktemp("argocd-engine")
-    with ExitStack() as stack:
-        node = stack.enter_context(cluster(built_image))
-        server = GitServer(work / "git").start()
-        stack.callback(server.stop)
-        argocd = start_argocd(node, work)
-        stack.callback(argocd.stop)
+    with engine_world(built_image, work, start_argocd) as (node, server, argocd):
         repo = WatchedRepo.create(server, "cluster-config", work)
         config = copy_config(EXAMPLE / "config", work / "config",
                              gitops={"argocd": {"repoURL": repo.url}})

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -41,10 +40,10 @@ from tests.integration.gitops_world import (
     TENANT,
     Node,
     WatchedRepo,
-    cluster,
     condition,
     copy_config,
     custom_path,
+    engine_world,
     eventually,
     get_or_none,
     request_reconcile,
@@ -103,12 +102,7 @@ class FluxWorld:
 @pytest.fixture(scope="module")
 def world(built_image: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[FluxWorld]:
     work = tmp_path_factory.mktemp("flux-engine")
-    with ExitStack() as stack:
-        node = stack.enter_context(cluster(built_image))
-        server = GitServer(work / "git").start()
-        stack.callback(server.stop)
-        flux = start_flux(node, work)
-        stack.callback(flux.stop)
+    with engine_world(built_image, work, start_flux) as (node, server, flux):
         repo = WatchedRepo.create(server, "cluster-config", work)
         config = copy_config(EXAMPLE / "config", work / "config", gitops={
             "argocd": {"repoURL": repo.url},

@@ -21,7 +21,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -30,7 +29,6 @@ import pytest
 
 from compiler.scaffold import init
 from devcluster.gitops_engines import ArgoCD
-from devcluster.gitserver import GitServer
 from runtime import kube
 from tests.integration.gitops_world import (
     Node,
@@ -38,9 +36,9 @@ from tests.integration.gitops_world import (
     Writer,
     apply_argocd_objects,
     application,
-    cluster,
     custom_path,
     edit_platform,
+    engine_world,
     eventually,
     get_or_none,
     git,
@@ -112,12 +110,7 @@ class Story:
 @pytest.fixture(scope="module")
 def story(built_image: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Story]:
     work = tmp_path_factory.mktemp("story")
-    with ExitStack() as stack:
-        node = stack.enter_context(cluster(built_image))
-        server = GitServer(work / "git").start()
-        stack.callback(server.stop)
-        argocd = start_argocd(node, work)
-        stack.callback(argocd.stop)
+    with engine_world(built_image, work, start_argocd) as (node, server, argocd):
         repo = WatchedRepo.create(server, "platform-config", work)
         kube.request(node.api, "POST", "/api/v1/namespaces", body={"metadata": {"name": TEAM}})
         yield Story(node, argocd, repo, work / "pre-commit-home", [])

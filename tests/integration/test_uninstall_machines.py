@@ -53,16 +53,7 @@ def test_uninstall_without_delete_crds_keeps_the_scheduled_machines_and_says_wha
 
 
 def _a_scheduled_machine(world: World, name: str) -> None:
-    kube.request(world.api, "POST", kube.resource_path(*SM, namespace=NS), body={
-        "apiVersion": "5spot.finos.org/v1beta1", "kind": "ScheduledMachine",
-        "metadata": {"name": name},
-        "spec": {"schedule": {"apiVersion": "spotschedules.5spot.finos.org/v1alpha1",
-                              "kind": "ManualSchedule", "name": "no-such-schedule"},
-                 "clusterName": world.cluster,
-                 "bootstrapSpec": {"apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2",
-                                   "kind": "KubeadmConfig", "spec": {"format": "cloud-config"}},
-                 "infrastructureSpec": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
-                                        "kind": "DevMachine", "spec": {"backend": {"docker": {}}}}}})
+    world.scheduled_machine(name, "no-such-schedule")
     eventually(lambda: "5spot.finos.org/scheduledmachine" in (kube.request(
         world.api, "GET", kube.resource_path(*SM, namespace=NS, name=name))["metadata"]
         .get("finalizers") or []), 60, "the finalizer")

@@ -31,7 +31,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -190,14 +190,13 @@ def installed(kubeconfig: Path, admin: client.ApiClient,
         yield Installed(server, out, admin, objects, list(compiled.repo.fixtures))
 
 
-@contextmanager
-def serving(kubeconfig: Path, admin: client.ApiClient, out: Path, port: int,
-            options: list[str]) -> Iterator[Server]:
-    """The webhook of the installed output `out`, as its own ServiceAccount on `port`, until the
-    block ends; then stopped and its configuration deleted. Its log is printed if the block fails."""
+def start_webhook(kubeconfig: Path, out: Path, port: int, log: Path, options: Sequence[str] = (),
+                  ready_s: float = 60.0) -> Server:
+    """`fivespot webhook serve` for the installed output `out`, as its own ServiceAccount, on
+    127.0.0.1:`port`, logging to `log`; returns once it answers /readyz (its log is printed and
+    it is stopped if it does not)."""
     identity = service_account_kubeconfig(kubeconfig, INSTALL_NS, "fivespot-webhook",
                                           out.parent / "webhook.kubeconfig")
-    log = out.parent / "webhook.log"
     command = [sys.executable, "-m", "webhook", "serve", "--port", str(port), "--bind", "127.0.0.1",
                "--metrics-port", "0", "--bundle", str(out / "bundle.json"), "--kubeconfig",
                str(identity), "--tls-san", "127.0.0.1", *options]
@@ -206,7 +205,21 @@ def serving(kubeconfig: Path, admin: client.ApiClient, out: Path, port: int,
                                    start_new_session=True)
     server = Server(process, port, log)
     try:
-        eventually(lambda: ready(port), timeout_s=60)
+        eventually(lambda: ready(port), timeout_s=ready_s)
+    except BaseException:
+        print(server.output())
+        server.stop()
+        raise
+    return server
+
+
+@contextmanager
+def serving(kubeconfig: Path, admin: client.ApiClient, out: Path, port: int,
+            options: list[str]) -> Iterator[Server]:
+    """The webhook of the installed output `out`, as its own ServiceAccount on `port`, until the
+    block ends; then stopped and its configuration deleted. Its log is printed if the block fails."""
+    server = start_webhook(kubeconfig, out, port, out.parent / "webhook.log", options)
+    try:
         yield server
     except BaseException:
         print(server.output())
