@@ -23,6 +23,12 @@ Why each piece of the pod is the way it is:
 - Replicas from the Platform, spread across nodes (`ScheduleAnyway`, so a one-node cluster
   still schedules), rolling updates that never drop below the desired count, and a PDB with
   `maxUnavailable: 1` so a node drain can always make progress without taking every replica.
+- The webhook's pod sleeps `PRE_STOP_SLEEP_S` in a preStop hook (the kubelet's own sleep
+  action, GA in 1.34, the oldest supported version) before it gets SIGTERM: a pod being deleted
+  leaves the endpoints the API server calls only after the endpoint controller has seen the
+  deletion, and until then the API server may still send it a request, or reuse a kept-alive
+  connection the server is about to close (an `EOF` the API server does not retry: a refused
+  write in the middle of a rollout).
 - In cert-manager mode the webhook mounts the `fivespot-webhook-tls` Secret and is told where
   (`--cert-dir`); in self-managed mode it keeps that Secret itself through the API.
 """
@@ -149,6 +155,17 @@ def volumes(repo: Repo, component: Component) -> list[dict[str, Any]]:
     return found
 
 
+PRE_STOP_SLEEP_S: Final = 5
+"""How long a webhook pod keeps serving after its deletion, while it leaves the endpoints (see the
+module docstring); well inside the default 30 s grace period, with gunicorn's 10 s to finish."""
+
+
+def lifecycle(component: Component) -> dict[str, Any]:
+    if not component.serves_admission:
+        return {}
+    return {"lifecycle": {"preStop": {"sleep": {"seconds": PRE_STOP_SLEEP_S}}}}
+
+
 def _field_env(name: str, path: str) -> dict[str, Any]:
     return {"name": name, "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": path}}}
 
@@ -163,6 +180,7 @@ def container(repo: Repo, component: Component) -> dict[str, Any]:
                 _field_env("POD_NAMESPACE", "metadata.namespace")],
         "ports": ports(component),
         **probes(component),
+        **lifecycle(component),
         "resources": copy.deepcopy(WEBHOOK_RESOURCES if component.serves_admission
                                    else CONTROLLER_RESOURCES),
         "securityContext": container_security_context(),

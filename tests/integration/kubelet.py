@@ -7,8 +7,8 @@ built image with tests/integration/pod_sandbox.py (the image's entrypoint, the p
 read-only root, volumes and ServiceAccount token, in its own PID, mount and network namespace
 with an address of its own), run its readiness probe as the kubelet does and report the pod's
 status (IP, Ready) to the API server, which is what makes a Deployment Available and a Service's
-endpoints point at it. A pod being deleted gets SIGTERM, its grace period, then SIGKILL, and its
-deletion is finished. An image other than the built one is reported as not pullable, like a node
+endpoints point at it. A pod being deleted runs its preStop sleep (without blocking the node),
+then gets SIGTERM, the rest of its grace period, then SIGKILL, and its deletion is finished. An image other than the built one is reported as not pullable, like a node
 without a registry would: its pod stays Pending, as on a real node.
 
 Pods reach the API server at 10.0.0.1, the `kubernetes` Service address the serving certificate
@@ -72,6 +72,8 @@ class LocalKubelet:
     ca_pem: bytes
     pods: dict[str, RunningPod] = field(default_factory=dict)
     refused: dict[str, str] = field(default_factory=dict)
+    stopping: dict[str, float] = field(default_factory=dict)
+    """Pods being deleted: when their preStop sleep ends (monotonic seconds)."""
     errors: list[str] = field(default_factory=list)
     _next_ip: int = 2
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -134,7 +136,8 @@ class LocalKubelet:
             seen.add(key)
             meta, spec = pod["metadata"], pod["spec"]
             if meta.get("deletionTimestamp"):
-                self._terminate(key, pod)
+                if time.monotonic() >= self.stopping.setdefault(key, time.monotonic() + _pre_stop_s(pod)):
+                    self._terminate(key, pod)
             elif not spec.get("nodeName"):
                 self._bind(pod)
             elif spec["nodeName"] == NODE and key not in self.pods and key not in self.refused:
@@ -218,8 +221,10 @@ class LocalKubelet:
     def _terminate(self, key: str, pod: dict[str, Any]) -> None:
         running = self.pods.pop(key, None)
         self.refused.pop(key, None)
+        self.stopping.pop(key, None)
         if running is not None:
-            running.process.stop(float(pod["spec"].get("terminationGracePeriodSeconds", 30)))
+            grace = float(pod["spec"].get("terminationGracePeriodSeconds", 30))
+            running.process.stop(max(grace - _pre_stop_s(pod), 1.0))  # the sleep counts, as in a kubelet
             remove(running.scratch)
         meta = pod["metadata"]
         try:
@@ -228,6 +233,12 @@ class LocalKubelet:
         except kube.ApiError as error:
             if not error.not_found:
                 raise
+
+
+def _pre_stop_s(pod: dict[str, Any]) -> float:
+    """The preStop sleep of the pod's container: the only preStop action fivespot's pods use."""
+    hook = ((pod["spec"]["containers"][0].get("lifecycle") or {}).get("preStop") or {})
+    return float((hook.get("sleep") or {}).get("seconds", 0))
 
 
 def _http_probe(running: RunningPod, probe: dict[str, Any]) -> bool:

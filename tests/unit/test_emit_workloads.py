@@ -145,6 +145,19 @@ def test_the_webhook_probes_its_own_tls_port_and_exposes_metrics_separately() ->
                                                                            "metrics": 8080}
 
 
+def test_the_webhook_keeps_serving_while_its_deleted_pod_leaves_the_endpoints() -> None:
+    """A preStop sleep before SIGTERM: without it a rollout can cut a request the API server has
+    just sent to the old pod (an EOF, a refused write). Controllers serve no admission: none."""
+    for name, deployment in deployments(make_repo()).items():
+        container = only_container(deployment)
+        if name == "fivespot-webhook":
+            assert container["lifecycle"] == {"preStop": {"sleep": {"seconds": 5}}}
+            grace = deployment["spec"]["template"]["spec"].get("terminationGracePeriodSeconds", 30)
+            assert grace > 5 + 10, "the sleep and gunicorn's graceful timeout fit in the grace period"
+        else:
+            assert "lifecycle" not in container
+
+
 def test_each_component_runs_its_own_subcommand_with_the_mounted_bundle() -> None:
     args = {name: only_container(d)["args"] for name, d in deployments(make_repo()).items()}
     assert args == {
