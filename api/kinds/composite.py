@@ -31,6 +31,7 @@ from typing import Any, Final
 from pydantic import ConfigDict, Field, create_model, model_validator
 
 from api.kinds.base import KindModel
+from api.kinds.providers import OVERRIDE_DESCRIPTION, Override
 from api.kinds.scheduled_capacity import (
     DNS_SUBDOMAIN_PATTERN,
     KIND_PATTERN,
@@ -200,8 +201,12 @@ def _node_model(levels: int) -> type[_Reference]:
     return model
 
 
-CompositeScheduleSpec: Final[type[_Reference]] = _node_model(MAX_DEPTH)
-"""The spec is the expression's root node. The CRD schema and the controller both use it."""
+CompositeScheduleSpec: Final[type[_Reference]] = create_model(
+    "CompositeScheduleSpec", __base__=_node_model(MAX_DEPTH),
+    override=(Override | None, Field(default=None, description=OVERRIDE_DESCRIPTION)),
+)
+"""The spec is the expression's root node, which alone may also carry an `override` (every
+built-in provider kind takes one). The CRD schema and the controller both use it."""
 CompositeScheduleSpec.__doc__ = (
     "Active while an expression over other provider objects in its namespace holds: each node "
     "is a reference {apiVersion, kind, name}, anyOf, allOf or not (nestable). Only the "

@@ -72,6 +72,14 @@ TIMEZONE_PATTERN: Final = r"^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*$"
 DATE_PATTERN: Final = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
 CLOCK_PATTERN: Final = r"^([01][0-9]|2[0-3]):[0-5][0-9]$"
 CLOSE_CLOCK_PATTERN: Final = r"^(([01][0-9]|2[0-3]):[0-5][0-9]|24:00)$"
+INSTANT_PATTERN: Final = (
+    r"^[1-9][0-9]{3}-[0-9]{2}-[0-9]{2}T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,9})?"
+    r"(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$"
+)
+"""An override's `until`: RFC 3339 as Kubernetes writes metav1.Time (upper-case T and Z, or a
+numeric offset), seconds required, at most nanoseconds. The API server also checks `format:
+date-time` (a real calendar date); the pattern keeps out what that format lets through but no
+reader expects (a lower-case t, offsets of 99 hours, the year 0)."""
 
 DAYS_MESSAGE: Final = (
     "must be a day (mon, tue, wed, thu, fri, sat, sun), a range such as mon-fri or the "
@@ -88,6 +96,10 @@ DATE_MESSAGE: Final = "must be a calendar date written YYYY-MM-DD, such as 2026-
 CLOCK_MESSAGE: Final = "must be a local time HH:MM on a 24-hour clock, such as 09:30"
 CLOSE_CLOCK_MESSAGE: Final = (
     "must be a local time HH:MM on a 24-hour clock, such as 16:00, or 24:00 for the end of the day"
+)
+INSTANT_MESSAGE: Final = (
+    "must be an RFC 3339 instant with its offset, such as 2026-03-02T18:00:00Z or "
+    "2026-03-02T19:00:00+01:00"
 )
 
 # --- CEL rules (cel-go semantics, RE2 regular expressions) ---------------------------------------
@@ -176,6 +188,7 @@ _TIMEZONE_RE: Final = re.compile(TIMEZONE_PATTERN)
 _DATE_RE: Final = re.compile(DATE_PATTERN)
 _CLOCK_RE: Final = re.compile(CLOCK_PATTERN)
 _CLOSE_CLOCK_RE: Final = re.compile(CLOSE_CLOCK_PATTERN)
+_INSTANT_RE: Final = re.compile(INSTANT_PATTERN)
 
 
 def _expand(item: str, pattern: re.Pattern[str], message: str, atom: Any, size: int) -> set[int]:
@@ -228,6 +241,28 @@ def parse_date(text: str) -> dt.date:
         raise ValueError(f"{DATE_MESSAGE}; got {text!r} ({err})") from None
 
 
+def parse_instant(text: str) -> dt.datetime:
+    """The instant written in RFC 3339 as `INSTANT_PATTERN` takes it, timezone-aware (its own
+    offset); ValueError naming the problem otherwise (a date that is not in the calendar, too)."""
+    if _INSTANT_RE.fullmatch(text) is None:
+        raise ValueError(f"{INSTANT_MESSAGE}; got {text!r}")
+    whole, rest = text[:19], text[19:]
+    fraction = re.match(r"\.([0-9]+)", rest)
+    offset = rest[len(fraction.group(0)):] if fraction else rest
+    try:
+        local = dt.datetime.fromisoformat(whole)
+    except ValueError as err:
+        raise ValueError(f"{INSTANT_MESSAGE}; got {text!r} ({err})") from None
+    if fraction:
+        local += dt.timedelta(microseconds=int(fraction.group(1).ljust(9, "0")) // 1000)
+    if offset == "Z":
+        zone = dt.timezone.utc
+    else:
+        sign = -1 if offset[0] == "-" else 1
+        zone = dt.timezone(sign * dt.timedelta(hours=int(offset[1:3]), minutes=int(offset[4:6])))
+    return local.replace(tzinfo=zone)
+
+
 def load_timezone(name: str) -> ZoneInfo:
     """The IANA zone `name`; ValueError if it is malformed or not in the time zone database."""
     if _TIMEZONE_RE.fullmatch(name) is None or name == "Local":
@@ -271,6 +306,11 @@ def _check_close_clock(text: str) -> str:
     return text
 
 
+def _check_instant(text: str) -> str:
+    parse_instant(text)
+    return text
+
+
 DayItem = Annotated[
     str,
     Field(max_length=MAX_ITEM_LENGTH, json_schema_extra=_rule(DAYS_RULE, DAYS_MESSAGE)),
@@ -305,6 +345,17 @@ CloseClockText = Annotated[
 
 TimezoneText = Annotated[str, AfterValidator(_check_timezone)]
 
+InstantText = Annotated[
+    str,
+    Field(
+        max_length=35,
+        # Like DateText: the API server checks `format: date-time` and types the field as a CEL
+        # timestamp, so the form is a pattern, not a matches() rule.
+        json_schema_extra={"format": "date-time", "pattern": INSTANT_PATTERN},
+    ),
+    AfterValidator(_check_instant),
+]
+
 
 def _timezone_field(what: str) -> Any:
     return Field(
@@ -327,12 +378,47 @@ class _Model(KindModel):
 # --- specs ---------------------------------------------------------------------------------------
 
 
+class Override(_Model):
+    """A hand on the schedule for a while: `status.active` is `active` until `until`, and from
+    that instant the schedule decides again, as if the override had never been written. The
+    provider requeues the object at exactly `until`, so the hand-back needs no poll, and because
+    the override is in the spec a provider restarted meanwhile honours it all the same."""
+
+    active: StrictBool = Field(
+        description="What status.active is until `until`: true holds the schedule on (\"on for "
+        "the next 3 hours\"), false holds it off."
+    )
+    until: InstantText = Field(
+        description="When the override ends, RFC 3339 with its offset, for example "
+        "2026-03-02T21:00:00Z. From that instant the schedule's own decision is published again; "
+        "an override whose until has passed does nothing (`fivespot schedule override NAME "
+        "--clear` removes it)."
+    )
+
+    @property
+    def expires(self) -> dt.datetime:
+        """`until` as an aware instant."""
+        return parse_instant(self.until)
+
+
+OVERRIDE_DESCRIPTION: Final = (
+    "Optional: hold status.active at override.active until override.until, then hand back to "
+    "the schedule (`fivespot schedule override NAME --on --for 3h`). While it is in force "
+    "status.overrideUntil says until when and the Ready reason is Overridden."
+)
+
+
+def _override_field() -> Any:
+    return Field(default=None, description=OVERRIDE_DESCRIPTION)
+
+
 class ManualScheduleSpec(_Model):
     """A manual toggle: the schedule is active exactly while `enabled` is true."""
 
     enabled: StrictBool = Field(
         description="When true the schedule is active; when false, inactive."
     )
+    override: Override | None = _override_field()
 
 
 class TimeBasedSpotScheduleSpec(_Model):
@@ -364,6 +450,7 @@ class TimeBasedSpotScheduleSpec(_Model):
         description="The provider's own switch: when false the window is ignored and the "
         "schedule is inactive.",
     )
+    override: Override | None = _override_field()
 
     @property
     def zone(self) -> ZoneInfo:
@@ -607,6 +694,7 @@ class CapitalMarketsScheduleSpec(_Model):
             "x-kubernetes-list-map-keys": ["date"],
         },
     )
+    override: Override | None = _override_field()
 
     @field_validator("holidays")
     @classmethod
@@ -684,6 +772,13 @@ class ProviderStatus(_Model):
         default=None,
         description="When active will next flip, RFC 3339 UTC; absent if it never will within "
         "the next year, or while the spec is invalid.",
+        max_length=64,
+        json_schema_extra={"format": "date-time"},
+    )
+    override_until: str | None = Field(
+        default=None,
+        description="While spec.override is in force: when it ends, RFC 3339 UTC (active is "
+        "the override's value until then, and the Ready reason is Overridden); absent otherwise.",
         max_length=64,
         json_schema_extra={"format": "date-time"},
     )

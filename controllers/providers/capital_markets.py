@@ -23,6 +23,7 @@ from typing import Any, Final
 
 from api.kinds.providers import CapitalMarketsScheduleSpec
 from controllers.providers import intervals
+from controllers.providers.override import with_override
 from controllers.providers.status import Decision, evaluate_spec, window_decision
 
 REASON_OPEN: Final = "SessionOpen"
@@ -100,4 +101,5 @@ def evaluate(
 ) -> tuple[dict[str, Any] | None, dt.datetime | None]:
     """The status merge patch to write (None if nothing changed) and when to reconcile next
     (None: only on the next spec change). An invalid spec is reported as Ready=False."""
-    return evaluate_spec(CapitalMarketsScheduleSpec, decide, spec, generation, prior_status, now)
+    return evaluate_spec(CapitalMarketsScheduleSpec, with_override(decide), spec, generation, prior_status,
+                         now)

@@ -34,10 +34,13 @@ from pydantic import BaseModel, ValidationError
 
 from api.kinds.composite import CompositeScheduleSpec
 from api.kinds.composite import KIND as COMPOSITE_KIND
+from api.kinds.providers import Override
 from api.kinds.scheduled_capacity import PROVIDER_GROUP, api_group
 from api.provider_contract import LookupFailed, Resolved, ScheduleObservation, Unresolved
+from controllers.providers.override import in_force, overridden
 from controllers.providers.status import (
     REASON_INVALID_SPEC,
+    Decision,
     desired_status,
     read_prior_status,
     spec_error_message,
@@ -169,6 +172,26 @@ def next_transition(
     return None
 
 
+def foretold(expr: Expr, value: Callable[[Ref], Truth],
+             upcoming: Callable[[Ref], dt.datetime | None],
+             instant: dt.datetime) -> tuple[bool, dt.datetime | None] | None:
+    """The result at a later `instant` as the children's next flips foretell it (each child whose
+    next flip is at or before `instant` has flipped, once), and its first flip after `instant`;
+    None when it would be unresolved then. As exact as `next_transition`."""
+    flipped = {ref.key for ref in references(expr)
+               if value(ref) is not None and (when := upcoming(ref)) is not None and when <= instant}
+
+    def then(ref: Ref) -> Truth:
+        now = value(ref)
+        return (not now) if ref.key in flipped and now is not None else now
+
+    result = truth(expr, then)
+    if result is None:
+        return None
+    return result, next_transition(expr, then,
+                                   lambda ref: None if ref.key in flipped else upcoming(ref))
+
+
 def describe(expr: Expr, value: Callable[[Ref], Truth]) -> str:
     """The expression with each reference's value, for the Ready message."""
     if isinstance(expr, Ref):
@@ -225,10 +248,19 @@ def cycle(name: str, expr: Expr, graph: Graph) -> list[str] | None:
 
 
 def parse_spec(spec: Mapping[str, Any] | None) -> Expr | ValidationError:
+    parsed = parse_with_override(spec)
+    return parsed if isinstance(parsed, ValidationError) else parsed[0]
+
+
+def parse_with_override(spec: Mapping[str, Any] | None
+                        ) -> tuple[Expr, Override | None] | ValidationError:
+    """The expression of a raw spec and its `override`, or why the spec is invalid."""
     try:
-        return parse(CompositeScheduleSpec.model_validate(spec))
+        model = CompositeScheduleSpec.model_validate(spec)
     except ValidationError as error:
         return error
+    override = getattr(model, "override", None)
+    return parse(model), override if isinstance(override, Override) else None
 
 
 def evaluate_with(
@@ -243,15 +275,16 @@ def evaluate_with(
     prior = read_prior_status(prior_status)
     held = prior.active if prior is not None else False
 
-    def publish(active: bool, upcoming: dt.datetime | None, ready: tuple[bool, str, str]
-                ) -> dict[str, Any] | None:
+    def publish(active: bool, upcoming: dt.datetime | None, ready: tuple[bool, str, str],
+                override_until: dt.datetime | None = None) -> dict[str, Any] | None:
         desired = desired_status(active=active, next_transition=upcoming, generation=generation,
-                                 prior=prior, now=now, ready=ready)
+                                 prior=prior, now=now, ready=ready, override_until=override_until)
         return status_patch(prior_status, desired)
 
-    parsed = parse_spec(spec)
-    if isinstance(parsed, ValidationError):
-        return publish(held, None, (False, REASON_INVALID_SPEC, spec_error_message(parsed))), None
+    parsed_spec = parse_with_override(spec)
+    if isinstance(parsed_spec, ValidationError):
+        return publish(held, None, (False, REASON_INVALID_SPEC, spec_error_message(parsed_spec))), None
+    parsed, override = parsed_spec
     if children is None:
         return None, now + dt.timedelta(seconds=LOOKUP_RETRY_S)
     loop = cycle(children.name, parsed, children.graph)
@@ -268,6 +301,18 @@ def evaluate_with(
         return seen.active if isinstance(seen, Resolved) else None
 
     result = truth(parsed, value)
+    force = in_force(override, now)
+    if force is not None:
+        # The override decides, whatever the children say (even unresolved, or not looked at).
+        shown = describe(parsed, value)
+        own = Decision(held if result is None else result, None,
+                       REASON_CHILD_UNRESOLVED if result is None else
+                       (REASON_TRUE if result else REASON_FALSE),
+                       f"{shown} is {'unresolved' if result is None else _shown(result)}")
+        decided = overridden(own, force, foretold(parsed, value, children.upcoming, force.until))
+        return publish(decided.active, decided.next_transition,
+                       (True, decided.reason, decided.message),
+                       decided.override_until), decided.requeue_at
     if result is None:
         deciding = deciding_unknowns(parsed, value)
         if any(isinstance(observed[ref.key], LookupFailed) for ref in deciding):
@@ -281,6 +326,10 @@ def evaluate_with(
     if result:
         return publish(True, upcoming, (True, REASON_TRUE, f"{shown} is active")), None
     return publish(False, upcoming, (True, REASON_FALSE, f"{shown} is inactive")), None
+
+
+def _shown(active: bool) -> str:
+    return "active" if active else "inactive"
 
 
 def evaluate(

@@ -12,8 +12,9 @@ next boundary: nothing polls, and a schedule with no boundary in sight costs not
 arrives or the spec changes. On taking a partition every object of it is queued, so a boundary
 missed during a failover is caught up at once; the informer's slow resync is the second clock.
 The watch event of our own status write is not reconciled (`runtime.ownwrites`): at a market
-open, when every schedule flips in the same second, that halves the reconciles. No Events are
-recorded: the status is the whole output.
+open, when every schedule flips in the same second, that halves the reconciles. The status is
+the output; the only Events are an override's start and end (`override.events`), recorded once
+the status write that tells them landed.
 """
 
 from __future__ import annotations
@@ -120,6 +121,8 @@ class ProviderReconciler:
                 "active": status.get("active"),
                 "nextTransitionTime": status.get("nextTransitionTime"),
             })
+            for event in decided.events:
+                self.mgr.record(obj, event.type, event.reason, event.note)
         # Measured from after the write, so a slow round trip does not push the boundary back.
         return Result(requeue_after_s=requeue_delay(decided.requeue_at, self.mgr.clock.now()))
 

@@ -1,8 +1,8 @@
 """ManualSchedule: a toggle. `spec.enabled` is published as `status.active`, nothing else.
 
 It exists so an operator can hold capacity up or down by hand through the same provider
-contract every consumer already follows. There is no calendar, so there is never a next
-transition and never a requeue: the provider reacts to spec edits only.
+contract every consumer already follows. There is no calendar, so the only requeue is at the
+expiry of a `spec.override` (`override.py`); otherwise the provider reacts to spec edits only.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from api.kinds.providers import ManualScheduleSpec
+from controllers.providers.override import with_override
 from controllers.providers.status import Decision, evaluate_spec
 
 REASON_RECONCILED: Final = "Reconciled"
@@ -39,6 +40,7 @@ def evaluate(
     prior_status: Mapping[str, Any] | None,
     now: dt.datetime,
 ) -> tuple[dict[str, Any] | None, dt.datetime | None]:
-    """The status merge patch to write (None if nothing changed) and when to reconcile next,
-    which is always None. An invalid spec is reported as Ready=False."""
-    return evaluate_spec(ManualScheduleSpec, decide, spec, generation, prior_status, now)
+    """The status merge patch to write (None if nothing changed) and when to reconcile next:
+    an override's expiry, else never. An invalid spec is reported as Ready=False."""
+    return evaluate_spec(ManualScheduleSpec, with_override(decide), spec, generation, prior_status,
+                         now)

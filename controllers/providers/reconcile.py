@@ -9,7 +9,9 @@ needs around it, so the shell only performs I/O:
   of letting a stale computation move `lastTransitionTime`, and the watch event that is already
   on its way brings the reconcile that gets it right;
 - the requeue is a delay until the next boundary computed from the same `now`, never a poll; a
-  boundary already past (a slow reconcile) is due at once.
+  boundary already past (a slow reconcile) is due at once;
+- the Events a status write tells (an override started or ended, `override.events`) are part of
+  the plan, for the shell to record once the write landed.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import datetime as dt
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
+
+from controllers.providers.override import Event, events
 
 Evaluate = Callable[
     [Mapping[str, Any] | None, int, Mapping[str, Any] | None, dt.datetime],
@@ -36,6 +40,7 @@ class Plan:
     patch: dict[str, Any] | None
     requeue_after_s: float | None
     requeue_at: dt.datetime | None
+    events: tuple[Event, ...] = ()
 
 
 def plan(obj: Mapping[str, Any], evaluate: Evaluate, now: dt.datetime) -> Plan:
@@ -50,9 +55,10 @@ def plan(obj: Mapping[str, Any], evaluate: Evaluate, now: dt.datetime) -> Plan:
     if not isinstance(generation, int) or isinstance(generation, bool) or generation < 0:
         generation = NO_GENERATION
     patch, requeue_at = evaluate(spec, generation, status, now)
+    told = tuple(events(status, patch, now))
     if patch is not None and meta.get("resourceVersion") is not None:
         patch = {"metadata": {"resourceVersion": str(meta["resourceVersion"])}, **patch}
-    return Plan(patch, requeue_delay(requeue_at, now), requeue_at)
+    return Plan(patch, requeue_delay(requeue_at, now), requeue_at, told)
 
 
 def requeue_delay(requeue_at: dt.datetime | None, now: dt.datetime) -> float | None:

@@ -6,6 +6,7 @@ how it decides. The rules, all pure functions of their inputs:
 - the Ready condition's `lastTransitionTime` moves only when Ready's status changes;
 - `observedGeneration` is the generation the status was computed from;
 - `nextTransitionTime` is the next flip in RFC 3339 UTC, absent when there is none;
+- `overrideUntil` is present exactly while `spec.override` decides (`override.py`);
 - nothing is written when nothing changed (`status_patch` returns None), so a reconcile with no
   news does not wake every watcher of the object;
 - an invalid spec is reported, never raised: Ready=False with the validation errors, `active`
@@ -41,6 +42,7 @@ _OWNED_FIELDS: Final = (
     "observedGeneration",
     "lastTransitionTime",
     "nextTransitionTime",
+    "overrideUntil",
     "conditions",
 )
 _UTC: Final = dt.timezone.utc
@@ -58,6 +60,14 @@ class Decision:
     next_transition: dt.datetime | None
     reason: str
     message: str
+    override_until: dt.datetime | None = None
+    """Set while `spec.override` decides (`controllers.providers.override`)."""
+
+    @property
+    def requeue_at(self) -> dt.datetime | None:
+        """When to decide again: the override's expiry while one holds (the published next flip
+        may be later, or unknown), else the next flip."""
+        return self.override_until if self.override_until is not None else self.next_transition
 
 
 def window_decision(plan: intervals.DayPlan, zone: ZoneInfo, now: dt.datetime,
@@ -89,6 +99,7 @@ def read_prior_status(raw: object) -> ProviderStatus | None:
         return None
     generation = raw.get("observedGeneration")
     upcoming = raw.get("nextTransitionTime")
+    until = raw.get("overrideUntil")
     conditions = raw.get("conditions")
     parsed: list[Condition] = []
     for item in conditions if isinstance(conditions, list) else ():
@@ -105,6 +116,7 @@ def read_prior_status(raw: object) -> ProviderStatus | None:
         ),
         last_transition_time=str(since),
         next_transition_time=upcoming if _is_timestamp(upcoming) else None,
+        override_until=until if _is_timestamp(until) else None,
         conditions=tuple(parsed),
     )
 
@@ -117,6 +129,7 @@ def desired_status(
     prior: ProviderStatus | None,
     now: dt.datetime,
     ready: tuple[bool, str, str],
+    override_until: dt.datetime | None = None,
 ) -> ProviderStatus:
     """The status to publish. `ready` is (status, reason, message) of the Ready condition;
     conditions of other types in `prior` are kept as they are."""
@@ -147,6 +160,7 @@ def desired_status(
         observed_generation=generation,
         last_transition_time=since,
         next_transition_time=rfc3339(next_transition) if next_transition is not None else None,
+        override_until=rfc3339(override_until) if override_until is not None else None,
         conditions=tuple(conditions),
     )
 
@@ -220,8 +234,9 @@ def evaluate_spec(
         prior=prior,
         now=now,
         ready=(True, decision.reason, decision.message),
+        override_until=decision.override_until,
     )
-    return status_patch(prior_status, desired), decision.next_transition
+    return status_patch(prior_status, desired), decision.requeue_at
 
 
 def _field_path(loc: tuple[int | str, ...]) -> str:

@@ -24,6 +24,7 @@ from api.kinds.providers import (
     parse_hours,
 )
 from controllers.providers import intervals
+from controllers.providers.override import with_override
 from controllers.providers.status import Decision, evaluate_spec, window_decision
 
 REASON_OPEN: Final = "WindowOpen"
@@ -71,4 +72,5 @@ def evaluate(
 ) -> tuple[dict[str, Any] | None, dt.datetime | None]:
     """The status merge patch to write (None if nothing changed) and when to reconcile next
     (None: only on the next spec change). An invalid spec is reported as Ready=False."""
-    return evaluate_spec(TimeBasedSpotScheduleSpec, decide, spec, generation, prior_status, now)
+    return evaluate_spec(TimeBasedSpotScheduleSpec, with_override(decide), spec, generation, prior_status,
+                         now)
