@@ -26,7 +26,8 @@ RUNTIME_COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "install": ("deploy.cli:register_install", "apply a compiled OUT_DIR to a cluster, wave by wave"),
     "uninstall": ("deploy.cli:register_uninstall", "delete what `fivespot install` applied"),
     "dev": ("devcluster.dev", "run a config repo on a local control plane, components as processes"),
-    "schedule": ("fivespot.preview", "preview schedules offline (schedule preview)"),
+    "schedule": ("fivespot.preview", "preview schedules offline, or override one on a live "
+                 "cluster (schedule preview|override)"),
     "audit": ("fivespot.audit", "which stored objects a compiled output's policies would deny"),
 }
 """Long-running commands, each registered by its package's `register(subparsers)`. They import the

@@ -6,9 +6,11 @@ CompositeSchedule) and the ScheduledCapacities that follow them from YAML files 
 compiles to (its exchange calendars), and with `--kubeconfig` those of a live cluster (read
 only). For each schedule it prints the next transitions (or
 those between `--from` and `--until`), in the schedule's own time zone and in UTC, and for each
-ScheduledCapacity following it the value it would write then. The transitions come from
-`controllers.providers.timeline`, that is, from the decision functions the provider controllers
-run, so the preview says what the cluster will do.
+ScheduledCapacity following it the value it would write then, and its marks: holidays, early
+closes, late opens, special sessions, an override. `-o svg` and `-o html` draw the same as a
+week's picture (or `--from` to `--until`), one row per schedule, a composite's children under it.
+The transitions come from `controllers.providers.timeline`, that is, from the decision functions
+the provider controllers run, so the preview says what the cluster will do.
 
 Exit codes: 0 printed, 2 bad input (FILE:LINE:COL: field: message).
 """
@@ -31,11 +33,14 @@ from api.kinds.scheduled_capacity import INACTIVE_VALUE, PROVIDER_GROUP, Schedul
 from commandline import exitcodes
 from compiler.diagnostics import CompileError, Diagnostic, InputError, Location
 from compiler.objectyaml import read_documents
+from controllers.providers.composite import parse_spec, references
 from controllers.providers.timeline import Provider, Timeline, timelines
 
 PROVIDER_KINDS: Final = ("ManualSchedule", "TimeBasedSpotSchedule", "CapitalMarketsSchedule",
                          "CompositeSchedule")
 SCAP_KIND: Final = ("5spot.finos.org", "ScheduledCapacity")
+PICTURE_SPAN: Final = dt.timedelta(days=7)
+"""What `-o svg|html` draws without `--until`: the week from `--from`."""
 _UTC: Final = dt.timezone.utc
 
 
@@ -63,8 +68,9 @@ class Follower:
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        "schedule", help="preview schedules offline",
-        description="Work with schedules offline.")
+        "schedule", help="preview schedules offline, or override one on a live cluster",
+        description="Preview schedules offline (as a table, JSON or a picture of the week), or "
+                    "hold one on or off for a while on a live cluster.")
     sub = parser.add_subparsers(dest="schedule_command", metavar="SUBCOMMAND", required=True)
     preview = sub.add_parser(
         "preview", help="the next transitions of each schedule and the values written then",
@@ -84,10 +90,29 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                          help="start instant, RFC 3339 with an offset (default: now)")
     preview.add_argument("--until", type=_instant, metavar="TIME",
                          help="list every transition up to this instant instead of --count")
-    preview.add_argument("--output", "-o", choices=("table", "json"), default="table",
-                         help="a table (default) or the same report as JSON")
+    preview.add_argument("--output", "-o", choices=("table", "json", "svg", "html"),
+                         default="table",
+                         help="a table (default), the same report as JSON, or a picture of it: an "
+                         "SVG, or an HTML page with the SVG and the table (a week from --from "
+                         "unless --until is given)")
+    preview.add_argument("--timezone", metavar="ZONE", type=_zone,
+                         help="with -o svg|html: the time axis's IANA zone (default: the zone "
+                         "every schedule shares, else UTC)")
     preview.set_defaults(handler=run)
+    from fivespot.override import register as register_override
+
+    register_override(sub)
     return parser
+
+
+def _zone(text: str) -> str:
+    from api.kinds.providers import load_timezone
+
+    try:
+        load_timezone(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
 
 
 def _instant(text: str) -> dt.datetime:
@@ -109,6 +134,8 @@ def run(args: argparse.Namespace) -> int:
     if args.until is not None and args.until <= start:
         print("fivespot schedule preview: --until must be after --from", file=sys.stderr)
         return exitcodes.BAD_INPUT
+    picture = args.output in ("svg", "html")
+    until = args.until or (start + PICTURE_SPAN if picture else None)
     try:
         objects = list(_read(args.paths))
         if args.config is not None:
@@ -124,9 +151,18 @@ def run(args: argparse.Namespace) -> int:
         print("fivespot schedule preview: no provider objects found in the given paths",
               file=sys.stderr)
         return exitcodes.BAD_INPUT
-    found = timelines(providers, start, until=args.until, count=args.count)
-    report = preview(providers, followers, found, start)
-    sys.stdout.write(json.dumps(report, indent=2) + "\n" if args.output == "json" else table(report))
+    found = timelines(providers, start, until=until, count=args.count)
+    report = preview(providers, followers, found, start, until)
+    if args.output == "json":
+        sys.stdout.write(json.dumps(report, indent=2) + "\n")
+    elif picture:
+        from fivespot import picture as draw
+
+        zone = args.timezone or draw.shared_zone(report)
+        sys.stdout.write(draw.svg(report, zone) + "\n" if args.output == "svg"
+                         else draw.html(report, zone, table(report)))
+    else:
+        sys.stdout.write(table(report))
     return exitcodes.OK
 
 
@@ -239,8 +275,9 @@ def _utc(instant: dt.datetime) -> str:
 
 
 def preview(providers: Sequence[Provider], followers: Sequence[Follower],
-            found: Mapping[tuple[str, str, str, str], Timeline], start: dt.datetime) -> dict[str, Any]:
-    """The report as plain data (the JSON output; the table is printed from it)."""
+            found: Mapping[tuple[str, str, str, str], Timeline], start: dt.datetime,
+            until: dt.datetime | None = None) -> dict[str, Any]:
+    """The report as plain data (the JSON output; the table and the picture are drawn from it)."""
     schedules = []
     for provider in providers:
         timeline = found[provider.key]
@@ -258,11 +295,26 @@ def preview(providers: Sequence[Provider], followers: Sequence[Follower],
             "transitions": [{"at": _utc(when), "local": _local(when, timeline.timezone),
                              "state": _state(value), "writes": writes(value)}
                             for when, value in timeline.transitions],
+            "marks": [{"kind": m.kind, "label": m.label, "start": _utc(m.start), "end": _utc(m.end),
+                       "startLocal": _local(m.start, timeline.timezone),
+                       "endLocal": _local(m.end, timeline.timezone)} for m in timeline.marks],
+            "children": _children(provider),
         })
     unfollowed = [f"{f.namespace}/{f.name}" for f in followers
                   if f.schedule not in found]
-    return {"from": _utc(start), "schedules": schedules,
-            "scheduledCapacitiesWithoutTheirSchedule": unfollowed}
+    return {"from": _utc(start), "until": _utc(until) if until is not None else None,
+            "schedules": schedules, "scheduledCapacitiesWithoutTheirSchedule": unfollowed}
+
+
+def _children(provider: Provider) -> list[str]:
+    """A composite's references as `Kind/name`, in spec order, once each."""
+    if provider.kind != "CompositeSchedule":
+        return []
+    parsed = parse_spec(provider.spec)
+    if isinstance(parsed, ValidationError):
+        return []
+    return list(dict.fromkeys(f"{ref.kind}/{ref.name}" for ref in references(parsed)
+                              if ref.group == PROVIDER_GROUP))
 
 
 def table(report: Mapping[str, Any]) -> str:
@@ -274,13 +326,21 @@ def table(report: Mapping[str, Any]) -> str:
             lines.append(f"  unresolved: {schedule['problem']}")
         rows = [("from", schedule["now"])] + [("", t) for t in schedule["transitions"]]
         for label, row in rows:
-            when = f"{row['local'][:16].replace('T', ' ')} {row['local'][19:]}"
+            when = _short(row["local"])
             writes = ", ".join(
                 f"{w['scheduledCapacity']} -> {w['target']} {w['path']}="
                 f"{'holds' if w['value'] is None else w['value']}" for w in row["writes"])
             lines.append(f"  {label:4} {when:22} {row['at']:20}  {row['state']:10} {writes}".rstrip())
         if not schedule["transitions"]:
             lines.append("       no transition in the window")
+        for mark in schedule["marks"]:
+            lines.append(f"  mark {_short(mark['startLocal'])} to {_short(mark['endLocal'])}  "
+                         f"{mark['label']}")
     for orphan in report["scheduledCapacitiesWithoutTheirSchedule"]:
         lines.append(f"ScheduledCapacity {orphan}: its schedule is not among the objects given")
     return "\n".join(lines) + "\n"
+
+
+def _short(local: str) -> str:
+    """`2026-03-27T09:30:00-04:00` as the table prints it: `2026-03-27 09:30 -04:00`."""
+    return f"{local[:16].replace('T', ' ')} {local[19:]}"

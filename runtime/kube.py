@@ -148,6 +148,29 @@ class ConfigError(Exception):
     """No usable cluster credentials: the message names the kubeconfig and context tried."""
 
 
+SERVICE_ACCOUNT_NAMESPACE: Final = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def cli_namespace(kubeconfig: Path | None = None, context: str | None = None) -> str:
+    """The namespace kubectl would use with `load_cli_client`'s kubeconfig and context: the
+    context's own, else `default`; in a pod with no kubeconfig, the ServiceAccount's. Only reads
+    the file (no credential plugin runs). Raises ConfigError as `load_cli_client` does."""
+    default = Path(os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or Path.home() / ".kube" / "config")
+    if kubeconfig is None and not default.exists() and SERVICE_ACCOUNT_NAMESPACE.exists():
+        return SERVICE_ACCOUNT_NAMESPACE.read_text().strip() or "default"
+    where = kubeconfig or default
+    try:
+        contexts, current = config.list_kube_config_contexts(config_file=str(where))
+    except (config.ConfigException, OSError, ValueError, yaml.YAMLError) as error:
+        raise ConfigError(f"cannot use kubeconfig {where}: {error}") from None
+    chosen = current if context is None else next(
+        (c for c in contexts or [] if c.get("name") == context), None)
+    if chosen is None:
+        raise ConfigError(f"cannot use kubeconfig {where}: no context {context or '(current)'}")
+    namespace = (chosen.get("context") or {}).get("namespace")
+    return str(namespace) if namespace else "default"
+
+
 def resource_path(
     group: str,
     version: str,

@@ -18,11 +18,12 @@ they meant there: hour sets, and "open through the end of closeHour".
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final
 
 from api.kinds.providers import CapitalMarketsScheduleSpec
 from controllers.providers import intervals
+from controllers.providers.marks import Mark
 from controllers.providers.override import with_override
 from controllers.providers.status import Decision, evaluate_spec, window_decision
 
@@ -30,12 +31,10 @@ REASON_OPEN: Final = "SessionOpen"
 REASON_CLOSED: Final = "SessionClosed"
 
 
-def trading_plan(spec: CapitalMarketsScheduleSpec) -> Callable[[dt.date], intervals.LocalRanges]:
-    """For a trading date, its open [start, end) minutes counted from that date's local
-    midnight; a session that opens the evening before starts at a negative minute."""
-    holidays = frozenset(dt.date.fromisoformat(day) for day in spec.holidays)
-    early = {dt.date.fromisoformat(e.date): e.close_minute for e in spec.early_closes}
-    late = {dt.date.fromisoformat(e.date): e.open_minute for e in spec.late_opens}
+def scheduled_plan(spec: CapitalMarketsScheduleSpec) -> Callable[[dt.date], intervals.LocalRanges]:
+    """For a trading date, the sessions it is scheduled to trade before holidays, early closes
+    and late opens: its special sessions if it has any, else the regular ones of its weekday, as
+    [start, end) minutes from that date's local midnight (negative: the evening before)."""
     special = {dt.date.fromisoformat(s.date): intervals.merge_ranges([t.minutes for t in s.sessions])
                for s in spec.special_sessions}
     by_weekday: list[list[tuple[int, int]]] = [[] for _ in range(7)]
@@ -45,9 +44,23 @@ def trading_plan(spec: CapitalMarketsScheduleSpec) -> Callable[[dt.date], interv
     regular = [intervals.merge_ranges(ranges) for ranges in by_weekday]
 
     def plan(day: dt.date) -> intervals.LocalRanges:
+        return special.get(day, regular[day.weekday()])
+
+    return plan
+
+
+def trading_plan(spec: CapitalMarketsScheduleSpec) -> Callable[[dt.date], intervals.LocalRanges]:
+    """For a trading date, its open [start, end) minutes counted from that date's local
+    midnight; a session that opens the evening before starts at a negative minute."""
+    holidays = frozenset(dt.date.fromisoformat(day) for day in spec.holidays)
+    early = {dt.date.fromisoformat(e.date): e.close_minute for e in spec.early_closes}
+    late = {dt.date.fromisoformat(e.date): e.open_minute for e in spec.late_opens}
+    scheduled = scheduled_plan(spec)
+
+    def plan(day: dt.date) -> intervals.LocalRanges:
         if day in holidays:
             return ()
-        ranges = special.get(day, regular[day.weekday()])
+        ranges = scheduled(day)
         if day not in early and day not in late:
             return ranges
         opens = late.get(day, -intervals.MINUTES_PER_DAY)
@@ -74,6 +87,49 @@ def day_plan(spec: CapitalMarketsScheduleSpec) -> intervals.DayPlan:
         return intervals.merge_ranges(own + evening)
 
     return plan
+
+
+def marks(spec: CapitalMarketsScheduleSpec, start: dt.datetime, end: dt.datetime
+          ) -> Iterator[Mark]:
+    """The calendar's exceptions between `start` and `end`, for `fivespot schedule preview`: each
+    holiday as its whole local date, the trading time an early close or a late open takes away
+    from the date's scheduled sessions, and each special date's own sessions."""
+    zone, one_day = spec.zone, dt.timedelta(days=1)
+    scheduled = scheduled_plan(spec)
+    first, last = intervals.local_date(start, zone) - one_day, intervals.local_date(end, zone) + one_day
+
+    def at(day: dt.date, minute: int) -> dt.datetime:
+        return intervals.wall_to_utc(day, minute, zone)
+
+    def within(day: dt.date) -> bool:
+        return first <= day <= last
+
+    for text in spec.holidays:
+        day = dt.date.fromisoformat(text)
+        if within(day):
+            yield Mark(at(day, 0), at(day + one_day, 0), "holiday", f"holiday {text}: closed")
+    for early in spec.early_closes:
+        day = dt.date.fromisoformat(early.date)
+        ends = max((end_ for _, end_ in scheduled(day)), default=None)
+        if within(day) and ends is not None and ends > early.close_minute:
+            yield Mark(at(day, early.close_minute), at(day, ends), "early-close",
+                       f"early close {early.date}: closed from {_clock(early.close_minute)}")
+    for late in spec.late_opens:
+        day = dt.date.fromisoformat(late.date)
+        opens = min((start_ for start_, _ in scheduled(day)), default=None)
+        if within(day) and opens is not None and opens < late.open_minute:
+            yield Mark(at(day, opens), at(day, late.open_minute), "late-open",
+                       f"late open {late.date}: closed until {_clock(late.open_minute)}")
+    for special in spec.special_sessions:
+        day = dt.date.fromisoformat(special.date)
+        if within(day):
+            for opens, closes in scheduled(day):
+                yield Mark(at(day, opens), at(day, closes), "special-session",
+                           f"special session {special.date}")
+
+
+def _clock(minute: int) -> str:
+    return f"{minute // 60:02d}:{minute % 60:02d}"
 
 
 def is_active(spec: CapitalMarketsScheduleSpec, now: dt.datetime) -> bool:

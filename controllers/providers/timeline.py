@@ -1,28 +1,42 @@
 """The transitions a provider object will make, from the same decision functions its controller
-runs: `fivespot schedule preview` prints these, so a preview cannot disagree with the cluster.
+runs: `fivespot schedule preview` prints these and draws them, so neither the table nor the
+picture can disagree with the cluster.
 
-For the time-driven kinds (TimeBasedSpotSchedule, CapitalMarketsSchedule) a timeline is the
-state at the start and each later `next_transition` with the state `is_active` gives right
-after it. A ManualSchedule never changes by itself. A CompositeSchedule's timeline is its
-expression (`composite.truth`, three-valued) evaluated at every instant one of its children's
-timelines changes; with the children's whole timelines known offline this is exact, where the
-controller's published `nextTransitionTime` can only use each child's next one. A child that is
-not among the given objects is unresolved, as the controller would see it.
+For ManualSchedule, TimeBasedSpotSchedule and CapitalMarketsSchedule a timeline is the state at
+the start and each later flip, from the kind's `decide` with the spec's override applied
+(`override.with_override`), exactly what its controller publishes. A CompositeSchedule's timeline
+is its expression (`composite.truth`, three-valued) evaluated at every instant one of its
+children's timelines changes, then its own override; with the children's whole timelines known
+offline this is exact, where the controller's published `nextTransitionTime` can only use each
+child's next one. A child that is not among the given objects is unresolved, as the controller
+would see it.
+
+A timeline also carries its marks (`marks.Mark`): the kind's own (`MARK_SOURCES`: a calendar's
+holidays, early closes, late opens, special sessions) and, for every kind, an override, from
+the window's start (a preview cannot know when it was written) to its `until`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from pydantic import BaseModel, ValidationError
 
 from api.kinds.composite import KIND as COMPOSITE_KIND
-from api.kinds.providers import CapitalMarketsScheduleSpec, ManualScheduleSpec, TimeBasedSpotScheduleSpec
+from api.kinds.providers import (
+    CapitalMarketsScheduleSpec,
+    ManualScheduleSpec,
+    Override,
+    TimeBasedSpotScheduleSpec,
+)
 from api.kinds.scheduled_capacity import PROVIDER_GROUP
-from controllers.providers import capital_markets, composite, time_based
+from controllers.providers import capital_markets, composite, manual, time_based
+from controllers.providers.marks import Mark
+from controllers.providers.override import with_override
+from controllers.providers.status import Decision, rfc3339
 
 MAX_TRANSITIONS: Final = 1000
 
@@ -37,6 +51,8 @@ class Timeline:
     timezone: str = "UTC"
     problem: str | None = None
     """Why the object has no timeline of its own (an invalid spec, an unknown kind)."""
+    marks: tuple[Mark, ...] = ()
+    """Every mark that meets the window, in time order."""
 
     def at(self, instant: dt.datetime) -> bool | None:
         state = self.initial
@@ -70,13 +86,18 @@ class _Window:
     seen: dict[tuple[str, str, str, str], Timeline] = field(default_factory=dict)
 
 
-_TimeDriven = tuple[type[BaseModel], Callable[[Any, dt.datetime], bool],
-                    Callable[[Any, dt.datetime], dt.datetime | None]]
-TIME_DRIVEN: Final[Mapping[str, _TimeDriven]] = {
-    "TimeBasedSpotSchedule": (TimeBasedSpotScheduleSpec, time_based.is_active, time_based.next_transition),
-    "CapitalMarketsSchedule": (CapitalMarketsScheduleSpec, capital_markets.is_active,
-                               capital_markets.next_transition),
+DECIDED: Final[Mapping[str, tuple[type[BaseModel], Callable[[Any, dt.datetime], Decision]]]] = {
+    "ManualSchedule": (ManualScheduleSpec, manual.decide),
+    "TimeBasedSpotSchedule": (TimeBasedSpotScheduleSpec, time_based.decide),
+    "CapitalMarketsSchedule": (CapitalMarketsScheduleSpec, capital_markets.decide),
 }
+"""The kinds whose timeline their own decision gives: model and `decide(spec, now)`."""
+
+MarkSource = Callable[[Any, dt.datetime, dt.datetime], Iterable[Mark]]
+MARK_SOURCES: Final[Mapping[str, MarkSource]] = {
+    "CapitalMarketsSchedule": capital_markets.marks,
+}
+"""By kind: `marks(spec, start, end)` of a parsed spec, the kind's own marks in the window."""
 
 
 def timelines(
@@ -90,10 +111,33 @@ def timelines(
     window = _Window(start, until, min(MAX_TRANSITIONS, count * 8) if until is None else MAX_TRANSITIONS)
     for provider in providers:
         _timeline(provider, by_key, window, ())
-    if until is not None:
-        return window.seen
-    return {key: Timeline(t.start, t.initial, t.transitions[:count], t.timezone, t.problem)
-            for key, t in window.seen.items()}
+    if until is None:
+        window.seen = {key: replace(t, transitions=t.transitions[:count])
+                       for key, t in window.seen.items()}
+    return {key: _marked(t, by_key.get(key), until) for key, t in window.seen.items()}
+
+
+def _marked(timeline: Timeline, provider: Provider | None, until: dt.datetime | None) -> Timeline:
+    """`timeline` with the marks that meet its window: up to `until`, or to its last transition."""
+    if provider is None or timeline.problem is not None:
+        return timeline
+    end = until or (timeline.transitions[-1][0] if timeline.transitions else timeline.start)
+    found: list[Mark] = []
+    source = MARK_SOURCES.get(provider.kind)
+    model = DECIDED.get(provider.kind, (None,))[0]
+    if source is not None and model is not None:
+        found += source(model.model_validate(provider.spec), timeline.start, end)
+    override = _override(provider)
+    if override is not None and override.expires > timeline.start:
+        state = "active" if override.active else "inactive"
+        found.append(Mark(timeline.start, override.expires, "override",
+                          f"override: {state} until {rfc3339(override.expires)}"))
+    return replace(timeline, marks=tuple(sorted(m for m in found if m.overlaps(timeline.start, end))))
+
+
+def _override(provider: Provider) -> Override | None:
+    raw = provider.spec.get("override")
+    return Override.model_validate(raw) if isinstance(raw, Mapping) else None
 
 
 def _timeline(provider: Provider, by_key: Mapping[tuple[str, str, str, str], Provider],
@@ -102,14 +146,8 @@ def _timeline(provider: Provider, by_key: Mapping[tuple[str, str, str, str], Pro
         return window.seen[provider.key]
     if provider.group != PROVIDER_GROUP:
         found = Timeline(window.start, None, (), problem=f"{provider.group} is not the provider group")
-    elif provider.kind in TIME_DRIVEN:
-        found = _time_driven(provider, window)
-    elif provider.kind == "ManualSchedule":
-        try:
-            spec = ManualScheduleSpec.model_validate(provider.spec)
-            found = Timeline(window.start, spec.enabled, ())
-        except ValidationError as error:
-            found = _invalid(window, error)
+    elif provider.kind in DECIDED:
+        found = _decided(provider, window)
     elif provider.kind == COMPOSITE_KIND:
         found = _composite(provider, by_key, window, path)
     else:
@@ -125,29 +163,30 @@ def _invalid(window: _Window, error: ValidationError) -> Timeline:
     return Timeline(window.start, None, (), problem=spec_error_message(error))
 
 
-def _time_driven(provider: Provider, window: _Window) -> Timeline:
-    model, is_active, next_transition = TIME_DRIVEN[provider.kind]
+def _decided(provider: Provider, window: _Window) -> Timeline:
+    model, decide = DECIDED[provider.kind]
     try:
         spec = model.model_validate(provider.spec)
     except ValidationError as error:
         return _invalid(window, error)
-    transitions: list[tuple[dt.datetime, bool | None]] = []
-    instant = window.start
+    deciding = with_override(decide)
+    decision = deciding(spec, window.start)
+    initial, transitions = decision.active, list[tuple[dt.datetime, bool | None]]()
     while len(transitions) < window.count:
-        following = next_transition(spec, instant)
+        following = decision.next_transition
         if following is None or (window.until is not None and following > window.until):
             break
-        transitions.append((following, is_active(spec, following)))
-        instant = following
-    initial = is_active(spec, window.start)
+        decision = deciding(spec, following)
+        transitions.append((following, decision.active))
     return Timeline(window.start, initial, tuple(transitions), str(getattr(spec, "timezone", "UTC")))
 
 
 def _composite(provider: Provider, by_key: Mapping[tuple[str, str, str, str], Provider],
                window: _Window, path: tuple[str, ...]) -> Timeline:
-    parsed = composite.parse_spec(provider.spec)
-    if isinstance(parsed, ValidationError):
-        return _invalid(window, parsed)
+    parsed_spec = composite.parse_with_override(provider.spec)
+    if isinstance(parsed_spec, ValidationError):
+        return _invalid(window, parsed_spec)
+    parsed, override = parsed_spec
     if provider.name in path:
         return Timeline(window.start, None, (), problem=(
             f"CompositeSchedule {' -> '.join((*path, provider.name))} is a cycle"))
@@ -181,4 +220,20 @@ def _composite(provider: Provider, by_key: Mapping[tuple[str, str, str, str], Pr
         # Past the first child's last known transition the composite's future is not known.
         transitions = [(when, value) for when, value in transitions if when <= horizon]
     zones = {t.timezone for t in children.values() if t.transitions}
-    return Timeline(window.start, initial, tuple(transitions), zones.pop() if len(zones) == 1 else "UTC")
+    own = Timeline(window.start, initial, tuple(transitions), zones.pop() if len(zones) == 1 else "UTC")
+    return _overridden(own, override)
+
+
+def _overridden(own: Timeline, override: Override | None) -> Timeline:
+    """A composite's timeline with its own override: the override's value until its expiry, the
+    expression from then on (as `override.overridden` publishes it)."""
+    if override is None or override.expires <= own.start:
+        return own
+    until = override.expires
+    state: bool | None = override.active
+    transitions: list[tuple[dt.datetime, bool | None]] = []
+    for when, value in [(until, own.at(until)), *((w, v) for w, v in own.transitions if w > until)]:
+        if value != state:
+            transitions.append((when, value))
+            state = value
+    return replace(own, initial=override.active, transitions=tuple(transitions))
