@@ -14,38 +14,45 @@ import base64
 import binascii
 import ipaddress
 from collections.abc import Callable
-from datetime import date
 from typing import Final
 
 from policies.admission_eval.regex import Pattern
 
-# kube-openapi's strfmt layouts (RFC 3339 with optional fraction; `t`/`z` accepted in any case
-# by Go's parser only as written here: upper-case T and Z, or a numeric offset).
-_DATE_TIME: Final = Pattern(
-    r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:?[0-9]{2})$"
-)
+# kube-openapi's strfmt checks (pkg/validation/strfmt: IsDate, IsDateTime), as they are written:
+# a date is Go's time.Parse("2006-01-02"); a date-time is lower-cased and split on "t", the part
+# before the first "t" a date and the part after it (up to a second "t", if any) the clock below,
+# whose fraction follows any one character and whose offset needs its colon.
 _DATE: Final = Pattern(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
+_DATE_TIME_CLOCK: Final = Pattern(
+    r"^([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](.[0-9]+)?(z|([+-][0-9]{2}:[0-9]{2}))$"
+)
 _DURATION: Final = Pattern(
     r"^(?:[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:ns|us|µs|ms|s|m|h))+$|^0$"
 )
 _HOSTNAME_LABEL: Final = Pattern(r"^[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?$")
+_ASCII_LOWER: Final = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+"""Go's strings.ToLower changes more than ASCII, but only "t" and "z" matter to the check, and
+only their upper-case forms lower to them; any other character keeps its place (one rune)."""
 
 
 def _valid_date(text: str) -> bool:
+    """Go's calendar: any year 0000-9999 (0 is a leap year, as 400 divides it), a month 01-12,
+    a day of that month."""
     if not _DATE.search(text):
         return False
-    try:
-        date(int(text[0:4]), int(text[5:7]), int(text[8:10]))
-    except ValueError:
+    year, month, day = int(text[0:4]), int(text[5:7]), int(text[8:10])
+    if not 1 <= month <= 12:
         return False
-    return True
+    leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+    days = (31, 29 if leap else 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)[month - 1]
+    return 1 <= day <= days
 
 
 def _valid_date_time(text: str) -> bool:
-    if not _DATE_TIME.search(text) or not _valid_date(text[:10]):
+    if len(text.encode("utf-8", "surrogatepass")) < 4:
         return False
-    hour, minute, second = int(text[11:13]), int(text[14:16]), int(text[17:19])
-    return hour < 24 and minute < 60 and second < 60
+    parts = text.translate(_ASCII_LOWER).split("t")
+    return len(parts) >= 2 and _valid_date(parts[0]) and _DATE_TIME_CLOCK.search(parts[1])
 
 
 def _valid_byte(text: str) -> bool:

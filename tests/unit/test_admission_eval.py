@@ -284,6 +284,26 @@ def test_format_checks_give_a_verdict_for_strings_with_lone_surrogates() -> None
         assert check("\ud800") is False, name
 
 
+@pytest.mark.parametrize(("text", "valid"), [
+    ("2026-03-02T22:00:00Z", True), ("2026-03-02T22:00:00.5+01:00", True),
+    ("2026-03-02t22:00:00z", True),  # lower-cased before it is split on "t"
+    ("2026-03-02T22:00:00x5Z", True),  # the fraction follows any one character
+    ("2026-03-02T22:00:00ZT", True),  # only the part before a second "t" is read
+    ("2026-03-02T22:00:00+99:99", True), ("0000-02-29T00:00:00Z", True),  # Go's year 0 leaps
+    ("2026-03-02 22:00:00Z", False),  # no "t" to split on
+    ("2026-03-02T22:00:00+0100", False), ("2026-03-02T22:00:00", False),
+    ("2026-02-29T22:00:00Z", False), ("2026-03-02T24:00:00Z", False), ("2026-03-02T22:60:00Z", False),
+    ("2026-03-02T22:00Z", False), ("2026-03-02T22:00:00Z\n", False), ("T", False),
+])
+def test_the_date_time_format_is_kube_openapis_is_date_time(text: str, valid: bool) -> None:
+    """strfmt.IsDateTime (k8s.io/kube-openapi pkg/validation/strfmt/time.go), case by case; the
+    fidelity corpus asks the API server the same (`override-until` cases)."""
+    from policies.admission_eval.formats import checker
+
+    check = checker("date-time")
+    assert check is not None and check(text) is valid
+
+
 def test_gotext_renders_values_as_the_servers_go_code_does() -> None:
     from policies.admission_eval.gotext import bad_value, format_float, json_marshal, quote
 
