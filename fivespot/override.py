@@ -95,9 +95,9 @@ def _next_wall_clock(now: dt.datetime, clock: str, zone_name: str) -> dt.datetim
     local = now.astimezone(zone)
     for days in range(3):
         wall = dt.datetime.combine(local.date() + dt.timedelta(days=days), dt.time(hour, minute))
-        instant = wall.replace(tzinfo=zone)
+        instant = wall.replace(tzinfo=zone).astimezone(_UTC)
         if instant.astimezone(zone).replace(tzinfo=None) == wall and instant > now:
-            return instant
+            return instant  # (a time the clock skips shows otherwise, and is not taken)
     raise Refused(f"--until {clock} does not occur on the clock of {zone_name} in the next days")
 
 

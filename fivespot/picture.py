@@ -196,7 +196,8 @@ def svg(report: Mapping[str, Any], zone_name: str, *, prefix: str = "fivespot-we
     title = (f"Schedules from {_local(start, zone)} to {_local(end, zone)} ({zone_name})")
     parts: list[str] = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
-        f'viewBox="0 0 {WIDTH} {height}" role="img" aria-labelledby="{prefix}-title '
+        f'viewBox="0 0 {WIDTH} {height}" style="max-width:100%;height:auto" role="img" '
+        f'aria-labelledby="{prefix}-title '
         f'{prefix}-desc" font-family="sans-serif" font-size="12" '
         f'data-from="{report["from"]}" data-until="{report["until"]}" data-zone="{escape(zone_name)}">',
         f'<title id="{prefix}-title">{escape(title)}</title>',
@@ -212,7 +213,7 @@ def svg(report: Mapping[str, Any], zone_name: str, *, prefix: str = "fivespot-we
         x = _f(x_of(report, instant))
         parts.append(f'<line x1="{x}" y1="{TOP - 8}" x2="{x}" y2="{plot_bottom}" stroke="{GRID}" '
                      f'stroke-width="{1 if midnight else 0.5}"/>')
-        if midnight:
+        if midnight and x_of(report, instant) < WIDTH - RIGHT - 72:
             parts.append(f'<text x="{_f(x_of(report, instant) + 3)}" y="{TOP - 12}" '
                          f'fill="{INK}">{instant.astimezone(zone).strftime("%a %d %b")}</text>')
     for index, row in enumerate(drawn):
@@ -276,7 +277,7 @@ def _legend(report: Mapping[str, Any], top: int, prefix: str) -> list[str]:
         parts.append(f'<rect x="{x}" y="{top}" width="18" height="12" fill="{_fill(key, prefix)}" '
                      f'stroke="{GRID}"/>')
         parts.append(f'<text x="{x + 24}" y="{top + 11}" fill="{INK}">{escape(text)}</text>')
-        x += 34 + 7 * len(text)
+        x += 40 + 6 * len(text)
     parts.append("</g>")
     return parts
 

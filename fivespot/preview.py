@@ -126,14 +126,46 @@ def _instant(text: str) -> dt.datetime:
     return parsed
 
 
+class BadPreview(Exception):
+    """Input the preview cannot work with; each line is a message (FILE:LINE:COL: ... or a flag)."""
+
+    def __init__(self, lines: Sequence[str]):
+        super().__init__("\n".join(lines))
+        self.lines = list(lines)
+
+
 def run(args: argparse.Namespace) -> int:
-    if args.count < 1:
-        print("fivespot schedule preview: --count must be at least 1", file=sys.stderr)
+    try:
+        sys.stdout.write(render(args))
+    except BadPreview as bad:
+        for line in bad.lines:
+            print(line, file=sys.stderr)
         return exitcodes.BAD_INPUT
+    return exitcodes.OK
+
+
+def render(args: argparse.Namespace) -> str:
+    """What `fivespot schedule preview` prints for `args` (the docs build draws its pictures with
+    this too); BadPreview on bad input."""
+    report = build(args)
+    if args.output == "json":
+        return json.dumps(report, indent=2) + "\n"
+    if args.output in ("svg", "html"):
+        from fivespot import picture
+
+        zone = args.timezone or picture.shared_zone(report)
+        return (picture.svg(report, zone) + "\n" if args.output == "svg"
+                else picture.html(report, zone, table(report)))
+    return table(report)
+
+
+def build(args: argparse.Namespace) -> dict[str, Any]:
+    """The report `args` ask for (`preview`); BadPreview on bad input."""
+    if args.count < 1:
+        raise BadPreview(["fivespot schedule preview: --count must be at least 1"])
     start = (args.start or dt.datetime.now(_UTC)).astimezone(_UTC)
     if args.until is not None and args.until <= start:
-        print("fivespot schedule preview: --until must be after --from", file=sys.stderr)
-        return exitcodes.BAD_INPUT
+        raise BadPreview(["fivespot schedule preview: --until must be after --from"])
     picture = args.output in ("svg", "html")
     until = args.until or (start + PICTURE_SPAN if picture else None)
     try:
@@ -144,26 +176,11 @@ def run(args: argparse.Namespace) -> int:
             objects += _live(args.kubeconfig, args.namespace)
         providers, followers = _parse(objects)
     except (InputError, CompileError) as error:
-        for diagnostic in error.diagnostics:
-            print(diagnostic, file=sys.stderr)
-        return exitcodes.BAD_INPUT
+        raise BadPreview([str(d) for d in error.diagnostics]) from None
     if not providers:
-        print("fivespot schedule preview: no provider objects found in the given paths",
-              file=sys.stderr)
-        return exitcodes.BAD_INPUT
+        raise BadPreview(["fivespot schedule preview: no provider objects found in the given paths"])
     found = timelines(providers, start, until=until, count=args.count)
-    report = preview(providers, followers, found, start, until)
-    if args.output == "json":
-        sys.stdout.write(json.dumps(report, indent=2) + "\n")
-    elif picture:
-        from fivespot import picture as draw
-
-        zone = args.timezone or draw.shared_zone(report)
-        sys.stdout.write(draw.svg(report, zone) + "\n" if args.output == "svg"
-                         else draw.html(report, zone, table(report)))
-    else:
-        sys.stdout.write(table(report))
-    return exitcodes.OK
+    return preview(providers, followers, found, start, until)
 
 
 # --- reading --------------------------------------------------------------------------------------

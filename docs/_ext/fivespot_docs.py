@@ -1,4 +1,5 @@
-"""Sphinx directives that write reference tables from the code itself, at build time.
+"""Sphinx directives that write reference tables (and the schedules' pictures) from the code
+itself, at build time.
 
 A page that lists the metrics, the alerts or the exit codes by hand drifts from them; these
 directives render each from the one place it is defined (`runtime/metrics.py` and
@@ -168,7 +169,41 @@ class Layers(SphinxDirective):
         return [nodes.raw("", "".join(parts), format="html")]
 
 
+class SchedulePicture(SphinxDirective):
+    """`fivespot schedule preview ARGS -o svg`, run at build time and embedded: the week's picture
+    of the given objects, always the one the code draws today. Relative paths are the
+    repository's; the command is printed under the picture."""
+
+    required_arguments = 1
+    final_argument_whitespace = True
+
+    def run(self) -> list[nodes.Node]:
+        import shlex
+        from html import escape
+
+        from fivespot import picture
+        from fivespot.cli import full_parser
+        from fivespot.preview import BadPreview, build
+
+        words = shlex.split(self.arguments[0])
+        resolved = [str(ROOT / w) if not w.startswith("-") and (ROOT / w).exists() else w
+                    for w in words]
+        args = full_parser().parse_args(["schedule", "preview", *resolved, "-o", "svg"])
+        try:
+            report = build(args)
+        except BadPreview as bad:
+            raise self.error(f"fivespot schedule preview {' '.join(words)}: {bad}") from None
+        serial = self.env.new_serialno("fivespot-schedule-picture")
+        drawn = picture.svg(report, args.timezone or picture.shared_zone(report),
+                            prefix=f"fivespot-week-{serial}")
+        command = f"fivespot schedule preview {' '.join(words)} -o svg"
+        return [nodes.raw("", f'<figure class="fivespot-schedule-picture">{drawn}<figcaption>'
+                              f"<code>{escape(command)}</code></figcaption></figure>",
+                          format="html")]
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
+    app.add_directive("fivespot-schedule-picture", SchedulePicture)
     app.add_directive("fivespot-layers", Layers)
     app.add_directive("fivespot-metrics", Metrics)
     app.add_directive("fivespot-alerts", Alerts)
