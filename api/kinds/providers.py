@@ -72,14 +72,21 @@ TIMEZONE_PATTERN: Final = r"^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*$"
 DATE_PATTERN: Final = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
 CLOCK_PATTERN: Final = r"^([01][0-9]|2[0-3]):[0-5][0-9]$"
 CLOSE_CLOCK_PATTERN: Final = r"^(([01][0-9]|2[0-3]):[0-5][0-9]|24:00)$"
+_YEAR: Final = "[1-9][0-9]{3}"
+_LEAP_YEAR: Final = "([1-9][0-9](0[48]|[2468][048]|[13579][26])|([13579][26]|[2468][048])00)"
+_MONTH_DAY: Final = (
+    "((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)"
+    "|02-(0[1-9]|1[0-9]|2[0-8]))"
+)
 INSTANT_PATTERN: Final = (
-    r"^[1-9][0-9]{3}-[0-9]{2}-[0-9]{2}T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,9})?"
-    r"(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$"
+    f"^({_YEAR}-{_MONTH_DAY}|{_LEAP_YEAR}-02-29)"
+    r"T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$"
 )
 """An override's `until`: RFC 3339 as Kubernetes writes metav1.Time (upper-case T and Z, or a
-numeric offset), seconds required, at most nanoseconds. The API server also checks `format:
-date-time` (a real calendar date); the pattern keeps out what that format lets through but no
-reader expects (a lower-case t, offsets of 99 hours, the year 0)."""
+numeric offset), seconds required, at most nanoseconds, on a day the calendar has (Gregorian
+leap years; years 1000-9999). A rule, not `format: date-time`: the API server's date-time check
+lets an array through in place of the string, and admits lower-case, 99-hour offsets and year 0."""
+
 
 DAYS_MESSAGE: Final = (
     "must be a day (mon, tue, wed, thu, fri, sat, sun), a range such as mon-fri or the "
@@ -105,6 +112,7 @@ INSTANT_MESSAGE: Final = (
 # --- CEL rules (cel-go semantics, RE2 regular expressions) ---------------------------------------
 
 DAYS_RULE: Final = f"self.matches({cel_string(DAYS_PATTERN)})"
+INSTANT_RULE: Final = f"self.matches({cel_string(INSTANT_PATTERN)})"
 HOURS_RULE: Final = f"self.matches({cel_string(HOURS_PATTERN)})"
 CLOCK_RULE: Final = f"self.matches({cel_string(CLOCK_PATTERN)})"
 CLOSE_CLOCK_RULE: Final = f"self.matches({cel_string(CLOSE_CLOCK_PATTERN)})"
@@ -160,6 +168,7 @@ CEL_RULES: Final = {
     "SESSION_ORDER_RULE": SESSION_ORDER_RULE,
     "OVERNIGHT_FORM_RULE": OVERNIGHT_FORM_RULE,
     "EARLY_CLOSE_FORM_RULE": EARLY_CLOSE_FORM_RULE,
+    "INSTANT_RULE": INSTANT_RULE,
 }
 """Every rule this module attaches, by name, for tests and documentation."""
 
@@ -249,10 +258,7 @@ def parse_instant(text: str) -> dt.datetime:
     whole, rest = text[:19], text[19:]
     fraction = re.match(r"\.([0-9]+)", rest)
     offset = rest[len(fraction.group(0)):] if fraction else rest
-    try:
-        local = dt.datetime.fromisoformat(whole)
-    except ValueError as err:
-        raise ValueError(f"{INSTANT_MESSAGE}; got {text!r} ({err})") from None
+    local = dt.datetime.fromisoformat(whole)  # the pattern admits only days the calendar has
     if fraction:
         local += dt.timedelta(microseconds=int(fraction.group(1).ljust(9, "0")) // 1000)
     if offset == "Z":
@@ -347,12 +353,7 @@ TimezoneText = Annotated[str, AfterValidator(_check_timezone)]
 
 InstantText = Annotated[
     str,
-    Field(
-        max_length=35,
-        # Like DateText: the API server checks `format: date-time` and types the field as a CEL
-        # timestamp, so the form is a pattern, not a matches() rule.
-        json_schema_extra={"format": "date-time", "pattern": INSTANT_PATTERN},
-    ),
+    Field(max_length=35, json_schema_extra=_rule(INSTANT_RULE, INSTANT_MESSAGE)),
     AfterValidator(_check_instant),
 ]
 

@@ -45,10 +45,14 @@ def build_normaliser(node: Node) -> Normaliser | None:
 
     def normalise(value: Any, path: str, warnings: list[str], root: bool) -> Any:
         if isinstance(value, dict):
-            return object_part(value, path, warnings, root) if object_part is not None else value
-        if isinstance(value, list) and lists:
-            assert items is not None
-            return [items(item, f"{path}[{index}]", warnings, False) for index, item in enumerate(value)]
+            return object_part(value, path, warnings, root) if object_part is not None else \
+                stray(value, node, path, warnings)
+        if isinstance(value, list):
+            if lists:
+                assert items is not None
+                return [items(item, f"{path}[{index}]", warnings, False)
+                        for index, item in enumerate(value)]
+            return stray(value, node, path, warnings)
         return value
 
     return normalise
@@ -74,13 +78,17 @@ def _object_normaliser(node: Node) -> Callable[[dict[str, Any], str, list[str], 
                 child, child_normalise = entry
                 if item is None and not child.nullable:
                     continue  # dropped (and replaced by its default below, if it has one)
-                out[key] = item if child_normalise is None else child_normalise(
-                    item, join_path(path, key), warnings, False)
+                if child_normalise is not None:
+                    out[key] = child_normalise(item, join_path(path, key), warnings, False)
+                else:
+                    out[key] = stray(item, child, join_path(path, key), warnings)
             elif additional is not None:
                 if item is None and not additional.nullable and additional.has_default:
                     continue
-                out[key] = item if additional_normalise is None else additional_normalise(
-                    item, f"{path}[{key}]", warnings, False)
+                if additional_normalise is not None:
+                    out[key] = additional_normalise(item, f"{path}[{key}]", warnings, False)
+                else:
+                    out[key] = stray(item, additional, f"{path}[{key}]", warnings)
             elif preserve_unknown:
                 out[key] = item
             else:
@@ -91,6 +99,35 @@ def _object_normaliser(node: Node) -> Callable[[dict[str, Any], str, list[str], 
         return out
 
     return normalise_object
+
+
+def stray(value: Any, node: Node | None, path: str, warnings: list[str]) -> Any:
+    """`value` pruned where its shape is not the node's (an object or a list at a scalar, a list
+    at an object, an object at a list), as the API server's pruning walks it whatever the schema's
+    type: an object's keys the node does not declare are unknown (the API server then refuses the
+    object as `unknown field "spec.x.y"` under strict field validation, before any type check),
+    and a list's items go to the node's `items`, which a node of another type has not, so every
+    key of an object in it is unknown. Scalars, embedded resources and preserved fields are kept."""
+    if node is not None and (node.preserve_unknown or node.embedded):
+        return value
+    if isinstance(value, dict):
+        if node is not None and node.normalise is not None and node.type in (None, "object"):
+            return node.normalise(value, path, warnings, False)
+        declared = (node.properties or {}) if node is not None else {}
+        additional = node.additional if node is not None else None
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if key in declared:
+                out[key] = stray(item, declared[key], join_path(path, key), warnings)
+            elif additional is not None:
+                out[key] = stray(item, additional, f"{path}[{key}]", warnings)
+            else:
+                warnings.append(f'unknown field "{join_path(path, key)}"')
+        return out
+    if isinstance(value, list):
+        items = node.items if node is not None else None
+        return [stray(item, items, f"{path}[{index}]", warnings) for index, item in enumerate(value)]
+    return value
 
 
 def _normalised_default(node: Node) -> Any:

@@ -273,6 +273,15 @@ def version_cases() -> list[Case]:
         ("template", {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"generateName": "x-"}}),
         # (an embedded resource's labels, annotations and namespace, and a missing apiVersion, are
         # not checked as the server checks them, on any version: not in the corpus until they are)
+        # kube-openapi's formats: strfmt.IsDateTime and IsDate as written, and its type validator,
+        # which names the format (and the Go format of the value) and lets a list through
+        ("since", "2026-03-02T22:00:00Z"), ("since", "2026-03-02 22:00:00Z"),
+        ("since", "2026-03-02t22:00:00z"), ("since", "2026-03-02T22:00:00+0100"),
+        ("since", "2026-03-02T22:00:00x5Z"), ("since", "2026-02-29T22:00:00Z"), ("since", 5),
+        ("since", 2.5), ("since", True), ("since", ["x"]), ("since", {"at": "x"}),
+        ("day", "0000-02-29"), ("day", "2026-02-29"), ("day", 20260302),
+        ("replicas", {"a": 1}), ("label", {"a": 1}), ("counts", [{"a": 1}]),
+        ("limits", [{"cpu": 1}]),
     )]
     # (two fields out of range at once: the server walks the properties in a Go map's order)
     for field, value in (("replicas", INT32_MAX + 1), ("ratio", 3.5e38), ("label", "forbidden"),
@@ -282,8 +291,67 @@ def version_cases() -> list[Case]:
     return cases
 
 
+PROVIDERS: Final = "spotschedules.5spot.finos.org/v1alpha1"
+PROVIDER_SPECS: Final[dict[str, dict[str, Any]]] = {
+    "TimeBasedSpotSchedule": {"daysOfWeek": ["mon-fri"], "hoursOfDay": ["9-17"],
+                              "timezone": "Europe/London"},
+    "ManualSchedule": {"enabled": False},
+    "CapitalMarketsSchedule": {"timezone": "America/New_York",
+                               "sessions": [{"days": "mon-fri", "open": "09:30", "close": "16:00"}]},
+    "CompositeSchedule": {"not": {"apiVersion": PROVIDERS, "kind": "ManualSchedule", "name": "freeze"}},
+}
+GOOD_OVERRIDE: Final = {"active": True, "until": "2026-11-24T21:00:00Z"}
+
+
+def _provider(kind: str, override: Any = ..., name: str = "office-hours") -> dict[str, Any]:
+    spec = copy.deepcopy(PROVIDER_SPECS[kind])
+    if override is not ...:
+        spec["override"] = override
+    return {"apiVersion": PROVIDERS, "kind": kind, "metadata": {"name": name, "namespace": TENANT},
+            "spec": spec}
+
+
+def override_cases() -> list[Case]:
+    """`spec.override` of every built-in provider kind (issue 38): its shape, `active`'s type,
+    and `until` at every edge of the API server's `format: date-time` and the kinds' pattern."""
+    cases = [Case(f"override:{kind}", _provider(kind, GOOD_OVERRIDE)) for kind in PROVIDER_SPECS]
+    for until in ("2026-11-24T21:00:00Z", "2026-11-24T22:00:00+01:00", "2026-11-24T16:00:00-05:00",
+                  "2026-11-24T21:00:00.5Z", "2026-11-24T21:00:00.123456789Z",
+                  "2026-11-24T21:00:00.1234567890Z", "2026-11-24 21:00:00Z", "2026-11-24t21:00:00z",
+                  "2026-11-24T21:00:00", "2026-11-24T21:00Z", "2026-11-24T21:00:00+0100",
+                  "2026-11-24T21:00:00x5Z", "2026-11-24T21:00:00ZT", "2026-02-30T21:00:00Z",
+                  "2028-02-29T21:00:00Z", "2026-11-24T24:00:00Z", "2026-11-24T21:60:00Z",
+                  "2026-11-24T21:00:00+24:00", "0000-02-29T21:00:00Z", "0999-11-24T21:00:00Z",
+                  "tomorrow", "", "2026-11-24", "2026-11-24T21:00:00.000000000000000000000000Z",
+                  "2026-11-24T21:00:00Z\n", "2026-11-24T21:00:00\u00a0Z"):
+        cases.append(Case(f"override-until:{until!r}",
+                          _provider("TimeBasedSpotSchedule", {"active": True, "until": until})))
+    for kind in ("ManualSchedule", "CompositeSchedule"):
+        for override in ({"active": "true", "until": GOOD_OVERRIDE["until"]},
+                         {"active": 1, "until": GOOD_OVERRIDE["until"]},
+                         {"active": None, "until": GOOD_OVERRIDE["until"]},
+                         {"active": True}, {"until": GOOD_OVERRIDE["until"]}, {},
+                         {**GOOD_OVERRIDE, "reason": "incident 42"},
+                         {"active": False, "until": 1764018000}, {"active": True, "until": 1.5},
+                         {"active": True, "until": True}, {"active": True, "until": []},
+                         {"active": True, "until": ["2026-11-24T21:00:00Z"]},
+                         {"active": True, "until": {"at": "2026-11-24T21:00:00Z"}},
+                         {"active": [True], "until": GOOD_OVERRIDE["until"]},
+                         {"active": {"on": True}, "until": GOOD_OVERRIDE["until"]},
+                         None, "on", [GOOD_OVERRIDE], []):
+            cases.append(Case(f"override-shape:{kind}:{override!r}", _provider(kind, override)))
+    for kind in ("CapitalMarketsSchedule", "TimeBasedSpotSchedule"):
+        old = _provider(kind)
+        cases.append(Case(f"override-update:{kind}:set", _provider(kind, GOOD_OVERRIDE), old))
+        cases.append(Case(f"override-update:{kind}:bad-until",
+                          _provider(kind, {"active": False, "until": "22:00"}),
+                          _provider(kind, GOOD_OVERRIDE)))
+        cases.append(Case(f"override-update:{kind}:clear", old, _provider(kind, GOOD_OVERRIDE)))
+    return cases
+
+
 def corpus() -> list[Case]:
-    return fixture_cases() + generated_cases() + version_cases()
+    return fixture_cases() + generated_cases() + version_cases() + override_cases()
 
 
 # --- the cluster side ---------------------------------------------------------------------------

@@ -105,6 +105,40 @@ def test_unknown_fields_are_pruned_with_a_warning_and_defaults_applied() -> None
     assert sorted(warnings) == ['unknown field "metadata.extra"', 'unknown field "spec.x"']
 
 
+@pytest.mark.parametrize(("value", "unknown"), [
+    ({"flag": {"on": True}}, ["spec.flag.on"]),  # an object at a boolean
+    ({"box": [{"a": 1, "b": 2}]}, ["spec.box[0].a", "spec.box[0].b"]),  # a list at an object
+    ({"names": {"x": "y"}}, ["spec.names.x"]),  # an object at a list
+    ({"names": [{"x": "y"}]}, ["spec.names[0].x"]),  # an object in a list of strings
+    ({"box": {"a": [[{"deep": 1}]]}}, ["spec.box.a[0][0].deep"]),  # deeper, inside a known field
+    ({"free": [{"kept": 1}], "flag": True}, []),  # preserved fields keep anything
+])
+def test_a_value_of_another_shape_is_pruned_as_the_api_server_walks_it(
+        value: dict[str, Any], unknown: list[str]) -> None:
+    """apiextensions' pruning walks the value, not the schema's type: a key the node does not
+    declare is unknown whatever the node's type (the test_checker_fidelity corpus has the API
+    server's answers to these shapes)."""
+    node = compile_schema(with_root_fields(spec_schema({
+        "flag": {"type": "boolean"}, "box": {"type": "object", "properties": {"a": {"type": "integer"}}},
+        "names": {"type": "array", "items": {"type": "string"}},
+        "free": {"type": "array", "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+    })))
+    warnings: list[str] = []
+    prune_and_default(widget(value), node, warnings)
+    assert warnings == [f'unknown field "{field}"' for field in unknown]
+
+
+def test_a_string_with_a_format_names_the_format_and_lets_a_list_through() -> None:
+    """kube-openapi's type validator (validate/type.go) on a string field with a format."""
+    schema = spec_schema({"at": {"type": "string", "format": "date-time"}})
+    for value, message in ((5, 'Invalid value: "int64": spec.at in body must be of type date-time: "int64"'),
+                           (2.5, 'Invalid value: "float64": spec.at in body must be of type date-time: "float64"'),
+                           (True, 'Invalid value: "": spec.at in body must be of type date-time: ""')):
+        verdict = decide(schema, {"at": value})
+        assert [v.message for v in verdict.violations if v.field == "spec.at"] == [message]
+    assert decide(schema, {"at": ["not", "a", "date"]}).allowed
+
+
 RULE_CASES = [
     ("a failing rule denies with its message", {"rule": "self.n < 3", "message": "n too big"}, {"n": 5}, None, "n too big"),
     ("messageExpression wins over message", {"rule": "self.n < 3", "message": "m", "messageExpression": "'n is ' + string(self.n)"}, {"n": 5}, None, "n is 5"),

@@ -13,7 +13,8 @@ from pydantic import ValidationError
 
 from api.kinds.composite import CompositeScheduleSpec
 from api.kinds.providers import (
-    INSTANT_PATTERN,
+    INSTANT_MESSAGE,
+    INSTANT_RULE,
     ManualScheduleSpec,
     TimeBasedSpotScheduleSpec,
     parse_instant,
@@ -24,6 +25,7 @@ from compiler.emit.crds import builtin_provider
 from controllers.providers import capital_markets, composite, manual, override, time_based
 from controllers.providers.composite import Children
 from controllers.providers.reconcile import plan
+from tests.celgo import cel_accepts
 
 pytestmark = pytest.mark.unit
 
@@ -261,20 +263,28 @@ def test_a_composite_override_foretells_its_next_flip_from_the_childrens() -> No
     ("2026-03-02T22:00:00.5Z", dt.datetime(2026, 3, 2, 22, 0, 0, 500000, tzinfo=UTC)),
     ("2026-03-02T22:00:00.123456789Z", dt.datetime(2026, 3, 2, 22, 0, 0, 123456, tzinfo=UTC)),
     ("2028-02-29T00:00:00Z", dt.datetime(2028, 2, 29, tzinfo=UTC)),
+    ("2000-02-29T00:00:00Z", dt.datetime(2000, 2, 29, tzinfo=UTC)),
+    ("1600-02-29T00:00:00Z", dt.datetime(1600, 2, 29, tzinfo=UTC)),
+    ("9999-12-31T23:59:59-23:59", dt.datetime(9999, 12, 31, 23, 59, 59,
+                                              tzinfo=dt.timezone(-dt.timedelta(hours=23, minutes=59)))),
 ])
-def test_until_reads_every_rfc_3339_instant_the_pattern_admits(text: str, instant: dt.datetime) -> None:
+def test_until_reads_every_rfc_3339_instant_the_rule_admits(text: str, instant: dt.datetime) -> None:
     assert parse_instant(text) == instant
+    assert cel_accepts(INSTANT_RULE, text)
 
 
 @pytest.mark.parametrize("text", [
     "2026-03-02T22:00:00", "2026-03-02 22:00:00Z", "2026-03-02t22:00:00z", "2026-03-02T22:00Z",
     "2026-03-02T24:00:00Z", "2026-03-02T22:00:60Z", "2026-02-30T22:00:00Z", "2026-03-02T22:00:00+0100",
     "0999-03-02T22:00:00Z", "2026-03-02T22:00:00.1234567890Z", "tomorrow", "", "2026-03-02",
-    "2026-03-02T22:00:00+24:00", "2026-03-02T22:00:00Z\n",
+    "2026-03-02T22:00:00+24:00", "2026-03-02T22:00:00Z\n", "2027-02-29T00:00:00Z",
+    "1900-02-29T00:00:00Z", "2100-02-29T00:00:00Z", "2026-04-31T00:00:00Z", "2026-13-01T00:00:00Z",
+    "2026-00-10T00:00:00Z", "2026-01-00T00:00:00Z", "0000-02-29T00:00:00Z",
 ])
 def test_until_refuses_what_is_not_such_an_instant(text: str) -> None:
     with pytest.raises(ValueError, match="must be an RFC 3339 instant"):
         parse_instant(text)
+    assert not cel_accepts(INSTANT_RULE, text)  # the API server refuses it alike
     with pytest.raises(ValidationError):
         ManualScheduleSpec.model_validate({"enabled": True,
                                            "override": {"active": True, "until": text}})
@@ -299,7 +309,8 @@ def test_every_built_in_kinds_crd_carries_the_same_override_and_the_status_its_e
     assert all(schema == first for schema in schemas)
     assert first["required"] == ["active", "until"]
     until = first["properties"]["until"]
-    assert (until["format"], until["pattern"]) == ("date-time", INSTANT_PATTERN)
+    assert until["type"] == "string" and "format" not in until
+    assert until["x-kubernetes-validations"] == [{"rule": INSTANT_RULE, "message": INSTANT_MESSAGE}]
     assert first["properties"]["active"]["type"] == "boolean"
     CompositeScheduleSpec.model_validate({**DESK, "override": {"active": False,
                                                                "until": "2026-03-02T22:00:00Z"}})

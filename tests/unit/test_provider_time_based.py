@@ -7,7 +7,6 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
-from cel_expr_python import cel
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
@@ -21,6 +20,7 @@ from api.kinds.providers import (
     parse_hours,
 )
 from controllers.providers import time_based as tb
+from tests.celgo import cel_accepts
 
 UTC = dt.timezone.utc
 NY = ZoneInfo("America/New_York")
@@ -131,15 +131,6 @@ def test_timezone_defaults_to_utc_and_enabled_to_true() -> None:
 def test_unknown_spec_field_is_rejected() -> None:
     with pytest.raises(ValidationError, match="daysofweek"):
         TimeBasedSpotScheduleSpec.model_validate({"daysofweek": ["mon"]})
-
-
-_CEL = cel.NewEnv(variables={"self": cel.Type.DYN})
-
-
-def cel_accepts(rule: str, value: object) -> bool:
-    """False when the rule evaluates to false or to an error; the API server rejects both."""
-    result = _CEL.compile(rule).eval(data={"self": value})
-    return result.type().name() != "ERROR" and result.value() is True
 
 
 @pytest.mark.parametrize(
