@@ -135,6 +135,12 @@ _PROVIDER_COLUMNS: Final = (
     {"name": "Ready", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Ready\")].status"},
     _AGE,
 )
+_BUILTIN_PROVIDER_COLUMNS: Final = (
+    *_PROVIDER_COLUMNS[:2],
+    # While spec.override holds the schedule: until when (docs/explanation/providers.md).
+    {"name": "Override", "type": "string", "jsonPath": ".status.overrideUntil"},
+    *_PROVIDER_COLUMNS[2:],
+)
 
 @functools.cache  # a constant per kind, like TENANT_LIMIT; its schema costs ~6 ms to generate
 def builtin_provider(kind: BuiltinProvider) -> KindInfo:
@@ -143,7 +149,7 @@ def builtin_provider(kind: BuiltinProvider) -> KindInfo:
         group=provider.group, version=provider.version, kind=provider.kind,
         plural=provider.plural, short_names=provider.short_names,
         description=_doc(provider.spec_model), spec=structural_schema(provider.spec_model),
-        status=structural_schema(provider.status_model), columns=_PROVIDER_COLUMNS,
+        status=structural_schema(provider.status_model), columns=_BUILTIN_PROVIDER_COLUMNS,
         object_rules=provider.object_rules,
     )
 
