@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import html
 import re
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,20 +19,8 @@ from PIL import Image
 
 from commandline.docs import DOCS_URL
 from compiler.emit.monitoring import EVERY_ALERT
+from tests.docs.conftest import chromium
 from tests.repo_text import docs_addresses
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("site")
-    result = subprocess.run(
-        [str(Path(sys.executable).parent / "sphinx-build"), "-E", "-W", "--keep-going", "-n", "-q",
-         "-b", "html", str(ROOT / "docs"), str(out)],
-        capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, f"the docs site does not build strictly:\n{result.stderr}"
-    return out
 
 
 def _built(site: Path, address: str) -> tuple[Path, str]:
@@ -84,17 +70,11 @@ def test_the_generated_reference_pages_list_every_command_metric_and_exit_code(s
     assert all(f"<td><p>{code}</p></td>" in codes for code in exitcodes.ALL)
 
 
-def _chromium() -> str:
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    assert found, "Debian's chromium is needed (apt-get install chromium; .ci/run installs it)"
-    return found
-
-
 @pytest.mark.parametrize("page", ["index.html", "reference/kinds.html"])
 def test_a_real_browser_renders_the_page(site: Path, page: str, tmp_path: Path) -> None:
     shot = tmp_path / "shot.png"
     subprocess.run(
-        [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--hide-scrollbars", "--window-size=1280,900", f"--screenshot={shot}",
          (site / page).as_uri()],
         capture_output=True, timeout=120, check=True)
