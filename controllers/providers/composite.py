@@ -21,6 +21,10 @@ self-reference stored before the rule existed still is.
 are applied in time order and the first one that changes the root's value is the composite's
 next transition. That is exact whenever no child flips twice before it; every child status
 change recomputes it, so the published value never lags a child's.
+
+A `spec.override` in force decides whatever the children say, unresolved or not yet looked at
+(`override.py`); its `nextTransitionTime` comes from what the children's next flips foretell at
+the expiry (`foretold`), and the object is requeued at the expiry.
 """
 
 from __future__ import annotations
