@@ -21,8 +21,8 @@ import yaml
 from kubernetes import client, config
 from kubernetes.client.rest import RESTResponse
 
-from runtime import kubeconfig
 from runtime.kubeconfig import ClusterAccess, KubeconfigRefused, Problem
+from runtime.kubeconfig import parse as parse_kubeconfig
 from runtime.tlskeys import load_key_pair
 
 ApiClient = client.ApiClient
@@ -114,10 +114,11 @@ def client_from_kubeconfig(data: bytes, *, source: str = "kubeconfig") -> client
     never sees them (it would run their exec plugins and read their files).
 
     Raises KubeconfigRefused naming `source` and the fields it refuses."""
-    return client_for(kubeconfig.parse(data, source), source=source)
+    return client_for(parse_kubeconfig(data, source), source=source)
 
 
-def client_for(access: ClusterAccess, *, source: str, pool_size: int = POOL_SIZE) -> client.ApiClient:
+def client_for(access: ClusterAccess, *, source: str,
+               pool_size: int = POOL_SIZE) -> client.ApiClient:
     """A client for `access.server` that trusts `access.ca_pem` alone and presents only what
     `access` holds: its client certificate (loaded into an SSL context, no file left behind) and
     its token. The process's proxy settings apply as for every client; nothing in `access` can

@@ -7,7 +7,8 @@ reading process, `tokenFile` reads any local file and sends it as a Bearer token
 choose where the connection really goes. So the machine controller never gives the client a
 kubeconfig: `parse` reads one into `ClusterAccess` — the current context's `https://` server, its
 inline CA, and the user's inline client certificate and key and/or token — and refuses everything
-else, naming each field's path and never its value (docs/design/decisions/0021-untrusted-kubeconfigs.md).
+else, naming each field's path and never its value
+(docs/design/decisions/0021-untrusted-kubeconfigs.md).
 
 Pure: no file, no network, no `kubernetes` import; `runtime.kube.client_for` builds the client.
 """
@@ -30,12 +31,14 @@ CONTEXT_FIELDS: Final = frozenset({"cluster", "user", "namespace"})
 """The allowlists: any other field of the entries the current context uses is refused. (The
 context's `namespace` is harmless: every request names its own path.)"""
 
+_INLINE: Final = ("; put the credentials inline (client-certificate-data and client-key-data, "
+                  "or token)")
 WHY: Final[Mapping[str, str]] = {
-    "exec": "an exec credential plugin runs a command in the controller",
+    "exec": "an exec credential plugin runs a command in the controller" + _INLINE,
     "auth-provider": "an auth provider runs a command (cmd-path) or calls an identity provider "
-                     "from the controller",
-    "tokenFile": "reads a file in the controller and sends it as a Bearer token",
-    "token-file": "reads a file in the controller and sends it as a Bearer token",
+                     "from the controller" + _INLINE,
+    "tokenFile": "reads a file in the controller and sends it as a Bearer token" + _INLINE,
+    "token-file": "reads a file in the controller and sends it as a Bearer token" + _INLINE,
     "client-certificate": "a file path in the controller; put the certificate inline "
                           "(client-certificate-data)",
     "client-key": "a file path in the controller; put the key inline (client-key-data)",
@@ -44,7 +47,8 @@ WHY: Final[Mapping[str, str]] = {
     "username": "basic authentication (removed from Kubernetes in 1.19) is not accepted",
     "password": "basic authentication (removed from Kubernetes in 1.19) is not accepted",
     "proxy-url": "sends the connection through a proxy the Secret chooses",
-    "insecure-skip-tls-verify": "turns off the check of the server's certificate",
+    "insecure-skip-tls-verify": "turns off the check of the server's certificate; pin the "
+                                "cluster's CA (certificate-authority-data) instead",
     "tls-server-name": "checks the server's certificate against another name than the server's",
 }
 """Why a known field is refused; an unknown one is refused as not on the allowlist."""
