@@ -286,7 +286,10 @@ def test_a_kubeconfig_with_insecure_skip_tls_verify_gets_no_client(private_tmp: 
 
 
 def test_the_client_key_is_not_left_on_disk(private_tmp: Path) -> None:
-    api = kube.client_from_kubeconfig(dump(capi()), source=SOURCE)
+    fresh = issue(CA, CA_KEY, "fresh", NOW, client=True)  # a key no earlier test loaded
+    config = with_user(**{"client-certificate-data": b64(fresh.cert_pem),
+                          "client-key-data": b64(fresh.key_pem)})
+    api = kube.client_from_kubeconfig(dump(config), source=SOURCE)
     api.close()
     assert left_behind(private_tmp) == []
 
