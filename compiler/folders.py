@@ -91,9 +91,8 @@ def leaves(shown: str, root: Path) -> Diagnostic:
     """The diagnostic for a symlink `walk` refused, named as the command names files
     (`shown`): what it is and what to do, nothing of where it points."""
     return Diagnostic(Location(shown, 0, 0), "",
-                      f"refused, not read: a symlink whose target is outside {root} or hidden "
-                      "in it; a symlink in the folder given must point at a file or folder "
-                      "inside it")
+                      f"refused, not read: a symlink leading out of {root} (or to a hidden "
+                      "file or folder in it); symlinks in the folder given must point inside it")
 
 
 def yaml_files(root: Path, suffixes: Sequence[str]) -> list[Path]:
