@@ -180,7 +180,7 @@ class _KubectlPass:
     def __init__(self, text: str) -> None:
         self.reader = kubectl_loader()(text)
         self.budget = Budget()
-        self.read = 0  # non-empty documents composed so far
+        self.composed = 0  # non-empty documents so far
         self.failed = False
 
     def document(self, index: int) -> Any:
@@ -194,8 +194,8 @@ class _KubectlPass:
                 node = self.reader.get_node()
                 if node is None or _is_empty(node):
                     continue
-                self.read += 1
-                if self.read - 1 < index:
+                self.composed += 1
+                if self.composed - 1 < index:
                     continue
                 check_bounds(node, self.budget)
                 try:

@@ -197,13 +197,20 @@ def _output_with(tmp_path: Path, text: str) -> Path:
     return out
 
 
+def _config_map(bomb: str) -> str:
+    """A Kubernetes object whose data is `bomb`."""
+    return ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata:\n"
+            + "".join(f"  {line}\n" for line in bomb.splitlines()))
+
+
 @pytest.mark.timeout(60)
-def test_install_reads_its_output_within_the_bounds(tmp_path: Path) -> None:
+@pytest.mark.parametrize("case", ["alias bomb", "merge bomb"])
+def test_install_reads_its_output_within_the_bounds(case: str, tmp_path: Path) -> None:
+    # PyYAML shares an alias's value, so an alias bomb loads at once, and then expands to
+    # billions of values when the object is written as JSON for the API server
     from deploy.manifests import OutputError, load
 
-    out = _output_with(tmp_path, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n"
-                                 "data:\n" + "".join(f"  {line}\n" for line in
-                                                     _merge_bomb().splitlines()))
+    out = _output_with(tmp_path, _config_map(_bomb() if case == "alias bomb" else _merge_bomb()))
     started = time.process_time()
     with pytest.raises(OutputError) as refused:
         load(out)
@@ -211,27 +218,31 @@ def test_install_reads_its_output_within_the_bounds(tmp_path: Path) -> None:
     assert time.process_time() - started < 1.0
 
 
-def test_install_dry_run_refuses_a_merge_bomb_before_it_asks_a_cluster(tmp_path: Path) -> None:
-    out = _output_with(tmp_path, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n---\n"
-                                 + _merge_bomb())
+def test_install_dry_run_refuses_an_alias_bomb_before_it_asks_a_cluster(tmp_path: Path) -> None:
+    out = _output_with(tmp_path, _config_map(_bomb()))
     done, cpu, wall = _run(["install", str(out), "--dry-run", "--kubeconfig",
                             str(tmp_path / "no-kubeconfig")], tmp_path)
     assert done.returncode == 2
-    assert done.stderr.decode() == f"error: bad.yaml:5:1: {EXPANDS}\n"
+    assert done.stderr.decode() == f"error: bad.yaml:1:1: {EXPANDS}\n"
     assert cpu < 1.0, f"{cpu:.2f} s of CPU ({wall:.2f} s wall)"
 
 
 @pytest.mark.timeout(60)
 def test_compile_check_reads_the_previous_outputs_crds_within_the_bounds(tmp_path: Path) -> None:
-    # The previous output is committed: a pull request may have put a merge bomb in it. Read
-    # unbounded, finding the kind of a CRD that is dropped took an hour.
+    # The previous output is committed, so a pull request may change it. An integer longer than
+    # Python converts made reading it a ValueError (`compile --check` exited 3, a fivespot bug);
+    # a bomb in it is refused as anywhere else. A CRD file that cannot be read is named by its
+    # file name.
     from compiler.compile_warnings import dropped_crds
 
+    previous = {"crds/long.yaml": f"spec: {{names: {{kind: {'9' * 5000}}}}}\n".encode(),
+                "crds/aliases.yaml": _bomb().encode(), "crds/merges.yaml": _merge_bomb().encode()}
     started = time.process_time()
-    warnings = dropped_crds(tmp_path, {"crds/gone.yaml": _merge_bomb().encode()}, {})
+    warnings = dropped_crds(tmp_path, previous, {})
     assert time.process_time() - started < 1.0
     assert [w.message.split(".")[0] for w in warnings] == [
-        "the output no longer has the CRD gone (kind gone)"]
+        f"the output no longer has the CRD {name} (kind {name})"
+        for name in ("aliases", "long", "merges")]
 
 
 def _sparse(path: Path, size: int) -> Path:
