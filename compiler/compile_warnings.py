@@ -21,6 +21,7 @@ from pathlib import Path
 import yaml
 
 from commandline import docs
+from commandline.yamlbounds import MAX_FILE_BYTES, YamlTooLarge, load_all
 from compiler.diagnostics import Diagnostic, Location
 from compiler.emit.base import CRDS
 from compiler.emit.gitops import DEFAULT_PROJECT
@@ -62,13 +63,19 @@ def _crds(files: Mapping[str, bytes]) -> dict[str, str]:
     for path, content in files.items():
         if not path.startswith(f"{CRDS}/") or path.endswith("/kustomization.yaml"):
             continue
-        try:
-            document = yaml.safe_load(content)
-            kind = str(document["spec"]["names"]["kind"])
-        except (yaml.YAMLError, KeyError, TypeError):
-            kind = Path(path).stem
-        found[path] = kind
+        found[path] = _crd_kind(content) or Path(path).stem
     return found
+
+
+def _crd_kind(content: bytes) -> str | None:
+    """The kind a CRD file of the previous output defines, if it can be read: that output is
+    committed, so it is bounded as any YAML a pull request brings (`yamlbounds`)."""
+    if len(content) > MAX_FILE_BYTES:
+        return None
+    try:
+        return str(load_all(content.decode("utf-8", errors="replace"))[0]["spec"]["names"]["kind"])
+    except (yaml.YAMLError, YamlTooLarge, KeyError, TypeError, IndexError):
+        return None
 
 
 def dropped_crds(out_dir: Path, previous: Mapping[str, bytes],
