@@ -121,13 +121,18 @@ def _kustomization(folder: Path, out_dir: Path) -> list[str]:
     return list(resources)
 
 
-def _walk(folder: Path, out_dir: Path) -> Iterator[Path]:
+def _walk(folder: Path, out_dir: Path, above: tuple[Path, ...] = ()) -> Iterator[Path]:
+    """The files `folder`'s kustomization reaches; `above` are the kustomizations that led here
+    (a cycle is refused, as kustomize refuses it, rather than recursing until Python gives up)."""
     for entry in _kustomization(folder, out_dir):
         target = (folder / entry).resolve()
         if out_dir not in (target, *target.parents):
             raise OutputError(f"{folder / 'kustomization.yaml'}: {entry} is outside {out_dir}")
         if target.is_dir():
-            yield from _walk(target, out_dir)
+            if target in (*above, folder):
+                raise OutputError(f"{folder / 'kustomization.yaml'}: {entry} includes a kustomization "
+                                  f"that already includes this one (a cycle); refused")
+            yield from _walk(target, out_dir, (*above, folder))
         elif target.is_file():
             yield target
         else:
