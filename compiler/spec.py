@@ -25,6 +25,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from api.fieldpath import capacity_path_error, drained_path_error
+from api.kinds.machine_lifecycle import CAPI_GROUP
 from api.kinds.providers import (
     MAX_CALENDAR_DATES,
     MAX_SESSIONS,
@@ -397,7 +398,7 @@ class PlatformSpec(_Strict):
                         f"{partition.name!r}; a namespace belongs to one partition"
                     )
                 seen[namespace] = partition.name
-        if self.enforcement is not Enforcement.WEBHOOK and _minor(self.min_kubernetes_version) < 30:
+        if self.enforcement is not Enforcement.WEBHOOK and not self.serves_vaps:
             raise ValueError(
                 "enforcement 'vap' needs ValidatingAdmissionPolicy v1 (Kubernetes 1.30); use "
                 "enforcement 'webhook' for older clusters"
@@ -421,6 +422,11 @@ class PlatformSpec(_Strict):
                 f"minKubernetesVersion {self.min_kubernetes_version} is newer than fivespot "
                 f"supports ({kubeversions.SUPPORTED_RANGE}): its API server is not known yet")
         return self
+
+    @property
+    def serves_vaps(self) -> bool:
+        """Every targeted cluster serves ValidatingAdmissionPolicy v1 (Kubernetes 1.30)."""
+        return _minor(self.min_kubernetes_version) >= 30
 
     def kubernetes_versions(self) -> tuple[kubeversions.KubernetesVersion, ...]:
         """The supported versions the output targets, oldest first: minKubernetesVersion (at
@@ -633,7 +639,6 @@ class ScheduleProviderSpec(_Strict):
 # --- MachineProvisioning --------------------------------------------------------------------
 
 
-CAPI_GROUP: Final = "cluster.x-k8s.io"
 
 
 class CapiCluster(_Strict):
