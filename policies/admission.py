@@ -272,9 +272,9 @@ def cel_map(entries: dict[str, str]) -> str:
 def resource_variable(name: str, resources: dict[tuple[str, str], str], kind: str,
                       group: str) -> Variable:
     """`name`: the plural of the (group, kind) an object names, from the compiled `resources`
-    (keyed `Kind.group`), as an optional (none for a kind the platform does not allow)."""
+    (keyed `Kind.group`); '' for a kind the platform does not allow."""
     table = cel_map({f"{k}.{g}": plural for (g, k), plural in resources.items()})
-    return Variable(name, f"{table}[?({kind} + '.' + {group})]")
+    return Variable(name, f"{table}[?({kind} + '.' + {group})].orValue('')")
 
 
 class Cel(str):
@@ -324,18 +324,18 @@ def scap_author_variables(resources: dict[tuple[str, str], str]) -> tuple[Variab
                                             f"variables.{TARGET_GROUP.name}"))
 
 
-_TARGET_PLURAL: Final = Cel(f"variables.{TARGET_RESOURCE}.value()")
+_TARGET_PLURAL: Final = Cel(f"variables.{TARGET_RESOURCE}")
 _TARGET_GROUP: Final = Cel(f"variables.{TARGET_GROUP.name}")
 
 SCAP_AUTHOR_VALIDATION: Final = Validation(
     name="author-may-patch-target",
     expression=unless_unchanged(
-        f"!variables.{TARGET_RESOURCE}.hasValue() || "
+        f"{_TARGET_PLURAL} == '' || "
         + may("patch", _TARGET_GROUP, _TARGET_PLURAL, "object.spec.targetRef.name"),
         *SCAP_ASKS_NOTHING_NEW),
     message_expression=_denied(
         SCAP_AUTHOR_RIGHTS, "patch", _TARGET_PLURAL, _TARGET_GROUP,
-        (" ", Cel("object.spec.targetRef.name")), "ScheduledCapacity", "capacity controller"),
+        (' "', Cel("object.spec.targetRef.name"), '"'), "ScheduledCapacity", "capacity controller"),
     field="spec.targetRef",
 )
 """A kind no consumer allows is not asked about: the tenant limits deny it, and the capacity
@@ -365,11 +365,11 @@ def machine_author_variables(bootstrap: dict[tuple[str, str], str],
 
 
 def _embedded_validation(name: str, field: str, group: Variable, resource: str) -> Validation:
-    plural = Cel(f"variables.{resource}.value()")
+    plural = Cel(f"variables.{resource}")
     group_name = Cel(f"variables.{group.name}")
     return Validation(
         name=name,
-        expression=unless_unchanged(f"!variables.{resource}.hasValue() || "
+        expression=unless_unchanged(f"{plural} == '' || "
                                     + may("create", group_name, plural),
                                     *MACHINE_ASKS_NOTHING_NEW),
         message_expression=_denied(
