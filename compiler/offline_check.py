@@ -60,7 +60,7 @@ from policies.kubeversions import KubernetesVersion
 if TYPE_CHECKING:
     from api.fieldgovernance import Claim
     from compiler.pipeline import Compiled
-    from compiler.spec import FixtureSpec
+    from compiler.spec import PolicyRule
 
 
 _POLICY_SUFFIXES: Final = (".yaml", ".yml")
@@ -738,7 +738,7 @@ def run_compiled_fixtures(compiled: Compiled, config_dir: Path,
             continue
         request = Request(spec.operation, spec.object, spec.old_object,
                           field_validation=spec.field_validation,
-                          authorizer=_fixture_authorizer(spec))
+                          authorizer=user_rules_authorizer(spec.user_rules, spec.object))
         try:
             verdict = checker.check(request)
         except UnknownKind as error:
@@ -759,15 +759,16 @@ def run_compiled_fixtures(compiled: Compiled, config_dir: Path,
     return results
 
 
-def _fixture_authorizer(spec: FixtureSpec) -> dict[str, Any]:
-    """The authorizer of a fixture's user: its `userRules` in the object's namespace, else
+def user_rules_authorizer(rules: Sequence[PolicyRule] | None, obj: Mapping[str, Any]
+                          ) -> dict[str, Any]:
+    """The authorizer of a fixture's user: its `userRules`, in the object's namespace, else
     every check assumed allowed."""
-    if spec.user_rules is None:
+    if rules is None:
         return authz.assumed()
-    namespace = str((spec.object.get("metadata") or {}).get("namespace") or "default")
+    namespace = str((obj.get("metadata") or {}).get("namespace") or "default")
     return authz.stated((authz.Rule(tuple(r.verbs), tuple(r.api_groups), tuple(r.resources),
                                     tuple(r.resource_names), namespace=namespace)
-                         for r in spec.user_rules), "the fixture's userRules")
+                         for r in rules), "the fixture's userRules")
 
 
 def compare(expect: Mapping[str, Any], verdict: Verdict) -> list[str]:
