@@ -543,7 +543,8 @@ def _check_in_workers(checker: Checker, sources: Sequence[_Source], old: Path | 
         for (api_version, kind, namespace, name, operation, verdict, line, claim, old_claim,
              index, number, position, skipped) in part:
             result = Result(api_version, kind, namespace, name, operation,
-                            _PLAIN if verdict is None else verdict, sources[index][0], line,
+                            _plain_verdict(verdict) if isinstance(verdict, tuple) else verdict,
+                            sources[index][0], line,
                             skipped)
             found.append((result, Checked(claim, old_claim, result.verdict, functools.partial(
                 _name_in_part, sources[index], number, position))))
@@ -559,30 +560,40 @@ def _check_in_workers(checker: Checker, sources: Sequence[_Source], old: Path | 
     return results, [checked for _, checked in done]
 
 
-_Decided = tuple[str, str, str, str, str, "Verdict | None", int, "Claim | None", "Claim | None",
-                 int, int, int, str]
+_Decided = tuple[str, str, str, str, str, "Verdict | tuple[str, ...]", int, "Claim | None",
+                 "Claim | None", int, int, int, str]
 """What a worker sends back for an object: apiVersion, kind, namespace, name, operation, the
-verdict (None: `_PLAIN`), its line, its claim and its old version's, where it is (file,
-part, position among the part's objects), and why it was skipped ('' when checked)."""
+verdict (a plain one as the policies it assumed the authorizer of: `_plain_verdict`), its
+line, its claim and its old version's, where it is (file, part, position among the part's
+objects), and why it was skipped ('' when checked)."""
 
 
 def _decided(decided: tuple[Result, Claim | None, Claim | None], index: int, part: int,
              position: int) -> _Decided:
     """An object's `_Decided`: the strings most objects share interned (pickled once), a plain
-    admission as None (unpickling is the parent's share of the work)."""
+    admission as the names of the policies it assumed the authorizer of (unpickling is the
+    parent's share of the work)."""
     result, claim, old_claim = decided
+    verdict = result.verdict
+    sent = tuple(intern(p) for p in verdict.assumed) if _plain(verdict) else verdict
     return (intern(result.api_version), intern(result.kind), intern(result.namespace),
-            result.name, result.operation, None if _plain(result.verdict) else result.verdict,
-            result.line, claim, old_claim, index, part, position, result.skipped)
+            result.name, result.operation, sent, result.line, claim, old_claim, index, part,
+            position, result.skipped)
 
 
 _PLAIN: Final = Verdict(True)
 
 
 def _plain(verdict: Verdict) -> bool:
-    """Allowed with nothing to say: the verdict most objects get."""
+    """Allowed with nothing to say but what it assumed: the verdict most objects get."""
     return (verdict.allowed and not verdict.violations and not verdict.warnings
             and not verdict.audit and verdict.status is None)
+
+
+@functools.lru_cache(maxsize=16)
+def _plain_verdict(assumed: tuple[str, ...]) -> Verdict:
+    """The plain admission that assumed the authorizer of these policies (one per set)."""
+    return Verdict(True, assumed=assumed) if assumed else _PLAIN
 
 
 def _name_in_part(source: _Source, part: int, position: int) -> Location:

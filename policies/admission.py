@@ -13,8 +13,7 @@ from typing import Final
 
 from msgspec import Struct
 
-from api.kinds.machine_lifecycle import CAPI_GROUP, MACHINES
-from api.kinds.scheduled_capacity import cel_string
+from api.kinds.names import CAPI_GROUP, MACHINES, cel_string
 
 
 class Validation(Struct, frozen=True):

@@ -33,6 +33,7 @@ from api.kinds.scheduled_capacity import (
     cel_string,
     parse_duration,
 )
+from api.kinds.names import CAPI_GROUP, MACHINES
 from api.kinds.scheduled_machine import GROUP, KIND, PLURAL, SHORT_NAMES, VERSION, NodeRef
 
 __all__ = [
@@ -169,10 +170,6 @@ class MachineSpec(KindModel):
     def drain_timeout(self) -> timedelta:
         return parse_duration(self.node_drain_timeout)
 
-
-CAPI_GROUP: Final = "cluster.x-k8s.io"
-MACHINES: Final = "machines"
-"""The Cluster API Machines the machine controller creates (the resource, in that group)."""
 
 FINALIZER: Final = "5spot.finos.org/scheduledmachine"
 """The machine controller's finalizer (upstream 5-Spot's name): a ScheduledMachine being deleted
