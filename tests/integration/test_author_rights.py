@@ -160,8 +160,6 @@ def _scap(name: str, active_value: int, **spec: Any) -> dict[str, Any]:
 def test_a_scheduledcapacity_is_admitted_only_when_its_author_may_patch_the_target(
         capacity_plane: tuple[Path, Path], module_admin: client.ApiClient, tmp_path: Path) -> None:
     kubeconfig, out = capacity_plane
-    _assert_type_checked(module_admin, ["fivespot-scap-author-rights", "fivespot-scap-tenancy",
-                                        "fivespot-scap-schedule-kinds", "fivespot-tenant-limits"])
     World(module_admin, NS).deployment("web")
     authoring = _role("scap-author", NS, [{"apiGroups": ["5spot.finos.org"],
                                            "resources": ["scheduledcapacities"],
@@ -181,6 +179,9 @@ def test_a_scheduledcapacity_is_admitted_only_when_its_author_may_patch_the_targ
                     "[apps], bound to you in namespace agents")
         assert refused.message == expected
         assert _offline_message(out, _scap("web", 2), [authoring], tmp_path) == expected
+        _assert_type_checked(module_admin, ["fivespot-scap-author-rights", "fivespot-scap-tenancy",
+                                            "fivespot-scap-schedule-kinds",
+                                            "fivespot-tenant-limits"])
 
         patching = _role("web-patcher", NS, [{"apiGroups": ["apps"], "resources": ["deployments"],
                                               "verbs": ["patch"]}])
@@ -240,7 +241,6 @@ def test_a_scheduledmachine_is_admitted_only_when_its_author_may_create_what_it_
         admin = admin_client(kubeconfig)
         author = None
         try:
-            _assert_type_checked(admin, ["fivespot-machine-author-rights"])
             authoring = _role("machine-author", "trading", [
                 {"apiGroups": ["5spot.finos.org"], "resources": ["scheduledmachines"],
                  "verbs": ["create", "get"]},
@@ -264,6 +264,7 @@ def test_a_scheduledmachine_is_admitted_only_when_its_author_may_create_what_it_
                         "[bootstrap.cluster.x-k8s.io], bound to you in namespace trading")
             assert refused.message == expected
             assert _offline_message(out, _machine("rack-1"), [authoring], tmp_path) == expected
+            _assert_type_checked(admin, ["fivespot-machine-author-rights"])
 
             bootstrapping = _role("bootstrapper", "trading", [
                 {"apiGroups": ["bootstrap.cluster.x-k8s.io"], "resources": ["kubeadmconfigs"],
