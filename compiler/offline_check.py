@@ -893,14 +893,14 @@ def render_check_table(results: Sequence[Result]) -> str:
               f"{len(results) - denied - skipped} allowed, {denied} denied" \
               + (f", {skipped} skipped" if skipped else "")
     return "\n".join([_table(rows), *(["", *errors, ""] if errors else []), summary,
-                      *_assumed_note([r.verdict for r in results], "object", USER_ROLES_HINT)])
+                      *assumed_note([r.verdict for r in results], "object", USER_ROLES_HINT)])
 
 
 USER_ROLES_HINT: Final = "state the user's roles with --user-roles ROLES.yaml"
 USER_RULES_HINT: Final = "state the user's rules with a fixture's spec.userRules"
 
 
-def _assumed_note(verdicts: Sequence[Verdict], what: str, hint: str) -> list[str]:
+def assumed_note(verdicts: Sequence[Verdict], what: str, hint: str) -> list[str]:
     """One line saying how many `what`s were decided assuming the user's RBAC allows what a
     policy asks the authorizer, and how to state it instead (nothing when none was)."""
     counted = sum(1 for v in verdicts if v.assumed)
@@ -946,7 +946,7 @@ def render_test_table(results: Sequence[FixtureResult]) -> str:
                              f"{violation.field or '-'}: {violation.message}")
     failed = sum(1 for r in results if not r.passed)
     lines.append(f"{len(results)} fixtures: {len(results) - failed} passed, {failed} failed")
-    lines += _assumed_note([r.verdict for r in results], "fixture", USER_RULES_HINT)
+    lines += assumed_note([r.verdict for r in results], "fixture", USER_RULES_HINT)
     return "\n".join(lines)
 
 
