@@ -302,3 +302,22 @@ def test_the_assumed_authorizer_allows_every_check_and_gives_its_reason() -> Non
 def test_authz_functions_are_offered_to_admission_policies_alone() -> None:
     with pytest.raises(CelCompileError):
         compile_expression("self.check('get').allowed()", CRD_VARIABLES)
+
+
+def test_an_output_for_clusters_without_vaps_warns_that_nothing_checks_the_authors(
+        tmp_path: Path) -> None:
+    from compiler.compile_warnings import unchecked_authors
+
+    config = tmp_path / "config"
+    shutil.copytree(EXAMPLE, config)
+    platform = config / "platform.yaml"
+    document = yaml.safe_load(platform.read_text())
+    document["spec"].update(enforcement="webhook", minKubernetesVersion="1.29")
+    platform.write_text(yaml.safe_dump(document))
+    compiled = compile_repo(config)
+    assert not [a for a in compiled.artifacts if a.kind == "ValidatingAdmissionPolicy"]
+    [warning] = unchecked_authors(compiled.repo)
+    assert warning.field == "spec.minKubernetesVersion"
+    assert warning.message.startswith("1.29 has no ValidatingAdmissionPolicy v1 (Kubernetes "
+                                      "1.30), so the author-rights policies are not compiled")
+    assert unchecked_authors(compile_repo(EXAMPLE).repo) == []
