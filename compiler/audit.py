@@ -23,7 +23,7 @@ from typing import Any, Final
 
 from commandline.yamlbounds import MAX_FILE_BYTES
 from compiler.objectyaml import parse_documents, read_file
-from compiler.offline_check import Result, check, input_files, pretty_json, _table
+from compiler.offline_check import Result, assumed_note, check, input_files, pretty_json, _table
 
 SERVER_SET: Final = ("resourceVersion", "uid", "generation", "creationTimestamp",
                      "deletionTimestamp", "deletionGracePeriodSeconds", "managedFields", "selfLink")
@@ -99,7 +99,12 @@ def render_table(results: Sequence[Result]) -> str:
             rows.append([result.label, violation.source, violation.policy or "",
                          violation.field or "-", violation.message])
     lines = [_table(rows)] if len(rows) > 1 else []
-    return "\n".join([*lines, summary(results)])
+    return "\n".join([*lines, summary(results), *assumed_note(
+        [r.verdict for r in results], "stored object", STORED_HINT)])
+
+
+STORED_HINT: Final = ("a stored object does not say who wrote it; the API server asked the "
+                      "writer's RBAC when it was written")
 
 
 def render_json(results: Sequence[Result]) -> str:

@@ -66,7 +66,9 @@ def test_the_quick_starts_tenant_folder_checks_offline_with_its_deployment_skipp
         ["team-a/schedule.yaml:1", "ManualSchedule/team-a/web", "CREATE", "allowed"],
         ["team-a/schedule.yaml:6", "ScheduledCapacity/team-a/web", "CREATE", "allowed"],
         ["team-a/web.yaml:1", "Deployment/team-a/web", "CREATE", "skipped"]]
-    assert out[-1] == "3 objects: 2 allowed, 0 denied, 1 skipped"
+    assert out[-2] == "3 objects: 2 allowed, 0 denied, 1 skipped"
+    assert out[-1].startswith("assumed: 1 object was decided as if the user's RBAC allowed what "
+                              "fivespot-scap-author-rights asks the authorizer")
     (tenant / "schedule.yaml").write_text(
         (tenant / "schedule.yaml").read_text().replace("activeValue: 3", "activeValue: 30"))
     assert main(["check", "--policies", "my-out", "team-a/"]) == 1
