@@ -295,8 +295,9 @@ def _shifted_to(clock: ShiftedClock, boundary: dt.datetime, lead_s: float = 10.0
 
 def _flips_at(admin: client.ApiClient, namespace: str, name: str, boundary: dt.datetime,
               offset: dt.timedelta, active: bool) -> dict[str, Any]:
+    wait = (boundary - (dt.datetime.now(UTC) + offset)).total_seconds() + 60
     after = _status_when(admin, namespace, "timebasedspotschedules", name,
-                         lambda s: s.get("active") is active, f"active: {active}", timeout=60)
+                         lambda s: s.get("active") is active, f"active: {active}", timeout=wait)
     seen = dt.datetime.now(UTC) + offset
     assert dt.timedelta(0) <= seen - boundary <= dt.timedelta(seconds=5), seen - boundary
     assert after["lastTransitionTime"] == rfc3339(boundary)
