@@ -301,7 +301,7 @@ def test_an_old_object_without_a_new_version_exits_two(out_dir: Path, tmp_path: 
 def test_fivespot_test_passes_on_the_bundled_example(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "test", str(EXAMPLE))
     assert code == 0
-    assert out.rstrip().endswith("76 fixtures: 76 passed, 0 failed")
+    assert out.rstrip().endswith("84 fixtures: 84 passed, 0 failed")
 
 
 def test_fivespot_test_fails_a_fixture_with_the_wrong_expectation(
