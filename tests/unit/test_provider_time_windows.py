@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from api.holiday_calendars import Unanswerable
+from api.holiday_calendars import Unanswerable, holiday_year
 from api.kinds.providers import AbsoluteRange, TimeBasedSpotScheduleSpec, parse_days
 from api.providers import BuiltinProvider
 from compiler.emit.crds import builtin_provider, crd
@@ -276,36 +276,51 @@ def test_closed_dates_and_preview_marks_include_closed_ranges() -> None:
     ]
 
 
+def _first_refused_year(country: str) -> int:
+    """The first year from 2026 on that the installed holidays library only estimates for
+    `country` (Singapore's Chinese New Year: 2028 in holidays 0.109, 2027 in 0.90)."""
+    for year in range(2026, 2040):
+        try:
+            holiday_year(country, None, ("public",), year)
+        except Unanswerable:
+            return year
+    raise AssertionError(f"{country}: no estimated year before 2040")
+
+
 def test_a_year_the_library_only_estimates_is_refused_and_the_status_held() -> None:
-    # The holidays library only estimates Singapore's 2028 Chinese New Year.
+    year = _first_refused_year("SG")
     fields = {"timezone": "Asia/Singapore", "windows": [window("mon-fri", "09:00", "18:00")],
               "closed": {"holidays": [{"country": "SG"}]}}
     singapore = spec(**fields)
-    assert tb.is_active(singapore, z(2027, 12, 30, 3)) is True
-    decided = tb.decide(singapore, z(2027, 12, 30, 3))
-    assert decided.ready and decided.requeue_at == z(2027, 12, 31, 16)  # 2028-01-01 00:00 +08
-    with pytest.raises(Unanswerable, match="SG in 2028.*estimates"):
-        tb.is_active(singapore, z(2028, 1, 3, 3))
-    prior, _ = tb.evaluate(fields, 1, None, z(2027, 12, 30, 3))
-    assert prior is not None and prior["status"]["active"] is True
-    patch, requeue = tb.evaluate(fields, 1, prior["status"], z(2027, 12, 31, 16))
+    before = dt.datetime(year - 1, 12, 29, 3, tzinfo=UTC)  # 11:00 in Singapore, a weekday or not
+    first_instant = dt.datetime(year - 1, 12, 31, 16, tzinfo=UTC)  # YEAR-01-01 00:00 +08
+    decided = tb.decide(singapore, before)
+    assert decided.ready and decided.requeue_at == first_instant
+    assert decided.next_transition is None or decided.next_transition < first_instant
+    with pytest.raises(Unanswerable, match=f"SG in {year}.*estimates"):
+        tb.is_active(singapore, dt.datetime(year, 1, 3, 3, tzinfo=UTC))
+    prior, _ = tb.evaluate(fields, 1, None, before)
+    assert prior is not None
+    held = prior["status"]["active"]
+    patch, requeue = tb.evaluate(fields, 1, prior["status"], first_instant)
     assert patch is not None and requeue is None
     status = patch["status"]
-    assert status["active"] is True and status["nextTransitionTime"] is None
+    assert status["active"] is held and status["nextTransitionTime"] is None
     assert status["conditions"][0]["reason"] == "HolidaysUnknown"
     assert "refuses a year with an estimated date" in status["conditions"][0]["message"]
 
 
 def test_a_preview_of_a_refused_year_says_why() -> None:
+    year = _first_refused_year("SG")
     provider = timeline.Provider("TimeBasedSpotSchedule", "agents", "sg", {
         "timezone": "Asia/Singapore", "windows": [window("mon-fri", "09:00", "18:00")],
         "closed": {"holidays": [{"country": "SG"}]}})
-    found = timeline.timelines([provider], z(2027, 12, 31), count=50)[provider.key]
-    assert found.problem is None and found.transitions[-1][0] < z(2027, 12, 31, 16)
-    refused = timeline.timelines([provider], z(2028, 2, 1), count=5)[provider.key]
-    assert refused.initial is None and refused.problem is not None and "SG in 2028" in refused.problem
-    marks, problem = timeline.closures(provider, z(2027, 12, 1), z(2028, 2, 1))
-    assert problem is not None and "SG in 2028" in problem
+    found = timeline.timelines([provider], z(year - 1, 12, 31), count=50)[provider.key]
+    assert found.problem is None and found.transitions[-1][0] < z(year - 1, 12, 31, 16)
+    refused = timeline.timelines([provider], z(year, 2, 1), count=5)[provider.key]
+    assert refused.initial is None and refused.problem is not None and f"SG in {year}" in refused.problem
+    marks, problem = timeline.closures(provider, z(year - 1, 12, 1), z(year, 2, 1))
+    assert problem is not None and f"SG in {year}" in problem
     assert [m.what for m in marks] == ["Christmas Day (SG)"]
 
 
