@@ -9,7 +9,8 @@ helpers at the bottom, so what admission accepts and what a controller evaluates
 
 The day/hour range syntax is the one of the original 5-Spot providers: `mon`, `mon-fri`, a
 wrapping `fri-mon`, comma lists `mon-wed,fri`; hours `9`, inclusive `9-17` (09:00 through 17:59),
-wrapping `22-6`. CapitalMarketsSchedule adds minute-precision sessions (`09:30`-`16:00`, or overnight with
+wrapping `22-6`. TimeBasedSpotSchedule adds minute windows, absolute RFC 3339 ranges and closures
+(closed windows, public holidays, dates, ranges; docs/design/decisions/0027-minute-windows-holidays-and-absolute-ranges.md). CapitalMarketsSchedule adds minute-precision sessions (`09:30`-`16:00`, or overnight with
 `opensPreviousDay`), per-date `specialSessions`, and keeps
 the hour-granular `daysOfWeek`/`hoursOfDay` sessions and `closeHour` early closes of 5-Spot so
 existing objects keep working.
