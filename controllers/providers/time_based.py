@@ -56,15 +56,23 @@ _ONE_DAY: Final = dt.timedelta(days=1)
 _WHOLE_DAY: Final = ((0, intervals.MINUTES_PER_DAY),)
 
 
-def _window_ranges(windows: Sequence[Window], day: dt.date) -> list[tuple[int, int]]:
+_Weekly = tuple[tuple[frozenset[int], int, int], ...]
+"""Windows parsed once: (weekdays they start on, start minute, end minute past that midnight)."""
+
+
+def _weekly(windows: Sequence[Window] | None) -> _Weekly:
+    return tuple((w.weekdays, *w.minutes) for w in windows or ())
+
+
+def _window_ranges(windows: _Weekly, day: dt.date) -> list[tuple[int, int]]:
     """The minutes of local date `day` the windows cover: those starting that day, and the
     after-midnight part of those that started the day before."""
     ranges = []
-    for window in windows:
-        start, end = window.minutes
-        if day.weekday() in window.weekdays:
+    weekday, yesterday = day.weekday(), (day.weekday() - 1) % 7
+    for weekdays, start, end in windows:
+        if weekday in weekdays:
             ranges.append((start, min(end, intervals.MINUTES_PER_DAY)))
-        if end > intervals.MINUTES_PER_DAY and (day - _ONE_DAY).weekday() in window.weekdays:
+        if end > intervals.MINUTES_PER_DAY and yesterday in weekdays:
             ranges.append((0, end - intervals.MINUTES_PER_DAY))
     return ranges
 
@@ -73,7 +81,7 @@ def open_plan(spec: TimeBasedSpotScheduleSpec) -> intervals.DayPlan:
     """The weekly open minute ranges of each local date: the 5-Spot form and the windows."""
     days = parse_days(spec.days_of_week)
     hours = hour_ranges(parse_hours(spec.hours_of_day))
-    windows = spec.windows or ()
+    windows = _weekly(spec.windows)
 
     def plan(day: dt.date) -> intervals.LocalRanges:
         ranges = list(hours) if day.weekday() in days else []
@@ -101,7 +109,7 @@ def closed_dates(spec: TimeBasedSpotScheduleSpec, day: dt.date) -> list[str]:
 def closed_plan(spec: TimeBasedSpotScheduleSpec) -> intervals.DayPlan:
     """The closed minute ranges of each local date: the whole date if it is a holiday or a
     closed date, else the closed windows."""
-    windows = spec.closed.windows or () if spec.closed is not None else ()
+    windows = _weekly(spec.closed.windows if spec.closed is not None else None)
 
     def plan(day: dt.date) -> intervals.LocalRanges:
         if closed_dates(spec, day):
@@ -180,18 +188,29 @@ def _upcoming(spec: TimeBasedSpotScheduleSpec, now: dt.datetime
     today = intervals.local_date(now, zone)
     first, last, refused = _answerable(
         spec, today - _ONE_DAY, today + dt.timedelta(days=intervals.HORIZON_DAYS), today)
-    covered_until = intervals.span(zone, first, last)[1]
-    found: dt.datetime | None = None
-    for start, end in active_intervals(spec, first, last):
+    uncovered = intervals.span(zone, first, last)[1] if refused is not None else None
+    for days in _LOOK_AHEAD_DAYS:
+        # Most schedules flip within days: plan a week first, the whole horizon only if needed.
+        until = min(last, today + dt.timedelta(days=days))
+        planned_until = intervals.span(zone, first, until)[1]
+        found = _first_flip(active_intervals(spec, first, until), now)
+        if found is not None and found < planned_until:
+            return found, uncovered
+        if until == last:
+            break
+    return None, uncovered  # none, or the last interval may go on past what was planned
+
+
+_LOOK_AHEAD_DAYS: Final = (8, 40, intervals.HORIZON_DAYS)
+
+
+def _first_flip(stretches: Sequence[Interval], now: dt.datetime) -> dt.datetime | None:
+    for start, end in stretches:
         if now < start:
-            found = start
-            break
+            return start
         if now < end:
-            found = end
-            break
-    if found is not None and found >= covered_until:
-        found = None  # the last interval may go on past what was planned
-    return found, covered_until if refused is not None else None
+            return end
+    return None
 
 
 def next_transition(spec: TimeBasedSpotScheduleSpec, now: dt.datetime) -> dt.datetime | None:
