@@ -19,6 +19,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ValidationError
 
+from api.holiday_calendars import Unanswerable
 from api.kinds.composite import KIND as COMPOSITE_KIND
 from api.kinds.providers import CapitalMarketsScheduleSpec, ManualScheduleSpec, TimeBasedSpotScheduleSpec
 from api.kinds.scheduled_capacity import PROVIDER_GROUP
@@ -132,15 +133,37 @@ def _time_driven(provider: Provider, window: _Window) -> Timeline:
     except ValidationError as error:
         return _invalid(window, error)
     transitions: list[tuple[dt.datetime, bool | None]] = []
+    zone = str(getattr(spec, "timezone", "UTC"))
+    try:
+        initial = is_active(spec, window.start)
+    except Unanswerable as refused:
+        return Timeline(window.start, None, (), zone, problem=str(refused))
     instant = window.start
     while len(transitions) < window.count:
-        following = next_transition(spec, instant)
+        try:
+            following = next_transition(spec, instant)
+            state: bool | None = None if following is None else is_active(spec, following)
+        except Unanswerable:
+            break  # the holiday data stops: the object is unresolved from there (time_based)
         if following is None or (window.until is not None and following > window.until):
             break
-        transitions.append((following, is_active(spec, following)))
+        transitions.append((following, state))
         instant = following
-    initial = is_active(spec, window.start)
-    return Timeline(window.start, initial, tuple(transitions), str(getattr(spec, "timezone", "UTC")))
+    return Timeline(window.start, initial, tuple(transitions), zone)
+
+
+def closures(provider: Provider, start: dt.datetime, until: dt.datetime
+             ) -> tuple[tuple[time_based.Closure, ...], str | None]:
+    """The dated closures (holidays, closed dates, closed ranges) of a TimeBasedSpotSchedule
+    over [start, until), for a preview to mark, and why the list stops early (None: it does
+    not); nothing for another kind or an invalid spec."""
+    if provider.kind != "TimeBasedSpotSchedule" or provider.group != PROVIDER_GROUP:
+        return (), None
+    try:
+        spec = TimeBasedSpotScheduleSpec.model_validate(provider.spec)
+    except ValidationError:
+        return (), None
+    return time_based.closures(spec, start, until)
 
 
 def _composite(provider: Provider, by_key: Mapping[tuple[str, str, str, str], Provider],

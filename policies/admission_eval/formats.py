@@ -19,10 +19,10 @@ from typing import Final
 
 from policies.admission_eval.regex import Pattern
 
-# kube-openapi's strfmt layouts (RFC 3339 with optional fraction; `t`/`z` accepted in any case
-# by Go's parser only as written here: upper-case T and Z, or a numeric offset).
+# kube-openapi's strfmt layouts (RFC 3339 with optional fraction; `t`/`z` accepted in any case;
+# the API server refuses a space for the `T` and an offset without its colon, +0100).
 _DATE_TIME: Final = Pattern(
-    r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:?[0-9]{2})$"
+    r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})$"
 )
 _DATE: Final = Pattern(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
 _DURATION: Final = Pattern(

@@ -294,8 +294,60 @@ def version_cases() -> list[Case]:
     return cases
 
 
+TBSS_BASE: Final[dict[str, Any]] = {
+    "apiVersion": "spotschedules.5spot.finos.org/v1alpha1", "kind": "TimeBasedSpotSchedule",
+    "metadata": {"name": "office-hours", "namespace": TENANT},
+    "spec": {"timezone": "Europe/London", "windows": [{"days": "mon-fri", "start": "09:30", "end": "17:00"}]},
+}
+
+
+def schedule_cases() -> list[Case]:
+    """TimeBasedSpotSchedule's windows, ranges and closures at their edges: RFC 3339 instants as
+    the API server's date-time format and the pattern see them, windows' clocks and lengths,
+    holiday codes' shapes, list bounds."""
+    cases = []
+    # (Two instants the date-time format accepts and the pattern refuses are left out: the API
+    # server's CEL binding converts "+24:00" offsets and refuses a lower-case "t", the offline
+    # checker's the reverse, so both deny with the pattern's cause but differ in the rules' ones.)
+    for instant in ("2026-12-24T08:00:00Z", "2026-12-24T08:00:00+01:00", "2026-12-24T08:00:00.123456789Z",
+                    "2026-12-24T08:00:00.1234567891Z", "2026-12-24T08:00:60Z", "2026-12-24T24:00:00Z",
+                    "2026-12-24T08:00:00+0100", "2026-12-24 08:00:00Z", "2028-02-29T00:00:00Z",
+                    "2026-02-29T00:00:00Z", "2026-12-24T08:00Z", "2026-12-24",
+                    "", "2026-12-24T08:00:00-00:00", "9999-12-31T23:59:59Z"):
+        cases.append(Case(f"tbss-instant:{instant!r}", _with(
+            "spec.closed", {"ranges": [{"start": instant}]}, TBSS_BASE)))
+    for start, end in (("2026-12-24T08:00:00Z", "2026-12-24T09:00:00+01:00"),
+                       ("2026-12-24T08:00:00Z", "2026-12-24T09:00:00+00:59"),
+                       ("2026-12-24T08:00:00.000000001Z", "2026-12-24T08:00:00Z")):
+        cases.append(Case(f"tbss-range-order:{start}..{end}", _with(
+            "spec.openRanges", [{"start": start, "end": end}], TBSS_BASE)))
+    for start, end in (("00:00", "24:00"), ("23:59", "00:00"), ("12:00", "12:00"), ("24:00", "01:00"),
+                       ("9:30", "17:00"), ("09:30", "17:60"), ("00:00", "00:00")):
+        cases.append(Case(f"tbss-window:{start}-{end}", _with(
+            "spec.windows", [{"days": "sat", "start": start, "end": end}], TBSS_BASE)))
+    for days in ("mon-fri", "fri-mon", "Mon", "mon,,fri", " sat - sun ", "x" * 97):
+        cases.append(Case(f"tbss-window-days:{days[:12]!r}", _with(
+            "spec.windows", [{"days": days, "start": "09:00", "end": "10:00"}], TBSS_BASE)))
+    for calendar in ({"country": "GB", "subdivision": "ENG"}, {"country": "GBR"}, {"country": "XX"},
+                     {"country": "G"}, {"country": "GB", "subdivision": "São Paulo Capital"},
+                     {"country": "GB", "subdivision": "a,b"}, {"country": "GB", "subdivision": "x" * 33},
+                     {"country": "US", "categories": ["public", "public"]},
+                     {"country": "US", "categories": ["a"] * 8}, {"country": "US", "categories": ["a"] * 9},
+                     {"country": "US", "categories": ["a", "a", "b", "b", "a"]}, {"country": "US", "extra": 1}):
+        cases.append(Case(f"tbss-holidays:{str(calendar)[:40]!r}", _with(
+            "spec.closed", {"holidays": [calendar]}, TBSS_BASE)))
+    cases.append(Case("tbss-windows-too-many", _with(
+        "spec.windows", [{"days": "mon", "start": "09:00", "end": "10:00"}] * 33, TBSS_BASE)))
+    cases.append(Case("tbss-dates-duplicate", _with(
+        "spec.closed", {"dates": ["2026-12-24", "2026-12-24"]}, TBSS_BASE)))
+    cases.append(Case("tbss-update-adds-closures", _with(
+        "spec.closed", {"holidays": [{"country": "GB"}], "dates": ["2026-12-24"]}, TBSS_BASE),
+        copy.deepcopy(TBSS_BASE)))
+    return cases
+
+
 def corpus() -> list[Case]:
-    return fixture_cases() + generated_cases() + version_cases()
+    return fixture_cases() + generated_cases() + version_cases() + schedule_cases()
 
 
 # --- the cluster side ---------------------------------------------------------------------------

@@ -309,7 +309,7 @@ def test_fivespot_test_passes_on_the_bundled_example(capsys: pytest.CaptureFixtu
     code, out, _ = run(capsys, "test", str(EXAMPLE))
     assert code == 0
     assert out.rstrip().splitlines()[-2:] == [
-        "83 fixtures: 83 passed, 0 failed",
+        "91 fixtures: 91 passed, 0 failed",
         "assumed: 39 fixtures were decided as if the user's RBAC allowed what "
         "fivespot-scap-author-rights asks the authorizer (nothing offline knows it; the API server "
         "asks for real): state the user's rules with a fixture's spec.userRules"]
