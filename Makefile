@@ -19,6 +19,7 @@ LOWEST_INTEGRATION := tests/integration/test_control_plane_is_real.py \
 # controller's flip, and a `fivespot init` repo installed and running.
 VERSION_TESTS := tests/integration/test_kubernetes_versions.py \
 	tests/integration/test_checker_fidelity.py \
+	tests/integration/test_author_rights.py \
 	tests/integration/test_compiled_example_installs.py::test_whole_example_applies_server_side_and_every_crd_is_established \
 	tests/integration/test_compiled_example_installs.py::test_every_compiled_policy_type_checks_without_warnings \
 	tests/integration/test_gitops_waves.py::test_a_first_install_straight_to_fail_refuses_no_write_after_any_healthy_wave \

@@ -1,4 +1,5 @@
-"""What every fivespot command shares at its edge: the exit codes and the error boundary.
+"""What every fivespot command shares at its edge: the exit codes, the error boundary, and the
+limits on the files and YAML it reads (`yamlbounds`).
 
 Every entry point (`fivespot ...`, `python -m webhook|controllers|controllers.providers|devcluster`)
 runs its handler through `boundary.run`, so no traceback reaches a user: an unexpected exception

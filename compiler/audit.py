@@ -21,8 +21,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from compiler.offline_check import Result, check, input_files, pretty_json, _table
-from compiler.objectyaml import parse_documents
+from commandline.yamlbounds import MAX_FILE_BYTES
+from compiler.objectyaml import parse_documents, read_file
+from compiler.offline_check import Result, assumed_note, check, input_files, pretty_json, _table
 
 SERVER_SET: Final = ("resourceVersion", "uid", "generation", "creationTimestamp",
                      "deletionTimestamp", "deletionGracePeriodSeconds", "managedFields", "selfLink")
@@ -39,7 +40,7 @@ def stored_objects(files: Sequence[Path]) -> list[dict[str, Any]]:
     """The objects of `kubectl get -o yaml|json` exports (Lists expanded), as stored."""
     found: list[dict[str, Any]] = []
     for path in input_files(list(files)):
-        for document in parse_documents(path.read_text(encoding="utf-8"), str(path)):
+        for document in parse_documents(read_file(path, str(path)), str(path)):
             data = document.data
             items = data.get("items") if isinstance(data, dict) and data.get("kind", "").endswith(
                 "List") else None
@@ -54,10 +55,28 @@ def audit(policies: Sequence[Path], stored: Sequence[Mapping[str, Any]], *,
     """The verdict for each stored object, as a create of it today (skipped: no policy of the
     output covers its kind)."""
     with tempfile.TemporaryDirectory(prefix="fivespot-audit-") as folder:
-        stream = Path(folder) / "stored.json"
-        stream.write_text("".join(json.dumps(as_created(o), separators=(",", ":")) + "\n"
-                                  for o in stored), encoding="utf-8")
-        return check(list(policies), [stream], jobs=jobs)
+        streams = []
+        for number, chunk in enumerate(_chunks([
+                (json.dumps(as_created(o), separators=(",", ":")) + "\n").encode()
+                for o in stored])):
+            streams.append(Path(folder) / f"stored-{number}.json")
+            streams[-1].write_bytes(chunk)
+        return check(list(policies), streams, jobs=jobs)
+
+
+def _chunks(lines: Sequence[bytes]) -> list[bytes]:
+    """The lines joined into as few files as `check` reads (each within its size limit: a
+    large cluster's objects are more than one file holds), at least one."""
+    chunks: list[bytes] = []
+    current: list[bytes] = []
+    size = 0
+    for line in lines:
+        if current and size + len(line) > MAX_FILE_BYTES:
+            chunks.append(b"".join(current))
+            current, size = [], 0
+        current.append(line)
+        size += len(line)
+    return [*chunks, b"".join(current)]
 
 
 def denied(results: Sequence[Result]) -> list[Result]:
@@ -80,7 +99,12 @@ def render_table(results: Sequence[Result]) -> str:
             rows.append([result.label, violation.source, violation.policy or "",
                          violation.field or "-", violation.message])
     lines = [_table(rows)] if len(rows) > 1 else []
-    return "\n".join([*lines, summary(results)])
+    return "\n".join([*lines, summary(results), *assumed_note(
+        [r.verdict for r in results], "stored object", STORED_HINT)])
+
+
+STORED_HINT: Final = ("a stored object does not say who wrote it; the API server asked the "
+                      "writer's RBAC when it was written")
 
 
 def render_json(results: Sequence[Result]) -> str:

@@ -37,6 +37,7 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, Final
 
+from commandline import yamlbounds
 from policies.cel import engine
 
 FORMAT: Final = 1
@@ -46,7 +47,7 @@ _CODE: Final = (
     *sorted((Path(engine.__file__).parent).glob("*.py")),
     Path(__file__).with_name("objectyaml.py"),
     Path(__file__).with_name("kubectlyaml.py"),
-    Path(__file__).with_name("yamlbounds.py"),
+    Path(yamlbounds.__file__),
     Path(__file__),
 )
 """The source whose output an entry holds: the CEL engine's package, the YAML reader, this."""

@@ -123,6 +123,11 @@ def register(sub: Any) -> None:
                        help="the requests' fieldValidation, as kubectl sends it: Strict (its "
                             "default) denies unknown and duplicate fields, Warn (`--validate=warn`) "
                             "warns about them, Ignore (`--validate=false`) drops them silently")
+    check.add_argument("--user-roles", type=Path, metavar="ROLES.yaml",
+                       help="the Roles and ClusterRoles the requesting user holds: the policies' "
+                            "authorizer checks (may the author patch the target?) are decided by "
+                            "their rules (a Role's in its namespace); without it, those checks are "
+                            "assumed allowed, since nothing offline knows the user's RBAC")
     check.add_argument("-j", "--jobs", type=_jobs, metavar="N",
                        help="decide on at most N processes (default: every usable core, when "
                             "there are enough objects to gain from it)")
@@ -248,7 +253,7 @@ def _check(args: argparse.Namespace) -> int:
     with collector.fewer_collections():
         results = check(args.policies, args.objects, old=args.old, namespaces=args.namespaces,
                         field_validation=args.field_validation, jobs=args.jobs, cache=args.cache,
-                        server=args.kubernetes_version)
+                        server=args.kubernetes_version, user_roles=args.user_roles)
         print(render_check_json(results) if args.output == "json" else render_check_table(results))
     return EXIT_OK if all(r.verdict.allowed for r in results) else EXIT_NEGATIVE
 

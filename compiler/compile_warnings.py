@@ -8,6 +8,9 @@ same `FILE:LINE:COL: field: message` shape as an error, so CI logs and editors t
   redefine Argo CD's own), so the Application may sync anything anywhere.
 - A minKubernetesVersion older than the supported range (policies/kubeversions.py): nothing is
   known or tested of those API servers.
+- A minKubernetesVersion older than ValidatingAdmissionPolicy v1 (enforcement `webhook`): the
+  author-rights policies are not compiled, so nothing checks that a ScheduledCapacity's or a
+  ScheduledMachine's author may make the writes the controllers make for them (decision 0024).
 - A CRD that the previous output had and this one does not: deleting a CRD deletes every object
   of its kind. The compiled CRDs are marked so Argo CD and Flux never prune or delete them, so
   the CRD stays in the cluster; the warning says so, and how to remove it once it is unused.
@@ -21,6 +24,7 @@ from pathlib import Path
 import yaml
 
 from commandline import docs
+from commandline.yamlbounds import MAX_FILE_BYTES, YamlTooLarge, load_all
 from compiler.diagnostics import Diagnostic, Location
 from compiler.emit.base import CRDS
 from compiler.emit.gitops import DEFAULT_PROJECT
@@ -62,13 +66,19 @@ def _crds(files: Mapping[str, bytes]) -> dict[str, str]:
     for path, content in files.items():
         if not path.startswith(f"{CRDS}/") or path.endswith("/kustomization.yaml"):
             continue
-        try:
-            document = yaml.safe_load(content)
-            kind = str(document["spec"]["names"]["kind"])
-        except (yaml.YAMLError, KeyError, TypeError):
-            kind = Path(path).stem
-        found[path] = kind
+        found[path] = _crd_kind(content) or Path(path).stem
     return found
+
+
+def _crd_kind(content: bytes) -> str | None:
+    """The kind a CRD file of the previous output defines, if it can be read: that output is
+    committed, so it is bounded as any YAML a pull request brings (`yamlbounds`)."""
+    if len(content) > MAX_FILE_BYTES:
+        return None
+    try:
+        return str(load_all(content.decode("utf-8", errors="replace"))[0]["spec"]["names"]["kind"])
+    except (yaml.YAMLError, YamlTooLarge, KeyError, TypeError, IndexError):
+        return None
 
 
 def dropped_crds(out_dir: Path, previous: Mapping[str, bytes],
@@ -100,8 +110,22 @@ def untested_kubernetes(repo: Repo) -> list[Diagnostic]:
                        f"tested against {wanted}")]
 
 
+def unchecked_authors(repo: Repo) -> list[Diagnostic]:
+    """Clusters without ValidatingAdmissionPolicy get no author-rights policies: say so."""
+    if repo.platform.spec.serves_vaps or not (repo.has_capacity or repo.has_machines):
+        return []
+    return [Diagnostic(_platform_location(repo), "spec.minKubernetesVersion",
+                       f"{repo.platform.spec.min_kubernetes_version} has no "
+                       "ValidatingAdmissionPolicy v1 (Kubernetes 1.30), so the author-rights "
+                       "policies are not compiled: nothing checks that the author of a "
+                       "ScheduledCapacity may patch its target, or of a ScheduledMachine may "
+                       "create its Machine, bootstrap and infrastructure objects, and a user "
+                       "who may create one gets those writes made with the controller's "
+                       "identity; raise minKubernetesVersion to 1.30 or newer")]
+
+
 def compile_warnings(repo: Repo, out_dir: Path, previous: Mapping[str, bytes],
                      files: Mapping[str, bytes]) -> list[Diagnostic]:
     """Every warning for compiling `repo` to `files` where `previous` was."""
     return (network_policy(repo) + argocd_project(repo) + untested_kubernetes(repo)
-            + dropped_crds(out_dir, previous, files))
+            + unchecked_authors(repo) + dropped_crds(out_dir, previous, files))

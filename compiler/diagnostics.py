@@ -6,7 +6,7 @@ log reads like a compiler's and an editor can jump to each line.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Final, Sequence
 
 from msgspec import Struct
 
@@ -44,6 +44,20 @@ class InputError(Exception):
     def __init__(self, diagnostics: Sequence[Diagnostic]) -> None:
         self.diagnostics = list(diagnostics)
         super().__init__("\n".join(str(d) for d in self.diagnostics))
+
+
+QUOTED_LENGTH: Final = 80
+"""The most of a value a diagnostic quotes: enough to recognise it, never a whole file."""
+
+
+def cut(text: str) -> str:
+    """`text`, cut to QUOTED_LENGTH characters (`...` at the end when cut)."""
+    return text if len(text) <= QUOTED_LENGTH else text[:QUOTED_LENGTH - 3] + "..."
+
+
+def quoted(value: Any) -> str:
+    """`repr(value)`, cut to QUOTED_LENGTH characters."""
+    return cut(repr(value))
 
 
 def field_path(parts: Sequence[str | int]) -> str:

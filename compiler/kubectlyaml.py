@@ -223,6 +223,10 @@ def loader() -> type[yaml.SafeLoader]:
     base: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
     class KubectlLoader(base):  # type: ignore[valid-type,misc]
+        def __init__(self, stream: str) -> None:
+            super().__init__(stream)
+            self._merges: dict[int, dict[str, Any]] = {}
+
         def resolve(self, kind: type[yaml.Node], value: str, implicit: tuple[bool, bool]) -> str:
             if kind is yaml.ScalarNode and implicit[0]:
                 return plain_tag(value)
@@ -237,7 +241,7 @@ def loader() -> type[yaml.SafeLoader]:
             for key_node, value_node in node.value:
                 if key_node.tag == _MERGE_TAG:
                     for merged in self._merged(value_node):
-                        mapping.update(self.construct_mapping(merged, deep=True))
+                        mapping.update(self._merge_of(merged))
                     continue
                 try:
                     key = json_key(self.construct_object(key_node, deep=deep))
@@ -247,6 +251,21 @@ def loader() -> type[yaml.SafeLoader]:
                                       mark.column + 1) from None
                 mapping[key] = self.construct_object(value_node, deep=deep)
             return mapping
+
+        def _merge_of(self, node: yaml.MappingNode) -> dict[str, Any]:
+            """The keys a merge of `node` sets, constructed once per document however often it
+            is merged: `a2: &a2 {<<: [*a1, *a1]}` (and so on) must not double the work at each
+            level. Never changed once made: a merge copies it."""
+            found = self._merges.get(id(node))
+            if found is None:
+                found = self._merges[id(node)] = self.construct_mapping(node, deep=True)
+            return found
+
+        def construct_document(self, node: yaml.Node) -> Any:
+            try:
+                return super().construct_document(node)
+            finally:
+                self._merges.clear()  # keyed by node: only while its document is alive
 
         def _merged(self, node: yaml.Node) -> list[yaml.MappingNode]:
             """The mappings a merge sets, in the order set: a list's last first, so its earlier

@@ -15,11 +15,20 @@ from typing import Any, Iterable
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from compiler.diagnostics import Diagnostic, Location, field_path, yaml_error
+from commandline.yamlbounds import (
+    MAX_DEPTH,
+    Budget,
+    FileTooLarge,
+    YamlTooLarge,
+    check_bounds,
+    construct,
+    read_capped,
+)
+from compiler.diagnostics import Diagnostic, Location, cut, field_path, quoted, yaml_error
+from compiler.folders import leaves, walk
 from compiler.kubectlyaml import NotSendable, as_sent
 from compiler.kubectlyaml import loader as kubectl_loader
 from compiler.spec import CONFIG_API_VERSION, DOCUMENT_KINDS
-from compiler.yamlbounds import MAX_DEPTH, YamlTooLarge, check_bounds, construct
 
 Path_ = tuple[str | int, ...]
 
@@ -71,14 +80,7 @@ class LoadResult:
     root: str = "."
 
 
-def config_files(config_dir: Path) -> list[Path]:
-    """Every YAML file under `config_dir`, in a fixed order (hidden folders skipped)."""
-    found = [
-        p for p in config_dir.rglob("*")
-        if p.suffix in (".yaml", ".yml") and p.is_file()
-        and not any(part.startswith(".") for part in p.relative_to(config_dir).parts)
-    ]
-    return sorted(found, key=lambda p: p.relative_to(config_dir).as_posix())
+CONFIG_SUFFIXES = (".yaml", ".yml")
 
 
 def load_repo(config_dir: Path) -> LoadResult:
@@ -90,28 +92,36 @@ def load_repo(config_dir: Path) -> LoadResult:
             else "is a file; give the folder that holds the config repo's YAML files"))
         result.unidentified += 1
         return result
-    files = config_files(config_dir)
-    if not files:
+    found = walk(config_dir, CONFIG_SUFFIXES)  # the folder is a boundary: `compiler.folders`
+    for link in found.leaving:  # any might have held the Platform
+        result.unidentified += 1
+        result.diagnostics.append(leaves(link.relative_to(config_dir).as_posix(), config_dir))
+    files = sorted(found.files, key=lambda p: p.relative_to(config_dir).as_posix())
+    if not files and not found.leaving:
         result.diagnostics.append(Diagnostic(
             Location(str(config_dir), 0, 0), "", "no *.yaml or *.yml files in the config folder"))
         result.unidentified += 1
     for path in files:
         shown = path.relative_to(config_dir).as_posix()
         try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except OSError as error:
+            data = read_capped(path)
+        except (OSError, FileTooLarge) as error:
+            reason = (str(error) if isinstance(error, FileTooLarge)
+                      else f"cannot read: {error.strerror or error}")
             result.unidentified += 1
-            result.diagnostics.append(Diagnostic(Location(shown, 0, 0), "",
-                                                 f"cannot read: {error.strerror or error}"))
+            result.diagnostics.append(Diagnostic(Location(shown, 0, 0), "", reason))
             continue
-        load_text(text, shown, result)
+        text = data.decode("utf-8", errors="replace")
+        load_text(text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text,
+                  shown, result)
     return result
 
 
 def load_text(text: str, file: str, result: LoadResult) -> None:
     """Parse one file's documents into `result`."""
     loader: yaml.SafeLoader | None = None
-    sent: list[Any] | None = None
+    sent: _KubectlPass | None = None
+    budget = Budget()  # the file's documents together
     try:
         loader = _Loader(text)
         index = 0
@@ -122,13 +132,12 @@ def load_text(text: str, file: str, result: LoadResult) -> None:
             if _is_empty(node):  # `---` with nothing after it (a trailing one, say), as kubectl
                 continue         # skips it; an empty file holds no document at all
             document = SourceDocument(file, index, None, {})
-            check_bounds(node)
+            check_bounds(node, budget)
             _walk(node, (), file, document, result.diagnostics)
             document.data = construct(loader, node)
             if _is_fixture(document.data):
-                sent = _kubectl_documents(text) if sent is None else sent
-                _type_as_kubectl(document, sent[index] if index < len(sent) else None,
-                                 result.diagnostics)
+                sent = _KubectlPass(text) if sent is None else sent
+                _type_as_kubectl(document, sent.document(index), result.diagnostics)
             index += 1
             model = _validate(document, result)
             if model is not None:
@@ -152,6 +161,8 @@ def load_text(text: str, file: str, result: LoadResult) -> None:
     finally:
         if loader is not None:
             loader.dispose()
+        if sent is not None:
+            sent.dispose()
 
 
 def _is_fixture(data: Any) -> bool:
@@ -159,26 +170,44 @@ def _is_fixture(data: Any) -> bool:
         data.get("spec"), dict)
 
 
-def _kubectl_documents(text: str) -> list[Any]:
-    """Every document of `text` as kubectl reads a manifest (`kubectlyaml`: go-yaml's typing),
-    or the NotSendable that refuses it: what a Fixture's objects are, since they stand for
-    manifests, whose numbers, `y`/`n` and merges kubectl reads otherwise than YAML 1.1."""
-    reader = kubectl_loader()(text)
-    found: list[Any] = []
-    try:
-        while reader.check_node():
-            node = reader.get_node()
-            if node is None or _is_empty(node):
-                continue
-            try:
-                found.append(construct(reader, node))
-            except NotSendable as error:
-                found.append(error)
-    except yaml.YAMLError:  # the config reader has reported it
-        pass
-    finally:
-        reader.dispose()
-    return found
+class _KubectlPass:
+    """The file's documents as kubectl reads a manifest (`kubectlyaml`: go-yaml's typing): what
+    a Fixture's objects are, since they stand for manifests, whose numbers, `y`/`n` and merges
+    kubectl reads otherwise than YAML 1.1. A second reader of the same text, composed only as
+    far as the Fixture the config reader has reached (which has read and bounded every document
+    up to it), each document it constructs bounded again first, within the file's budget."""
+
+    def __init__(self, text: str) -> None:
+        self.reader = kubectl_loader()(text)
+        self.budget = Budget()
+        self.composed = 0  # non-empty documents so far
+        self.failed = False
+
+    def document(self, index: int) -> Any:
+        """The `index`-th non-empty document's value, the NotSendable that refuses it, or None
+        when this reader cannot read it (the config reader has reported why); raises
+        YamlTooLarge."""
+        if self.failed:
+            return None
+        try:
+            while self.reader.check_node():
+                node = self.reader.get_node()
+                if node is None or _is_empty(node):
+                    continue
+                self.composed += 1
+                if self.composed - 1 < index:
+                    continue
+                check_bounds(node, self.budget)
+                try:
+                    return construct(self.reader, node)
+                except NotSendable as error:
+                    return error
+        except yaml.YAMLError:
+            self.failed = True
+        return None
+
+    def dispose(self) -> None:
+        self.reader.dispose()
 
 
 def _type_as_kubectl(document: SourceDocument, sent: Any, diagnostics: list[Diagnostic]) -> None:
@@ -250,7 +279,7 @@ def _validate(document: SourceDocument, result: LoadResult) -> BaseModel | None:
         result.unidentified += 1
         diagnostics.append(Diagnostic(
             document.locate(("apiVersion",)), "apiVersion",
-            f"expected {CONFIG_API_VERSION}, got {api_version!r}; only config kinds "
+            f"expected {CONFIG_API_VERSION}, got {quoted(api_version)}; only config kinds "
             f"({', '.join(DOCUMENT_KINDS)}) belong in the config folder"))
         return None
     model_type = DOCUMENT_KINDS.get(str(kind))
@@ -258,7 +287,7 @@ def _validate(document: SourceDocument, result: LoadResult) -> BaseModel | None:
         result.unidentified += 1
         diagnostics.append(Diagnostic(
             document.locate(("kind",)), "kind",
-            (f"unknown kind {kind!r}" if kind is not None else "kind is missing")
+            (f"unknown kind {quoted(kind)}" if kind is not None else "kind is missing")
             + f"; expected one of {', '.join(DOCUMENT_KINDS)}"
             + _suggest(str(kind), DOCUMENT_KINDS)))
         return None
@@ -281,8 +310,7 @@ def _describe(value: Any) -> str:
     article = "an" if name[0] in "aeiou" else "a"
     if isinstance(value, (dict, list)):
         return f"{article} {name}"
-    shown = repr(value)
-    return f"{article} {name} ({shown if len(shown) <= 80 else shown[:77] + '...'})"
+    return f"{article} {name} ({quoted(value)})"
 
 
 def _suggest(word: str, choices: Iterable[str]) -> str:
@@ -301,11 +329,13 @@ def _explain(detail: Any, model_type: type[BaseModel], loc: Path_, raw: str | No
     if kind == "missing":
         return "required field is missing"
     if kind == "string_type" and isinstance(value, (int, float, bool)):
-        return f"expected a string, got {_describe(value)}; quote it: \"{raw if raw is not None else value}\""
+        return (f"expected a string, got {_describe(value)}; quote it: "
+                f"\"{cut(raw if raw is not None else str(value))}\"")
     if kind == "int_type" and isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return f"expected an integer, got a str ({value!r}); remove the quotes: {value.strip()}"
+        return (f"expected an integer, got a str ({quoted(value)}); remove the quotes: "
+                f"{cut(value.strip())}")
     if kind == "bool_type" and isinstance(value, str):
-        return f"expected true or false, got a str ({value!r})"
+        return f"expected true or false, got a str ({quoted(value)})"
     if kind in ("dict_type", "model_type"):
         return f"expected a mapping, got {_describe(value)}"
     if kind in ("int_type", "int_parsing", "bool_type", "bool_parsing", "float_type", "list_type",

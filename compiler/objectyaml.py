@@ -22,9 +22,18 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 from msgspec import Struct
 
+from commandline.yamlbounds import (
+    MAX_DEPTH,
+    Budget,
+    FileTooLarge,
+    YamlTooLarge,
+    check_bounds,
+    construct,
+    read_capped,
+    read_stream_capped,
+)
 from compiler.diagnostics import Diagnostic, InputError, Location, yaml_error
 from compiler.kubectlyaml import NotSendable, as_sent, loader, plain_scalar
-from compiler.yamlbounds import MAX_DEPTH, YamlTooLarge, check_bounds, construct
 from policies.admission_eval.regex import Pattern
 
 if TYPE_CHECKING:  # imported where the reference path first needs it (see `yamlbounds`)
@@ -73,9 +82,12 @@ STDIN: Final = "-"
 
 def read_file(path: Path, name: str) -> str:
     """A file's text (standard input's for `-`), its line ends made `\\n` as Python's text
-    files make them; raises InputError naming it (`name`) when it cannot be read."""
+    files make them; raises InputError naming it (`name`) when it cannot be read or is over
+    the size limit (`yamlbounds.read_capped`: a larger file is not read)."""
     try:
-        data = sys.stdin.buffer.read() if str(path) == STDIN else path.read_bytes()
+        data = read_stream_capped(sys.stdin.buffer) if str(path) == STDIN else read_capped(path)
+    except FileTooLarge as error:
+        raise InputError([Diagnostic(Location(name, 0, 0), "", str(error))]) from None
     except FileNotFoundError:
         raise InputError([Diagnostic(Location(name, 0, 0), "", "cannot read: no such file")]) from None
     except OSError as error:
@@ -206,11 +218,12 @@ def read_each_part(text: str, name: str, parts: Iterable[Part]) -> list[list[Doc
     them all: a `fivespot check` worker reads hundreds of one-document parts); raises InputError."""
     found = []
     rapid = _Rapid()
+    budget = Budget()  # the parts' aliases together
     with _silenced_stderr():
         for start, end, line in parts:
             chunk = text[start:end]
-            found.append(_read_chunk(chunk, name, line, None if _needs_reference(chunk, start == 0)
-                                     else rapid))
+            found.append(_read_chunk(chunk, name, line, budget,
+                                     None if _needs_reference(chunk, start == 0) else rapid))
     return found
 
 
@@ -251,22 +264,23 @@ def _silenced_stderr() -> Iterator[None]:
         os.close(saved)
 
 
-def _read_chunk(chunk: str, name: str, line: int, rapid: _Rapid | None) -> list[Document]:
+def _read_chunk(chunk: str, name: str, line: int, budget: Budget,
+                rapid: _Rapid | None) -> list[Document]:
     """The document of one `---`-separated part of a stream, starting on `line` (read by the
-    fast path with `rapid`, by the reference path without)."""
+    fast path with `rapid`, by the reference path without, within its file's `budget`)."""
     body, first_line = chunk, line
     if chunk.startswith("---"):
         head, _, rest = chunk.partition("\n")
         after = head[3:].strip()
         if after and not after.startswith("#"):  # content on the marker's line
-            return parse_documents(chunk, name, line)
+            return parse_documents(chunk, name, line, budget)
         body, first_line = rest, line + 1
     start = _content_start(body)
     if start is None:
         return []
     read, value = (False, None) if rapid is None else _fast_value(body, rapid)
     if not read:
-        return parse_documents(body, name, first_line)
+        return parse_documents(body, name, first_line, budget)
     if value is None:
         return []
     return [Document(name, value, first_line + start[0], start[1], (),
@@ -307,20 +321,23 @@ class _ReferencePositions:
         return self.found
 
 
-def parse_documents(text: str, name: str, first_line: int = 1) -> list[Document]:
-    """Every non-empty document of `text` (whose first line is line `first_line` of `name`)."""
+def parse_documents(text: str, name: str, first_line: int = 1,
+                    budget: Budget | None = None) -> list[Document]:
+    """Every non-empty document of `text` (whose first line is line `first_line` of `name`;
+    `budget`: its file's, when `text` is part of one)."""
     import yaml
 
     reader: yaml.SafeLoader | None = None
     documents = []
     offset = first_line - 1
+    budget = budget or Budget()
     try:
         reader = loader()(text)
         while reader.check_node():
             node = reader.get_node()
             if node is None:
                 continue
-            check_bounds(node)
+            check_bounds(node, budget)
             duplicates: list[str] = []
             _duplicates(node, "", duplicates)
             try:

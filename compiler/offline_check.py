@@ -14,7 +14,6 @@ import functools
 import itertools
 import json
 import operator
-import os
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from sys import intern
@@ -24,7 +23,7 @@ import msgspec.json
 from msgspec import Struct
 from msgspec.structs import replace
 
-from compiler import checkcache, checkpool
+from compiler import checkcache, checkpool, folders
 from compiler.check_governance import Checked, field_governance, object_claim
 from compiler.checkpool import MIN_PER_WORKER, usable_cores
 from compiler.diagnostics import Diagnostic, InputError, Location
@@ -52,6 +51,7 @@ from policies.admission_eval import (
     group_of,
 )
 from policies.admission_eval.gotext import quote
+from policies.cel import authz
 from policies.cel.engine import compiled_programs, restore_programs
 from policies import kubeversions
 from policies.kubeversions import KubernetesVersion
@@ -59,6 +59,7 @@ from policies.kubeversions import KubernetesVersion
 if TYPE_CHECKING:
     from api.fieldgovernance import Claim
     from compiler.pipeline import Compiled
+    from compiler.spec import PolicyRule
 
 
 _POLICY_SUFFIXES: Final = (".yaml", ".yml")
@@ -123,29 +124,9 @@ def _objects(documents: Iterable[Document]) -> list[Document]:
 
 def yaml_files(root: Path, suffixes: tuple[str, ...] = _POLICY_SUFFIXES) -> list[Path]:
     """Every YAML file (or file with one of `suffixes`) under a folder, in path order (hidden
-    files and folders, and folders reached through a symlink, skipped), or the file itself."""
-    if root.is_file():
-        return [root]
-    found: list[Path] = []
-    _yaml_files(root, found, suffixes)
-    return sorted(found)
-
-
-def _yaml_files(folder: Path, found: list[Path], suffixes: tuple[str, ...]) -> None:
-    """`os.scandir`, not `Path.rglob` (a tenth of the time, on a compiled output's ~90 files);
-    a folder that cannot be listed is skipped, as rglob skips it."""
-    try:
-        with os.scandir(folder) as entries:
-            listed = [(entry.name, entry.is_dir(follow_symlinks=False),
-                       entry.name.endswith(suffixes) and entry.is_file())
-                      for entry in entries if not entry.name.startswith(".")]
-    except PermissionError:
-        return
-    for name, is_folder, is_yaml in listed:
-        if is_folder:
-            _yaml_files(folder / name, found, suffixes)
-        elif is_yaml:
-            found.append(folder / name)
+    files and folders skipped, the folder a boundary for symlinks: `compiler.folders`), or the
+    file itself; raises InputError naming each symlink refused."""
+    return folders.yaml_files(root, suffixes)
 
 
 _CHECKED_KINDS: Final = ("CustomResourceDefinition", "ValidatingAdmissionPolicy")
@@ -176,7 +157,12 @@ def _load_checker(roots: Sequence[Path], cache: bool, server: KubernetesVersion 
                                        "policies folder does not exist; pass the OUT_DIR of "
                                        "`fivespot compile`"))
             continue
-        for path in yaml_files(root):
+        try:
+            paths = yaml_files(root)
+        except InputError as error:
+            problems += error.diagnostics
+            continue
+        for path in paths:
             try:
                 text = read_file(path, str(path))
             except InputError as error:
@@ -344,16 +330,20 @@ def _unknown_kind(document: Document, error: UnknownKind) -> Diagnostic:
 def check(policies: Sequence[Path], objects: Sequence[Path], old: Path | None = None,
           namespaces: Path | None = None, field_validation: FieldValidation = "Strict",
           jobs: int | None = None, cache: bool = True,
-          server: KubernetesVersion | None = None) -> list[Result]:
+          server: KubernetesVersion | None = None, user_roles: Path | None = None) -> list[Result]:
     """Decide every object in `objects` (UPDATE where `old` holds its previous version), with
     the request's `fieldValidation` (kubectl's default: Strict), as the API server of version
     `server` (default: the newest the policies target), on at most `jobs` processes (default:
-    every usable core, for large inputs); `cache`: see `load_checker`."""
+    every usable core, for large inputs); `cache`: see `load_checker`. The policies' authorizer
+    checks are decided by the rules of the Roles and ClusterRoles in `user_roles` (the
+    requesting user's), else assumed allowed (`policies.cel.authz`)."""
+    authorizer = read_user_roles(user_roles) if user_roles is not None else authz.assumed()
     checker, keep = _load_checker(policies, cache, server)
     sources = [_source(path) for path in input_files(objects)]
-    found = _check_in_workers(checker, sources, old, namespaces, field_validation, jobs)
+    found = _check_in_workers(checker, sources, old, namespaces, field_validation, jobs,
+                              authorizer)
     results, checked = found if found is not None else _check_here(
-        checker, sources, old, namespaces, field_validation)
+        checker, sources, old, namespaces, field_validation, authorizer)
     keep()
     governed = field_governance(checked)  # one field, one governor among the objects given
     return [r if v is r.verdict else replace(r, verdict=v) for r, v in zip(results, governed)]
@@ -370,21 +360,25 @@ _OBJECT_SUFFIXES: Final = (".yaml", ".yml", ".json")
 
 def input_files(paths: Sequence[Path]) -> list[Path]:
     """The files to read: each file as given, each folder's YAML and JSON files (`yaml_files`);
-    raises InputError for a folder that holds none."""
+    raises InputError for a folder that holds none or a symlink leaving it."""
     found: list[Path] = []
-    empty: list[Diagnostic] = []
+    problems: list[Diagnostic] = []
     for path in paths:
         if not path.is_dir():
             found.append(path)
             continue
-        inside = yaml_files(path, _OBJECT_SUFFIXES)
+        try:
+            inside = yaml_files(path, _OBJECT_SUFFIXES)
+        except InputError as error:
+            problems += error.diagnostics
+            continue
         if not inside:
-            empty.append(Diagnostic(Location(str(path), 0, 0), "",
-                                    "no .yaml, .yml or .json file in this folder (hidden ones "
-                                    "are skipped)"))
+            problems.append(Diagnostic(Location(str(path), 0, 0), "",
+                                       "no .yaml, .yml or .json file in this folder (hidden "
+                                       "ones are skipped)"))
         found += inside
-    if empty:
-        raise InputError(empty)
+    if problems:
+        raise InputError(problems)
     return found
 
 
@@ -409,7 +403,8 @@ def _documents(sources: Sequence[_Source]) -> Iterator[Document]:
 def _decide(checker: Checker, document: Document,
             previous: Mapping[tuple[str, str, str, str], Document],
             namespace_objects: Mapping[str, Mapping[str, Any]],
-            field_validation: FieldValidation) -> tuple[Result, Claim | None, Claim | None]:
+            field_validation: FieldValidation, authorizer: Mapping[str, Any]
+            ) -> tuple[Result, Claim | None, Claim | None]:
     """One document decided (UPDATE when `previous` holds its old version), with its
     field-governance claim and its old version's when that matters; raises NamespaceRequired."""
     key = _key(checker, document.data)
@@ -417,7 +412,8 @@ def _decide(checker: Checker, document: Document,
     old = before.data if before is not None else None
     request = Request("UPDATE" if before is not None else "CREATE", document.data, old,
                       namespace_objects.get(key[2]) if key[2] else None,
-                      field_validation=field_validation, duplicate_fields=document.duplicates)
+                      field_validation=field_validation, duplicate_fields=document.duplicates,
+                      authorizer=authorizer)
     try:
         verdict = checker.check(request)
     except UnknownKind as error:
@@ -433,8 +429,8 @@ def _decide(checker: Checker, document: Document,
 
 
 def _check_here(checker: Checker, sources: Sequence[_Source], old: Path | None,
-                namespaces: Path | None, field_validation: FieldValidation
-                ) -> tuple[list[Result], list[Checked]]:
+                namespaces: Path | None, field_validation: FieldValidation,
+                authorizer: Mapping[str, Any]) -> tuple[list[Result], list[Checked]]:
     """Every object read and decided in this process, each problem of the input reported (as
     one InputError, in the order the files give them)."""
     documents = _objects(_documents(sources))
@@ -459,7 +455,7 @@ def _check_here(checker: Checker, sources: Sequence[_Source], old: Path | None,
     for document in documents:
         try:
             result, claim, old_claim = _decide(checker, document, previous, namespace_objects,
-                                               field_validation)
+                                               field_validation, authorizer)
         except NamespaceRequired as error:
             problems.append(_namespace_needed(document, error, namespaces))
             continue
@@ -491,7 +487,8 @@ def _known_kind(checker: Checker, document: Document) -> bool:
 
 def _check_in_workers(checker: Checker, sources: Sequence[_Source], old: Path | None,
                       namespaces: Path | None, field_validation: FieldValidation,
-                      jobs: int | None) -> tuple[list[Result], list[Checked]] | None:
+                      jobs: int | None, authorizer: Mapping[str, Any]
+                      ) -> tuple[list[Result], list[Checked]] | None:
     """The results of a large input, read and decided on forked workers (`checkpool`), each
     reading its own run of documents; None when the input is small or one core is all there is,
     or when anything in it is a problem: `_check_here` then does it all again and words each
@@ -521,7 +518,8 @@ def _check_in_workers(checker: Checker, sources: Sequence[_Source], old: Path | 
                 for part, read in zip(numbers, each):
                     for position, document in enumerate(_objects(read)):
                         found.append(_decided(_decide(checker, document, previous,
-                                                      namespace_objects, field_validation),
+                                                      namespace_objects, field_validation,
+                                                      authorizer),
                                               index, part, position))
         except (InputError, UnknownKind, NamespaceRequired):
             return None
@@ -533,7 +531,8 @@ def _check_in_workers(checker: Checker, sources: Sequence[_Source], old: Path | 
         for (api_version, kind, namespace, name, operation, verdict, line, claim, old_claim,
              index, number, position, skipped) in part:
             result = Result(api_version, kind, namespace, name, operation,
-                            _PLAIN if verdict is None else verdict, sources[index][0], line,
+                            _plain_verdict(verdict) if isinstance(verdict, tuple) else verdict,
+                            sources[index][0], line,
                             skipped)
             found.append((result, Checked(claim, old_claim, result.verdict, functools.partial(
                 _name_in_part, sources[index], number, position))))
@@ -549,30 +548,40 @@ def _check_in_workers(checker: Checker, sources: Sequence[_Source], old: Path | 
     return results, [checked for _, checked in done]
 
 
-_Decided = tuple[str, str, str, str, str, "Verdict | None", int, "Claim | None", "Claim | None",
-                 int, int, int, str]
+_Decided = tuple[str, str, str, str, str, "Verdict | tuple[str, ...]", int, "Claim | None",
+                 "Claim | None", int, int, int, str]
 """What a worker sends back for an object: apiVersion, kind, namespace, name, operation, the
-verdict (None: `_PLAIN`), its line, its claim and its old version's, where it is (file,
-part, position among the part's objects), and why it was skipped ('' when checked)."""
+verdict (a plain one as the policies it assumed the authorizer of: `_plain_verdict`), its
+line, its claim and its old version's, where it is (file, part, position among the part's
+objects), and why it was skipped ('' when checked)."""
 
 
 def _decided(decided: tuple[Result, Claim | None, Claim | None], index: int, part: int,
              position: int) -> _Decided:
     """An object's `_Decided`: the strings most objects share interned (pickled once), a plain
-    admission as None (unpickling is the parent's share of the work)."""
+    admission as the names of the policies it assumed the authorizer of (unpickling is the
+    parent's share of the work)."""
     result, claim, old_claim = decided
+    verdict = result.verdict
+    sent = tuple(intern(p) for p in verdict.assumed) if _plain(verdict) else verdict
     return (intern(result.api_version), intern(result.kind), intern(result.namespace),
-            result.name, result.operation, None if _plain(result.verdict) else result.verdict,
-            result.line, claim, old_claim, index, part, position, result.skipped)
+            result.name, result.operation, sent, result.line, claim, old_claim, index, part,
+            position, result.skipped)
 
 
 _PLAIN: Final = Verdict(True)
 
 
 def _plain(verdict: Verdict) -> bool:
-    """Allowed with nothing to say: the verdict most objects get."""
+    """Allowed with nothing to say but what it assumed: the verdict most objects get."""
     return (verdict.allowed and not verdict.violations and not verdict.warnings
             and not verdict.audit and verdict.status is None)
+
+
+@functools.lru_cache(maxsize=16)
+def _plain_verdict(assumed: tuple[str, ...]) -> Verdict:
+    """The plain admission that assumed the authorizer of these policies (one per set)."""
+    return Verdict(True, assumed=assumed) if assumed else _PLAIN
 
 
 def _name_in_part(source: _Source, part: int, position: int) -> Location:
@@ -601,6 +610,69 @@ def _namespaces(path: Path | None) -> dict[str, Mapping[str, Any]]:
     if problems:
         raise InputError(problems)
     return found
+
+
+_ROLE_KINDS: Final = ("Role", "ClusterRole")
+_RULE_LISTS: Final = (("verbs", "verbs"), ("apiGroups", "api_groups"), ("resources", "resources"),
+                      ("resourceNames", "resource_names"),
+                      ("nonResourceURLs", "non_resource_urls"))
+
+
+def read_user_roles(path: Path) -> dict[str, Any]:
+    """The authorizer of a user holding the Roles and ClusterRoles in the file (a Role's rules
+    in its namespace, a ClusterRole's everywhere); raises InputError naming file, line and
+    field of anything else."""
+    rules: list[authz.Rule] = []
+    problems: list[Diagnostic] = []
+    documents = _objects(read_documents(path))
+    for document in documents:
+        data = document.data
+        if data.get("kind") not in _ROLE_KINDS or \
+                data.get("apiVersion") != "rbac.authorization.k8s.io/v1":
+            problems.append(Diagnostic(document.locate("kind"), "kind",
+                                       "expected Role or ClusterRole objects "
+                                       "(rbac.authorization.k8s.io/v1), the user's, got "
+                                       f"{data.get('kind')} ({data.get('apiVersion')})"))
+            continue
+        namespace = None
+        if data["kind"] == "Role":
+            namespace = str((data.get("metadata") or {}).get("namespace") or "default")
+        found, wrong = _rules(document, namespace)
+        rules += found
+        problems += wrong
+    if not documents:
+        problems.append(Diagnostic(Location(str(path), 0, 0), "",
+                                   "no Role or ClusterRole: give the roles the user holds "
+                                   "(a Role with `rules: []` states that they hold none)"))
+    if problems:
+        raise InputError(problems)
+    return authz.stated(rules, f"the roles in {path}")
+
+
+def _rules(document: Document, namespace: str | None) -> tuple[list[authz.Rule], list[Diagnostic]]:
+    entries = document.data.get("rules")
+    if entries is None:
+        return [], []
+    if not isinstance(entries, list):
+        return [], [Diagnostic(document.locate("rules"), "rules", "expected a list of rules")]
+    rules: list[authz.Rule] = []
+    problems: list[Diagnostic] = []
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            problems.append(Diagnostic(document.locate("rules"), f"rules[{index}]",
+                                       "expected a rule (a mapping with verbs)"))
+            continue
+        fields: dict[str, tuple[str, ...]] = {}
+        for key, name in _RULE_LISTS:
+            value = entry.get(key, [])
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                problems.append(Diagnostic(document.locate("rules"),
+                                           f"rules[{index}].{key}", "expected a list of strings"))
+                continue
+            fields[name] = tuple(value)
+        if len(fields) == len(_RULE_LISTS):
+            rules.append(authz.Rule(namespace=namespace, **fields))
+    return rules, problems
 
 
 def _namespace_needed(document: Document, error: NamespaceRequired, namespaces: Path | None
@@ -664,7 +736,8 @@ def run_compiled_fixtures(compiled: Compiled, config_dir: Path,
             problems += [Diagnostic(where, field, message) for field, message in malformed]
             continue
         request = Request(spec.operation, spec.object, spec.old_object,
-                          field_validation=spec.field_validation)
+                          field_validation=spec.field_validation,
+                          authorizer=user_rules_authorizer(spec.user_rules, spec.object))
         try:
             verdict = checker.check(request)
         except UnknownKind as error:
@@ -683,6 +756,18 @@ def run_compiled_fixtures(compiled: Compiled, config_dir: Path,
     if problems:
         raise InputError(problems)
     return results
+
+
+def user_rules_authorizer(rules: Sequence[PolicyRule] | None, obj: Mapping[str, Any]
+                          ) -> dict[str, Any]:
+    """The authorizer of a fixture's user: its `userRules`, in the object's namespace, else
+    every check assumed allowed."""
+    if rules is None:
+        return authz.assumed()
+    namespace = str((obj.get("metadata") or {}).get("namespace") or "default")
+    return authz.stated((authz.Rule(tuple(r.verbs), tuple(r.api_groups), tuple(r.resources),
+                                    tuple(r.resource_names), namespace=namespace)
+                         for r in rules), "the fixture's userRules")
 
 
 def compare(expect: Mapping[str, Any], verdict: Verdict) -> list[str]:
@@ -795,7 +880,24 @@ def render_check_table(results: Sequence[Result]) -> str:
     summary = f"{len(results)} object{'s' if len(results) != 1 else ''}: " \
               f"{len(results) - denied - skipped} allowed, {denied} denied" \
               + (f", {skipped} skipped" if skipped else "")
-    return "\n".join([_table(rows), *(["", *errors, ""] if errors else []), summary])
+    return "\n".join([_table(rows), *(["", *errors, ""] if errors else []), summary,
+                      *assumed_note([r.verdict for r in results], "object", USER_ROLES_HINT)])
+
+
+USER_ROLES_HINT: Final = "state the user's roles with --user-roles ROLES.yaml"
+USER_RULES_HINT: Final = "state the user's rules with a fixture's spec.userRules"
+
+
+def assumed_note(verdicts: Sequence[Verdict], what: str, hint: str) -> list[str]:
+    """One line saying how many `what`s were decided assuming the user's RBAC allows what a
+    policy asks the authorizer, and how to state it instead (nothing when none was)."""
+    counted = sum(1 for v in verdicts if v.assumed)
+    if not counted:
+        return []
+    policies = ", ".join(sorted({p for v in verdicts for p in v.assumed}))
+    return [f"assumed: {counted} {what}{' was' if counted == 1 else 's were'} decided as if the "
+            f"user's RBAC allowed what {policies} asks the authorizer (nothing offline knows it; "
+            f"the API server asks for real): {hint}"]
 
 
 def pretty_json(value: Any) -> str:
@@ -832,6 +934,7 @@ def render_test_table(results: Sequence[FixtureResult]) -> str:
                              f"{violation.field or '-'}: {violation.message}")
     failed = sum(1 for r in results if not r.passed)
     lines.append(f"{len(results)} fixtures: {len(results) - failed} passed, {failed} failed")
+    lines += assumed_note([r.verdict for r in results], "fixture", USER_RULES_HINT)
     return "\n".join(lines)
 
 

@@ -25,6 +25,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from api.fieldpath import capacity_path_error, drained_path_error
+from api.kinds.machine_lifecycle import CAPI_GROUP
 from api.kinds.providers import (
     MAX_CALENDAR_DATES,
     MAX_SESSIONS,
@@ -397,7 +398,7 @@ class PlatformSpec(_Strict):
                         f"{partition.name!r}; a namespace belongs to one partition"
                     )
                 seen[namespace] = partition.name
-        if self.enforcement is not Enforcement.WEBHOOK and _minor(self.min_kubernetes_version) < 30:
+        if self.enforcement is not Enforcement.WEBHOOK and not self.serves_vaps:
             raise ValueError(
                 "enforcement 'vap' needs ValidatingAdmissionPolicy v1 (Kubernetes 1.30); use "
                 "enforcement 'webhook' for older clusters"
@@ -421,6 +422,11 @@ class PlatformSpec(_Strict):
                 f"minKubernetesVersion {self.min_kubernetes_version} is newer than fivespot "
                 f"supports ({kubeversions.SUPPORTED_RANGE}): its API server is not known yet")
         return self
+
+    @property
+    def serves_vaps(self) -> bool:
+        """Every targeted cluster serves ValidatingAdmissionPolicy v1 (Kubernetes 1.30)."""
+        return _minor(self.min_kubernetes_version) >= 30
 
     def kubernetes_versions(self) -> tuple[kubeversions.KubernetesVersion, ...]:
         """The supported versions the output targets, oldest first: minKubernetesVersion (at
@@ -633,7 +639,6 @@ class ScheduleProviderSpec(_Strict):
 # --- MachineProvisioning --------------------------------------------------------------------
 
 
-CAPI_GROUP: Final = "cluster.x-k8s.io"
 
 
 class CapiCluster(_Strict):
@@ -755,6 +760,22 @@ class Expectation(_Strict):
                                 "byte for byte.")
 
 
+class PolicyRule(_Strict):
+    """One rule of an RBAC Role, as the Role would say it."""
+
+    verbs: list[Annotated[str, Field(max_length=63)]] = Field(
+        min_length=1, max_length=32, description="Verbs, e.g. patch, create; * for all.")
+    api_groups: list[Annotated[str, Field(max_length=253)]] = Field(
+        default_factory=list, max_length=32,
+        description="API groups ('' for the core group, * for all).")
+    resources: list[Annotated[str, Field(max_length=127)]] = Field(
+        default_factory=list, max_length=32,
+        description="Resources (plural, or resource/subresource; * for all).")
+    resource_names: list[Annotated[str, Field(max_length=253)]] = Field(
+        default_factory=list, max_length=64,
+        description="Object names the rule is limited to (empty: any).")
+
+
 class FixtureSpec(_Strict):
     operation: Literal["CREATE", "UPDATE"] = Field(default="CREATE", description="Admission operation.")
     object: dict[str, Any] = Field(description="The object under admission.")
@@ -764,6 +785,12 @@ class FixtureSpec(_Strict):
         default="Strict", description="The request's fieldValidation: Strict (kubectl's default) "
         "denies unknown and duplicate fields, Warn (`kubectl --validate=warn`) warns, Ignore "
         "(`--validate=false`) drops them silently.")
+    user_rules: list[PolicyRule] | None = Field(
+        default=None, max_length=64,
+        description="The requesting user's RBAC in the object's namespace, as the rules of the "
+        "Roles bound to them: the policies' authorizer checks (may the author patch the "
+        "target?) are decided by these alone. Omitted: those checks are assumed allowed, since "
+        "nothing offline knows the user's RBAC; [] states that the user holds no rights.")
 
     @model_validator(mode="after")
     def _update_has_old(self) -> "FixtureSpec":

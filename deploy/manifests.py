@@ -17,6 +17,8 @@ from typing import Any, Final
 
 import yaml
 
+from commandline.yamlbounds import FileTooLarge, YamlTooLarge, load_all, read_capped
+
 SYNC_WAVE: Final = "argocd.argoproj.io/sync-wave"
 """Argo CD's annotation; every object fivespot compiles carries it."""
 
@@ -78,12 +80,22 @@ class Wave:
         return sorted({m.source.parts[0] for m in self.manifests})
 
 
-def _documents(path: Path, out_dir: Path) -> Iterator[dict[str, Any]]:
+def _load(path: Path, shown: Path) -> list[Any]:
+    """The documents of a file of OUT_DIR, bounded as every command bounds YAML
+    (`commandline.yamlbounds`: a file over 10 MiB is not read, an alias or merge bomb is
+    refused); raises OutputError naming it as `shown`."""
     try:
-        text = path.read_text()
-        documents = list(yaml.safe_load_all(text))
+        return load_all(read_capped(path).decode("utf-8"))
+    except YamlTooLarge as error:
+        raise OutputError(f"{shown}:{error.line}:{error.column}: refused: {error}") from None
+    except FileTooLarge as error:
+        raise OutputError(f"{shown}: {error}") from None
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
-        raise OutputError(f"{path.relative_to(out_dir)}: cannot be read as YAML ({error})") from None
+        raise OutputError(f"{shown}: cannot be read as YAML ({error})") from None
+
+
+def _documents(path: Path, out_dir: Path) -> Iterator[dict[str, Any]]:
+    documents = _load(path, path.relative_to(out_dir))
     for document in documents:
         if document is None:
             continue
@@ -97,23 +109,30 @@ def _kustomization(folder: Path, out_dir: Path) -> list[str]:
     if not path.is_file():
         raise OutputError(f"{folder.relative_to(out_dir) if folder != out_dir else out_dir}: "
                           "no kustomization.yaml; is this the output of `fivespot compile`?")
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as error:
-        raise OutputError(f"{path}: cannot be read ({error})") from None
+    if out_dir not in path.resolve().parents:  # as `_walk` holds every entry inside OUT_DIR
+        raise OutputError(f"{path}: a symlink to a file outside {out_dir}; refused, not read")
+    documents = _load(path, path)
+    if len(documents) > 1:
+        raise OutputError(f"{path}: holds {len(documents)} YAML documents; a kustomization is one")
+    data = (documents[0] if documents else None) or {}
     resources = data.get("resources") if isinstance(data, dict) else None
     if not isinstance(resources, list) or not all(isinstance(r, str) for r in resources):
         raise OutputError(f"{path}: `resources` is not a list of paths")
     return list(resources)
 
 
-def _walk(folder: Path, out_dir: Path) -> Iterator[Path]:
+def _walk(folder: Path, out_dir: Path, above: tuple[Path, ...] = ()) -> Iterator[Path]:
+    """The files `folder`'s kustomization reaches; `above` are the kustomizations that led here
+    (a cycle is refused, as kustomize refuses it, rather than recursing until Python gives up)."""
     for entry in _kustomization(folder, out_dir):
         target = (folder / entry).resolve()
         if out_dir not in (target, *target.parents):
             raise OutputError(f"{folder / 'kustomization.yaml'}: {entry} is outside {out_dir}")
         if target.is_dir():
-            yield from _walk(target, out_dir)
+            if target in (*above, folder):
+                raise OutputError(f"{folder / 'kustomization.yaml'}: {entry} includes a kustomization "
+                                  f"that already includes this one (a cycle); refused")
+            yield from _walk(target, out_dir, (*above, folder))
         elif target.is_file():
             yield target
         else:

@@ -98,12 +98,12 @@ def _list(api: Any, path: str) -> Iterator[dict[str, Any]]:
 
 def _kinds(out_dir: Path) -> list[tuple[str, str, str]]:
     """(group, storage version, plural) of every CRD in OUT_DIR."""
-    from compiler.objectyaml import parse_documents
+    from compiler.objectyaml import parse_documents, read_file
     from compiler.offline_check import yaml_files
 
     found = []
     for path in yaml_files(out_dir):
-        for document in parse_documents(path.read_text(encoding="utf-8"), str(path)):
+        for document in parse_documents(read_file(path, str(path)), str(path)):
             crd = document.data
             if not isinstance(crd, Mapping) or crd.get("kind") != "CustomResourceDefinition":
                 continue

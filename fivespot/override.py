@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from api.kinds import scheduled_capacity as scap
-from api.kinds.providers import load_timezone, parse_instant
+from api.kinds.providers import load_timezone, parse_until
 from api.kinds.scheduled_capacity import PROVIDER_GROUP, api_group
 from api.providers import BUILTIN_PROVIDERS, ProviderKind
 from commandline import exitcodes
@@ -74,7 +74,7 @@ def resolve_until(now: dt.datetime, *, duration: str | None, until: str | None,
         ends = _next_wall_clock(now, until, zone)
     elif until is not None:
         try:
-            ends = parse_instant(until)
+            ends = parse_until(until)
         except ValueError:
             raise Refused(f"--until {until!r} is neither an RFC 3339 instant with its offset "
                           "(2026-03-02T21:00:00Z) nor a time of day HH:MM") from None

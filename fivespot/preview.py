@@ -32,6 +32,7 @@ from pydantic import ValidationError
 from api.kinds.scheduled_capacity import INACTIVE_VALUE, PROVIDER_GROUP, ScheduledCapacitySpec, api_group
 from commandline import exitcodes
 from compiler.diagnostics import CompileError, Diagnostic, InputError, Location
+from compiler.folders import yaml_files
 from compiler.objectyaml import read_documents
 from controllers.providers.composite import parse_spec, references
 from controllers.providers.timeline import Provider, Timeline, timelines
@@ -190,9 +191,8 @@ _Obj = tuple[Mapping[str, Any], Callable[..., Location]]
 
 def _read(paths: Sequence[Path]) -> Iterable[_Obj]:
     for path in paths:
-        files = sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml", ".json")
-                       and p.is_file()) if path.is_dir() else [path]
-        for file in files:
+        # a folder's files as `check` reads them: hidden ones skipped, the folder a boundary
+        for file in yaml_files(path, (".yaml", ".yml", ".json")):
             for document in read_documents(file):
                 if isinstance(document.data, Mapping):
                     yield document.data, document.locate

@@ -1,9 +1,10 @@
 """The admission policies of fivespot, each CEL snippet a named constant.
 
 These are the ValidatingAdmissionPolicies the compiler emits (and the webhook's polyfill and the
-offline checker evaluate): what a tenant namespace may do with ScheduledCapacity. Every message
-starts with the policy name and says what to change. Per-object rules (shape, the field-path
-rule, the provider group) live in the CRD schema instead: see `api.kinds`.
+offline checker evaluate): what a tenant namespace may do with ScheduledCapacity, and what the
+author of a ScheduledCapacity or a ScheduledMachine must be allowed to do themselves. Every
+message starts with the policy name and says what to change. Per-object rules (shape, the
+field-path rule, the provider group) live in the CRD schema instead: see `api.kinds`.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 from typing import Final
 
 from msgspec import Struct
+
+from api.kinds.names import CAPI_GROUP, MACHINES, cel_string
 
 
 class Validation(Struct, frozen=True):
@@ -31,6 +34,8 @@ class Variable(Struct, frozen=True):
 TENANCY: Final = "fivespot-scap-tenancy"
 SCHEDULE_KINDS: Final = "fivespot-scap-schedule-kinds"
 TENANT_LIMITS: Final = "fivespot-tenant-limits"
+SCAP_AUTHOR_RIGHTS: Final = "fivespot-scap-author-rights"
+MACHINE_AUTHOR_RIGHTS: Final = "fivespot-machine-author-rights"
 
 TENANT_LIMITS_FAILURE_POLICY: Final = "Ignore"
 """The tenant limits fail open when the policy cannot be evaluated, the other two fail closed.
@@ -85,18 +90,18 @@ do not depend on fivespot being well. Delete is never sent to the webhook at all
 TENANT_NAMESPACES_VARIABLE: Final = "tenantNamespaces"
 
 
-def tenancy_validation(namespaces: list[str]) -> Validation:
-    allowed = ", ".join(namespaces) or "none"
-    return Validation(
-        name="namespace-has-tenant-policy",
-        expression=ratcheted(f"request.namespace in variables.{TENANT_NAMESPACES_VARIABLE}",
-                             SAME_SCHEDULE, SAME_TARGET, SAME_PATH, NO_HIGHER, SAME_NODE),
-        message_expression=(
-            f"'{TENANCY}: namespace ' + request.namespace + ' has no TenantPolicy, so it may not "
-            f"use ScheduledCapacity; ask the platform team for one (namespaces with one: {allowed})'"
-        ),
-        field="metadata.namespace",
-    )
+TENANCY_VALIDATION: Final = Validation(
+    name="namespace-has-tenant-policy",
+    expression=ratcheted(f"request.namespace in variables.{TENANT_NAMESPACES_VARIABLE}",
+                         SAME_SCHEDULE, SAME_TARGET, SAME_PATH, NO_HIGHER, SAME_NODE),
+    message_expression=(
+        f"'{TENANCY}: namespace ' + request.namespace + ' has no TenantPolicy, so it may not "
+        "use ScheduledCapacity; ask the platform team for one'"
+    ),
+    field="metadata.namespace",
+)
+"""The message names the requesting namespace alone: which other namespaces are tenants is not
+every denied user's business (they are listed in the compiled policy, for those who may read it)."""
 
 
 # --- fivespot-scap-schedule-kinds: the schedule must be an installed provider kind -------------
@@ -120,12 +125,15 @@ def schedule_kind_validation(kinds: list[str]) -> Validation:
 
 # --- fivespot-tenant-limits: per-tenant limits from a TenantCapacityLimit params object --------
 
+def api_group_of(api_version: str) -> str:
+    """The CEL of the API group of an apiVersion expression ('' for the core group)."""
+    return f"{api_version}.contains('/') ? {api_version}.split('/')[0] : ''"
+
+
+TARGET_GROUP: Final = Variable("targetGroup", api_group_of("object.spec.targetRef.apiVersion"))
+
 TENANT_LIMIT_VARIABLES: Final = (
-    Variable(
-        "targetGroup",
-        "object.spec.targetRef.apiVersion.contains('/') ? "
-        "object.spec.targetRef.apiVersion.split('/')[0] : ''",
-    ),
+    TARGET_GROUP,
     Variable(
         "consumers",
         "params.spec.consumers.filter(c, c.group == variables.targetGroup && "
@@ -211,3 +219,179 @@ TENANT_LIMIT_VALIDATIONS: Final = (
         field="spec.nodeName",
     ),
 )
+
+
+# --- the author must be allowed the write: ScheduledCapacity and ScheduledMachine ---------------
+# A controller writes with its own identity what its object asks for: the capacity controller
+# patches the target, the machine controller creates a Machine and the bootstrap and
+# infrastructure objects embedded in a ScheduledMachine. Each is admitted only when the
+# requesting user could make that write themselves (the API server's `authorizer`, the user's own
+# RBAC), so creating one is never a way around RBAC. Offline the authorizer is a stated
+# assumption (`policies.cel.authz`). An UPDATE that asks nothing new of the controller (the same
+# target, path, schedule and node, no higher value, not resumed; for a machine, the same objects)
+# is admitted without asking, first: the kill switch, disabling and lowering never depend on the
+# author's rights, nor on an authorizer webhook being up.
+
+NOT_RESUMED: Final = (
+    "(object.spec.?killSwitch.orValue(false) || !oldObject.spec.?killSwitch.orValue(false)) && "
+    "(!object.spec.?enabled.orValue(true) || oldObject.spec.?enabled.orValue(true))"
+)
+"""The update neither lifts the kill switch nor re-enables the object."""
+SAME_CLUSTER: Final = "object.spec.clusterName == oldObject.spec.clusterName"
+SAME_BOOTSTRAP: Final = "object.spec.bootstrapSpec == oldObject.spec.bootstrapSpec"
+SAME_INFRASTRUCTURE: Final = "object.spec.infrastructureSpec == oldObject.spec.infrastructureSpec"
+SAME_TAINTS: Final = "object.spec.?nodeTaints == oldObject.spec.?nodeTaints"
+
+SCAP_ASKS_NOTHING_NEW: Final = (SAME_TARGET, SAME_PATH, NO_HIGHER, SAME_SCHEDULE, SAME_NODE,
+                                NOT_RESUMED)
+MACHINE_ASKS_NOTHING_NEW: Final = (SAME_SCHEDULE, SAME_CLUSTER, SAME_BOOTSTRAP,
+                                   SAME_INFRASTRUCTURE, SAME_TAINTS, NOT_RESUMED)
+
+
+def unless_unchanged(rule: str, *unchanged: str) -> str:
+    """An UPDATE keeping every `unchanged` condition, else `rule`: `ratcheted` with the ratchet
+    evaluated first, so such an update never reaches the authorizer."""
+    return f"({' && '.join((UPDATE, *unchanged))}) || ({rule})"
+
+
+def may(verb: str, group: str, resource: str, name: str | None = None) -> str:
+    """`authorizer` asked whether the requesting user may `verb` that resource in the request's
+    namespace (CEL expressions for the group, resource and name)."""
+    check = f"authorizer.group({group}).resource({resource}).namespace(request.namespace)"
+    if name is not None:
+        check += f".name({name})"
+    return f"{check}.check('{verb}').allowed()"
+
+
+def cel_map(entries: dict[str, str]) -> str:
+    """A CEL map literal of strings, in key order (deterministic output)."""
+    return "{" + ", ".join(f"{cel_string(k)}: {cel_string(v)}" for k, v in sorted(entries.items())) + "}"
+
+
+def resource_variable(name: str, resources: dict[tuple[str, str], str], kind: str,
+                      group: str) -> Variable:
+    """`name`: the plural of the (group, kind) an object names, from the compiled `resources`
+    (keyed `Kind.group`); '' for a kind the platform does not allow."""
+    table = cel_map({f"{k}.{g}": plural for (g, k), plural in resources.items()})
+    return Variable(name, f"{table}[?({kind} + '.' + {group})].orValue('')")
+
+
+class Cel(str):
+    """A CEL expression among the literal text of a message (`concat`)."""
+
+
+def concat(*parts: str) -> str:
+    """A CEL string concatenation of literal text and `Cel` expressions, adjacent literals
+    joined into one."""
+    pieces: list[str] = []
+    text = ""
+    for part in parts:
+        if isinstance(part, Cel):
+            if text:
+                pieces.append(cel_string(text))
+                text = ""
+            pieces.append(str(part))
+        else:
+            text += part
+    if text:
+        pieces.append(cel_string(text))
+    return " + ".join(pieces)
+
+
+_NAMESPACE: Final = Cel("request.namespace")
+
+
+def _denied(policy: str, verb: str, resource: str | Cel, group: str | Cel, what: tuple[str, ...],
+            kind: str, controller: str) -> str:
+    """The message: the RBAC the user lacks, which controller would have used its own, and the
+    Role to ask for."""
+    return concat(f"{policy}: you may not {verb} ", resource, ".", group, *what,
+                  " in namespace ", _NAMESPACE,
+                  f", and this {kind} would have the {controller} do it for you; ask for a Role "
+                  f"granting verbs [{verb}] on resources [", resource, "] in apiGroups [", group,
+                  "], bound to you in namespace ", _NAMESPACE)
+
+
+TARGET_RESOURCE: Final = "targetResource"
+
+
+def scap_author_variables(resources: dict[tuple[str, str], str]) -> tuple[Variable, ...]:
+    """The target's group, and its plural from the consumers' `resources` ((group, kind) ->
+    plural)."""
+    return (TARGET_GROUP, resource_variable(TARGET_RESOURCE, resources,
+                                            "object.spec.targetRef.kind",
+                                            f"variables.{TARGET_GROUP.name}"))
+
+
+_TARGET_PLURAL: Final = Cel(f"variables.{TARGET_RESOURCE}")
+_TARGET_GROUP: Final = Cel(f"variables.{TARGET_GROUP.name}")
+
+SCAP_AUTHOR_VALIDATION: Final = Validation(
+    name="author-may-patch-target",
+    expression=unless_unchanged(
+        f"{_TARGET_PLURAL} == '' || "
+        + may("patch", _TARGET_GROUP, _TARGET_PLURAL, "object.spec.targetRef.name"),
+        *SCAP_ASKS_NOTHING_NEW),
+    message_expression=_denied(
+        SCAP_AUTHOR_RIGHTS, "patch", _TARGET_PLURAL, _TARGET_GROUP,
+        (' "', Cel("object.spec.targetRef.name"), '"'), "ScheduledCapacity", "capacity controller"),
+    field="spec.targetRef",
+)
+"""A kind no consumer allows is not asked about: the tenant limits deny it, and the capacity
+controller never writes it."""
+
+BOOTSTRAP_GROUP: Final = Variable("bootstrapGroup",
+                                  api_group_of("object.spec.bootstrapSpec.apiVersion"))
+INFRASTRUCTURE_GROUP: Final = Variable("infrastructureGroup",
+                                       api_group_of("object.spec.infrastructureSpec.apiVersion"))
+BOOTSTRAP_RESOURCE: Final = "bootstrapResource"
+INFRASTRUCTURE_RESOURCE: Final = "infrastructureResource"
+
+
+def machine_author_variables(bootstrap: dict[tuple[str, str], str],
+                             infrastructure: dict[tuple[str, str], str]) -> tuple[Variable, ...]:
+    """The embedded objects' groups, and their plurals from the kinds MachineProvisioning
+    allows ((group, kind) -> plural)."""
+    return (
+        BOOTSTRAP_GROUP,
+        resource_variable(BOOTSTRAP_RESOURCE, bootstrap, "object.spec.bootstrapSpec.kind",
+                          f"variables.{BOOTSTRAP_GROUP.name}"),
+        INFRASTRUCTURE_GROUP,
+        resource_variable(INFRASTRUCTURE_RESOURCE, infrastructure,
+                          "object.spec.infrastructureSpec.kind",
+                          f"variables.{INFRASTRUCTURE_GROUP.name}"),
+    )
+
+
+def _embedded_validation(name: str, field: str, group: Variable, resource: str) -> Validation:
+    plural = Cel(f"variables.{resource}")
+    group_name = Cel(f"variables.{group.name}")
+    return Validation(
+        name=name,
+        expression=unless_unchanged(f"{plural} == '' || "
+                                    + may("create", group_name, plural),
+                                    *MACHINE_ASKS_NOTHING_NEW),
+        message_expression=_denied(
+            MACHINE_AUTHOR_RIGHTS, "create", plural, group_name,
+            (f" ({field}, a ", Cel(f"object.{field}.kind"), ")"), "ScheduledMachine",
+            "machine controller"),
+        field=field,
+    )
+
+
+MACHINE_AUTHOR_VALIDATIONS: Final = (
+    Validation(
+        name="author-may-create-machine",
+        expression=unless_unchanged(may("create", cel_string(CAPI_GROUP), cel_string(MACHINES)),
+                                    *MACHINE_ASKS_NOTHING_NEW),
+        message_expression=_denied(MACHINE_AUTHOR_RIGHTS, "create", MACHINES, CAPI_GROUP, (),
+                                   "ScheduledMachine", "machine controller"),
+        field="spec",
+    ),
+    _embedded_validation("author-may-create-bootstrap", "spec.bootstrapSpec",
+                         BOOTSTRAP_GROUP, BOOTSTRAP_RESOURCE),
+    _embedded_validation("author-may-create-infrastructure", "spec.infrastructureSpec",
+                         INFRASTRUCTURE_GROUP, INFRASTRUCTURE_RESOURCE),
+)
+"""Create on Machines, then on the bootstrap and the infrastructure kinds the ScheduledMachine
+embeds, all in its namespace (create is never limited by name, so none is asked about)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,10 @@ from urllib.parse import quote
 import yaml
 from kubernetes import client, config
 from kubernetes.client.rest import RESTResponse
+
+from runtime.kubeconfig import ClusterAccess, KubeconfigRefused, Problem
+from runtime.kubeconfig import parse as parse_kubeconfig
+from runtime.tlskeys import load_key_pair
 
 ApiClient = client.ApiClient
 """The connection every request goes over (the `kubernetes` client's pool and credentials)."""
@@ -104,20 +109,51 @@ def load_client(kubeconfig: Path | None = None, *, pool_size: int = POOL_SIZE) -
 
 
 def client_from_kubeconfig(data: bytes, *, source: str = "kubeconfig") -> client.ApiClient:
-    """A client from kubeconfig bytes (CAPI's `<cluster>-kubeconfig` Secret, say), without a file.
+    """A client from kubeconfig bytes that fivespot does not trust (CAPI's `<cluster>-kubeconfig`
+    Secret): `runtime.kubeconfig.parse`, then `client_for`. The `kubernetes` client's own loader
+    never sees them (it would run their exec plugins and read their files).
 
-    Raises KubeconfigError naming `source` when the bytes are not a usable kubeconfig."""
-    configuration = client.Configuration()
+    Raises KubeconfigRefused naming `source` and the fields it refuses."""
+    return client_for(parse_kubeconfig(data, source), source=source)
+
+
+def client_for(access: ClusterAccess, *, source: str,
+               pool_size: int = POOL_SIZE) -> client.ApiClient:
+    """A client for `access.server` that trusts `access.ca_pem` alone and presents only what
+    `access` holds: its client certificate (loaded into an SSL context, no file left behind) and
+    its token. The process's proxy settings apply as for every client; nothing in `access` can
+    choose a proxy, a file, a command or skip the server's certificate check.
+
+    Raises KubeconfigRefused naming `source` when the CA, certificate or key do not load."""
     try:
-        raw = yaml.safe_load(data)
-        if not isinstance(raw, dict):
-            raise ValueError("not a kubeconfig mapping")
-        config.load_kube_config_from_dict(raw, client_configuration=configuration)
-    except (config.ConfigException, yaml.YAMLError, OSError, ValueError, TypeError,
-            KeyError) as error:
-        raise KubeconfigError(f"{source}: {' '.join(str(error).split())}") from error
-    configuration.connection_pool_maxsize = POOL_SIZE
-    return client.ApiClient(configuration)
+        context = ssl.create_default_context(cadata=access.ca_pem.decode("ascii"))
+    except (ssl.SSLError, UnicodeDecodeError, ValueError) as error:
+        raise _unloadable(source, f"{access.cluster_path}.certificate-authority-data",
+                          "does not load as CA certificates", error) from None
+    if access.client_certificate_pem is not None and access.client_key_pem is not None:
+        try:
+            load_key_pair(context, access.client_certificate_pem, access.client_key_pem)
+        except (ssl.SSLError, ValueError) as error:
+            raise _unloadable(source, f"{access.user_path}.client-certificate-data and "
+                              "client-key-data",
+                              "do not load as a certificate and its private key", error) from None
+    configuration = client.Configuration(host=access.server)
+    configuration.connection_pool_maxsize = pool_size
+    if access.token is not None:
+        configuration.api_key = {"authorization": access.token}
+        configuration.api_key_prefix = {"authorization": "Bearer"}
+    api = client.ApiClient(configuration)
+    # urllib3 passes `ssl_context` to every connection of its pools: the CA and client key above
+    # are then the only TLS material the client has (no ca_certs, cert_file or key_file).
+    api.rest_client.pool_manager.connection_pool_kw["ssl_context"] = context
+    return api
+
+
+def _unloadable(source: str, path: str, why: str, error: Exception) -> KubeconfigRefused:
+    """OpenSSL's reason code (KEY_VALUES_MISMATCH, NO_START_LINE), never its text or the data."""
+    code = getattr(error, "reason", None)
+    detail = f" ({code})" if isinstance(code, str) and code.replace("_", "").isalnum() else ""
+    return KubeconfigRefused(source, (Problem(path, why + detail),))
 
 
 def load_cli_client(kubeconfig: Path | None = None, context: str | None = None) -> client.ApiClient:

@@ -19,11 +19,12 @@ import datetime
 import hashlib
 import os
 import ssl
-import tempfile
 import threading
 from pathlib import Path
 
 from cryptography import x509
+
+from runtime.tlskeys import load_key_pair
 
 
 def server_context(cert_pem: bytes, key_pem: bytes, scratch: Path | None = None) -> ssl.SSLContext:
@@ -31,14 +32,7 @@ def server_context(cert_pem: bytes, key_pem: bytes, scratch: Path | None = None)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.set_alpn_protocols(["http/1.1"])
-    # `ssl` loads key material only from files: a private, short-lived one in the scratch dir.
-    fd, name = tempfile.mkstemp(prefix="serving-", suffix=".pem", dir=scratch)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(cert_pem.rstrip(b"\n") + b"\n" + key_pem)
-        context.load_cert_chain(name)
-    finally:
-        os.unlink(name)
+    load_key_pair(context, cert_pem, key_pem, scratch)
     return context
 
 

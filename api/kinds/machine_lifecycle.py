@@ -33,10 +33,11 @@ from api.kinds.scheduled_capacity import (
     cel_string,
     parse_duration,
 )
+from api.kinds.names import CAPI_GROUP, MACHINES
 from api.kinds.scheduled_machine import GROUP, KIND, PLURAL, SHORT_NAMES, VERSION, NodeRef
 
 __all__ = [
-    "FINALIZER", "GROUP", "KIND", "PLURAL", "SHORT_NAMES", "VERSION", "EmbeddedObject", "MachinePhase",
+    "CAPI_GROUP", "FINALIZER", "MACHINES", "GROUP", "KIND", "PLURAL", "SHORT_NAMES", "VERSION", "EmbeddedObject", "MachinePhase",
     "MachineSpec", "MachineStatus", "ObjectRef", "SpotSchedule", "embedded_kind_rule",
 ]
 

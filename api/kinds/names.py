@@ -14,6 +14,15 @@ from typing import Final
 GROUP: Final = "5spot.finos.org"
 SCHEDULED_CAPACITY: Final = "ScheduledCapacity"
 
+CAPI_GROUP: Final = "cluster.x-k8s.io"
+MACHINES: Final = "machines"
+"""The Cluster API Machines the machine controller creates (the resource, in that group)."""
+
+
+def cel_string(value: str) -> str:
+    """`value` as a single-quoted CEL string literal (a regex's `\\.` must reach CEL as `\\\\.`)."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
 
 def api_group(api_version: str) -> str:
     """The group part of an apiVersion: `apps/v1` -> `apps`, `v1` -> ``."""

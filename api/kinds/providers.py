@@ -9,7 +9,8 @@ helpers at the bottom, so what admission accepts and what a controller evaluates
 
 The day/hour range syntax is the one of the original 5-Spot providers: `mon`, `mon-fri`, a
 wrapping `fri-mon`, comma lists `mon-wed,fri`; hours `9`, inclusive `9-17` (09:00 through 17:59),
-wrapping `22-6`. CapitalMarketsSchedule adds minute-precision sessions (`09:30`-`16:00`, or overnight with
+wrapping `22-6`. TimeBasedSpotSchedule adds minute windows, absolute RFC 3339 ranges and closures
+(closed windows, public holidays, dates, ranges; docs/design/decisions/0027-minute-windows-holidays-and-absolute-ranges.md). CapitalMarketsSchedule adds minute-precision sessions (`09:30`-`16:00`, or overnight with
 `opensPreviousDay`), per-date `specialSessions`, and keeps
 the hour-granular `daysOfWeek`/`hoursOfDay` sessions and `closeHour` early closes of 5-Spot so
 existing objects keep working.
@@ -72,21 +73,30 @@ TIMEZONE_PATTERN: Final = r"^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*$"
 DATE_PATTERN: Final = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
 CLOCK_PATTERN: Final = r"^([01][0-9]|2[0-3]):[0-5][0-9]$"
 CLOSE_CLOCK_PATTERN: Final = r"^(([01][0-9]|2[0-3]):[0-5][0-9]|24:00)$"
+INSTANT_PATTERN: Final = (
+    r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,9})?"
+    r"(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$"
+)
+"""RFC 3339 with the zone written out (`Z` or an offset): an instant, never a wall-clock time."""
+COUNTRY_PATTERN: Final = r"^[A-Z]{2,3}$"
+SUBDIVISION_PATTERN: Final = r"^[^ ,;]([^,;]{0,30}[^ ,;])?$"
+CATEGORY_PATTERN: Final = r"^[a-z][a-z_]{0,31}$"
 _YEAR: Final = "[1-9][0-9]{3}"
 _LEAP_YEAR: Final = "([1-9][0-9](0[48]|[2468][048]|[13579][26])|([13579][26]|[2468][048])00)"
 _MONTH_DAY: Final = (
     "((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)"
     "|02-(0[1-9]|1[0-9]|2[0-8]))"
 )
-INSTANT_PATTERN: Final = (
+UNTIL_PATTERN: Final = (
     f"^({_YEAR}-{_MONTH_DAY}|{_LEAP_YEAR}-02-29)"
     r"T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$"
 )
 """An override's `until`: RFC 3339 as Kubernetes writes metav1.Time (upper-case T and Z, or a
 numeric offset), seconds required, at most nanoseconds, on a day the calendar has (Gregorian
 leap years; years 1000-9999). A rule, not `format: date-time`: the API server's date-time check
-lets an array through in place of the string, and admits lower-case, 99-hour offsets and year 0."""
-
+lets an array through in place of the string, and admits lower-case, 99-hour offsets and year 0.
+The open and closed ranges' `INSTANT_PATTERN` stays beside `format: date-time` instead: there the
+API server's CEL must type the instants as timestamps to compare them (`RANGE_ORDER_RULE`)."""
 
 DAYS_MESSAGE: Final = (
     "must be a day (mon, tue, wed, thu, fri, sat, sun), a range such as mon-fri or the "
@@ -104,15 +114,33 @@ CLOCK_MESSAGE: Final = "must be a local time HH:MM on a 24-hour clock, such as 0
 CLOSE_CLOCK_MESSAGE: Final = (
     "must be a local time HH:MM on a 24-hour clock, such as 16:00, or 24:00 for the end of the day"
 )
-INSTANT_MESSAGE: Final = (
+UNTIL_MESSAGE: Final = (
     "must be an RFC 3339 instant with its offset, such as 2026-03-02T18:00:00Z or "
     "2026-03-02T19:00:00+01:00"
+)
+WINDOW_DAYS_MESSAGE: Final = (
+    "must be the days the window starts on: a day (mon..sun), a range such as mon-fri or the "
+    "wrapping fri-mon, or a comma list such as mon-wed,fri"
+)
+WINDOW_LENGTH_MESSAGE: Final = (
+    "start and end must differ: 00:00 to 24:00 is the whole day, and an end earlier than the "
+    "start runs past midnight into the next day (fri 22:00 to 06:00 ends Saturday 06:00)"
+)
+RANGE_FORM_MESSAGE: Final = (
+    "give start, end or both: an absolute range is start (inclusive) to end (exclusive), "
+    "RFC 3339 with a zone such as 2026-12-24T00:00:00+01:00; start alone is from then on, end "
+    "alone is until then"
+)
+RANGE_ORDER_MESSAGE: Final = "start must be earlier than end"
+INSTANT_MESSAGE: Final = (
+    "must be an RFC 3339 instant with its zone, such as 2026-12-24T08:00:00Z or "
+    "2026-12-24T09:00:00+01:00"
 )
 
 # --- CEL rules (cel-go semantics, RE2 regular expressions) ---------------------------------------
 
 DAYS_RULE: Final = f"self.matches({cel_string(DAYS_PATTERN)})"
-INSTANT_RULE: Final = f"self.matches({cel_string(INSTANT_PATTERN)})"
+UNTIL_RULE: Final = f"self.matches({cel_string(UNTIL_PATTERN)})"
 HOURS_RULE: Final = f"self.matches({cel_string(HOURS_PATTERN)})"
 CLOCK_RULE: Final = f"self.matches({cel_string(CLOCK_PATTERN)})"
 CLOSE_CLOCK_RULE: Final = f"self.matches({cel_string(CLOSE_CLOCK_PATTERN)})"
@@ -158,6 +186,12 @@ EARLY_CLOSE_FORM_MESSAGE: Final = (
     "the last open hour)"
 )
 
+WINDOW_LENGTH_RULE: Final = "self.start != self.end"
+RANGE_FORM_RULE: Final = "has(self.start) || has(self.end)"
+RANGE_ORDER_RULE: Final = "!has(self.start) || !has(self.end) || self.start < self.end"
+"""`start` and `end` are `format: date-time`, which the API server's CEL types as timestamps:
+compared as instants, whatever offsets they are written with."""
+
 CEL_RULES: Final = {
     "DAYS_RULE": DAYS_RULE,
     "HOURS_RULE": HOURS_RULE,
@@ -168,7 +202,10 @@ CEL_RULES: Final = {
     "SESSION_ORDER_RULE": SESSION_ORDER_RULE,
     "OVERNIGHT_FORM_RULE": OVERNIGHT_FORM_RULE,
     "EARLY_CLOSE_FORM_RULE": EARLY_CLOSE_FORM_RULE,
-    "INSTANT_RULE": INSTANT_RULE,
+    "UNTIL_RULE": UNTIL_RULE,
+    "WINDOW_LENGTH_RULE": WINDOW_LENGTH_RULE,
+    "RANGE_FORM_RULE": RANGE_FORM_RULE,
+    "RANGE_ORDER_RULE": RANGE_ORDER_RULE,
 }
 """Every rule this module attaches, by name, for tests and documentation."""
 
@@ -183,6 +220,11 @@ MAX_CALENDAR_DATES: Final = 366
 exchange dates."""
 MAX_SESSIONS_PER_DATE: Final = 4
 """A special date's own sessions: a day with a lunch break and an evening session fits."""
+MAX_WINDOWS: Final = 32
+MAX_RANGES: Final = 64
+MAX_HOLIDAY_CALENDARS: Final = 8
+MAX_CATEGORIES: Final = 8
+MAX_INSTANT_LENGTH: Final = 35
 
 
 def _rule(rule: str, message: str) -> dict[str, Any]:
@@ -198,6 +240,7 @@ _DATE_RE: Final = re.compile(DATE_PATTERN)
 _CLOCK_RE: Final = re.compile(CLOCK_PATTERN)
 _CLOSE_CLOCK_RE: Final = re.compile(CLOSE_CLOCK_PATTERN)
 _INSTANT_RE: Final = re.compile(INSTANT_PATTERN)
+_UNTIL_RE: Final = re.compile(UNTIL_PATTERN)
 
 
 def _expand(item: str, pattern: re.Pattern[str], message: str, atom: Any, size: int) -> set[int]:
@@ -251,10 +294,20 @@ def parse_date(text: str) -> dt.date:
 
 
 def parse_instant(text: str) -> dt.datetime:
-    """The instant written in RFC 3339 as `INSTANT_PATTERN` takes it, timezone-aware (its own
-    offset); ValueError naming the problem otherwise (a date that is not in the calendar, too)."""
+    """The instant written in RFC 3339 with its zone; ValueError naming the problem otherwise."""
     if _INSTANT_RE.fullmatch(text) is None:
         raise ValueError(f"{INSTANT_MESSAGE}; got {text!r}")
+    try:
+        return dt.datetime.fromisoformat(text)
+    except ValueError as err:
+        raise ValueError(f"{INSTANT_MESSAGE}; got {text!r} ({err})") from None
+
+
+def parse_until(text: str) -> dt.datetime:
+    """The instant written in RFC 3339 as `UNTIL_PATTERN` takes it, timezone-aware (its own
+    offset); ValueError naming the problem otherwise (a date that is not in the calendar, too)."""
+    if _UNTIL_RE.fullmatch(text) is None:
+        raise ValueError(f"{UNTIL_MESSAGE}; got {text!r}")
     whole, rest = text[:19], text[19:]
     fraction = re.match(r"\.([0-9]+)", rest)
     offset = rest[len(fraction.group(0)):] if fraction else rest
@@ -299,6 +352,11 @@ def _check_timezone(name: str) -> str:
 
 def _check_date(text: str) -> str:
     parse_date(text)
+    return text
+
+
+def _check_until(text: str) -> str:
+    parse_until(text)
     return text
 
 
@@ -349,12 +407,23 @@ CloseClockText = Annotated[
     AfterValidator(_check_close_clock),
 ]
 
-TimezoneText = Annotated[str, AfterValidator(_check_timezone)]
-
 InstantText = Annotated[
     str,
-    Field(max_length=35, json_schema_extra=_rule(INSTANT_RULE, INSTANT_MESSAGE)),
+    Field(
+        max_length=MAX_INSTANT_LENGTH,
+        # As DateText: `format: date-time` is checked by the API server and typed as a CEL
+        # timestamp, so the rules compare instants; the pattern insists on the zone.
+        json_schema_extra={"format": "date-time", "pattern": INSTANT_PATTERN},
+    ),
     AfterValidator(_check_instant),
+]
+
+TimezoneText = Annotated[str, AfterValidator(_check_timezone)]
+
+UntilText = Annotated[
+    str,
+    Field(max_length=MAX_INSTANT_LENGTH, json_schema_extra=_rule(UNTIL_RULE, UNTIL_MESSAGE)),
+    AfterValidator(_check_until),
 ]
 
 
@@ -389,7 +458,7 @@ class Override(_Model):
         description="What status.active is until `until`: true holds the schedule on (\"on for "
         "the next 3 hours\"), false holds it off."
     )
-    until: InstantText = Field(
+    until: UntilText = Field(
         description="When the override ends, RFC 3339 with its offset, for example "
         "2026-03-02T21:00:00Z. From that instant the schedule's own decision is published again; "
         "an override whose until has passed does nothing (`fivespot schedule override NAME "
@@ -399,7 +468,7 @@ class Override(_Model):
     @property
     def expires(self) -> dt.datetime:
         """`until` as an aware instant."""
-        return parse_instant(self.until)
+        return parse_until(self.until)
 
 
 OVERRIDE_DESCRIPTION: Final = (
@@ -422,11 +491,169 @@ class ManualScheduleSpec(_Model):
     override: Override | None = _override_field()
 
 
+# --- minute windows, absolute ranges and closures (TimeBasedSpotSchedule) ----------------------
+
+
+class Window(_Model):
+    """A weekly window with minute precision: open from `start` to `end` (local) on each of
+    `days`. An end earlier than the start runs past midnight: the window belongs to the day it
+    starts on (fri 22:00 to 06:00 is Friday 22:00 to Saturday 06:00)."""
+
+    model_config = ConfigDict(
+        json_schema_extra=_rule(WINDOW_LENGTH_RULE, WINDOW_LENGTH_MESSAGE)
+    )
+
+    days: str = Field(
+        description="Days the window starts on: mon..sun, ranges such as mon-fri or the wrapping "
+        "fri-mon, comma lists such as mon-wed,fri.",
+        max_length=MAX_ITEM_LENGTH,
+        json_schema_extra=_rule(DAYS_RULE, WINDOW_DAYS_MESSAGE),
+    )
+    start: ClockText = Field(description="Local time HH:MM from which the window is open.")
+    end: CloseClockText = Field(
+        description="Local time HH:MM from which it is closed again, or 24:00 for midnight. "
+        "Earlier than start: that time on the next day."
+    )
+
+    @field_validator("days")
+    @classmethod
+    def _days(cls, days: str) -> str:
+        try:
+            parse_days([days])
+        except ValueError:
+            raise ValueError(f"{WINDOW_DAYS_MESSAGE}; got {days!r}") from None
+        return days
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> Window:
+        if self.start == self.end:
+            raise ValueError(f"{WINDOW_LENGTH_MESSAGE}; got {self.start}-{self.end}")
+        return self
+
+    @property
+    def weekdays(self) -> frozenset[int]:
+        """The weekdays (Monday = 0) the window starts on."""
+        return parse_days([self.days])
+
+    @property
+    def minutes(self) -> tuple[int, int]:
+        """[start, end) minutes from the local midnight of the day it starts on; an end past
+        1440 is on the next day."""
+        opens, closes = parse_clock(self.start), parse_clock(self.end, allow_end_of_day=True)
+        return (opens, closes if closes > opens else closes + MINUTES_PER_DAY)
+
+
+class AbsoluteRange(_Model):
+    """An absolute stretch of time: `start` (inclusive) to `end` (exclusive), instants written
+    in RFC 3339 with their zone; either may be left out (from `start` on, until `end`)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"x-kubernetes-validations": [
+            {"rule": RANGE_FORM_RULE, "message": RANGE_FORM_MESSAGE},
+            {"rule": RANGE_ORDER_RULE, "message": RANGE_ORDER_MESSAGE},
+        ]}
+    )
+
+    start: InstantText | None = Field(
+        default=None, description="First instant of the range, RFC 3339 with a zone, such as "
+        "2026-12-24T00:00:00+01:00. Absent: since forever.")
+    end: InstantText | None = Field(
+        default=None, description="First instant after the range, RFC 3339 with a zone. Absent: "
+        "for ever.")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> AbsoluteRange:
+        if self.start is None and self.end is None:
+            raise ValueError(RANGE_FORM_MESSAGE)
+        if self.start is not None and self.end is not None and \
+                parse_instant(self.start) >= parse_instant(self.end):
+            raise ValueError(f"{RANGE_ORDER_MESSAGE}; got {self.start} to {self.end}")
+        return self
+
+    @property
+    def instants(self) -> tuple[dt.datetime | None, dt.datetime | None]:
+        """(start, end) as aware datetimes; None where open-ended."""
+        return (parse_instant(self.start) if self.start is not None else None,
+                parse_instant(self.end) if self.end is not None else None)
+
+
+class HolidayCalendar(_Model):
+    """A country's (or one of its subdivisions') public holidays, from the `holidays` library
+    the provider ships. The API server checks the codes' shape only; the provider checks them
+    against the library and reports Ready=False/InvalidSpec naming the known ones."""
+
+    country: str = Field(
+        description="ISO 3166-1 code of the country, such as US, GB, DE (alpha-2 or alpha-3).",
+        max_length=3, pattern=COUNTRY_PATTERN,
+    )
+    subdivision: str | None = Field(
+        default=None,
+        description="The library's code of a subdivision, such as ENG (GB), NY (US), BY (DE). "
+        "Absent: the holidays of the whole country.",
+        max_length=32, pattern=SUBDIVISION_PATTERN,
+    )
+    categories: tuple[Annotated[str, Field(max_length=32, pattern=CATEGORY_PATTERN)], ...] | None \
+        = Field(
+            default=None,
+            description="The library's holiday categories to close on, such as public, bank, "
+            "government. Absent: public.",
+            min_length=1, max_length=MAX_CATEGORIES,
+            json_schema_extra={"x-kubernetes-list-type": "set"},
+        )
+
+    @model_validator(mode="after")
+    def _known_to_the_library(self) -> HolidayCalendar:
+        from api import holiday_calendars
+
+        holiday_calendars.check(self.country, self.subdivision, self.category_names)
+        return self
+
+    @property
+    def category_names(self) -> tuple[str, ...]:
+        """`categories`, or the library's default (public), sorted."""
+        from api.holiday_calendars import DEFAULT_CATEGORIES
+
+        return tuple(sorted(self.categories)) if self.categories else DEFAULT_CATEGORIES
+
+    @property
+    def label(self) -> str:
+        """GB-ENG, US."""
+        from api.holiday_calendars import label
+
+        return label(self.country, self.subdivision)
+
+
+class Closures(_Model):
+    """When the schedule is closed whatever its windows and open ranges say."""
+
+    windows: tuple[Window, ...] | None = Field(
+        default=None, description="Weekly windows during which it is closed (the downtime of "
+        "a schedule written as uptime and downtime).", max_length=MAX_WINDOWS)
+    holidays: tuple[HolidayCalendar, ...] | None = Field(
+        default=None, description="Public-holiday calendars: closed for the whole local date "
+        "(the schedule's timezone) of each of their holidays.",
+        max_length=MAX_HOLIDAY_CALENDARS)
+    dates: tuple[DateText, ...] | None = Field(
+        default=None, description="Local dates on which it is closed all day, YYYY-MM-DD.",
+        max_length=MAX_CALENDAR_DATES, json_schema_extra={"x-kubernetes-list-type": "set"})
+    ranges: tuple[AbsoluteRange, ...] | None = Field(
+        default=None, description="Absolute ranges during which it is closed.",
+        max_length=MAX_RANGES)
+
+    @field_validator("dates")
+    @classmethod
+    def _dates_once(cls, dates: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        _once(dates or ())
+        return dates
+
+
 class TimeBasedSpotScheduleSpec(_Model):
-    """A weekly window: active when the local weekday is in `daysOfWeek` and the local hour is in
-    `hoursOfDay`. The two are independent sets, as in 5-Spot: with mon-fri and 22-6 the window is
-    open 22:00-23:59 and 00:00-06:59 of every Monday to Friday, so Saturday 00:00-06:59 is closed
-    even though Friday 22:00 opened a night (list sat in daysOfWeek to carry it over)."""
+    """A weekly schedule. Open while the 5-Spot form says so (the local weekday is in
+    `daysOfWeek` and the local hour in `hoursOfDay`, two independent sets: with mon-fri and 22-6
+    Saturday 00:00-06:59 is closed even though Friday 22:00 opened a night), or a minute window
+    of `windows` is open (a window belongs to the day it starts on: fri 22:00 to 06:00 runs into
+    Saturday), or an absolute range of `openRanges` holds; and none of `closed` applies (closed
+    windows, holidays and dates, closed ranges: closed wins)."""
 
     days_of_week: tuple[DayItem, ...] = Field(
         default=(),
@@ -445,7 +672,24 @@ class TimeBasedSpotScheduleSpec(_Model):
         ),
         max_length=MAX_HOUR_ITEMS,
     )
-    timezone: TimezoneText = _timezone_field("the days and hours")
+    windows: tuple[Window, ...] | None = Field(
+        default=None,
+        description="Weekly windows with minute precision, each {days, start, end}: mon-fri "
+        "09:30 to 17:00; an end earlier than the start runs into the next day.",
+        max_length=MAX_WINDOWS,
+    )
+    open_ranges: tuple[AbsoluteRange, ...] | None = Field(
+        default=None,
+        description="Absolute ranges during which the schedule is open whatever the weekly "
+        "forms say (unless closed): {start, end}, RFC 3339 with a zone.",
+        max_length=MAX_RANGES,
+    )
+    closed: Closures | None = Field(
+        default=None,
+        description="When the schedule is closed whatever the rest says: weekly windows, "
+        "public holidays by country and subdivision, local dates, absolute ranges.",
+    )
+    timezone: TimezoneText = _timezone_field("the days, hours, windows, holidays and dates")
     enabled: StrictBool = Field(
         default=True,
         description="The provider's own switch: when false the window is ignored and the "

@@ -32,6 +32,7 @@ from api.kinds.base import KindModel
 from api.kinds.names import GROUP as GROUP
 from api.kinds.names import SCHEDULED_CAPACITY
 from api.kinds.names import api_group as api_group
+from api.kinds.names import cel_string as cel_string
 
 VERSION: Final = "v1alpha1"
 KIND: Final = SCHEDULED_CAPACITY
@@ -63,11 +64,6 @@ HANDBACK_TIMEOUT_PATTERN: Final = r"^([0-9]+(\.[0-9]+)?(h|m|s|ms))+$"
 """A Go/Kubernetes duration such as `15m`, `1h30m` or `90s` (no sign, no `us`/`ns`)."""
 MIN_HANDBACK_TIMEOUT: Final = "1s"
 MAX_HANDBACK_TIMEOUT: Final = "168h"
-
-
-def cel_string(value: str) -> str:
-    """`value` as a single-quoted CEL string literal (a regex's `\\.` must reach CEL as `\\\\.`)."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _rule(rule: str, message: str) -> dict[str, Any]:

@@ -43,6 +43,7 @@ from compiler.pipeline import compile_repo  # noqa: E402
 from policies.admission_eval import Checker, Request  # noqa: E402
 from policies.admission_eval.vap import _cel_request  # noqa: E402
 from policies.cel import ADMISSION_VARIABLES, CRD_VARIABLES, CelEvaluationError, Program, compile_expression  # noqa: E402
+from policies.cel import authz  # noqa: E402
 
 EXAMPLE = ROOT / "examples" / "agent-sandbox" / "config"
 RESULTS = ROOT / "bench" / "RESULTS.md"
@@ -166,7 +167,7 @@ def _activation(request: Request, policy: Any, params: Any) -> dict[str, Any]:
     data: dict[str, Any] = {
         "object": obj, "oldObject": request.old_object, "params": params if policy.param_kind else None,
         "request": _cel_request({"namespace": obj["metadata"].get("namespace", ""), "operation": request.operation}),
-        "namespaceObject": None, "authorizer": None, "variables": {},
+        "namespaceObject": None, "authorizer": authz.ASSUMED, "variables": {},
     }
     for variable in policy.variables:
         try:

@@ -4,12 +4,19 @@ Three policies, each defined once in `policies.admission`: tenancy (only namespa
 TenantPolicy), installed schedule kinds, and per-tenant limits bound once per TenantPolicy with
 a TenantCapacityLimit params object. Emitted only when enforcement includes `vap`; with
 `webhook` the webhook evaluates the very same objects from the bundle.
+
+Two more ask the API server's authorizer whether the author of a ScheduledCapacity may patch its
+target, and the author of a ScheduledMachine may create what it embeds (decision 0024). Only the
+API server knows the requesting user's RBAC, so they are ValidatingAdmissionPolicies whatever
+the enforcement, on every cluster that serves them (minKubernetesVersion 1.30 or newer); they
+are not in the bundle, since nothing the webhook or the controllers evaluate knows a user's RBAC.
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
+from api.kinds import machine_lifecycle as sm
 from api.kinds import scheduled_capacity as scap
 from api.kinds import tenant_limit
 from compiler.emit.base import ADMISSION, Artifact, metadata
@@ -26,16 +33,22 @@ def _validation(v: rules.Validation) -> dict[str, Any]:
             "reason": v.reason}
 
 
-def _match_scap() -> dict[str, Any]:
+def _match(group: str, version: str, plural: str) -> dict[str, Any]:
     return {"resourceRules": [{
-        "apiGroups": [scap.GROUP], "apiVersions": [scap.VERSION],
-        "operations": ["CREATE", "UPDATE"], "resources": [scap.PLURAL],
+        "apiGroups": [group], "apiVersions": [version],
+        "operations": ["CREATE", "UPDATE"], "resources": [plural],
     }]}
 
 
-def _policy(name: str, validations: list[rules.Validation], variables: list[rules.Variable],
-            param_kind: dict[str, str] | None = None, failure_policy: str = "Fail") -> dict[str, Any]:
-    spec: dict[str, Any] = {"failurePolicy": failure_policy, "matchConstraints": _match_scap()}
+_MATCH_SCAP: Final = (scap.GROUP, scap.VERSION, scap.PLURAL)
+_MATCH_MACHINES: Final = (sm.GROUP, sm.VERSION, sm.PLURAL)
+
+
+def _policy(name: str, validations: list[rules.Validation] | tuple[rules.Validation, ...],
+            variables: list[rules.Variable] | tuple[rules.Variable, ...],
+            param_kind: dict[str, str] | None = None, failure_policy: str = "Fail",
+            match: tuple[str, str, str] = _MATCH_SCAP) -> dict[str, Any]:
+    spec: dict[str, Any] = {"failurePolicy": failure_policy, "matchConstraints": _match(*match)}
     if param_kind:
         spec["paramKind"] = param_kind
     if variables:
@@ -66,7 +79,7 @@ def policies(repo: Repo) -> list[dict[str, Any]]:
     namespaces = tenant_namespaces(repo)
     kinds = list(repo.provider_kinds)
     found = [
-        _policy(rules.TENANCY, [rules.tenancy_validation(namespaces)],
+        _policy(rules.TENANCY, [rules.TENANCY_VALIDATION],
                 [rules.Variable(rules.TENANT_NAMESPACES_VARIABLE, _cel_list(namespaces))]),
         _binding(rules.TENANCY, rules.TENANCY, ["Deny"]),
         _policy(rules.SCHEDULE_KINDS, [rules.schedule_kind_validation(kinds)],
@@ -80,6 +93,26 @@ def policies(repo: Repo) -> list[dict[str, Any]]:
             {"apiVersion": tenant_limit.API_VERSION, "kind": tenant_limit.KIND},
             rules.TENANT_LIMITS_FAILURE_POLICY))
         found += [tenant_binding(t) for t in repo.tenants]
+    return found
+
+
+def author_policies(repo: Repo) -> list[dict[str, Any]]:
+    """The author-rights policies and their bindings: ScheduledCapacity's with consumers,
+    ScheduledMachine's with a MachineProvisioning."""
+    found = []
+    if repo.has_capacity:
+        consumers = {(c.spec.group, c.spec.kind): c.spec.resource for c in repo.consumers}
+        found += [_policy(rules.SCAP_AUTHOR_RIGHTS, [rules.SCAP_AUTHOR_VALIDATION],
+                          rules.scap_author_variables(consumers)),
+                  _binding(rules.SCAP_AUTHOR_RIGHTS, rules.SCAP_AUTHOR_RIGHTS, ["Deny"])]
+    if repo.machines is not None:
+        spec = repo.machines.spec
+        found += [_policy(rules.MACHINE_AUTHOR_RIGHTS, rules.MACHINE_AUTHOR_VALIDATIONS,
+                          rules.machine_author_variables(
+                              {(k.group, k.kind): k.resource for k in spec.bootstrap},
+                              {(k.group, k.kind): k.resource for k in spec.infrastructure}),
+                          match=_MATCH_MACHINES),
+                  _binding(rules.MACHINE_AUTHOR_RIGHTS, rules.MACHINE_AUTHOR_RIGHTS, ["Deny"])]
     return found
 
 
@@ -131,12 +164,13 @@ def params(repo: Repo) -> list[dict[str, Any]]:
 
 
 def emit(repo: Repo) -> list[Artifact]:
-    if not repo.emits_vaps:
-        return []
+    found = policies(repo) if repo.emits_vaps else []
+    if repo.platform.spec.serves_vaps:
+        found += author_policies(repo)
     artifacts = []
-    for obj in policies(repo):
+    for obj in found:
         suffix = "policy" if obj["kind"] == "ValidatingAdmissionPolicy" else "binding"
         artifacts.append(Artifact(ADMISSION, f"{ADMISSION}/vap/{obj['metadata']['name']}.{suffix}.yaml", obj))
-    for obj in params(repo):
+    for obj in params(repo) if repo.emits_vaps else []:
         artifacts.append(Artifact(ADMISSION, f"{ADMISSION}/params/{obj['metadata']['name']}.yaml", obj))
     return artifacts

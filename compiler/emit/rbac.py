@@ -100,7 +100,8 @@ from compiler.emit import crds
 from compiler.emit.base import RBAC, Artifact, labels, metadata
 from compiler.emit.components import Component, components, custom_identities
 from compiler.repo import Repo
-from compiler.spec import CAPI_GROUP, CertificateMode
+from api.kinds.machine_lifecycle import CAPI_GROUP, MACHINES
+from compiler.spec import CertificateMode
 
 RBAC_API: Final = "rbac.authorization.k8s.io/v1"
 RBAC_GROUP: Final = "rbac.authorization.k8s.io"
@@ -212,7 +213,7 @@ def machine_namespace_rules(repo: Repo, namespace: str) -> list[Rule]:
     """What the machine controller may do in one namespace of a declared CAPI Cluster."""
     assert repo.machines is not None
     spec = repo.machines.spec
-    rules = [Rule(CAPI_GROUP, ("machines",), READ + ("create", "delete"))]
+    rules = [Rule(CAPI_GROUP, (MACHINES,), READ + ("create", "delete"))]
     for kind in spec.bootstrap + spec.infrastructure:
         rules.append(Rule(kind.group, (kind.resource,), CREATE_DELETE))
     secrets = tuple(sorted(kubeconfig_secret(c.name) for c in spec.clusters

@@ -5,6 +5,8 @@ Everything in it is read back from the emitted objects, so it cannot describe so
 
 from __future__ import annotations
 
+import html
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +36,22 @@ class FieldRow:
 
 
 def _cell(text: str) -> str:
-    return " ".join(str(text).split()).replace("|", "\\|")
+    """User text (a description, a message) as Markdown text on one line, in a table cell or
+    not: `<`, `>` and `&` as entities, so none of it is read as HTML (a `<!--` would hide the
+    sections after it from a reviewer reading the rendered page), `|` escaped."""
+    return html.escape(" ".join(str(text).split()), quote=False).replace("|", "\\|")
+
+
+def _code(text: str, in_table: bool = False) -> str:
+    """User text (a rule, a field path) as one Markdown code span, whose content is shown as
+    it is: delimited by one backtick more than its longest run, so no backtick in it ends the
+    span early and lets what follows be read as Markdown or HTML. `|` is escaped only in a
+    table cell, where GitHub's tables take it out before the span is read."""
+    text = " ".join(str(text).split())
+    fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
+    padded = f" {text} " if text.startswith("`") or text.endswith("`") else text
+    span = f"{fence}{padded}{fence}"
+    return span.replace("|", "\\|") if in_table else span
 
 
 def _constraints(schema: dict[str, Any]) -> str:
@@ -45,8 +62,8 @@ def _constraints(schema: dict[str, Any]) -> str:
         if key in schema:
             value = schema[key]
             shown = ", ".join(map(str, value)) if isinstance(value, list) else value
-            parts.append(f"{key}: `{shown}`")
-    return _cell("; ".join(parts))
+            parts.append(f"{key}: {_code(str(shown), in_table=True)}")
+    return "; ".join(parts)
 
 
 def _type(schema: dict[str, Any]) -> str:
@@ -57,8 +74,8 @@ def _type(schema: dict[str, Any]) -> str:
 
 
 def _fields(schema: dict[str, Any], prefix: str, required: bool) -> list[FieldRow]:
-    rows = [FieldRow(prefix, _type(schema), required, _constraints(schema),
-                     _cell(schema.get("description", "")))] if prefix else []
+    rows = [FieldRow(_code(prefix, in_table=True), _cell(_type(schema)), required,
+                     _constraints(schema), _cell(schema.get("description", "")))] if prefix else []
     needed = set(schema.get("required", []))
     for name, child in schema.get("properties", {}).items():
         rows += _fields(child, f"{prefix}.{name}" if prefix else name, name in needed)
@@ -68,7 +85,8 @@ def _fields(schema: dict[str, Any], prefix: str, required: bool) -> list[FieldRo
 
 
 def _rules(schema: dict[str, Any], prefix: str) -> list[dict[str, str]]:
-    found = [{"path": prefix or "(object)", "rule": _cell(r["rule"]), "message": _cell(r.get("message", ""))}
+    found = [{"path": _code(prefix or "(object)"), "rule": _code(r["rule"]),
+              "message": _cell(r.get("message", ""))}
              for r in schema.get("x-kubernetes-validations", [])]
     for name, child in schema.get("properties", {}).items():
         found += _rules(child, f"{prefix}.{name}" if prefix else name)
@@ -103,8 +121,8 @@ def _policy_views(artifacts: list[Artifact]) -> list[dict[str, Any]]:
                  "namespaces": namespaces})
     return [{
         "name": a.name,
-        "validations": [{"expression": _cell(v["expression"]),
-                         "message": _cell(v.get("messageExpression", v.get("message", "")))}
+        "validations": [{"expression": _code(v["expression"]),
+                         "message": _code(v.get("messageExpression", v.get("message", "")))}
                         for v in a.obj["spec"]["validations"]],
         "bindings": bindings.get(a.name, []),
     } for a in artifacts if a.kind == "ValidatingAdmissionPolicy"]

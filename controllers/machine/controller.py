@@ -10,7 +10,9 @@ One reconcile of one ScheduledMachine:
    bootstrap and infrastructure objects (read by name), and the ScheduledCapacities naming
    the machine's node; "cache not synced" and API errors are LookupFailed, never absent;
 3. `decide`; when it asks for the node (`needs_node`), read the workload cluster through CAPI's
-   `<cluster>-kubeconfig` Secret — the node and the pods bound to it — and decide again;
+   `<cluster>-kubeconfig` Secret — the node and the pods bound to it — and decide again; a
+   kubeconfig with anything but an https server, its inline CA and inline credentials is refused
+   (KubeconfigRefused, nothing sent), never handed to the `kubernetes` client's loader;
 4. the actions, in order: create (AlreadyExists is success: the next reconcile judges the
    owner), delete (with a UID precondition), cordon + taint (one strategic merge patch of the
    node), evictions (a 429 from a PodDisruptionBudget is an answer, retried at the next poll);
@@ -65,6 +67,7 @@ from controllers.machine.observations import (
     LookupFailed,
     NodeObservation,
     ObjectObservation,
+    RefusedKubeconfig,
     ScheduleObservation,
     observe_node,
     observe_owned,
@@ -78,6 +81,7 @@ from runtime.clock import SYSTEM_CLOCK, Clock
 from runtime.controller import Result
 from runtime.informer import Informer
 from runtime.kube import ApiClient
+from runtime.kubeconfig import KubeconfigRefused
 from runtime.manager import Manager, Primary, Settings
 from runtime.schedules import read_schedule
 
@@ -206,7 +210,9 @@ class MachineReconciler:
 
     def workload_client(self, namespace: str, cluster: str) -> ApiClient:
         """A client for the workload cluster, from CAPI's kubeconfig Secret (re-read each time;
-        the client is rebuilt only when the Secret changed)."""
+        the client is rebuilt only when the Secret changed). Whoever can write that Secret is not
+        trusted with the controller: only an https server, its inline CA and inline credentials
+        are used (`runtime.kubeconfig`); anything else raises KubeconfigRefused."""
         secret = kube.request(self.api, "GET", kube.resource_path(
             "", "v1", "secrets", namespace, kubeconfig_secret(cluster)))
         version = str(_mapping(secret.get("metadata")).get("resourceVersion"))
@@ -239,6 +245,8 @@ class MachineReconciler:
                 found = None
             pods = kube.request(workload, "GET", "/api/v1/pods",
                                 query={"fieldSelector": f"spec.nodeName={node}"}) if found else {}
+        except KubeconfigRefused as error:
+            return RefusedKubeconfig(str(error)[:1024])
         except (kube.ApiError, kube.KubeconfigError) as error:
             return LookupFailed(str(error)[:300])
         raw_items = pods.get("items")
@@ -338,7 +346,7 @@ class MachineReconciler:
                     self._evict(key, inp.namespace, spec.cluster_name, action)
                 elif isinstance(action, AddFinalizer) and not self._finalize(key, add=True):
                     return False, None
-            except (kube.ApiError, kube.KubeconfigError) as error:
+            except (kube.ApiError, kube.KubeconfigError, KubeconfigRefused) as error:
                 log.warning("action failed; retrying", extra={
                     "key": key, "action": type(action).__name__, "error": str(error)[:300]})
                 if isinstance(error, kube.ApiError) and (error.transient or error.conflict):

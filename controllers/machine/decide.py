@@ -26,8 +26,9 @@ Rules, in order of precedence:
    or `nodeDrainTimeout` after the drain started, the Machine is deleted; then the bootstrap and
    infrastructure objects. Inactive (or Disabled) once everything is gone. A machine that never
    got a node is deleted after the grace period with nothing to drain; a workload cluster that
-   cannot be reached is retried until `nodeDrainTimeout`, then the Machine is deleted anyway
-   (Warning), as CAPI's own nodeDrainTimeout does.
+   cannot be reached, or whose kubeconfig Secret is refused (`KubeconfigRefused`, with a
+   Warning: nothing is sent with it), is retried until `nodeDrainTimeout`, then the Machine is
+   deleted anyway (Warning), as CAPI's own nodeDrainTimeout does.
 5. In schedule: the bootstrap object, the infrastructure object and the Machine referencing them
    exist (created in that order, owned by the ScheduledMachine); Pending until the Machine has a
    node, then Active. A schedule that reopens during the grace period cancels the
@@ -43,7 +44,7 @@ Ready, Reconciling and Stalled follow kstatus, as every fivespot kind does (`api
 Ready=True when settled — Active (InSchedule), Inactive (ScheduleInactive), Disabled, Terminated
 (KillSwitch) once the Machine and its objects are gone; Ready=False with Reconciling=True while
 the controller is on its way (Pending: CreatingMachine / AwaitingNode / AwaitingMachineDeletion;
-ShuttingDown: GracefulShutdown, Draining, WorkloadClusterUnreachable, then
+ShuttingDown: GracefulShutdown, Draining, WorkloadClusterUnreachable, KubeconfigRefused, then
 AwaitingMachineDeletion; AwaitingObjectDeletion; a schedule that has never resolved, as on
 ScheduledCapacity); Ready=False with Stalled=True for what needs a person (Error, and an action
 the API server refused for a reason a retry will not fix). Reconciling and Stalled are present
@@ -82,6 +83,7 @@ from controllers.machine.observations import (
     ObjectObservation,
     Owned,
     PodOnNode,
+    RefusedKubeconfig,
     Resolved,
     Unresolved,
 )
@@ -125,6 +127,7 @@ class Reason:
     NO_NODE: Final = "NoNode"
     NOT_DRAINING: Final = "NotDraining"
     WORKLOAD_UNREACHABLE: Final = "WorkloadClusterUnreachable"
+    KUBECONFIG_REFUSED: Final = "KubeconfigRefused"
     CREATED: Final = "Created"
     NOT_CREATED: Final = "NotCreated"
     RESOLVED: Final = "Resolved"
@@ -592,18 +595,29 @@ def _remove(inp: DecisionInput, spec: MachineSpec, spot: SpotSchedule, final: Ma
                           f"deleted once it is drained, or at {deadline.isoformat()} "
                           f"(nodeDrainTimeout {spec.node_drain_timeout})"))
     node = inp.node
-    if isinstance(node, LookupFailed):
+    if isinstance(node, LookupFailed | RefusedKubeconfig):
+        refused = isinstance(node, RefusedKubeconfig)
+        step = Reason.KUBECONFIG_REFUSED if refused else Reason.WORKLOAD_UNREACHABLE
         if inp.now >= deadline:
-            message = (f"{why}: the workload cluster could not be reached to drain node "
+            message = (f"{why}: node {machine.node} could not be drained within nodeDrainTimeout "
+                       f"{spec.node_drain_timeout} ({node.message}); deleting the Machine anyway"
+                       if refused else
+                       f"{why}: the workload cluster could not be reached to drain node "
                        f"{machine.node} ({node.message}) within nodeDrainTimeout "
                        f"{spec.node_drain_timeout}; deleting the Machine anyway")
-            return shutting(message, cond.false(NODE_DRAINED, Reason.WORKLOAD_UNREACHABLE, message),
+            return shutting(message, cond.false(NODE_DRAINED, step, message),
                             (Delete(Part.MACHINE),), inp.now + POLL,
                             more + [Event("Warning", Reason.DRAIN_TIMED_OUT, message)], **fields)
-        message = (f"{why}: cannot reach the workload cluster to drain node {machine.node} "
-                   f"({node.message}); retrying until {deadline.isoformat()}")
-        return shutting(message, cond.false(NODE_DRAINED, Reason.WORKLOAD_UNREACHABLE, message), (),
-                        min(inp.now + POLL, deadline), more, **fields)
+        if refused:
+            message = (f"{why}: cannot drain node {machine.node}: {node.message}. Nothing is sent "
+                       "to the workload cluster until the Secret is fixed; retrying until "
+                       f"{deadline.isoformat()}, then the Machine is deleted anyway")
+        else:
+            message = (f"{why}: cannot reach the workload cluster to drain node {machine.node} "
+                       f"({node.message}); retrying until {deadline.isoformat()}")
+        drained = cond.false(NODE_DRAINED, step, message)
+        return shutting(message, drained, (), min(inp.now + POLL, deadline),
+                        (more + _refusal_event(prior, drained)) if refused else more, **fields)
     if isinstance(node, NodeSeen) and not (node.cordoned and node.tainted):
         # Cordon first, and look at the pods again only once nothing new can be scheduled there.
         evictable = tuple(p for p in node.pods if not p.terminating)
@@ -635,6 +649,15 @@ def _remove(inp: DecisionInput, spec: MachineSpec, spot: SpotSchedule, final: Ma
                f"the Machine is deleted at {deadline.isoformat()} at the latest")
     return shutting(message, cond.false(NODE_DRAINED, Reason.DRAINING, message), tuple(actions),
                     min(inp.now + POLL, deadline), more, **fields)
+
+
+def _refusal_event(prior: MachineStatus, drained: Observation) -> list[Event]:
+    """A Warning for a refused kubeconfig, once per refusal (not at every 5 s retry): when the
+    prior NodeDrained did not already say the same."""
+    before = prior.condition(NODE_DRAINED)
+    if before is not None and (before.reason, before.message) == (drained.reason, drained.message):
+        return []
+    return [Event("Warning", Reason.KUBECONFIG_REFUSED, drained.message)]
 
 
 def action_failed(inp: DecisionInput, decision: Decision, action: Action, message: str) -> Decision:

@@ -30,7 +30,8 @@ from api.provider_contract import (
 
 __all__ = [
     "DecisionInput", "Foreign", "InvalidSpec", "LookupFailed", "NodeGone", "NodeSeen", "Owned",
-    "PodOnNode", "Resolved", "ScheduleObservation", "Unresolved", "UnresolvedReason",
+    "PodOnNode", "RefusedKubeconfig", "Resolved", "ScheduleObservation", "Unresolved",
+    "UnresolvedReason",
     "observe_node", "observe_owned", "observe_schedule", "parse_spec", "parse_status",
 ]
 
@@ -87,7 +88,16 @@ class NodeGone:
     """The workload cluster has no such node (it left, or never joined)."""
 
 
-NodeObservation = NodeSeen | NodeGone | LookupFailed | None
+@dataclass(frozen=True)
+class RefusedKubeconfig:
+    """CAPI's kubeconfig Secret was read, and fivespot will not use it (an exec plugin, a file
+    path, no pinned CA, ...): nothing was sent to the workload cluster. Unlike a LookupFailed it
+    needs a person; `message` names the Secret and the refused fields, never a value."""
+
+    message: str
+
+
+NodeObservation = NodeSeen | NodeGone | LookupFailed | RefusedKubeconfig | None
 """None: not looked at (the decision did not need it)."""
 
 

@@ -316,7 +316,7 @@ def evaluate_with(
         decided = overridden(own, force, foretold(parsed, value, children.upcoming, force.until))
         return publish(decided.active, decided.next_transition,
                        (True, decided.reason, decided.message),
-                       decided.override_until), decided.requeue_at
+                       decided.override_until), decided.wake_at
     if result is None:
         deciding = deciding_unknowns(parsed, value)
         if any(isinstance(observed[ref.key], LookupFailed) for ref in deciding):

@@ -133,3 +133,62 @@ def require_aware(now: dt.datetime) -> dt.datetime:
     if now.tzinfo is None or now.utcoffset() is None:
         raise ValueError(f"a timezone-aware instant is required, got the naive {now.isoformat()}")
     return now
+
+
+# --- absolute intervals: the algebra the weekly plans and absolute ranges are combined with -----
+
+Interval = tuple[dt.datetime, dt.datetime]
+"""A UTC [start, end) stretch."""
+
+
+def planned(plan: DayPlan, zone: ZoneInfo, first: dt.date, last: dt.date) -> list[Interval]:
+    """The plan's merged UTC intervals for local dates first..last."""
+    return [(start, end) for start, end, _ in utc_intervals(plan, zone, first, last)]
+
+
+def span(zone: ZoneInfo, first: dt.date, last: dt.date) -> Interval:
+    """From the first instant of local date `first` to the first instant after `last`."""
+    return wall_to_utc(first, 0, zone), wall_to_utc(last + dt.timedelta(days=1), 0, zone)
+
+
+def clip(ranges: Sequence[tuple[dt.datetime | None, dt.datetime | None]],
+         within: Interval) -> list[Interval]:
+    """Absolute ranges (None: open-ended) cut to `within`, in UTC, empty ones dropped."""
+    low, high = within
+    found = []
+    for start, end in ranges:
+        begins = max(low, start.astimezone(_UTC)) if start is not None else low
+        ends = min(high, end.astimezone(_UTC)) if end is not None else high
+        if begins < ends:
+            found.append((begins, ends))
+    return found
+
+
+def union(*groups: Sequence[Interval]) -> list[Interval]:
+    """Sorted, disjoint intervals covering every interval given; touching ones merge."""
+    merged: list[Interval] = []
+    for start, end in sorted(i for group in groups for i in group if i[0] < i[1]):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def subtract(base: Sequence[Interval], cuts: Sequence[Interval]) -> list[Interval]:
+    """The parts of `base` (sorted, disjoint) outside every interval of `cuts`."""
+    remaining: list[Interval] = []
+    holes = union(cuts)
+    for start, end in base:
+        cursor = start
+        for hole_start, hole_end in holes:
+            if hole_end <= cursor or hole_start >= end:
+                continue
+            if hole_start > cursor:
+                remaining.append((cursor, hole_start))
+            cursor = max(cursor, hole_end)
+            if cursor >= end:
+                break
+        if cursor < end:
+            remaining.append((cursor, end))
+    return remaining

@@ -5,7 +5,7 @@ published `status.active` is `override.active` whatever the schedule says, `stat
 says until when, and the Ready reason is `Overridden`; from `until` on the schedule's own decision
 is published again, as if the override had never been written. All of it is a pure function of
 the spec and the instant, so:
-- the provider requeues the object at exactly `until` (the decision's `requeue_at`), never polls;
+- the provider requeues the object at exactly `until` (the decision's `wake_at`), never polls;
 - a provider that restarts, fails over or was down at `until` decides the same from the spec: an
   override still in force is kept, one that has passed is handed back on the first reconcile;
 - `nextTransitionTime` stays "when `active` next flips": `until` when the schedule says otherwise
@@ -24,7 +24,7 @@ from typing import Any, Final, Literal, TypeVar
 
 from pydantic import BaseModel
 
-from api.kinds.providers import Override, parse_instant
+from api.kinds.providers import Override, parse_until
 from controllers.providers.status import READY, Decision, rfc3339
 
 REASON_OVERRIDDEN: Final = "Overridden"
@@ -45,7 +45,8 @@ class InForce:
 
 Later = tuple[bool, dt.datetime | None] | None
 """The schedule's own decision at the override's expiry: whether it is active then and its next
-flip after that; None when it cannot be foretold (a composite whose children would not decide)."""
+flip after that; None when it cannot be foretold (a composite whose children would not decide, a
+holiday year the library does not know)."""
 
 
 def in_force(override: Override | None, now: dt.datetime) -> InForce | None:
@@ -68,11 +69,14 @@ def overridden(own: Decision, force: InForce, later: Later) -> Decision:
     else:
         active_then, following = later
         upcoming = force.until if active_then != force.active else following
+    alone = _state(own.active) if own.ready else "undecided"
     message = (f"spec.override holds the schedule {_state(force.active)} until "
                f"{rfc3339(force.until)}, then the schedule decides again; the schedule alone is "
-               f"{_state(own.active)} now ({own.reason}: {own.message})")
+               f"{alone} now ({own.reason}: {own.message})")
+    # The override answers even where the schedule cannot (a holiday year it does not know): it
+    # is Ready, and looked at again at `until` (the wake-up), not at the schedule's own requeue.
     return replace(own, active=force.active, next_transition=upcoming, reason=REASON_OVERRIDDEN,
-                   message=message, override_until=force.until)
+                   message=message, ready=True, requeue_at=None, override_until=force.until)
 
 
 def with_override(decide: Callable[[SpecT, dt.datetime], Decision]
@@ -87,7 +91,7 @@ def with_override(decide: Callable[[SpecT, dt.datetime], Decision]
         if force is None:
             return own
         then = decide(spec, force.until)
-        return overridden(own, force, (then.active, then.next_transition))
+        return overridden(own, force, (then.active, then.next_transition) if then.ready else None)
 
     return deciding
 
@@ -140,6 +144,6 @@ def _ready(status: Mapping[str, Any]) -> bool:
 
 def _instant(text: str) -> dt.datetime | None:
     try:
-        return parse_instant(text)
+        return parse_until(text)
     except ValueError:
         return None

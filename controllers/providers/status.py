@@ -54,20 +54,27 @@ SpecT = TypeVar("SpecT", bound=BaseModel)
 
 @dataclass(frozen=True)
 class Decision:
-    """What a provider concluded from a valid spec at one instant."""
+    """What a provider concluded from a valid spec at one instant. `ready` False means it cannot
+    answer (a holiday calendar's data does not cover the date): Ready=False with the reason,
+    `active` held at its last value. `requeue_at` is when to look again when that is not the
+    next transition (the day the data stops covering)."""
 
     active: bool
     next_transition: dt.datetime | None
     reason: str
     message: str
+    ready: bool = True
+    requeue_at: dt.datetime | None = None
     override_until: dt.datetime | None = None
     """Set while `spec.override` decides (`controllers.providers.override`)."""
 
     @property
-    def requeue_at(self) -> dt.datetime | None:
-        """When to decide again: the override's expiry while one holds (the published next flip
-        may be later, or unknown), else the next flip."""
-        return self.override_until if self.override_until is not None else self.next_transition
+    def wake_at(self) -> dt.datetime | None:
+        """When to reconcile again: the earliest of the next transition, `requeue_at` and the
+        override's expiry (while one holds the published next flip may be later, or unknown)."""
+        found = [t for t in (self.next_transition, self.requeue_at, self.override_until)
+                 if t is not None]
+        return min(found) if found else None
 
 
 def window_decision(plan: intervals.DayPlan, zone: ZoneInfo, now: dt.datetime,
@@ -227,16 +234,17 @@ def evaluate_spec(
         )
         return status_patch(prior_status, desired), None
     decision = decide(parsed, now)
+    held = prior.active if prior is not None else False
     desired = desired_status(
-        active=decision.active,
-        next_transition=decision.next_transition,
+        active=decision.active if decision.ready else held,
+        next_transition=decision.next_transition if decision.ready else None,
         generation=generation,
         prior=prior,
         now=now,
-        ready=(True, decision.reason, decision.message),
+        ready=(decision.ready, decision.reason, decision.message),
         override_until=decision.override_until,
     )
-    return status_patch(prior_status, desired), decision.requeue_at
+    return status_patch(prior_status, desired), decision.wake_at
 
 
 def _field_path(loc: tuple[int | str, ...]) -> str:

@@ -12,7 +12,8 @@ child's next one. A child that is not among the given objects is unresolved, as 
 would see it.
 
 A timeline also carries its marks (`marks.Mark`): the kind's own (`MARK_SOURCES`: a calendar's
-holidays, early closes, late opens, special sessions) and, for every kind, an override, from
+holidays, early closes, late opens, special sessions; a weekly schedule's public holidays, closed
+dates and closed ranges) and, for every kind, an override, from
 the window's start (a preview cannot know when it was written) to its `until`.
 """
 
@@ -96,6 +97,7 @@ DECIDED: Final[Mapping[str, tuple[type[BaseModel], Callable[[Any, dt.datetime], 
 MarkSource = Callable[[Any, dt.datetime, dt.datetime], Iterable[Mark]]
 MARK_SOURCES: Final[Mapping[str, MarkSource]] = {
     "CapitalMarketsSchedule": capital_markets.marks,
+    "TimeBasedSpotSchedule": time_based.marks,
 }
 """By kind: `marks(spec, start, end)` of a parsed spec, the kind's own marks in the window."""
 
@@ -170,15 +172,20 @@ def _decided(provider: Provider, window: _Window) -> Timeline:
     except ValidationError as error:
         return _invalid(window, error)
     deciding = with_override(decide)
+    zone = str(getattr(spec, "timezone", "UTC"))
     decision = deciding(spec, window.start)
+    if not decision.ready:
+        return Timeline(window.start, None, (), zone, problem=decision.message)
     initial, transitions = decision.active, list[tuple[dt.datetime, bool | None]]()
     while len(transitions) < window.count:
         following = decision.next_transition
         if following is None or (window.until is not None and following > window.until):
             break
         decision = deciding(spec, following)
+        if not decision.ready:
+            break  # the holiday data stops: the object is unresolved from there (time_based)
         transitions.append((following, decision.active))
-    return Timeline(window.start, initial, tuple(transitions), str(getattr(spec, "timezone", "UTC")))
+    return Timeline(window.start, initial, tuple(transitions), zone)
 
 
 def _composite(provider: Provider, by_key: Mapping[tuple[str, str, str, str], Provider],

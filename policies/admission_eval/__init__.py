@@ -28,18 +28,23 @@ from policies.admission_eval.chain import (
 from policies.admission_eval.result import CRD_RULE, SCHEMA, VAP, Verdict, Violation
 from policies.admission_eval.structural import SchemaError
 from policies.admission_eval.vap import NamespaceRequired, PolicyConfigError, PolicySet
+from policies.cel import authz
 
 
 def review(policies: PolicySet, request: Mapping[str, Any],
-           namespace_object: Mapping[str, Any] | None = None) -> Verdict:
+           namespace_object: Mapping[str, Any] | None = None,
+           authorizer: Mapping[str, Any] = authz.ASSUMED) -> Verdict:
     """Decide an AdmissionReview `request` against compiled policies (the VAP polyfill).
 
     `namespace_object` is the request namespace's Namespace object (needed only when a binding
     selects namespaces by labels other than `kubernetes.io/metadata.name`; otherwise None is
-    fine). Raises NamespaceRequired when it is needed and missing.
+    fine). Raises NamespaceRequired when it is needed and missing. `authorizer`: see
+    `policies.cel.authz` (by default every authorizer check is assumed allowed, and the verdict
+    names the policies that asked in `assumed`).
     """
-    outcome = policies.evaluate(request, namespace_object)
-    return Verdict(not outcome.violations, outcome.violations, outcome.warnings, outcome.audit)
+    outcome = policies.evaluate(request, namespace_object, authorizer)
+    return Verdict(not outcome.violations, outcome.violations, outcome.warnings, outcome.audit,
+                   assumed=outcome.assumed)
 
 
 __all__ = [

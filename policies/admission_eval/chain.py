@@ -16,6 +16,7 @@ from policies.admission_eval import crd, status
 from policies.admission_eval.crd import CustomResourceKind
 from policies.admission_eval.result import SCHEMA, Verdict, Violation
 from policies.admission_eval.vap import PolicySet
+from policies.cel import authz
 from policies.kubeversions import DEFAULT, KubernetesVersion
 
 DEFAULT_NAMESPACE: Final = "default"
@@ -58,6 +59,9 @@ class Request(Struct, frozen=True):
     duplicate_fields: tuple[str, ...] = ()
     """Fields the input gave more than once (`spec.enabled`), as the strict decoder names them;
     the reader finds them (a decoded mapping has lost them)."""
+    authorizer: Mapping[str, Any] = field(default_factory=authz.assumed)
+    """The requesting user's `authorizer` (`policies.cel.authz`): every check assumed allowed,
+    unless the user's rights are stated (`authz.stated`)."""
 
 
 def group_of(api_version: str) -> str:
@@ -148,9 +152,10 @@ class Checker(Struct, frozen=True, eq=False):
                            status=status.of(target, admitted.violations))
         review = admission_request(kind, request.operation, admitted.object, admitted.old_object,
                                    request.user_info, namespace)
-        outcome = self.policies.evaluate(review, request.namespace_object)
+        outcome = self.policies.evaluate(review, request.namespace_object, request.authorizer)
         return Verdict(not outcome.violations, outcome.violations, warnings + outcome.warnings,
-                       outcome.audit, status=status.of(target, outcome.violations))
+                       outcome.audit, status=status.of(target, outcome.violations),
+                       assumed=outcome.assumed)
 
 
 def _field_problems(request: Request, unknown: tuple[str, ...]) -> list[tuple[str, str]]:

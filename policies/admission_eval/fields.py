@@ -21,12 +21,16 @@ def known_fields() -> dict[tuple[str, str], str]:
     calling them with an example argument yields the exact emitted expression.
     """
     table: dict[tuple[str, str], str] = {}
-    tenancy = admission.tenancy_validation(["example"])
+    tenancy = admission.TENANCY_VALIDATION
     table[(admission.TENANCY, tenancy.expression)] = tenancy.field
     kinds = admission.schedule_kind_validation(["Example"])
     table[(admission.SCHEDULE_KINDS, kinds.expression)] = kinds.field
     for validation in admission.TENANT_LIMIT_VALIDATIONS:
         table[(admission.TENANT_LIMITS, validation.expression)] = validation.field
+    author = admission.SCAP_AUTHOR_VALIDATION
+    table[(admission.SCAP_AUTHOR_RIGHTS, author.expression)] = author.field
+    for validation in admission.MACHINE_AUTHOR_VALIDATIONS:
+        table[(admission.MACHINE_AUTHOR_RIGHTS, validation.expression)] = validation.field
     return table
 
 

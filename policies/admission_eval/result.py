@@ -50,6 +50,9 @@ class Verdict(Struct, frozen=True):
     """Messages of failed validations bound with the Audit action (not shown to the client)."""
     status: Status | None = None
     """What the API server answers a denial with (its message is what kubectl prints)."""
+    assumed: tuple[str, ...] = ()
+    """The policies whose `authorizer` checks were assumed to allow (the user's rights were not
+    stated): an offline verdict reached so is not RBAC's approval (`policies.cel.authz`)."""
 
     def __eq__(self, other: object) -> bool:  # the decision, not how it is worded or audited
         return isinstance(other, Verdict) and (
@@ -65,4 +68,6 @@ class Verdict(Struct, frozen=True):
                                  "warnings": list(self.warnings)}
         if self.status is not None:
             shown["status"] = self.status.as_json()
+        if self.assumed:
+            shown["authorizerAssumed"] = list(self.assumed)
         return shown

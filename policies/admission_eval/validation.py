@@ -399,11 +399,15 @@ def _array_checks(node: Node) -> Validator:
             for index, item in enumerate(value):
                 items(item, olds[index], f"{path}[{index}]", errors)
         if list_type == "set":
+            # Each duplicated value is reported once, at its first repeat, as the API server does.
             seen: list[Any] = []
+            reported: list[Any] = []
             for index, item in enumerate(value):
                 if any(strictly_equal(item, s) for s in seen):
-                    errors.append(FieldError(f"{path}[{index}]", DUPLICATE,
-                                             f"Duplicate value: {bad_value(item)}"))
+                    if not any(strictly_equal(item, r) for r in reported):
+                        errors.append(FieldError(f"{path}[{index}]", DUPLICATE,
+                                                 f"Duplicate value: {bad_value(item)}"))
+                        reported.append(item)
                 seen.append(item)
         elif list_type == "map" and map_keys:
             keys_seen: set[str] = set()

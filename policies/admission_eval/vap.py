@@ -35,7 +35,7 @@ from policies.cel import (
     bind,
     compile_expression,
 )
-from policies.cel import checked
+from policies.cel import authz, checked
 
 POLICY_KIND: Final = "ValidatingAdmissionPolicy"
 BINDING_KIND: Final = "ValidatingAdmissionPolicyBinding"
@@ -170,6 +170,8 @@ class Policy(Struct, frozen=True, eq=False):
     param_kind: tuple[str, str] | None
     reads_namespace_object: bool
     all_pass: Program | None = None
+    reads_authorizer: bool = False
+    """Some expression asks the `authorizer` (offline, an assumption unless rights are stated)."""
     """Every validation and variable in one program (`cel.bind` for the variables): when it is
     true, every validation is true, in one evaluation. Otherwise the lazy path decides."""
     reads: dict[str, projection.Paths] | None = None
@@ -201,22 +203,26 @@ class Outcome(Struct, frozen=True):
     violations: tuple[Violation, ...] = ()
     warnings: tuple[str, ...] = ()
     audit: tuple[str, ...] = ()
+    assumed: tuple[str, ...] = ()
+    """The policies that matched and ask the authorizer, decided with it assumed to allow."""
 
 
 class Attributes:
     """The request as matching sees it (the AdmissionRequest, plus the namespace object), with
     what every binding reads worked out once per request."""
 
-    __slots__ = ("request", "object", "old_object", "namespace_object", "namespace",
+    __slots__ = ("request", "object", "old_object", "namespace_object", "namespace", "authorizer",
                  "_bound", "_cel_request", "_resource_key", "_projections")
 
     def __init__(self, request: Mapping[str, Any], obj: Mapping[str, Any] | None,
                  old_object: Mapping[str, Any] | None,
-                 namespace_object: Mapping[str, Any] | None) -> None:
+                 namespace_object: Mapping[str, Any] | None,
+                 authorizer: Mapping[str, Any] = authz.ASSUMED) -> None:
         self.request = request
         self.object = obj
         self.old_object = old_object
         self.namespace_object = namespace_object
+        self.authorizer = authorizer
         self.namespace = str(request.get("namespace") or "")
         self._bound: dict[int, Bound] = {}
         self._cel_request: dict[str, Any] | None = None
@@ -258,7 +264,8 @@ class Attributes:
             if reads is None:
                 data = {
                     "object": self.object, "oldObject": self.old_object, "request": self.cel_request,
-                    "params": param, "namespaceObject": self.namespace_object, "authorizer": None,
+                    "params": param, "namespaceObject": self.namespace_object,
+                    "authorizer": self.authorizer,
                     "variables": {},
                 }
             else:
@@ -279,10 +286,15 @@ class Attributes:
             found = {
                 "object": cut("object", self.object), "oldObject": cut("oldObject", self.old_object),
                 "request": request, "namespaceObject": cut("namespaceObject", self.namespace_object),
-                "authorizer": None, "variables": {},
+                "authorizer": self.authorizer, "variables": {},
             }
             self._projections[id(reads)] = found
         return dict(found)
+
+
+def _reads_authorizer(program: Program) -> bool:
+    return any(isinstance(node, checked.Ident) and node.name == "authorizer"
+               for node in checked.walk(program.tree.root))
 
 
 def _reads(program: Program) -> tuple[frozenset[str], bool, bool]:
@@ -372,6 +384,10 @@ def compile_policy(obj: Mapping[str, Any]) -> Policy:
         projection.merge(reads, projection.reads(program.tree.root, ADMISSION_VARIABLES))
     return Policy(
         reads=reads,
+        reads_authorizer=any(_reads_authorizer(program) for program in (
+            *(v.program for v in variables), *(c.program for c in conditions),
+            *(v.program for v in validations),
+            *(v.message_expression for v in validations if v.message_expression))),
         name=name,
         failure_policy=str(spec.get("failurePolicy") or "Fail"),
         match=Match.parse(spec.get("matchConstraints")),
@@ -583,18 +599,23 @@ class PolicySet(Struct, frozen=True, eq=False):
         return frozenset(p.param_kind for p in self.policies.values() if p.param_kind)
 
     def evaluate(self, request: Mapping[str, Any],
-                 namespace_object: Mapping[str, Any] | None = None) -> Outcome:
+                 namespace_object: Mapping[str, Any] | None = None,
+                 authorizer: Mapping[str, Any] = authz.ASSUMED) -> Outcome:
         """Decide an AdmissionRequest-shaped mapping (`operation`, `namespace`, `name`, `kind`,
         `resource`, `subResource`, `userInfo`, `object`, `oldObject`, `dryRun`, `options`).
+
+        `authorizer` is the requesting user's, as `policies.cel.authz` models it: assumed to
+        allow everything unless the user's rights are stated (`authz.stated`).
 
         Raises NamespaceRequired when a selector or a policy needs the namespace object and
         `namespace_object` is None.
         """
         attributes = Attributes(request, request.get("object"), request.get("oldObject"),
-                                namespace_object)
+                                namespace_object, authorizer)
         violations: list[Violation] = []
         warnings: list[str] = []
         audit: list[str] = []
+        assumed: list[str] = []
         pairs, plan_key = self._matching(attributes)
         passed: frozenset[int] = frozenset()
         tried: frozenset[int] = frozenset()
@@ -605,12 +626,15 @@ class PolicySet(Struct, frozen=True, eq=False):
         for position, (policy, binding) in enumerate(pairs):
             if policy.reads_namespace_object and attributes.namespace and namespace_object is None:
                 raise NamespaceRequired(attributes.namespace, f"{policy.owner} (namespaceObject)")
+            if policy.reads_authorizer and authz.is_assumed(authorizer) and \
+                    policy.name not in assumed:
+                assumed.append(policy.name)
             if position in passed:
                 continue
             # A batch member that did not pass has had its shortcut already: go straight on.
             for failure in self._failures(policy, binding, attributes, shortcut=position not in tried):
                 self._act(policy, binding, failure, violations, warnings, audit)
-        return Outcome(tuple(violations), tuple(warnings), tuple(audit))
+        return Outcome(tuple(violations), tuple(warnings), tuple(audit), tuple(assumed))
 
     def _matching(self, attributes: Attributes
                   ) -> tuple[Iterable[tuple[Policy, Binding]], tuple[Any, ...] | None]:
@@ -808,7 +832,7 @@ def _evaluate(policy: Policy, attributes: Attributes, param: Mapping[str, Any] |
             "request": attributes.cel_request,
             "params": param,
             "namespaceObject": attributes.namespace_object,
-            "authorizer": None,
+            "authorizer": attributes.authorizer,
         }
     else:
         data = attributes.projected(policy.reads)

@@ -46,6 +46,7 @@ ADMISSION_VARIABLES: Final = frozenset(
 )
 
 _OLD_SELF: Final = "oldSelf"
+_AUTHORIZER: Final = "authorizer"
 _HAS_OLD_SELF: Final = "fivespot_hasOldSelf_"
 _OLD_SELF_VALUE: Final = "fivespot_oldSelf_"
 _INT64_MIN: Final = -(2**63)
@@ -316,7 +317,8 @@ def _environment(variables: frozenset[str], optional_old_self: bool) -> cel.Env:
     # list `indexOf` before it fails with ALREADY_EXISTS.
     with _COMPILE_LOCK:
         config = cel.NewEnvConfigFromYaml("\n".join(lines) + "\n")
-        return cel.NewEnv(config=config, extensions=[library.extension()])
+        return cel.NewEnv(config=config, extensions=[
+            library.extension(admission=_AUTHORIZER in variables)])
 
 
 # --- literal validation -------------------------------------------------------------------------

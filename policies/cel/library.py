@@ -1,7 +1,8 @@
 """The Kubernetes CEL function library, added to cel-expr-python as one extension.
 
 Kubernetes rules may call functions stock CEL lacks: the Lists library (`isSorted`, `sum`, `min`,
-`max`, `indexOf`, `lastIndexOf`), Regex (`find`, `findAll`), URLs, IP/CIDR and Quantity. Rules
+`max`, `indexOf`, `lastIndexOf`), Regex (`find`, `findAll`), URLs, IP/CIDR, Quantity, and (in
+admission policies) Authz, whose offline meaning is `policies.cel.authz`'s. Rules
 written by users for their own CRDs use them, and the offline checker must evaluate those rules
 as the API server would, so each function follows the Kubernetes implementation
 (`k8s.io/apiserver/pkg/cel/library`) and its Go-library semantics.
@@ -24,6 +25,8 @@ from typing import Any, Final
 from urllib.parse import parse_qsl, quote
 
 from cel_expr_python import cel
+
+from policies.cel import authz
 
 try:  # pragma: no cover - exercised only where google-re2 is missing
     import re2
@@ -48,10 +51,12 @@ class LibraryError(ValueError):
     """Raised inside a library function; cel-expr-python turns it into a CEL error value."""
 
 
-def extension() -> cel.CelExtension:
-    """The library as a cel-expr-python extension (register it after `strings`)."""
+def extension(*, admission: bool = False) -> cel.CelExtension:
+    """The library as a cel-expr-python extension (register it after `strings`); with
+    `admission`, Authz too, which the API server offers admission policies alone."""
     decls: dict[str, list[cel.Overload]] = {}
-    for name, overload_id, result, params, member, impl in _OVERLOADS:
+    for name, overload_id, result, params, member, impl in _OVERLOADS + (
+            _AUTHZ if admission else ()):
         overload = cel.Overload(overload_id, result, list(params), is_member=member, impl=impl)
         decls.setdefault(name, []).append(overload)
     return cel.CelExtension(
@@ -570,4 +575,22 @@ _OVERLOADS: Final[tuple[_OverloadSpec, ...]] = (
      lambda a, b: _quantity_value(_amount(a) + _amount(b))),
     ("sub", "k8s_quantity_sub", _MAP, (_MAP, _DYN), True,
      lambda a, b: _quantity_value(_amount(a) - _amount(b))),
+)
+
+_AUTHZ: Final[tuple[_OverloadSpec, ...]] = (
+    # a ValidatingAdmissionPolicy's `authorizer`, offline: see `authz`
+    ("path", "k8s_authorizer_path", _MAP, (_MAP, _STRING), True, authz.path),
+    ("group", "k8s_authorizer_group", _MAP, (_MAP, _STRING), True, authz.group),
+    ("serviceAccount", "k8s_authorizer_service_account", _MAP, (_MAP, _STRING, _STRING), True,
+     authz.service_account),
+    ("resource", "k8s_group_check_resource", _MAP, (_MAP, _STRING), True, authz.resource),
+    ("subresource", "k8s_resource_check_subresource", _MAP, (_MAP, _STRING), True,
+     authz.subresource),
+    ("namespace", "k8s_resource_check_namespace", _MAP, (_MAP, _STRING), True, authz.namespace),
+    ("name", "k8s_resource_check_name", _MAP, (_MAP, _STRING), True, authz.name),
+    ("check", "k8s_check", _MAP, (_MAP, _STRING), True, authz.check),
+    ("allowed", "k8s_decision_allowed", _BOOL, (_MAP,), True, authz.allowed),
+    ("reason", "k8s_decision_reason", _STRING, (_MAP,), True, authz.reason),
+    ("errored", "k8s_decision_errored", _BOOL, (_MAP,), True, authz.errored),
+    ("error", "k8s_decision_error", _STRING, (_MAP,), True, authz.error),
 )

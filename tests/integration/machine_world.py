@@ -5,6 +5,7 @@ installed, and the machine controller running as its own ServiceAccount."""
 from __future__ import annotations
 
 import shutil
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ CAPI_CRDS = Path(__file__).parent / "testdata" / "cluster-api"
 NS = "trading"
 SM = ("5spot.finos.org", "v1beta1", "scheduledmachines")
 MACHINES = ("cluster.x-k8s.io", "v1beta2", "machines")
+MANUAL = ("spotschedules.5spot.finos.org", "v1alpha1", "manualschedules")
 
 
 @dataclass
@@ -38,14 +40,15 @@ class World:
     identity: Path
     """The machine controller's ServiceAccount kubeconfig (for a test's own replicas)."""
 
-    def scheduled_machine(self, name: str, schedule: str) -> None:
-        """A ScheduledMachine in `NS` on the desk cluster, following ManualSchedule `schedule`."""
+    def scheduled_machine(self, name: str, schedule: str, cluster: str | None = None) -> None:
+        """A ScheduledMachine in `NS` on `cluster` (else the desk cluster), following
+        ManualSchedule `schedule`."""
         kube.request(self.api, "POST", kube.resource_path(*SM, namespace=NS), body={
             "apiVersion": "5spot.finos.org/v1beta1", "kind": "ScheduledMachine",
             "metadata": {"name": name},
             "spec": {"schedule": {"apiVersion": "spotschedules.5spot.finos.org/v1alpha1",
                                   "kind": "ManualSchedule", "name": schedule},
-                     "clusterName": self.cluster,
+                     "clusterName": cluster or self.cluster,
                      "bootstrapSpec": {"apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2",
                                        "kind": "KubeadmConfig", "spec": {"format": "cloud-config"}},
                      "infrastructureSpec": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
@@ -68,6 +71,40 @@ class World:
             if error.not_found:
                 return None
             raise
+
+
+def schedule(api: client.ApiClient, name: str, active: bool | None) -> None:
+    """ManualSchedule `name` in `NS`, and (unless `active` is None) its provider's answer."""
+    try:
+        kube.request(api, "POST", kube.resource_path(*MANUAL, namespace=NS), body={
+            "apiVersion": "spotschedules.5spot.finos.org/v1alpha1", "kind": "ManualSchedule",
+            "metadata": {"name": name}, "spec": {"enabled": bool(active)}})
+    except kube.ApiError as error:
+        if not error.conflict:
+            raise
+    if active is not None:
+        publish(api, name, active)
+
+
+def publish(api: client.ApiClient, name: str, active: bool, ready: str = "True") -> None:
+    """What the ManualSchedule provider would publish (written directly, as the admin)."""
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    kube.merge_patch(api, kube.resource_path(*MANUAL, namespace=NS, name=name, subresource="status"),
+                     {"status": {"active": active, "observedGeneration": 1,
+                                 "lastTransitionTime": stamp,
+                                 "conditions": [{"type": "Ready", "status": ready,
+                                                 "reason": "Reconciled" if ready == "True" else "Stale",
+                                                 "message": "test", "lastTransitionTime": stamp}]}})
+
+
+def join_node(mgmt: client.ApiClient, wl: client.ApiClient | None, machine: str, node: str) -> None:
+    """CAPI's part: the Node exists in the workload cluster `wl` (None: a workload cluster the
+    controller will not reach), and the Machine's nodeRef says so."""
+    if wl is not None:
+        kube.request(wl, "POST", "/api/v1/nodes", body={"metadata": {"name": node}})
+    kube.merge_patch(mgmt, kube.resource_path(*MACHINES, namespace=NS, name=machine,
+                                              subresource="status"),
+                     {"status": {"nodeRef": {"name": node}}})
 
 
 def config_with(tmp_path: Path, providers: str, *, keep_builtin: bool = False) -> Path:

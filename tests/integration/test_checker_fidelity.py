@@ -9,6 +9,12 @@ be identical, byte for byte: code, reason, message and every cause (field, reaso
 order. The corpus is generated deterministically (fixed seeds), so a failure names a case that
 can be replayed.
 
+A case may state the requesting user's RBAC (a fixture's `userRules`): the server then hears it
+from a ServiceAccount holding a Role of exactly those rules (and the right to create and update
+ScheduledCapacities), impersonated, so its authorizer decides the author-rights policy on real
+RBAC; offline, the same rules decide. Every other case is sent by the admin, whom every
+authorizer check allows, as the offline checker assumes when no rights are stated.
+
 One thing is not reproducible: when several ValidatingAdmissionPolicies deny, the server names
 the first of its policy cache, whose order is a Go map's (it changes when the cache is rebuilt).
 There the server's message must be the one fivespot gives for one of the policies it finds
@@ -35,10 +41,13 @@ from hypothesis import strategies as st
 from kubernetes import client, dynamic
 from kubernetes.client.rest import ApiException
 
+from compiler.offline_check import user_rules_authorizer
 from compiler.pipeline import compile_repo
 from compiler.objectyaml import parse_documents
+from compiler.spec import PolicyRule
 from policies import kubeversions
 from policies.admission_eval import Checker, Request, Verdict, status
+from tests.integration.authorizer import wait_in_force
 from tests.integration.test_control_plane_is_real import eventually
 
 ROOT: Final = Path(__file__).resolve().parents[2]
@@ -72,6 +81,8 @@ class Case:
     old: dict[str, Any] | None = None
     raw: str | None = None
     """The request body as sent, when a decoded object cannot carry it (a duplicate field)."""
+    user_rules: tuple[PolicyRule, ...] | None = None
+    """The requesting user's RBAC in the object's namespace (None: the admin sends it)."""
 
     @property
     def operation(self) -> str:
@@ -127,7 +138,8 @@ def _paths(prefixes: tuple[str, ...]) -> st.SearchStrategy[str]:
 def fixture_cases() -> list[Case]:
     compiled = compile_repo(EXAMPLE / "config")
     return [Case(f"fixture:{f.metadata.name}", copy.deepcopy(f.spec.object),
-                 copy.deepcopy(f.spec.old_object) if f.spec.operation == "UPDATE" else None)
+                 copy.deepcopy(f.spec.old_object) if f.spec.operation == "UPDATE" else None,
+                 user_rules=None if f.spec.user_rules is None else tuple(f.spec.user_rules))
             for f in compiled.repo.fixtures]
 
 
@@ -350,8 +362,61 @@ def override_cases() -> list[Case]:
     return cases
 
 
+TBSS_BASE: Final[dict[str, Any]] = {
+    "apiVersion": "spotschedules.5spot.finos.org/v1alpha1", "kind": "TimeBasedSpotSchedule",
+    "metadata": {"name": "office-hours", "namespace": TENANT},
+    "spec": {"timezone": "Europe/London", "windows": [{"days": "mon-fri", "start": "09:30", "end": "17:00"}]},
+}
+
+
+def schedule_cases() -> list[Case]:
+    """TimeBasedSpotSchedule's windows, ranges and closures at their edges: RFC 3339 instants as
+    the API server's date-time format and the pattern see them, windows' clocks and lengths,
+    holiday codes' shapes, list bounds."""
+    cases = []
+    # (Two instants the date-time format accepts and the pattern refuses are left out: the API
+    # server's CEL binding converts "+24:00" offsets and refuses a lower-case "t", the offline
+    # checker's the reverse, so both deny with the pattern's cause but differ in the rules' ones.)
+    for instant in ("2026-12-24T08:00:00Z", "2026-12-24T08:00:00+01:00", "2026-12-24T08:00:00.123456789Z",
+                    "2026-12-24T08:00:00.1234567891Z", "2026-12-24T08:00:60Z", "2026-12-24T24:00:00Z",
+                    "2026-12-24T08:00:00+0100", "2026-12-24 08:00:00Z", "2028-02-29T00:00:00Z",
+                    "2026-02-29T00:00:00Z", "2026-12-24T08:00Z", "2026-12-24",
+                    "", "2026-12-24T08:00:00-00:00", "9999-12-31T23:59:59Z"):
+        cases.append(Case(f"tbss-instant:{instant!r}", _with(
+            "spec.closed", {"ranges": [{"start": instant}]}, TBSS_BASE)))
+    for start, end in (("2026-12-24T08:00:00Z", "2026-12-24T09:00:00+01:00"),
+                       ("2026-12-24T08:00:00Z", "2026-12-24T09:00:00+00:59"),
+                       ("2026-12-24T08:00:00.000000001Z", "2026-12-24T08:00:00Z")):
+        cases.append(Case(f"tbss-range-order:{start}..{end}", _with(
+            "spec.openRanges", [{"start": start, "end": end}], TBSS_BASE)))
+    for start, end in (("00:00", "24:00"), ("23:59", "00:00"), ("12:00", "12:00"), ("24:00", "01:00"),
+                       ("9:30", "17:00"), ("09:30", "17:60"), ("00:00", "00:00")):
+        cases.append(Case(f"tbss-window:{start}-{end}", _with(
+            "spec.windows", [{"days": "sat", "start": start, "end": end}], TBSS_BASE)))
+    for days in ("mon-fri", "fri-mon", "Mon", "mon,,fri", " sat - sun ", "x" * 97):
+        cases.append(Case(f"tbss-window-days:{days[:12]!r}", _with(
+            "spec.windows", [{"days": days, "start": "09:00", "end": "10:00"}], TBSS_BASE)))
+    for calendar in ({"country": "GB", "subdivision": "ENG"}, {"country": "GBR"}, {"country": "XX"},
+                     {"country": "G"}, {"country": "GB", "subdivision": "São Paulo Capital"},
+                     {"country": "GB", "subdivision": "a,b"}, {"country": "GB", "subdivision": "x" * 33},
+                     {"country": "US", "categories": ["public", "public"]},
+                     {"country": "US", "categories": ["a"] * 8}, {"country": "US", "categories": ["a"] * 9},
+                     {"country": "US", "categories": ["a", "a", "b", "b", "a"]}, {"country": "US", "extra": 1}):
+        cases.append(Case(f"tbss-holidays:{str(calendar)[:40]!r}", _with(
+            "spec.closed", {"holidays": [calendar]}, TBSS_BASE)))
+    cases.append(Case("tbss-windows-too-many", _with(
+        "spec.windows", [{"days": "mon", "start": "09:00", "end": "10:00"}] * 33, TBSS_BASE)))
+    cases.append(Case("tbss-dates-duplicate", _with(
+        "spec.closed", {"dates": ["2026-12-24", "2026-12-24"]}, TBSS_BASE)))
+    cases.append(Case("tbss-update-adds-closures", _with(
+        "spec.closed", {"holidays": [{"country": "GB"}], "dates": ["2026-12-24"]}, TBSS_BASE),
+        copy.deepcopy(TBSS_BASE)))
+    return cases
+
+
 def corpus() -> list[Case]:
-    return fixture_cases() + generated_cases() + version_cases() + override_cases()
+    return (fixture_cases() + generated_cases() + version_cases() + override_cases()
+            + schedule_cases())
 
 
 # --- the cluster side ---------------------------------------------------------------------------
@@ -368,6 +433,47 @@ class Cluster:
     objects: client.CustomObjectsApi
     checker: Checker
     namespaces: dict[str, dict[str, Any]]
+    admin: client.ApiClient
+    authors: dict[tuple[str, str], client.CustomObjectsApi]
+    """By (namespace, rules as JSON): a client acting as a ServiceAccount holding those rules."""
+
+    def author(self, case: Case) -> client.CustomObjectsApi | None:
+        """Who sends `case`: a ServiceAccount holding its user's rules, or None (the admin)."""
+        if case.user_rules is None:
+            return None
+        namespace = _namespace(case.object)
+        rules = [r.model_dump(by_alias=True) for r in case.user_rules]
+        key = (namespace, json.dumps(rules, sort_keys=True))
+        if key not in self.authors:
+            self.authors[key] = _author(self.admin, namespace, f"fidelity-author-{len(self.authors)}",
+                                        rules)
+        return self.authors[key]
+
+
+def _author(admin: client.ApiClient, namespace: str, name: str,
+            rules: list[dict[str, Any]]) -> client.CustomObjectsApi:
+    """A client impersonating ServiceAccount `name`, bound to a Role of `rules` plus the right
+    to create and update ScheduledCapacities (what sending a case needs)."""
+    rbac = client.RbacAuthorizationV1Api(admin)
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": name, "namespace": namespace},
+            "rules": [*rules, {"apiGroups": [GROUP], "resources": [PLURAL],
+                               "verbs": ["create", "update"]}]}
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": name, "namespace": namespace},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+               "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]}
+    for create, body in ((rbac.create_namespaced_role, role),
+                         (rbac.create_namespaced_role_binding, binding)):
+        try:
+            create(namespace, body)
+        except ApiException as error:
+            if error.status != 409:
+                raise
+    wait_in_force(admin, [role, binding])
+    api = client.ApiClient(admin.configuration)
+    api.set_default_header("Impersonate-User", f"system:serviceaccount:{namespace}:{name}")
+    return client.CustomObjectsApi(api)
 
 
 def _apply(dyn: dynamic.DynamicClient, obj: dict[str, Any]) -> None:
@@ -418,7 +524,7 @@ def cluster(admin: client.ApiClient) -> Cluster:
     objects = client.CustomObjectsApi(admin)
     _wait_for_policies(objects)
     checker = Checker.compile(artifacts + consumer_crd, server=kubeversions.selected())
-    return Cluster(objects, checker, namespaces)
+    return Cluster(objects, checker, namespaces, admin, {})
 
 
 def _apply_when_served(dyn: dynamic.DynamicClient, obj: dict[str, Any]) -> bool | None:
@@ -512,9 +618,12 @@ def _resource(obj: dict[str, Any]) -> tuple[str, str, str]:
     return (group, version, plural) if plural != PLURAL else (GROUP, VERSION, PLURAL)
 
 
-def server_verdict(objects: client.CustomObjectsApi, case: Case, suffix: str = "") -> Outcome:
+def server_verdict(objects: client.CustomObjectsApi, case: Case, suffix: str = "",
+                   author: client.CustomObjectsApi | None = None) -> Outcome:
     """The server's answer to a dry-run create (or update from `case.old`) with kubectl's
-    default `fieldValidation=Strict`. An update goes to a fresh object named after `suffix`."""
+    default `fieldValidation=Strict`, sent by `author` (default: the admin, who also makes and
+    removes the old object). An update goes to a fresh object named after `suffix`."""
+    sender = author or objects
     obj = copy.deepcopy(case.object)
     namespace = _namespace(obj)
     group, version, plural = _resource(obj)
@@ -522,8 +631,8 @@ def server_verdict(objects: client.CustomObjectsApi, case: Case, suffix: str = "
         if case.raw is not None:
             _post_raw(objects, namespace, case.raw)
         elif case.old is None:
-            objects.create_namespaced_custom_object(group, version, namespace, plural, obj,
-                                                    dry_run="All", field_validation="Strict")
+            sender.create_namespaced_custom_object(group, version, namespace, plural, obj,
+                                                   dry_run="All", field_validation="Strict")
         else:
             old = copy.deepcopy(case.old)
             new_name = (obj.get("metadata") or {}).get("name")
@@ -537,9 +646,9 @@ def server_verdict(objects: client.CustomObjectsApi, case: Case, suffix: str = "
             if new_name == case.old["metadata"]["name"]:
                 obj["metadata"]["name"] = url_name
             try:
-                objects.replace_namespaced_custom_object(group, version, namespace, plural,
-                                                         url_name, obj, dry_run="All",
-                                                         field_validation="Strict")
+                sender.replace_namespaced_custom_object(group, version, namespace, plural,
+                                                        url_name, obj, dry_run="All",
+                                                        field_validation="Strict")
             finally:
                 objects.delete_namespaced_custom_object(group, version, _namespace(old), plural,
                                                         url_name)
@@ -574,7 +683,9 @@ def ours(cluster: Cluster, case: Case) -> Verdict:
         duplicates = document.duplicates
     return cluster.checker.check(Request(case.operation, case.object, case.old,  # type: ignore[arg-type]
                                          cluster.namespaces.get(_namespace(case.object)),
-                                         duplicate_fields=duplicates))
+                                         duplicate_fields=duplicates,
+                                         authorizer=user_rules_authorizer(case.user_rules,
+                                                                          case.object)))
 
 
 def disagreement(mine: Verdict, theirs: Outcome) -> str | None:
@@ -615,6 +726,8 @@ def test_corpus_is_deterministic_and_large_enough() -> None:
     assert len(first) >= 300
     assert sum(1 for c in first if c.old is not None) >= 40
     assert sum(1 for c in first if c.raw is not None) >= 4
+    stated = [c for c in first if c.user_rules is not None]
+    assert sum(1 for c in stated if c.old is None) >= 3 and sum(1 for c in stated if c.old) >= 3
 
 
 def test_offline_checker_gives_the_api_servers_whole_answer_on_every_case(cluster: Cluster) -> None:
@@ -623,7 +736,8 @@ def test_offline_checker_gives_the_api_servers_whole_answer_on_every_case(cluste
     denied = causes = 0
     for index, case in enumerate(cases):
         mine = ours(cluster, case)
-        theirs = server_verdict(cluster.objects, case, suffix=str(index))
+        theirs = server_verdict(cluster.objects, case, suffix=str(index),
+                                author=cluster.author(case))
         denied += not theirs.allowed
         causes += len(theirs.status["causes"]) if theirs.status else 0
         problem = disagreement(mine, theirs)

@@ -41,6 +41,7 @@ from runtime import kube
 from tests.integration.capacity_world import FAST_LEASES, ControllerProcess, eventually, unique
 from tests import kstatus
 from tests.integration.conftest import own_control_plane
+from tests.integration.machine_world import join_node, publish, schedule
 from tests.unit.test_health_lua import ARGO_OF_KSTATUS, argo_health
 
 pytestmark = pytest.mark.integration
@@ -52,7 +53,6 @@ CLUSTER = "desk"
 MACHINE_SA = "fivespot-machine-controller"
 CAPACITY_SA = "fivespot-capacity-controller"
 SM = ("5spot.finos.org", "v1beta1", "scheduledmachines")
-MANUAL = ("spotschedules.5spot.finos.org", "v1alpha1", "manualschedules")
 MACHINES = ("cluster.x-k8s.io", "v1beta2", "machines")
 KUBEADM = ("bootstrap.cluster.x-k8s.io", "v1beta2", "kubeadmconfigs")
 DEVMACHINES = ("infrastructure.cluster.x-k8s.io", "v1beta2", "devmachines")
@@ -201,27 +201,6 @@ def kubelet(wl: client.ApiClient) -> Iterator[Kubelet]:
 # --- the world a test sets up ---------------------------------------------------------------
 
 
-def schedule(mgmt: client.ApiClient, name: str, active: bool | None) -> None:
-    try:
-        kube.request(mgmt, "POST", p(MANUAL), body={
-            "apiVersion": "spotschedules.5spot.finos.org/v1alpha1", "kind": "ManualSchedule",
-            "metadata": {"name": name}, "spec": {"enabled": bool(active)}})
-    except kube.ApiError as error:
-        if not error.conflict:
-            raise
-    if active is not None:
-        publish(mgmt, name, active)
-
-
-def publish(mgmt: client.ApiClient, name: str, active: bool, ready: str = "True") -> None:
-    """What the ManualSchedule provider would publish (written directly, as the admin)."""
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    kube.merge_patch(mgmt, p(MANUAL, name, "status"), {"status": {
-        "active": active, "observedGeneration": 1, "lastTransitionTime": stamp,
-        "conditions": [{"type": "Ready", "status": ready, "reason": "Reconciled" if ready == "True"
-                        else "Stale", "message": "test", "lastTransitionTime": stamp}]}})
-
-
 def scheduled_machine(mgmt: client.ApiClient, name: str, schedule_name: str, **spec: Any) -> None:
     kube.request(mgmt, "POST", p(SM), body={
         "apiVersion": "5spot.finos.org/v1beta1", "kind": "ScheduledMachine",
@@ -253,12 +232,6 @@ def get(api: client.ApiClient, path: str) -> dict[str, Any] | None:
         if error.not_found:
             return None
         raise
-
-
-def join_node(mgmt: client.ApiClient, wl: client.ApiClient, machine: str, node: str) -> None:
-    """CAPI's part: the Node exists in the workload cluster, and the Machine's nodeRef says so."""
-    kube.request(wl, "POST", "/api/v1/nodes", body={"metadata": {"name": node}})
-    kube.merge_patch(mgmt, p(MACHINES, machine, "status"), {"status": {"nodeRef": {"name": node}}})
 
 
 def pod(wl: client.ApiClient, ns: str, name: str, node: str, *, labels: dict[str, str] | None = None,

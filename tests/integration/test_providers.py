@@ -19,7 +19,9 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
+import holidays
 import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
@@ -283,6 +285,79 @@ def test_a_time_based_schedule_flips_at_its_boundary_on_its_own_timer(
     assert after["lastTransitionTime"] == rfc3339(boundary)
     assert after["nextTransitionTime"] == rfc3339(boundary + dt.timedelta(hours=1))
     assert (_ready(after)["status"], _ready(after)["reason"]) == ("True", "WindowOpen")
+
+
+def _shifted_to(clock: ShiftedClock, boundary: dt.datetime, lead_s: float = 10.0) -> dt.timedelta:
+    """Move `clock` so that `boundary` is `lead_s` seconds away; the offset."""
+    clock.offset = boundary - (dt.datetime.now(UTC) + dt.timedelta(seconds=lead_s))
+    return clock.offset
+
+
+def _flips_at(admin: client.ApiClient, namespace: str, name: str, boundary: dt.datetime,
+              offset: dt.timedelta, active: bool) -> dict[str, Any]:
+    wait = (boundary - (dt.datetime.now(UTC) + offset)).total_seconds() + 60
+    after = _status_when(admin, namespace, "timebasedspotschedules", name,
+                         lambda s: s.get("active") is active, f"active: {active}", timeout=wait)
+    seen = dt.datetime.now(UTC) + offset
+    assert dt.timedelta(0) <= seen - boundary <= dt.timedelta(seconds=5), seen - boundary
+    assert after["lastTransitionTime"] == rfc3339(boundary)
+    return after
+
+
+def test_a_minute_window_in_a_quarter_hour_zone_opens_and_closes_on_its_minutes(
+    run_provider: RunProvider, admin: client.ApiClient, namespace: str
+) -> None:
+    clock = ShiftedClock(dt.timedelta(0))
+    run_provider("time-based", clock=clock)
+    kathmandu = ZoneInfo("Asia/Kathmandu")  # UTC+05:45: no window here starts on a UTC hour
+    opens = (dt.datetime.now(UTC) + dt.timedelta(hours=2)).replace(second=0, microsecond=0)
+    closes = opens + dt.timedelta(minutes=1)
+    local_open, local_close = opens.astimezone(kathmandu), closes.astimezone(kathmandu)
+    spec = {"timezone": "Asia/Kathmandu", "windows": [
+        {"days": "mon-sun", "start": f"{local_open:%H:%M}", "end": f"{local_close:%H:%M}"}]}
+    offset = _shifted_to(clock, opens)
+    _create(admin, namespace, "timebasedspotschedules", "TimeBasedSpotSchedule", "minute", spec)
+    before = _status_when(admin, namespace, "timebasedspotschedules", "minute",
+                          lambda s: "active" in s, "a status")
+    assert before["active"] is False and before["nextTransitionTime"] == rfc3339(opens)
+    opened = _flips_at(admin, namespace, "minute", opens, offset, active=True)
+    assert opened["nextTransitionTime"] == rfc3339(closes)
+    assert (_ready(opened)["status"], _ready(opened)["reason"]) == ("True", "WindowOpen")
+    closed = _flips_at(admin, namespace, "minute", closes, offset, active=False)
+    assert closed["nextTransitionTime"] == rfc3339(opens + dt.timedelta(days=1))
+
+
+def test_a_public_holiday_closes_the_schedule_at_its_local_midnight(
+    run_provider: RunProvider, admin: client.ApiClient, namespace: str
+) -> None:
+    clock = ShiftedClock(dt.timedelta(0))
+    run_provider("time-based", clock=clock)
+    london = ZoneInfo("Europe/London")
+    today = dt.datetime.now(london).date()
+    calendar = holidays.country_holidays("GB", subdiv="ENG", years=[today.year, today.year + 1])
+    holiday = min(day for day in calendar
+                  if day > today + dt.timedelta(days=1) and day - dt.timedelta(days=1) not in calendar)
+    reopens_on = holiday + dt.timedelta(days=1)
+    while reopens_on in calendar:
+        reopens_on += dt.timedelta(days=1)
+    boundary = dt.datetime.combine(holiday, dt.time(), london).astimezone(UTC)
+    reopens = dt.datetime.combine(reopens_on, dt.time(), london).astimezone(UTC)
+    spec = {"timezone": "Europe/London",
+            "windows": [{"days": "mon-sun", "start": "00:00", "end": "24:00"}],
+            "closed": {"holidays": [{"country": "GB", "subdivision": "ENG"}]}}
+    offset = _shifted_to(clock, boundary)
+    _create(admin, namespace, "timebasedspotschedules", "TimeBasedSpotSchedule", "bank", spec)
+    _create(admin, namespace, "timebasedspotschedules", "TimeBasedSpotSchedule", "nowhere",
+            {**spec, "closed": {"holidays": [{"country": "XX"}]}})  # admitted: the shape is fine
+    before = _status_when(admin, namespace, "timebasedspotschedules", "bank",
+                          lambda s: "active" in s, "a status")
+    assert before["active"] is True and before["nextTransitionTime"] == rfc3339(boundary)
+    closed = _flips_at(admin, namespace, "bank", boundary, offset, active=False)
+    assert closed["nextTransitionTime"] == rfc3339(reopens)
+    unknown = _status_when(admin, namespace, "timebasedspotschedules", "nowhere",
+                           lambda s: "conditions" in s, "a status")
+    assert (_ready(unknown)["status"], _ready(unknown)["reason"]) == ("False", "InvalidSpec")
+    assert "has no country 'XX'" in _ready(unknown)["message"]
 
 
 def test_the_compiled_nyse_calendar_in_the_agents_partition_gets_its_session_status(

@@ -378,3 +378,24 @@ def test_a_pattern_answers_from_memory_as_re2_does_even_past_its_memory_limit() 
     expected = [re2.search(r"^[a-z]+-[0-9]+$", t) is not None for t in texts]
     assert first == again == expected
     assert expected[:3] == [True, True, True] and expected[-3:] == [False, False, False]
+
+
+def test_a_sets_duplicated_value_is_reported_once_at_its_first_repeat_as_the_api_server_does() -> None:
+    schema = spec_schema({"tags": {"type": "array", "items": {"type": "string"},
+                                   "x-kubernetes-list-type": "set"}})
+    verdict = decide(schema, {"tags": ["a", "a", "b", "b", "a", "a"]})
+    assert [(v.field, v.message) for v in verdict.violations] == [
+        ("spec.tags[1]", 'Duplicate value: "a"'), ("spec.tags[3]", 'Duplicate value: "b"')]
+
+
+@pytest.mark.parametrize(("text", "valid"), [
+    ("2026-12-24T08:00:00Z", True), ("2026-12-24t08:00:00z", True), ("2026-12-24T08:00:00+01:00", True),
+    ("2026-12-24 08:00:00Z", False), ("2026-12-24T08:00:00+0100", False),
+])
+def test_a_date_time_needs_its_t_and_the_colon_of_its_offset_as_the_api_server_says(text: str,
+                                                                                    valid: bool) -> None:
+    schema = spec_schema({"at": {"type": "string", "format": "date-time"}})
+    verdict = decide(schema, {"at": text})
+    assert verdict.allowed is valid
+    if not valid:
+        assert verdict.violations[0].message.endswith(f'must be of type date-time: "{text}"')

@@ -81,7 +81,12 @@ def test_an_allowed_object_exits_zero_with_a_table(out_dir: Path, tmp_path: Path
     code, out, _ = run(capsys, "check", "--policies", str(out_dir), str(objects))
     assert code == 0
     assert "ScheduledCapacity/agents/warm-pool  CREATE     allowed" in out
-    assert out.rstrip().endswith("1 object: 1 allowed, 0 denied")
+    assert out.rstrip().splitlines()[-2:] == ["1 object: 1 allowed, 0 denied", ASSUMED_ONE]
+
+
+ASSUMED_ONE = ("assumed: 1 object was decided as if the user's RBAC allowed what "
+               "fivespot-scap-author-rights asks the authorizer (nothing offline knows it; the API "
+               "server asks for real): state the user's roles with --user-roles ROLES.yaml")
 
 
 def test_a_denied_object_exits_one_and_json_has_the_issue_shape(
@@ -104,7 +109,8 @@ def test_a_denied_object_exits_one_and_json_has_the_issue_shape(
         "warnings": [],
         "status": {"code": 403, "reason": "Forbidden",
                    "message": f'scheduledcapacities.5spot.finos.org "warm-pool" is forbidden: {DENIAL}',
-                   "causes": [{"message": DENIAL}]}}]}
+                   "causes": [{"message": DENIAL}]},
+        "authorizerAssumed": ["fivespot-scap-author-rights"]}]}
 
 
 DENIAL = ("ValidatingAdmissionPolicy 'fivespot-tenant-limits' with binding "
@@ -175,7 +181,7 @@ def test_objects_no_policy_applies_to_are_skipped_and_the_others_still_checked(
                                 "Deployment"]
     assert lines[2].split()[1:4] == ["ScheduledCapacity/agents/warm-pool", "CREATE", "allowed"]
     assert lines[3].endswith("covers the API group 'core' of ConfigMap")
-    assert lines[-1] == "3 objects: 1 allowed, 0 denied, 2 skipped"
+    assert lines[-2:] == ["3 objects: 1 allowed, 0 denied, 2 skipped", ASSUMED_ONE]
     code, out, _ = run(capsys, "check", "--policies", str(out_dir), "-o", "json", str(objects))
     shown = json.loads(out)["results"]
     assert [r.get("skipped", "")[:12] for r in shown] == ["not checked:", "", "not checked:"]
@@ -188,7 +194,8 @@ def test_an_old_version_of_an_object_no_policy_covers_needs_no_new_one(
     objects = write(tmp_path / "new.yaml", GOOD)
     old = write(tmp_path / "old.yaml", GOOD, CONFIG_MAP)
     code, out, _ = run(capsys, "check", "--policies", str(out_dir), "--old", str(old), str(objects))
-    assert code == 0 and out.rstrip().endswith("1 object: 1 allowed, 0 denied")
+    assert code == 0 and out.rstrip().splitlines()[-2:] == ["1 object: 1 allowed, 0 denied",
+                                                             ASSUMED_ONE]
 
 
 @pytest.mark.parametrize("jobs", ["0", "-3", "two"])
@@ -301,7 +308,11 @@ def test_an_old_object_without_a_new_version_exits_two(out_dir: Path, tmp_path: 
 def test_fivespot_test_passes_on_the_bundled_example(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "test", str(EXAMPLE))
     assert code == 0
-    assert out.rstrip().endswith("79 fixtures: 79 passed, 0 failed")
+    assert out.rstrip().splitlines()[-2:] == [
+        "94 fixtures: 94 passed, 0 failed",
+        "assumed: 39 fixtures were decided as if the user's RBAC allowed what "
+        "fivespot-scap-author-rights asks the authorizer (nothing offline knows it; the API server "
+        "asks for real): state the user's rules with a fixture's spec.userRules"]
 
 
 def test_fivespot_test_fails_a_fixture_with_the_wrong_expectation(
@@ -546,3 +557,58 @@ def test_a_fixtures_objects_are_typed_as_kubectl_sends_them_as_check_types_them(
     mine = {f["name"]: f for f in report["fixtures"]}
     assert mine["one-e-one-is-ten"]["passed"] and mine["a-number-is-no-node-name"]["passed"]
     assert code == 0
+
+
+# --- the user's RBAC: --user-roles -----------------------------------------------------------------
+
+
+def _role(kind: str, rules: Any, **meta: Any) -> dict[str, Any]:
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind,
+            "metadata": {"name": "author", **meta}, "rules": rules}
+
+
+PATCH_POOLS = {"apiGroups": ["pools.agents.example.com"], "resources": ["virtualmachinepools"],
+               "verbs": ["patch"]}
+
+
+def test_user_roles_decide_the_authorizer_checks_and_nothing_is_assumed(
+        out_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    objects = write(tmp_path / "objects.yaml", GOOD)
+    reader = write(tmp_path / "reader.yaml", _role("Role", [{**PATCH_POOLS, "verbs": ["get"]}],
+                                                    namespace="agents"))
+    code, out, _ = run(capsys, "check", "--policies", str(out_dir), "--user-roles", str(reader),
+                       str(objects))
+    assert code == 1
+    assert ("fivespot-scap-author-rights: you may not patch "
+            'virtualmachinepools.pools.agents.example.com "p" in namespace agents') in out
+    assert "assumed:" not in out
+    for patcher in (_role("Role", [PATCH_POOLS], namespace="agents"),
+                    _role("ClusterRole", [PATCH_POOLS])):
+        roles = write(tmp_path / "patcher.yaml", patcher)
+        code, out, _ = run(capsys, "check", "--policies", str(out_dir), "--user-roles",
+                           str(roles), str(objects))
+        assert code == 0 and out.rstrip().endswith("1 object: 1 allowed, 0 denied")
+    elsewhere = write(tmp_path / "elsewhere.yaml", _role("Role", [PATCH_POOLS], namespace="team-b"))
+    code, _, _ = run(capsys, "check", "--policies", str(out_dir), "--user-roles", str(elsewhere),
+                     str(objects))
+    assert code == 1
+
+
+@pytest.mark.parametrize(("documents", "problem"), [
+    ([DEPLOYMENT], ":2:1: kind: expected Role or ClusterRole objects (rbac.authorization.k8s.io/v1), "
+                   "the user's, got Deployment (apps/v1)"),
+    ([_role("Role", [{"verbs": "patch"}])], ":5:1: rules[0].verbs: expected a list of strings"),
+    ([_role("Role", {"verbs": ["patch"]})], ":5:1: rules: expected a list of rules"),
+    ([], ":0:0: no Role or ClusterRole: give the roles the user holds (a Role with `rules: []` "
+         "states that they hold none)"),
+], ids=["not-a-role", "verbs-not-a-list", "rules-not-a-list", "empty"])
+def test_user_roles_that_are_not_roles_exit_two_naming_file_line_and_field(
+        out_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        documents: list[Any], problem: str) -> None:
+    objects = write(tmp_path / "objects.yaml", GOOD)
+    roles = tmp_path / "roles.yaml"
+    roles.write_text(yaml.safe_dump_all(documents, sort_keys=False) if documents else "")
+    code, _, err = run(capsys, "check", "--policies", str(out_dir), "--user-roles", str(roles),
+                       str(objects))
+    assert code == 2
+    assert err == f"{roles}{problem}\n1 error; nothing was checked\n"

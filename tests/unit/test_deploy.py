@@ -140,6 +140,9 @@ def test_uninstall_removes_webhook_configurations_first_then_the_waves_in_revers
                 (d / "a.yaml").write_text("key: [unclosed\n")), "cannot be read as YAML"),
     (lambda d: (d.mkdir(), (d / "kustomization.yaml").write_text("resources: [a.yaml]\n"),
                 (d / "a.yaml").write_text("just: text\n")), "not a Kubernetes object"),
+    (lambda d: (d.mkdir(), (d / "kustomization.yaml").write_text("resources: [.]\n")), "a cycle"),
+    (lambda d: (d.mkdir(), (d / "b").mkdir(), (d / "kustomization.yaml").write_text("resources: [b]\n"),
+                (d / "b" / "kustomization.yaml").write_text("resources: [..]\n")), "a cycle"),
 ])
 def test_output_that_is_not_compiled_output_is_refused_with_what_is_wrong(
     tmp_path: Path, setup: Any, message: str

@@ -32,6 +32,7 @@ from controllers.machine.observations import (
     NodeSeen,
     Owned,
     PodOnNode,
+    RefusedKubeconfig,
     Resolved,
     Unresolved,
     UnresolvedReason,
@@ -186,6 +187,34 @@ def test_an_unreachable_workload_cluster_is_retried_then_the_machine_deleted_at_
     assert draining.actions == () and draining.status.drain_started_at is not None
     late = shutting_down(timedelta(minutes=6), unreachable, prior=draining.status)
     assert late.actions == (Delete(Part.MACHINE),)
+
+
+def test_a_refused_kubeconfig_is_reported_with_one_warning_and_the_machine_deleted_at_the_timeout(
+        ) -> None:
+    refused = RefusedKubeconfig("Secret trading/desk-cluster-kubeconfig: the kubeconfig is "
+                                "refused: users[0].user.exec: an exec credential plugin runs a "
+                                "command in the controller")
+    draining = shutting_down(timedelta(minutes=1), refused)
+    assert draining.actions == () and draining.status.drain_started_at is not None
+    assert condition(draining, NODE_DRAINED) == ("False", "KubeconfigRefused")
+    assert condition(draining, READY) == ("False", "ScheduleInactive")
+    drained = draining.status.condition(NODE_DRAINED)
+    assert drained is not None and refused.message in drained.message
+    assert "Nothing is sent to the workload cluster until the Secret is fixed" in drained.message
+    warnings = [e for e in draining.events if e.type == "Warning"]
+    assert [e.reason for e in warnings] == ["KubeconfigRefused"]
+    assert "users[0].user.exec" in warnings[0].message
+    assert draining.requeue_at == T0 + timedelta(minutes=1, seconds=5)
+    again = shutting_down(timedelta(minutes=2), refused, prior=draining.status)
+    assert again.actions == () and again.events == (), "one Warning per refusal, not per retry"
+    other = RefusedKubeconfig("Secret trading/desk-cluster-kubeconfig: the kubeconfig is refused: "
+                              "users[0].user.tokenFile: reads a file")
+    changed = shutting_down(timedelta(minutes=3), other, prior=again.status)
+    assert [e.reason for e in changed.events] == ["KubeconfigRefused"]
+    late = shutting_down(timedelta(minutes=6), refused, prior=changed.status)
+    assert late.actions == (Delete(Part.MACHINE),)
+    assert condition(late, NODE_DRAINED) == ("False", "KubeconfigRefused")
+    assert [e.reason for e in late.events] == ["DrainTimedOut"]
 
 
 def test_once_the_machine_is_gone_its_objects_are_deleted_then_it_is_inactive() -> None:

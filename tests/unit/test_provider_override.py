@@ -13,11 +13,11 @@ from pydantic import ValidationError
 
 from api.kinds.composite import CompositeScheduleSpec
 from api.kinds.providers import (
-    INSTANT_MESSAGE,
-    INSTANT_RULE,
+    UNTIL_MESSAGE,
+    UNTIL_RULE,
     ManualScheduleSpec,
     TimeBasedSpotScheduleSpec,
-    parse_instant,
+    parse_until,
 )
 from api.provider_contract import LookupFailed, Resolved, Unresolved, UnresolvedReason
 from api.providers import BUILTIN_PROVIDERS
@@ -126,7 +126,7 @@ def test_when_the_schedule_agrees_at_the_expiry_the_next_flip_is_the_schedules_o
         TimeBasedSpotScheduleSpec.model_validate(held(OFFICE, True, until)), morning)
     assert decision.active is True and decision.override_until == until
     assert decision.next_transition == dt.datetime(2026, 3, 2, 18, 0, tzinfo=UTC)
-    assert decision.requeue_at == until  # still looked at then, to drop overrideUntil
+    assert decision.wake_at == until  # still looked at then, to drop overrideUntil
 
 
 def test_an_override_off_holds_an_open_window_closed() -> None:
@@ -269,8 +269,8 @@ def test_a_composite_override_foretells_its_next_flip_from_the_childrens() -> No
                                               tzinfo=dt.timezone(-dt.timedelta(hours=23, minutes=59)))),
 ])
 def test_until_reads_every_rfc_3339_instant_the_rule_admits(text: str, instant: dt.datetime) -> None:
-    assert parse_instant(text) == instant
-    assert cel_accepts(INSTANT_RULE, text)
+    assert parse_until(text) == instant
+    assert cel_accepts(UNTIL_RULE, text)
 
 
 @pytest.mark.parametrize("text", [
@@ -283,8 +283,8 @@ def test_until_reads_every_rfc_3339_instant_the_rule_admits(text: str, instant: 
 ])
 def test_until_refuses_what_is_not_such_an_instant(text: str) -> None:
     with pytest.raises(ValueError, match="must be an RFC 3339 instant"):
-        parse_instant(text)
-    assert not cel_accepts(INSTANT_RULE, text)  # the API server refuses it alike
+        parse_until(text)
+    assert not cel_accepts(UNTIL_RULE, text)  # the API server refuses it alike
     with pytest.raises(ValidationError):
         ManualScheduleSpec.model_validate({"enabled": True,
                                            "override": {"active": True, "until": text}})
@@ -310,7 +310,7 @@ def test_every_built_in_kinds_crd_carries_the_same_override_and_the_status_its_e
     assert first["required"] == ["active", "until"]
     until = first["properties"]["until"]
     assert until["type"] == "string" and "format" not in until
-    assert until["x-kubernetes-validations"] == [{"rule": INSTANT_RULE, "message": INSTANT_MESSAGE}]
+    assert until["x-kubernetes-validations"] == [{"rule": UNTIL_RULE, "message": UNTIL_MESSAGE}]
     assert first["properties"]["active"]["type"] == "boolean"
     CompositeScheduleSpec.model_validate({**DESK, "override": {"active": False,
                                                                "until": "2026-03-02T22:00:00Z"}})

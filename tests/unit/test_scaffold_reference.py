@@ -8,6 +8,7 @@ render today, and its cluster examples are admitted by the compiled CRDs and pol
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import jsonschema
@@ -65,7 +66,9 @@ def test_the_quick_starts_tenant_folder_checks_offline_with_its_deployment_skipp
         ["team-a/schedule.yaml:1", "ManualSchedule/team-a/web", "CREATE", "allowed"],
         ["team-a/schedule.yaml:6", "ScheduledCapacity/team-a/web", "CREATE", "allowed"],
         ["team-a/web.yaml:1", "Deployment/team-a/web", "CREATE", "skipped"]]
-    assert out[-1] == "3 objects: 2 allowed, 0 denied, 1 skipped"
+    assert out[-2] == "3 objects: 2 allowed, 0 denied, 1 skipped"
+    assert out[-1].startswith("assumed: 1 object was decided as if the user's RBAC allowed what "
+                              "fivespot-scap-author-rights asks the authorizer")
     (tenant / "schedule.yaml").write_text(
         (tenant / "schedule.yaml").read_text().replace("activeValue: 3", "activeValue: 30"))
     assert main(["check", "--policies", "my-out", "team-a/"]) == 1
@@ -195,6 +198,43 @@ def test_the_compiled_readme_is_well_formed_markdown(tmp_path: Path) -> None:
         if line.startswith("#"):
             assert i == 0 or lines[i - 1] == "", f"line {i + 1}: no blank line before {line}"
             assert lines[i + 1] == "", f"line {i + 1}: no blank line after {line}"
+
+
+HIDING_PROVIDER = """\
+apiVersion: config.5spot.finos.org/v1alpha1
+kind: ScheduleProvider
+metadata: {name: hiding}
+spec:
+  custom:
+    - kind: HidingSchedule
+      specSchema:
+        type: object
+        description: "A schedule <!-- hides the rest & more"
+        properties:
+          window:
+            type: string
+            maxLength: 10
+            description: "<b>bold</b> | <!--"
+            x-kubernetes-validations:
+              - rule: "self != '` <!--'"
+                message: "not `<!--`"
+"""
+
+
+def test_user_text_in_the_compiled_readme_cannot_hide_its_sections(tmp_path: Path) -> None:
+    # A description or a rule holding `<!--` must not open an HTML comment that hides the
+    # admission policies and RBAC matrix from a reviewer reading the rendered README.
+    shutil.copytree(EXAMPLE, tmp_path / "config")
+    (tmp_path / "config" / "hiding.yaml").write_text(HIDING_PROVIDER)
+    readme = compile_repo(tmp_path / "config").files["README.md"].decode()
+    assert "| `spec` | object | yes |  | A schedule &lt;!-- hides the rest &amp; more |" in readme
+    assert "| &lt;b&gt;bold&lt;/b&gt; \\| &lt;!-- |" in readme
+    rule = "- `spec.window`: not `&lt;!--` — ``self != '` <!--'``\n"
+    assert rule in readme
+    # the only `<!--` left is inside that code span, two backticks long: the one inside cannot
+    # end it, so it is shown, not read as HTML
+    assert "<!--" not in readme.replace(rule, "")
+    assert "\n## Admission policies\n" in readme and "\n## RBAC matrix\n" in readme
 
 
 def test_the_docs_state_the_examples_fixture_count() -> None:
