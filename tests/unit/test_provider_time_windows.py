@@ -309,6 +309,31 @@ def test_a_year_the_library_only_estimates_is_refused_and_the_status_held() -> N
     assert "refuses a year with an estimated date" in status["conditions"][0]["message"]
 
 
+def test_an_override_holds_a_schedule_in_a_refused_year_and_hands_back_to_the_refusal() -> None:
+    year = _first_refused_year("SG")
+    now, until = dt.datetime(year, 1, 5, 3, tzinfo=UTC), dt.datetime(year, 1, 5, 6, tzinfo=UTC)
+    written = until.isoformat().replace("+00:00", "Z")
+    fields: dict[str, Any] = {"timezone": "Asia/Singapore", "windows": [window("mon-fri", "09:00", "18:00")],
+              "closed": {"holidays": [{"country": "SG"}]},
+              "override": {"active": True, "until": written}}
+    patch, requeue = tb.evaluate(fields, 1, None, now)
+    assert patch is not None and requeue == until
+    status = patch["status"]
+    ready = status["conditions"][0]
+    assert status["active"] is True and status["overrideUntil"] == written
+    assert (ready["status"], ready["reason"]) == ("True", "Overridden")
+    assert "the schedule alone is undecided now (HolidaysUnknown" in ready["message"]
+    assert status.get("nextTransitionTime") is None  # what follows the expiry cannot be foretold
+    after, again = tb.evaluate(fields, 1, status, until)
+    assert after is not None and again is None
+    assert after["status"]["conditions"][0]["reason"] == "HolidaysUnknown"
+    assert after["status"]["active"] is True  # held at its last value, as a refusal holds it
+    provider = timeline.Provider("TimeBasedSpotSchedule", "agents", "sg", fields)
+    held = timeline.timelines([provider], now, count=5)[provider.key]
+    assert held.problem is None and held.initial is True and held.transitions == ()
+    assert [m.kind for m in held.marks] == ["override"]
+
+
 def test_a_preview_of_a_refused_year_says_why() -> None:
     year = _first_refused_year("SG")
     provider = timeline.Provider("TimeBasedSpotSchedule", "agents", "sg", {

@@ -119,6 +119,47 @@ def test_the_calendars_holiday_and_early_close_are_marked_where_the_table_lists_
                      ("holiday", "2026-11-26T05:00:00Z", "2026-11-27T05:00:00Z")]
 
 
+LONDON_OFFICE = """\
+apiVersion: spotschedules.5spot.finos.org/v1alpha1
+kind: TimeBasedSpotSchedule
+metadata: {name: london-office, namespace: agents}
+spec:
+  timezone: Europe/London
+  windows: [{days: mon-fri, start: "09:00", end: "17:00"}]
+  closed:
+    holidays: [{country: GB, subdivision: ENG}]
+    dates: ["2026-12-24"]
+"""
+
+
+def test_a_weekly_schedules_public_holidays_and_closed_dates_are_marked_in_the_table_json_and_picture(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "office.yaml").write_text(LONDON_OFFICE)
+    args = [str(tmp_path), "--from", "2026-12-21T00:00:00Z", "--until", "2026-12-30T00:00:00Z"]
+    table = _out(capsys, *args)
+    assert ("  mark 2026-12-25 00:00 +00:00 to 2026-12-26 00:00 +00:00  Christmas Day (GB-ENG): "
+            "closed") in table
+    report = _report(capsys, *args)
+    [office] = report["schedules"]
+    closed = [("holiday", "2026-12-24T00:00:00Z", "2026-12-25T00:00:00Z", "closed.dates: closed"),
+              ("holiday", "2026-12-25T00:00:00Z", "2026-12-26T00:00:00Z", "Christmas Day (GB-ENG): closed"),
+              ("holiday", "2026-12-26T00:00:00Z", "2026-12-27T00:00:00Z", "Boxing Day (GB-ENG): closed"),
+              ("holiday", "2026-12-28T00:00:00Z", "2026-12-29T00:00:00Z",
+               "Boxing Day (observed) (GB-ENG): closed")]
+    assert [(m["kind"], m["start"], m["end"], m["label"]) for m in office["marks"]] == closed
+    # The marks are why the bars stay off: after Wednesday's close the next open is Tuesday 29th.
+    flips = [(t["at"], t["state"]) for t in office["transitions"]]
+    assert flips[-3:] == [("2026-12-23T17:00:00Z", "inactive"), ("2026-12-29T09:00:00Z", "active"),
+                          ("2026-12-29T17:00:00Z", "inactive")]
+    root = ET.fromstring(_out(capsys, *args, "-o", "svg"))
+    drawn = [r for r in root.iter(f"{SVG}rect") if r.get("class") == "mark"]
+    assert sorted((str(r.get("data-kind")), str(r.get("data-start")), str(r.get("data-end")))
+                  for r in drawn) == [c[:3] for c in closed]
+    titles = " ".join(str(r.findtext(f"{SVG}title")) for r in drawn)
+    assert all(label in titles for *_, label in closed)
+    assert "holiday: closed all day" in ET.tostring(root, encoding="unicode")  # the legend
+
+
 def test_an_override_is_marked_and_drawn_on_until_its_expiry(capsys: pytest.CaptureFixture[str]) -> None:
     report = _report(capsys, *OVERRIDE)
     office = next(s for s in report["schedules"] if s["name"] == "office-hours")
