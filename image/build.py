@@ -12,7 +12,9 @@ reproducibly. So the image is assembled from files, not from a running container
    `/var/lib/dpkg/status.d/` (the distroless convention) so image scanners see what is inside.
 2. **python** layer: the wheels pinned with hashes in `requirements.txt`, installed by pip
    (`--only-binary`, `--require-hashes`, for cp311 manylinux) into `/usr/local/lib/python3.11`.
-3. **fivespot** layer: this project's packages and the `/usr/local/bin/fivespot` entrypoint.
+3. **fivespot** layer: this project's packages and the `/usr/local/bin/fivespot` entrypoint,
+   from fivespot's wheel, built by the setuptools `build-requirements.txt` pins by hash, in a venv
+   holding nothing else (no build isolation: that would fetch an unpinned backend and run it).
 
 Bytecode is compiled by the image's own interpreter (run chrooted in the tree; hash-based,
 unchecked `.pyc`, `PYTHONHASHSEED=0`), since a read-only root filesystem cannot cache it at run
@@ -22,6 +24,8 @@ entries, numeric owners and modification times clamped to that layer's SOURCE_DA
 commit time of the last change to the layer's inputs), so the same inputs give the same digest.
 `umoci` (Debian's OCI image tool) turns the layers into an OCI image layout and `skopeo` copies it
 into the docker-archive that `kind load image-archive`, `docker load` and `podman load` take.
+Beside them `build` writes the image's CycloneDX SBOM and its in-toto SLSA provenance
+(`supply_chain.py`), and `inputs.txt`: every input with the digest the build checked.
 
 The `Containerfile` at the top of the repo runs the same `rootfs` command in a Debian build stage,
 so users with Docker or Podman get the same files; its final stage declares the same config
