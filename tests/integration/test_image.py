@@ -262,10 +262,11 @@ def test_every_input_of_the_build_is_in_the_provenance_with_the_digest_the_build
     inputs = (built_image["layout"].parent / "inputs.txt").read_text().splitlines()
     debs = [line.split() for line in inputs if line.startswith("deb ")]
     assert len(debs) == len(script.package_names())
-    digests = {purl.split("@", 1)[0]: digest["sha256"] for purl, digest in resolved.items()
-               if purl.startswith("pkg:deb/")}
-    assert {f"pkg:deb/debian/{name}": sha.removeprefix("sha256:")
-            for _, name, _, _, sha in debs} == digests
+    found = {(purl.name, purl.version): digest["sha256"] for purl, digest in
+             ((PackageURL.from_string(uri), digest) for uri, digest in resolved.items())
+             if purl.type == "deb"}
+    assert found == {(name, version): sha.removeprefix("sha256:")
+                     for _, name, version, _, sha in debs}
 
 
 def test_the_docker_archive_is_what_kind_load_and_docker_load_take(built_image: dict[str, Any]) -> None:
