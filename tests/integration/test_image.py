@@ -263,8 +263,8 @@ def test_every_input_of_the_build_is_in_the_provenance_with_the_digest_the_build
     debs = [line.split() for line in inputs if line.startswith("deb ")]
     assert len(debs) == len(script.package_names())
     found = {(purl.name, purl.version): digest["sha256"] for purl, digest in
-             ((PackageURL.from_string(uri), digest) for uri, digest in resolved.items())
-             if purl.type == "deb"}
+             ((PackageURL.from_string(uri), digest) for uri, digest in resolved.items()
+              if uri.startswith("pkg:deb/"))}
     assert found == {(name, version): sha.removeprefix("sha256:")
                      for _, name, version, _, sha in debs}
 
