@@ -38,7 +38,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,calendars,docs]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,calendars,docs,image]'
 	@touch $(STAMP)
 
 # The main job on the bundled example: compile it and show the verdicts for its fixtures.
@@ -49,7 +49,7 @@ $(LOWEST_STAMP): pyproject.toml tools/lower_bounds.py $(STAMP)
 	@test -x $(LOWEST)/bin/python || $(PYTHON) -m venv $(LOWEST)
 	$(LOWEST)/bin/python -m pip install --quiet --upgrade pip
 	$(BIN)/python tools/lower_bounds.py > $(LOWEST)/constraints.txt
-	$(LOWEST)/bin/python -m pip install --quiet -c $(LOWEST)/constraints.txt -e '.[dev,calendars]'
+	$(LOWEST)/bin/python -m pip install --quiet -c $(LOWEST)/constraints.txt -e '.[dev,calendars,image]'
 	@touch $@
 
 # Builds (or reuses) the control plane, then the whole suite: the type check, the layer contracts,
@@ -92,7 +92,7 @@ integration: install controlplane engines
 
 typecheck: install
 	$(BIN)/python -m mypy
-	$(BIN)/python -m mypy --strict image/build.py
+	$(BIN)/python -m mypy --strict image/build.py image/supply_chain.py
 
 # The layers (docs/explanation/architecture.md): every contract in .importlinter must hold.
 imports: install
@@ -140,7 +140,9 @@ docs: install
 
 # The container image, without a container engine (image/build.py; needs apt, umoci, skopeo):
 # build/image/oci (OCI layout) and build/image/fivespot-VERSION.docker.tar (docker load, kind
-# load image-archive). Rebuilt only when an input changed; caches in ~/.cache/fivespot/image.
+# load image-archive), with its CycloneDX SBOM (sbom.cdx.json), its in-toto SLSA provenance
+# (provenance.intoto.json) and inputs.txt beside them. Rebuilt only when an input changed; caches
+# in ~/.cache/fivespot/image.
 image: install
 	$(BIN)/python image/build.py build --out build/image --reuse
 
@@ -148,7 +150,8 @@ image: install
 kind: image
 	image/kind.sh $(or $(CONFIG),$(EXAMPLE)/config)
 
-# Re-pin image/requirements.txt to what pyproject.toml allows today (then `make image`).
+# Re-pin image/requirements.txt and image/build-requirements.txt to what pyproject.toml allows
+# today (then `make image`).
 image-lock: install
 	$(BIN)/python image/build.py lock
 

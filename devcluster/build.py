@@ -32,6 +32,8 @@ from policies.kubeversions import KubernetesVersion
 REPO_ROOT = Path(__file__).resolve().parents[1]
 WRAPPERS = REPO_ROOT / "tools" / "controlplane"
 ETCD_MODULE = WRAPPERS / "etcd"
+KUBERNETES_PROGRAMS = ("kube-apiserver", "kube-controller-manager")
+BUILD_TAGS = "selinux,notest,grpcnotrace"
 
 
 def kubernetes_module(version: KubernetesVersion | None = None) -> Path:
@@ -121,8 +123,8 @@ def ensure_binaries(out: IO[str] = sys.stderr, version: KubernetesVersion | None
     folder.mkdir(parents=True, exist_ok=True)
     found = _binaries(folder)
     with exclusive(folder / ".lock", out, "the control plane"):
-        for program, target in (("kube-apiserver", found.kube_apiserver),
-                                ("kube-controller-manager", found.kube_controller_manager)):
+        for program, target in zip(KUBERNETES_PROGRAMS,
+                                   (found.kube_apiserver, found.kube_controller_manager)):
             if not target.is_file():
                 _go_build(f"{program} {versions.kubernetes}", module,
                           f"k8s.io/kubernetes/cmd/{program}", target,
@@ -185,11 +187,10 @@ def _go_build(
     go = shutil.which("go")
     if go is None:
         raise BuildError("building the control plane needs the Go toolchain (`go`) on PATH")
-    env = dict(os.environ, CGO_ENABLED="0", GOTOOLCHAIN=_toolchain(module), GOWORK="off",
-               GOFLAGS="-mod=mod")
+    env = go_env(module)
     tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=target.parent)) / target.name
     command = [
-        go, "build", "-v", "-trimpath", "-tags", "selinux,notest,grpcnotrace",
+        go, "build", "-v", "-trimpath", "-tags", BUILD_TAGS,
         "-ldflags", ldflags, "-o", str(tmp), package,
     ]
     print(f"[controlplane] building {label} (cold builds take minutes; cached in {target.parent})",
@@ -201,6 +202,15 @@ def _go_build(
     finally:
         shutil.rmtree(tmp.parent, ignore_errors=True)
     print(f"[controlplane] built {label} in {time.monotonic() - started:.0f}s", file=out, flush=True)
+
+
+def go_env(module: Path) -> dict[str, str]:
+    """The environment `go` builds a wrapper module in. `-mod=readonly`: go.mod and go.sum are the
+    pins, checked, never rewritten; a module whose hash is missing from go.sum (or differs from
+    it) fails the build instead of being added from whatever the proxy serves. (tools/controlplane/
+    pin.py is what writes them, with `go mod tidy`.)"""
+    return dict(os.environ, CGO_ENABLED="0", GOTOOLCHAIN=_toolchain(module), GOWORK="off",
+                GOFLAGS="-mod=readonly")
 
 
 def _toolchain(module: Path) -> str:

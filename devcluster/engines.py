@@ -217,6 +217,11 @@ def _argocd_done(engines: Engines) -> bool:
 
 
 def _go_env(toolchain: str) -> dict[str, str]:
+    """`-mod=mod`, unlike the control plane's wrappers (devcluster/build.py, `-mod=readonly`): an
+    engine builds in a copy of its own module whose go.mod `_module_copy` edits (the nested
+    modules' relative replaces dropped, so those come from the proxy; the pins file's replaces
+    added), so go must add those modules' hashes to the copy's go.sum. The go command checks each
+    against the checksum database (GONOSUMDB is not set) before writing it."""
     if shutil.which("go") is None:
         raise EngineBuildError("building the GitOps engines needs the Go toolchain (`go`) on PATH")
     return dict(os.environ, CGO_ENABLED="0", GOWORK="off", GOFLAGS="-mod=mod -buildvcs=false",

@@ -12,7 +12,9 @@ reproducibly. So the image is assembled from files, not from a running container
    `/var/lib/dpkg/status.d/` (the distroless convention) so image scanners see what is inside.
 2. **python** layer: the wheels pinned with hashes in `requirements.txt`, installed by pip
    (`--only-binary`, `--require-hashes`, for cp311 manylinux) into `/usr/local/lib/python3.11`.
-3. **fivespot** layer: this project's packages and the `/usr/local/bin/fivespot` entrypoint.
+3. **fivespot** layer: this project's packages and the `/usr/local/bin/fivespot` entrypoint,
+   from fivespot's wheel, built by the setuptools `build-requirements.txt` pins by hash, in a venv
+   holding nothing else (no build isolation: that would fetch an unpinned backend and run it).
 
 Bytecode is compiled by the image's own interpreter (run chrooted in the tree; hash-based,
 unchecked `.pyc`, `PYTHONHASHSEED=0`), since a read-only root filesystem cannot cache it at run
@@ -22,6 +24,8 @@ entries, numeric owners and modification times clamped to that layer's SOURCE_DA
 commit time of the last change to the layer's inputs), so the same inputs give the same digest.
 `umoci` (Debian's OCI image tool) turns the layers into an OCI image layout and `skopeo` copies it
 into the docker-archive that `kind load image-archive`, `docker load` and `podman load` take.
+Beside them `build` writes the image's CycloneDX SBOM and its in-toto SLSA provenance
+(`supply_chain.py`), and `inputs.txt`: every input with the digest the build checked.
 
 The `Containerfile` at the top of the repo runs the same `rootfs` command in a Debian build stage,
 so users with Docker or Podman get the same files; its final stage declares the same config
@@ -29,7 +33,8 @@ so users with Docker or Podman get the same files; its final stage declares the 
 
     python image/build.py build [--out build/image]   # what `make image` runs
     python image/build.py rootfs DIR                   # the Containerfile's build stage
-    python image/build.py lock                         # re-pin requirements.txt from pyproject.toml
+    python image/build.py lock                         # re-pin requirements.txt and
+                                                       # build-requirements.txt from pyproject.toml
 """
 
 from __future__ import annotations
@@ -37,9 +42,11 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import hashlib
+import importlib.metadata
 import io
 import json
 import os
+import platform
 import shutil
 import stat
 import subprocess
@@ -55,6 +62,11 @@ HERE: Final = Path(__file__).resolve().parent
 REPO: Final = HERE.parent
 PACKAGE_LIST: Final = HERE / "debian-packages.txt"
 REQUIREMENTS: Final = HERE / "requirements.txt"
+BUILD_REQUIREMENTS: Final = HERE / "build-requirements.txt"
+"""The build backend pyproject.toml's [build-system] names, pinned with hashes: fivespot's wheel is
+built in a venv holding exactly these (no build isolation fetching whatever the index serves)."""
+SBOM: Final = "sbom.cdx.json"
+PROVENANCE: Final = "provenance.intoto.json"
 
 IMAGE_NAME: Final = "ghcr.io/finos/fivespot"
 USER_ID: Final = 65532
@@ -86,6 +98,9 @@ IMAGE_CONFIG: Final = ImageConfig(
 PYTHON_TAGS: Final = ("--python-version", "3.11", "--implementation", "cp", "--abi", "cp311")
 GLIBC_MINOR: Final = 36
 """bookworm's glibc; wheels for this or any older manylinux glibc run on it."""
+DISTRO: Final = "debian-12"
+"""The Debian release the packages come from, as package URLs name it (`distro=debian-12`)."""
+PLATFORM: Final = "linux/amd64"
 
 PRUNED_PREFIXES: Final = (
     "usr/share/doc/", "usr/share/man/", "usr/share/info/", "usr/share/lintian/",
@@ -163,6 +178,8 @@ class DebianPackage:
     architecture: str
     filename: str
     sha256: str
+    source: str
+    """The source package it is built from (`glibc` for libc6): scanners match advisories by it."""
 
     @property
     def file_name(self) -> str:
@@ -182,7 +199,39 @@ def resolve_packages(names: list[str]) -> list[DebianPackage]:
         if "Package" in fields:
             stanzas.setdefault(fields["Package"], fields)
     return [DebianPackage(name, stanzas[name]["Version"], stanzas[name]["Architecture"],
-                          stanzas[name]["Filename"], stanzas[name]["SHA256"]) for name in names]
+                          stanzas[name]["Filename"], stanzas[name]["SHA256"],
+                          source_package(stanzas[name])) for name in names]
+
+
+def source_package(fields: dict[str, str]) -> str:
+    """`Source: glibc` or `Source: glibc (2.36-9)`; absent when it is the binary package's name."""
+    return fields.get("Source", fields["Package"]).split(" ", 1)[0]
+
+
+@dataclass(frozen=True)
+class PinnedWheel:
+    """One `name==version --hash=sha256:...` line of a hash-pinned requirements file."""
+
+    name: str
+    version: str
+    sha256: str
+
+
+def read_pins(path: Path) -> list[PinnedWheel]:
+    """The pins of a requirements file `lock` writes: exactly one version and one SHA256 each."""
+    pins = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        requirement, _, digest = text.partition(" --hash=sha256:")
+        name, _, version = requirement.partition("==")
+        if not (name and version and len(digest) == 64 and " " not in digest):
+            shown = path.relative_to(REPO) if path.is_relative_to(REPO) else path
+            raise BuildError(f"{shown}:{number}: expected `name==version "
+                             f"--hash=sha256:<64 hex digits>`, got {line!r}")
+        pins.append(PinnedWheel(name.strip(), version.strip(), digest))
+    return pins
 
 
 def _control_fields(text: str) -> dict[str, str]:
@@ -482,15 +531,45 @@ def copy_sources(destination: Path) -> None:
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
 
 
-def build_fivespot(root: Path, version: str) -> Layer:
+@dataclass(frozen=True)
+class BuiltWheel:
+    """fivespot's own wheel as the build made it (its bytes are reproducible)."""
+
+    file_name: str
+    sha256: str
+
+
+def build_wheel(sources: Path, wheels: Path, epoch: int,
+                backend: Path = BUILD_REQUIREMENTS) -> BuiltWheel:
+    """Build fivespot's wheel with the hash-pinned backend, in a venv that holds nothing else.
+
+    pip's default build isolation would install [build-system] requires from the index, unpinned
+    and unchecked, and run it; here the backend is `backend`'s pins, installed by hash into a
+    fresh venv (no pip, no setuptools of its own: pip runs it from outside with `--python`), and
+    pip checks that it satisfies pyproject.toml's requires. SOURCE_DATE_EPOCH fixes the zip times.
+    """
+    env_dir = wheels.parent / "build-env"
+    run([sys.executable, "-m", "venv", "--without-pip", str(env_dir)])
+    pip = [sys.executable, "-m", "pip", "--python", str(env_dir / "bin" / "python"), "--quiet",
+           "--disable-pip-version-check"]
+    run([*pip, "install", "--no-deps", "--only-binary=:all:", "--require-hashes", "-r",
+         str(backend)], capture=True)
+    run([*pip, "wheel", "--no-deps", "--no-build-isolation", "--check-build-dependencies",
+         "--wheel-dir", str(wheels), str(sources)],
+        env=dict(os.environ, SOURCE_DATE_EPOCH=str(epoch)), capture=True)
+    (wheel,) = wheels.glob("*.whl")
+    return BuiltWheel(wheel.name, sha256_file(wheel))
+
+
+def build_fivespot(root: Path, version: str) -> tuple[Layer, BuiltWheel]:
     log("installing fivespot")
     site = root / SITE
+    epoch = source_date_epoch()
     with tempfile.TemporaryDirectory() as scratch:
         sources, wheels = Path(scratch) / "src", Path(scratch) / "wheels"
         sources.mkdir()
         copy_sources(sources)
-        run([sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check",
-             "--no-deps", "--wheel-dir", str(wheels), str(sources)])
+        wheel = build_wheel(sources, wheels, epoch)
         # From an index folder, not by path: a path would be recorded in direct_url.json.
         pip_install(site, ["--no-index", "--find-links", str(wheels), f"fivespot=={version}"])
     entrypoint = root / ENTRYPOINT.lstrip("/")
@@ -500,7 +579,7 @@ def build_fivespot(root: Path, version: str) -> Layer:
                           f"sys.exit({function}())\n")
     entrypoint.chmod(0o755)
     compile_bytecode(root, [f"{SITE}/{p}" for p in top_level_packages()])
-    return Layer("fivespot", f"fivespot {version}", source_date_epoch())
+    return Layer("fivespot", f"fivespot {version}", epoch), wheel
 
 
 def smoke_test(root: Path) -> None:
@@ -515,8 +594,17 @@ def smoke_test(root: Path) -> None:
     in_root(root, [ENTRYPOINT, "--help"])
 
 
-def build_rootfs(root: Path, cache: Path) -> tuple[list[Layer], list[DebianPackage]]:
-    """The image's files in `root`, and which paths each layer adds."""
+@dataclass(frozen=True)
+class Rootfs:
+    """What `build_rootfs` assembled: the layers' paths and what they were made from."""
+
+    layers: list[Layer]
+    packages: list[DebianPackage]
+    wheel: BuiltWheel
+
+
+def build_rootfs(root: Path, cache: Path) -> Rootfs:
+    """The image's files in `root`, which paths each layer adds, and the inputs it used."""
     if root.exists() and any(root.iterdir()):
         raise BuildError(f"{root} is not empty")
     root.mkdir(parents=True, exist_ok=True)
@@ -532,12 +620,13 @@ def build_rootfs(root: Path, cache: Path) -> tuple[list[Layer], list[DebianPacka
     debian, packages = build_debian(root, cache)
     record(debian)
     record(build_python(root))
-    record(build_fivespot(root, project_version()))
+    fivespot, wheel = build_fivespot(root, project_version())
+    record(fivespot)
     check_libraries(root)
     smoke_test(root)
     for stray in [p for p in walk(root) if p not in seen]:  # written by the checks: none expected
         raise BuildError(f"the checks wrote {stray} into the image")
-    return layers, packages
+    return Rootfs(layers, packages, wheel)
 
 
 def write_layer(root: Path, layer: Layer, out: Path) -> None:
@@ -603,8 +692,9 @@ def pack(root: Path, layers: list[Layer], out: Path, version: str, revision: str
                 capture=True)
     created = max(layer.epoch for layer in layers)
     labels = oci_annotations(version, revision, created)
+    os_name, architecture = PLATFORM.split("/")
     config = ["--no-history", "--created", iso(created), "--author", "fivespot",
-              "--architecture", "amd64", "--os", "linux",
+              "--architecture", architecture, "--os", os_name,
               "--config.user", IMAGE_CONFIG.user, "--config.workingdir", IMAGE_CONFIG.workingdir]
     for entry in IMAGE_CONFIG.entrypoint:
         config += ["--config.entrypoint", entry]
@@ -634,12 +724,58 @@ def manifest_digest(layout: Path, tag: str) -> tuple[str, int]:
     return digest, size
 
 
-def write_inputs(out: Path, built: Built, packages: list[DebianPackage], revision: str,
-                 key: str) -> None:
+def write_inputs(out: Path, built: Built, rootfs: Rootfs, revision: str, key: str) -> None:
+    """inputs.txt: what the image was made from, each input with the digest the build checked."""
     lines = [f"key {key}", f"image {built.reference}", f"digest {built.digest}",
-             f"revision {revision}", f"requirements sha256 {sha256_file(REQUIREMENTS)}"]
-    lines += [f"deb {p.name} {p.version} {p.architecture} sha256:{p.sha256}" for p in packages]
+             f"revision {revision}", f"requirements sha256 {sha256_file(REQUIREMENTS)}",
+             f"build-requirements sha256 {sha256_file(BUILD_REQUIREMENTS)}"]
+    lines += [f"deb {p.name} {p.version} {p.architecture} sha256:{p.sha256}"
+              for p in rootfs.packages]
+    lines += [f"wheel {w.name} {w.version} sha256:{w.sha256}" for w in read_pins(REQUIREMENTS)]
+    lines += [f"build-backend {w.name} {w.version} sha256:{w.sha256}"
+              for w in read_pins(BUILD_REQUIREMENTS)]
+    lines += [f"fivespot-wheel {rootfs.wheel.file_name} sha256:{rootfs.wheel.sha256}"]
+    for name in (SBOM, PROVENANCE):
+        lines.append(f"{name} sha256:{sha256_file(out / name)}")
     (out / "inputs.txt").write_text("\n".join(lines) + "\n")
+
+
+def tool_versions() -> dict[str, str]:
+    """The versions of the programs that made the image, for the provenance's builder."""
+    found = {"python": platform.python_version(), "pip": importlib.metadata.version("pip")}
+    for tool in ("umoci", "skopeo"):
+        found[tool] = run([tool, "--version"], capture=True).strip().rsplit(" ", 1)[-1]
+    return found
+
+
+def write_documents(out: Path, built: Built, rootfs: Rootfs, revision: str) -> None:
+    """The SBOM and the provenance statement, next to the image (image/supply_chain.py)."""
+    try:
+        import supply_chain
+    except ImportError as error:
+        raise BuildError(f"the SBOM needs pyproject.toml's `image` extra ({error}): "
+                         "`pip install -e '.[image]'` (`make install` does)")
+    project_section = project()["project"]
+    assert isinstance(project_section, dict)
+    epoch = max(layer.epoch for layer in rootfs.layers)
+    inputs = supply_chain.Inputs(
+        image=supply_chain.Image(
+            repository=IMAGE_NAME, tag=built.reference.rsplit(":", 1)[1],
+            manifest_digest=built.digest, archive_name=built.archive.name,
+            archive_sha256=sha256_file(built.archive), created=epoch, platform=PLATFORM),
+        source=supply_chain.Source(repository=project_source(), revision=revision,
+                                   version=project_version(),
+                                   license=str(project_section["license"])),
+        distro=DISTRO, debian=rootfs.packages, wheels=read_pins(REQUIREMENTS),
+        build_backend=read_pins(BUILD_REQUIREMENTS), fivespot_wheel=rootfs.wheel,
+        tools=tool_versions())
+    try:
+        sbom = supply_chain.sbom(inputs)
+    except ValueError as error:
+        raise BuildError(str(error))
+    (out / SBOM).write_bytes(sbom)
+    (out / PROVENANCE).write_bytes(
+        supply_chain.provenance(inputs, SBOM, hashlib.sha256(sbom).hexdigest()))
 
 
 def cache_root() -> Path:
@@ -650,8 +786,8 @@ def cache_root() -> Path:
 def input_key(packages: list[DebianPackage], revision: str) -> str:
     """A digest of everything the image is made from, to reuse an earlier build of it."""
     digest = hashlib.sha256()
-    files = [HERE / "build.py", PACKAGE_LIST, REQUIREMENTS, REPO / "pyproject.toml",
-             REPO / "README.md"]
+    files = [HERE / "build.py", HERE / "supply_chain.py", PACKAGE_LIST, REQUIREMENTS,
+             BUILD_REQUIREMENTS, REPO / "pyproject.toml", REPO / "README.md"]
     for package in top_level_packages():
         files += sorted(p for p in (REPO / package).rglob("*")
                         if p.is_file() and "__pycache__" not in p.parts)
@@ -672,7 +808,8 @@ def previous_build(out: Path, key: str) -> Built | None:
     fields = dict(line.split(" ", 1) for line in inputs.read_text().splitlines() if " " in line)
     version = project_version()
     archive = out / f"fivespot-{version}.docker.tar"
-    if fields.get("key") != key or not archive.exists() or not (out / "oci" / "index.json").exists():
+    needed = [archive, out / "oci" / "index.json", out / SBOM, out / PROVENANCE]
+    if fields.get("key") != key or not all(path.exists() for path in needed):
         return None
     digest, size = manifest_digest(out / "oci", version)
     return Built(out / "oci", archive, f"{IMAGE_NAME}:{version}", digest, size)
@@ -688,12 +825,14 @@ def build(out: Path, *, reuse: bool = False) -> Built:
     if reuse and (built := previous_build(out, key)) is not None:
         log(f"reusing the build in {out} (same inputs)")
         return built
-    (out / "inputs.txt").unlink(missing_ok=True)
+    for stale in ("inputs.txt", SBOM, PROVENANCE):
+        (out / stale).unlink(missing_ok=True)
     with tempfile.TemporaryDirectory(dir=cache, prefix="work-") as scratch:
         root = Path(scratch) / "rootfs"
-        layers, packages = build_rootfs(root, cache)
-        built = pack(root, layers, out, version, revision)
-    write_inputs(out, built, packages, revision, key)
+        rootfs = build_rootfs(root, cache)
+        built = pack(root, rootfs.layers, out, version, revision)
+    write_documents(out, built, rootfs, revision)
+    write_inputs(out, built, rootfs, revision, key)
     return built
 
 
@@ -701,29 +840,45 @@ def build(out: Path, *, reuse: bool = False) -> Built:
 
 
 def lock() -> None:
-    """Pin the runtime dependencies pyproject.toml allows, as the image installs them."""
+    """Pin the runtime dependencies pyproject.toml allows, as the image installs them, and the
+    build backend its [build-system] names, as the wheel build installs it."""
     platforms = [a for minor in range(GLIBC_MINOR, 16, -1)
                  for a in ("--platform", f"manylinux_2_{minor}_x86_64")]
     with tempfile.TemporaryDirectory() as scratch:
-        report = Path(scratch) / "report.json"
         sources = Path(scratch) / "src"
         sources.mkdir()
         copy_sources(sources)
+        runtime = resolve([*platforms, "--platform", "manylinux2014_x86_64", *PYTHON_TAGS,
+                           "--target", str(Path(scratch) / "target"), str(sources)])
+    write_pins(REQUIREMENTS, [w for w in runtime if w.name != "fivespot"], [
+        "The wheels the image installs: every runtime dependency of pyproject.toml, pinned",
+        "with its hash for CPython 3.11 on manylinux x86_64. Regenerate with `make image-lock`."])
+    build_system = project()["build-system"]
+    assert isinstance(build_system, dict)
+    write_pins(BUILD_REQUIREMENTS, resolve(list(build_system["requires"])), [
+        "The build backend pyproject.toml's [build-system] requires, pinned with its hash: the",
+        "image's fivespot wheel is built in a venv holding exactly these (image/build.py,",
+        "build_wheel). Regenerate with `make image-lock`."])
+
+
+def resolve(arguments: list[str]) -> list[PinnedWheel]:
+    """What pip would install for `arguments` (binary wheels only), each with its SHA256."""
+    with tempfile.TemporaryDirectory() as scratch:
+        report = Path(scratch) / "report.json"
         run([sys.executable, "-m", "pip", "install", "--quiet", "--dry-run", "--ignore-installed",
-             "--only-binary=:all:", *platforms, "--platform", "manylinux2014_x86_64", *PYTHON_TAGS,
-             "--target", str(Path(scratch) / "target"), "--report", str(report), str(sources)])
+             "--only-binary=:all:", "--report", str(report), *arguments])
         installs = json.loads(report.read_text())["install"]
-    lines = ["# The wheels the image installs: every runtime dependency of pyproject.toml, pinned",
-             "# with its hash for CPython 3.11 on manylinux x86_64. Regenerate with `make image-lock`.",
-             ""]
-    for item in sorted(installs, key=lambda i: i["metadata"]["name"].lower()):
-        name, version = item["metadata"]["name"], item["metadata"]["version"]
-        hashes = item["download_info"].get("archive_info", {}).get("hashes", {})
-        if name == "fivespot":
-            continue
-        lines.append(f"{name}=={version} --hash=sha256:{hashes['sha256']}")
-    REQUIREMENTS.write_text("\n".join(lines) + "\n")
-    log(f"pinned {len(lines) - 3} wheels in {REQUIREMENTS.relative_to(REPO)}")
+    return [PinnedWheel(item["metadata"]["name"], item["metadata"]["version"],
+                        item["download_info"].get("archive_info", {}).get("hashes", {}).get("sha256", ""))
+            for item in installs]
+
+
+def write_pins(path: Path, pins: list[PinnedWheel], header: list[str]) -> None:
+    lines = [f"# {line}" for line in header] + [""]
+    lines += [f"{w.name}=={w.version} --hash=sha256:{w.sha256}"
+              for w in sorted(pins, key=lambda w: w.name.lower())]
+    path.write_text("\n".join(lines) + "\n")
+    log(f"pinned {len(pins)} wheels in {path.relative_to(REPO)}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -737,7 +892,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="keep the image already in --out when it was built from the same inputs")
     rootfs = sub.add_parser("rootfs", help="only assemble and check the root filesystem")
     rootfs.add_argument("directory", type=Path, help="an empty or absent folder")
-    sub.add_parser("lock", help="re-pin image/requirements.txt from pyproject.toml")
+    sub.add_parser("lock", help="re-pin image/requirements.txt and image/build-requirements.txt "
+                   "from pyproject.toml")
     args = parser.parse_args(argv)
     try:
         if args.command == "build":

@@ -22,8 +22,8 @@ from typing import Final
 from packaging.requirements import Requirement
 
 PYPROJECT: Final = Path(__file__).resolve().parents[1] / "pyproject.toml"
-RUNTIME_EXTRAS: Final = ("calendars",)
-"""Optional dependencies a user installs to run fivespot (as opposed to `dev`)."""
+RUNTIME_EXTRAS: Final = ("calendars", "image")
+"""Optional dependencies a user installs to run fivespot or build its image (as opposed to `dev`)."""
 
 
 def runtime_requirements(pyproject: Path = PYPROJECT) -> list[Requirement]:

@@ -23,6 +23,7 @@ from kubernetes import client
 from devcluster.build import cache_root, cached_binaries, ensure_binaries
 from devcluster.clients import admin_client, client_as_service_account
 from devcluster.controlplane import ControlPlane
+from tests.image_scripts import build_script
 from tests.integration import leaks
 
 
@@ -157,7 +158,8 @@ def image_build_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def built_image() -> dict[str, Any]:
-    """`image/build.py build --reuse` into the cache; the image's layout, tag and reference."""
+    """`image/build.py build --reuse` into the cache; the image's layout, tag and reference, its
+    docker archive, and the SBOM and provenance written beside it."""
     out = image_build_dir()
     started = time.monotonic()
     done = subprocess.run([sys.executable, str(ROOT / "image" / "build.py"), "build", "--out",
@@ -166,5 +168,7 @@ def built_image() -> dict[str, Any]:
     print(f"image build: {time.monotonic() - started:.1f}s\n{done.stdout}")
     fields = dict(line.split(" ", 1) for line in (out / "inputs.txt").read_text().splitlines())
     reference = fields["image"]
+    script = build_script()
     return {"layout": out / "oci", "tag": reference.rsplit(":", 1)[1], "reference": reference,
-            "archive": next(out.glob("*.docker.tar")), "digest": fields["digest"]}
+            "archive": next(out.glob("*.docker.tar")), "digest": fields["digest"],
+            "sbom": out / script.SBOM, "provenance": out / script.PROVENANCE}

@@ -9,6 +9,7 @@ the way the kubelet and a container runtime would, against a control plane of th
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
@@ -18,12 +19,21 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from email.parser import HeaderParser
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from cyclonedx.schema import SchemaVersion
+from cyclonedx.validation.json import JsonStrictValidator
+from google.protobuf import json_format
+from in_toto_attestation.predicates.provenance.v1 import provenance_pb2
+from in_toto_attestation.v1 import statement_pb2
+from in_toto_attestation.v1.statement import Statement
 from kubernetes import client
+from packageurl import PackageURL
+from packaging.utils import canonicalize_name
 
 from compiler.emit.base import SCHEDULES, WORKLOADS
 from compiler.output import write_tree
@@ -31,6 +41,7 @@ from compiler.pipeline import Compiled, compile_repo
 from devcluster.clients import admin_client
 from devcluster.controlplane import ControlPlane
 from devcluster.kubectl import install, kubectl
+from tests.image_scripts import build_script
 from tests.integration.conftest import own_control_plane
 from tests.integration.pod_sandbox import (
     SandboxedProcess,
@@ -160,6 +171,102 @@ def test_the_image_carries_the_oci_annotations(built_image: dict[str, Any]) -> N
         name = f"org.opencontainers.image.{key}"
         assert labels[name] and manifest["annotations"][name] == labels[name], name
     assert labels["org.opencontainers.image.version"] == built_image["tag"]
+
+
+# --- the SBOM and the provenance `make image` writes beside the image -------------------------
+
+
+def _sbom(built_image: dict[str, Any]) -> dict[str, Any]:
+    text = built_image["sbom"].read_text()
+    assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(text, all_errors=True) is None
+    document: dict[str, Any] = json.loads(text)
+    return document
+
+
+def _sbom_packages(built_image: dict[str, Any], purl_type: str) -> set[tuple[str, str]]:
+    found = set()
+    for component in _sbom(built_image)["components"]:
+        purl = PackageURL.from_string(component["purl"])
+        assert [h["alg"] for h in component["hashes"]] == ["SHA-256"], component["name"]
+        if purl.type == purl_type:
+            found.add((canonicalize_name(purl.name) if purl_type == "pypi" else purl.name,
+                       str(purl.version)))
+    return found
+
+
+def test_the_sbom_lists_every_debian_package_the_images_dpkg_status_holds(
+    built_image: dict[str, Any], rootfs: Path
+) -> None:
+    held = set()
+    for record in (rootfs / "var" / "lib" / "dpkg" / "status.d").iterdir():
+        fields = dict(line.split(": ", 1) for line in record.read_text().splitlines()
+                      if ": " in line and not line.startswith(" "))
+        held.add((fields["Package"], fields["Version"]))
+    assert len(held) == len(build_script().package_names())
+    assert _sbom_packages(built_image, "deb") == held
+
+
+def test_the_sbom_lists_every_wheel_in_site_packages_and_fivespot_itself(
+    built_image: dict[str, Any], rootfs: Path
+) -> None:
+    site = rootfs / build_script().SITE
+    installed = set()
+    for metadata in site.glob("*.dist-info/METADATA"):
+        fields = HeaderParser().parsestr(metadata.read_text())
+        installed.add((canonicalize_name(fields["Name"]), fields["Version"]))
+    assert ("fivespot", built_image["tag"]) in installed
+    assert _sbom_packages(built_image, "pypi") == installed
+
+
+def test_fivespots_wheel_in_the_image_was_built_by_the_pinned_backend(
+    built_image: dict[str, Any], rootfs: Path
+) -> None:
+    script = build_script()
+    (setuptools,) = script.read_pins(script.BUILD_REQUIREMENTS)
+    wheel = rootfs / script.SITE / f"fivespot-{built_image['tag']}.dist-info" / "WHEEL"
+    assert f"Generator: setuptools ({setuptools.version})" in wheel.read_text()
+
+
+def test_the_provenance_subject_is_the_built_images_manifest_digest(
+    built_image: dict[str, Any]
+) -> None:
+    text = built_image["provenance"].read_text()
+    Statement.copy_from_pb(json_format.Parse(text, statement_pb2.Statement())).validate()
+    statement = json.loads(text)
+    json_format.ParseDict(statement["predicate"], provenance_pb2.Provenance())
+    subjects = {s["name"]: s["digest"]["sha256"] for s in statement["subject"]}
+    assert subjects == {
+        "ghcr.io/finos/fivespot": built_image["digest"].removeprefix("sha256:"),
+        built_image["archive"].name: hashlib.sha256(built_image["archive"].read_bytes()).hexdigest()}
+    (manifest,) = [m["digest"] for m in json.loads(
+        (built_image["layout"] / "index.json").read_text())["manifests"]]
+    assert manifest == built_image["digest"]
+    byproducts = {b["name"]: b["digest"]["sha256"]
+                  for b in statement["predicate"]["runDetails"]["byproducts"]}
+    assert byproducts[built_image["sbom"].name] == hashlib.sha256(
+        built_image["sbom"].read_bytes()).hexdigest()
+    described = _sbom(built_image)["metadata"]["component"]
+    assert described["hashes"][0]["content"] == built_image["digest"].removeprefix("sha256:")
+
+
+def test_every_input_of_the_build_is_in_the_provenance_with_the_digest_the_build_checked(
+    built_image: dict[str, Any]
+) -> None:
+    script = build_script()
+    statement = json.loads(built_image["provenance"].read_text())
+    resolved = {d["uri"]: d["digest"] for d in
+                statement["predicate"]["buildDefinition"]["resolvedDependencies"]}
+    for wheel in script.read_pins(script.REQUIREMENTS) + script.read_pins(script.BUILD_REQUIREMENTS):
+        assert resolved[PackageURL(type="pypi", name=wheel.name, version=wheel.version)
+                        .to_string()] == {"sha256": wheel.sha256}
+    inputs = (built_image["layout"].parent / "inputs.txt").read_text().splitlines()
+    debs = [line.split() for line in inputs if line.startswith("deb ")]
+    assert len(debs) == len(script.package_names())
+    found = {(purl.name, purl.version): digest["sha256"] for purl, digest in
+             ((PackageURL.from_string(uri), digest) for uri, digest in resolved.items()
+              if uri.startswith("pkg:deb/"))}
+    assert found == {(name, version): sha.removeprefix("sha256:")
+                     for _, name, version, _, sha in debs}
 
 
 def test_the_docker_archive_is_what_kind_load_and_docker_load_take(built_image: dict[str, Any]) -> None:
@@ -348,3 +455,6 @@ def test_a_second_build_of_the_same_inputs_has_the_same_digest(
     assert again["digest"] == built_image["digest"]
     archive = next((tmp_path / "again").glob("*.docker.tar"))
     assert archive.read_bytes() == built_image["archive"].read_bytes()
+    for document in ("sbom", "provenance"):
+        rebuilt = tmp_path / "again" / built_image[document].name
+        assert rebuilt.read_bytes() == built_image[document].read_bytes(), document

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -128,6 +129,16 @@ def test_the_pre_commit_hooks_pass_a_current_repo_and_stop_a_stale_output_or_a_f
 def test_the_ci_template_validates_against_its_published_schema(template: str, schema: str) -> None:
     checked = run(ROOT, "check-jsonschema", "--builtin-schema", schema, str(CI / template))
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_every_github_action_is_pinned_by_full_commit_sha_with_its_tag_beside_it() -> None:
+    """A tag can be moved to other code; a commit SHA cannot (OpenSSF Scorecard's
+    Pinned-Dependencies). The tag in the comment tells a reader, and Dependabot, which release."""
+    lines = [line.strip() for line in (CI / "github-actions.yaml").read_text().splitlines()
+             if line.strip().startswith("- uses:")]
+    assert lines
+    for line in lines:
+        assert re.fullmatch(r"- uses: [\w.-]+/[\w.-]+@[0-9a-f]{40}  # v\d+\.\d+\.\d+", line), line
 
 
 def _github_steps() -> tuple[dict[str, str], list[str]]:

@@ -6,31 +6,24 @@ build, so a drift between the two ways of building the image fails in seconds.
 
 from __future__ import annotations
 
-import importlib.util
 import json
+import re
 import shlex
-import sys
 import tomllib
+import zipfile
+from collections.abc import Callable
+import sys
 from pathlib import Path
-from types import ModuleType
+from typing import Any
 
 import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from tests.image_scripts import build_script
+
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _load_build() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("image_build", ROOT / "image" / "build.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["image_build"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-build = _load_build()
+build = build_script()
 
 
 def final_stage() -> list[tuple[str, str]]:
@@ -79,33 +72,101 @@ def test_image_runs_as_the_uid_the_compiled_deployments_set() -> None:
     assert build.IMAGE_CONFIG.user == f"{USER_ID}:{USER_ID}"
 
 
-def _pins() -> dict[str, tuple[str, list[str]]]:
-    pins: dict[str, tuple[str, list[str]]] = {}
-    for line in build.REQUIREMENTS.read_text().splitlines():
-        if not line.strip() or line.startswith("#"):
-            continue
-        requirement, *hashes = line.split(" --hash=")
-        name, version = requirement.split("==")
-        pins[canonicalize_name(name)] = (version, hashes)
-    return pins
-
-
-def test_lock_pins_every_runtime_dependency_within_its_pyproject_bounds() -> None:
+def _pyproject() -> dict[str, Any]:
     with (ROOT / "pyproject.toml").open("rb") as stream:
-        dependencies = tomllib.load(stream)["project"]["dependencies"]
-    pins = _pins()
-    for text in dependencies:
+        return tomllib.load(stream)
+
+
+@pytest.mark.parametrize(("lock", "requires"), [
+    ("REQUIREMENTS", lambda project: project["project"]["dependencies"]),
+    ("BUILD_REQUIREMENTS", lambda project: project["build-system"]["requires"]),
+], ids=["runtime", "build-backend"])
+def test_lock_pins_every_requirement_within_its_pyproject_bounds(
+        lock: str, requires: Callable[[dict[str, Any]], list[str]]) -> None:
+    path = getattr(build, lock)
+    pins = {canonicalize_name(w.name): w.version for w in build.read_pins(path)}
+    for text in requires(_pyproject()):
         requirement = Requirement(text)
         name = canonicalize_name(requirement.name)
-        assert name in pins, f"{requirement.name} is not pinned in image/requirements.txt"
-        assert requirement.specifier.contains(pins[name][0], prereleases=True), (
-            f"image/requirements.txt pins {requirement.name}=={pins[name][0]}, outside "
+        assert name in pins, f"{requirement.name} is not pinned in {path.name}"
+        assert requirement.specifier.contains(pins[name], prereleases=True), (
+            f"{path.name} pins {requirement.name}=={pins[name]}, outside "
             f"pyproject.toml's {requirement.specifier}: run `make image-lock`")
 
 
-def test_every_pin_has_exactly_one_sha256() -> None:
-    for name, (_, hashes) in _pins().items():
-        assert len(hashes) == 1 and hashes[0].startswith("sha256:"), name
+@pytest.mark.parametrize("lock", ["REQUIREMENTS", "BUILD_REQUIREMENTS"])
+def test_every_pin_has_exactly_one_sha256(lock: str) -> None:
+    path = getattr(build, lock)
+    pins = build.read_pins(path)
+    assert pins
+    for line in path.read_text().splitlines():
+        if line and not line.startswith("#"):
+            assert len(re.findall(r"--hash=sha256:[0-9a-f]{64}\b", line)) == 1, line
+
+
+def test_a_pin_without_its_hash_is_refused_naming_the_file_and_line(tmp_path: Path) -> None:
+    lock = tmp_path / "requirements.txt"
+    lock.write_text("# pins\n\nflask==3.1.3 --hash=sha256:" + "a" * 64 + "\nsetuptools==84.2.1\n")
+    with pytest.raises(build.BuildError, match=r"requirements.txt:4: expected `name==version "
+                       r"--hash=sha256:<64 hex digits>`, got 'setuptools==84.2.1'"):
+        build.read_pins(lock)
+
+
+# --- fivespot's own wheel: built by the pinned backend alone --------------------------------------
+
+
+def _wheel(tmp_path: Path, backend: Path = build.BUILD_REQUIREMENTS) -> tuple[Any, Path]:
+    sources, wheels = tmp_path / "src", tmp_path / "wheels"
+    sources.mkdir(parents=True)
+    build.copy_sources(sources)
+    return build.build_wheel(sources, wheels, 1_700_000_000, backend), tmp_path
+
+
+def test_fivespots_wheel_is_built_by_the_pinned_backend_in_a_venv_of_nothing_else(
+        tmp_path: Path) -> None:
+    wheel, scratch = _wheel(tmp_path / "one")
+    (setuptools,) = build.read_pins(build.BUILD_REQUIREMENTS)
+    with zipfile.ZipFile(scratch / "wheels" / wheel.file_name) as archive:
+        generator = archive.read("fivespot-0.1.0.dist-info/WHEEL").decode()
+    assert f"Generator: setuptools ({setuptools.version})" in generator
+    site = scratch / "build-env" / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}"
+    installed = sorted(p.name for p in (site / "site-packages").glob("*.dist-info"))
+    assert installed == [f"setuptools-{setuptools.version}.dist-info"], "no pip, nothing unpinned"
+    again, _ = _wheel(tmp_path / "two")
+    assert again == wheel, "the same sources and SOURCE_DATE_EPOCH give the same wheel bytes"
+
+
+def test_a_build_backend_whose_hash_differs_stops_the_wheel_build(tmp_path: Path) -> None:
+    (setuptools,) = build.read_pins(build.BUILD_REQUIREMENTS)
+    tampered = tmp_path / "build-requirements.txt"
+    tampered.write_text(f"setuptools=={setuptools.version} --hash=sha256:{'0' * 64}\n")
+    with pytest.raises(build.BuildError, match="(?i)hash"):
+        _wheel(tmp_path / "build", tampered)
+    assert not (tmp_path / "build" / "wheels").exists()
+
+
+# --- the Containerfile's base image and its pip ---------------------------------------------------
+
+
+def _instructions() -> list[tuple[str, str]]:
+    text = (ROOT / "Containerfile").read_text().replace("\\\n", " ")
+    return [(name.upper(), rest) for name, _, rest in
+            (line.strip().partition(" ") for line in text.splitlines())
+            if name and not name.startswith("#")]
+
+
+def test_every_base_image_of_the_containerfile_is_pinned_by_digest() -> None:
+    bases = [rest.split()[0] for name, rest in _instructions() if name == "FROM"]
+    assert bases[-1] == "scratch"
+    for base in bases[:-1]:
+        assert re.fullmatch(r"[\w./-]+:[\w.-]+@sha256:[0-9a-f]{64}", base), (
+            f"{base}: a tag moves; pin the image by its digest (the tag names it for readers)")
+
+
+def test_the_containerfile_installs_nothing_from_an_index_without_a_hash() -> None:
+    for name, rest in _instructions():
+        if name == "RUN" and "pip install" in rest:
+            assert "--require-hashes" in rest, rest
 
 
 @pytest.mark.parametrize(("member", "path"), [
