@@ -13,8 +13,8 @@ would see it.
 
 A timeline also carries its marks (`marks.Mark`): the kind's own (`MARK_SOURCES`: a calendar's
 holidays, early closes, late opens, special sessions; a weekly schedule's public holidays, closed
-dates and closed ranges) and, for every kind, an override, from
-the window's start (a preview cannot know when it was written) to its `until`.
+dates and closed ranges) and, for every kind, an override, from the window's start (a preview
+cannot know when it was written) to its `until`.
 """
 
 from __future__ import annotations
