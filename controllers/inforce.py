@@ -117,6 +117,20 @@ def in_force(compiled: Sequence[Mapping[str, Any]], live_policies: Iterable[Mapp
     return found
 
 
+def compile_in_force(compiled: Sequence[Mapping[str, Any]],
+                     live_policies: Sequence[Mapping[str, Any]],
+                     live_bindings: Sequence[Mapping[str, Any]]) -> tuple[PolicySet, dict[str, str]]:
+    """`in_force`, compiled, and the cluster's copies that do not compile here (name -> why),
+    which the bundle's copies replace."""
+    unusable: dict[str, str] = {}
+    for policy in live_policies:
+        try:
+            PolicySet.compile([policy])
+        except PolicyConfigError as error:
+            unusable[policy_name(policy)] = str(error)
+    return PolicySet.compile(in_force(compiled, live_policies, live_bindings, unusable)), unusable
+
+
 def _versions(objects: Iterable[Mapping[str, Any]]) -> tuple[str, ...]:
     return tuple(sorted(f"{policy_name(o)}@{(o.get('metadata') or {}).get('resourceVersion')}"
                         for o in objects))
@@ -183,19 +197,11 @@ class PoliciesInForce:
         return found
 
     def _compile(self, live_policies: list[Obj], live_bindings: list[Obj]) -> PolicySet:
-        """`in_force`, compiled; a cluster copy that does not compile here is replaced by the
-        bundle's (and said so in the log)."""
-        unusable: set[str] = set()
-        for policy in live_policies:
-            try:
-                PolicySet.compile([policy])
-            except PolicyConfigError as error:
-                unusable.add(policy_name(policy))
-                log.warning("a policy in the cluster does not compile here; judging by the "
-                            "bundle's copy", extra={"policy": policy_name(policy),
-                                                    "error": str(error)[:300]})
-        return PolicySet.compile(in_force(self.bundle_objects, live_policies, live_bindings,
-                                          unusable))
+        policies, unusable = compile_in_force(self.bundle_objects, live_policies, live_bindings)
+        for name, error in unusable.items():
+            log.warning("a policy in the cluster does not compile here; judging by the bundle's "
+                        "copy", extra={"policy": name, "error": error[:300]})
+        return policies
 
     def policy_set(self) -> PolicySet | LookupFailed | None:
         """The policies with the params in force now; None when the bundle has no policies."""
