@@ -108,8 +108,9 @@ def main() -> int:
               f"{platform.python_version()}; load {load[0]:.2f}, {load[1]:.2f}, {load[2]:.2f}")
         print("| informers | synced (s) | threads | RSS (MiB) | API server watches |")
         print("|---|---|---|---|---|")
-        for label, scope in [("1 cluster-wide", [None])] + [
-                (f"{n} namespaced", list(names[:n])) for n in counts]:
+        scopes: list[tuple[str, list[str | None]]] = [("1 cluster-wide", [None])]
+        scopes += [(f"{n} namespaced", list[str | None](names[:n])) for n in counts]
+        for label, scope in scopes:
             found = measure(plane.kubeconfig, scope)
             print(f"| {label} | {found['synced_s']:.2f} | {found['threads']:.0f} | "
                   f"{found['rss_mib']:.1f} | {found['server_watches']:.0f} |")
