@@ -616,8 +616,8 @@ def test_rbac_the_machine_identity_holds_capi_verbs_only_where_declared_and_neve
             assert not can(capacity, verb, resource, "-n", NS)
     assert not can(capacity, "get", "secret/desk-kubeconfig", "-n", NS)
     assert can(capacity, "patch", "virtualmachinepools.pools.agents.example.com", "-n", "agents")
-    assert not can(capacity, "patch", "virtualmachinepools.pools.agents.example.com", "-n", NS), \
-        "consumers only in tenant namespaces"
+    assert not can(capacity, "patch", "virtualmachinepools.pools.agents.example.com", "-n",
+                   localrun.INSTALL_NAMESPACE), "consumers only in tenant namespaces"
 
 
 def test_admission_refuses_a_kind_the_platform_does_not_allow_and_a_chosen_name(
