@@ -442,6 +442,34 @@ def _minor(version: str) -> int:
 
 # --- CapacityConsumer ------------------------------------------------------------------------
 
+KUBERNETES_GROUP_SUFFIXES: Final = ("k8s.io", "kubernetes.io")
+"""The Kubernetes project's own API groups (`*.k8s.io`, `*.kubernetes.io`: a CRD may only join
+them with the project's approval, KEP-1111): admission, RBAC, CRDs, API services, certificates,
+authentication, authorization, leases, flow control, storage, networking, ... A consumer there
+would give the capacity controller `patch` on cluster machinery a target guard cannot fully cover
+(webhook configurations are never sent to webhooks). The workload groups a team gates (`apps`,
+`batch`, `autoscaling`, `policy`) carry no suffix and stay allowed, as does every other group."""
+FIVESPOT_GROUP: Final = "5spot.finos.org"
+"""fivespot's own groups (ScheduledCapacity, providers, tenant limits): the gate does not gate
+itself."""
+
+
+def refused_consumer_group(group: str) -> str | None:
+    """Why a consumer may not be of `group`, or None."""
+    def within(suffix: str) -> bool:
+        return group == suffix or group.endswith(f".{suffix}")
+
+    if any(within(suffix) for suffix in KUBERNETES_GROUP_SUFFIXES):
+        return (f"{group} is one of the Kubernetes project's own API groups (every *.k8s.io and "
+                "*.kubernetes.io group: admission, RBAC, CRDs, certificates, leases, ...), which "
+                "fivespot does not gate: its capacity controller would be given patch on them. "
+                "Gate a workload kind: apps, batch, autoscaling, policy, or your own CRD's group")
+    if within(FIVESPOT_GROUP):
+        return (f"{group} is fivespot's own API group, which fivespot does not gate: its capacity "
+                "controller would be given patch on fivespot's own objects")
+    return None
+
+
 
 class CapacityConsumerSpec(_Strict):
     group: str = Field(pattern=DNS_SUBDOMAIN_PATTERN, max_length=253, description="API group of the target kind.")
@@ -458,6 +486,14 @@ class CapacityConsumerSpec(_Strict):
         "reads 0."
     )
     max_active_value: StrictInt = Field(ge=1, le=2**31 - 1, description="Largest value any tenant may write.")
+
+    @field_validator("group")
+    @classmethod
+    def _group_may_be_gated(cls, group: str) -> str:
+        refused = refused_consumer_group(group)
+        if refused is not None:
+            raise ValueError(refused)
+        return group
 
     @field_validator("capacity_paths")
     @classmethod
@@ -713,6 +749,12 @@ class ValidationAction(StrEnum):
     DENY = "Deny"
     WARN = "Warn"
     AUDIT = "Audit"
+
+
+RESERVED_NAMESPACES: Final = ("kube-node-lease", "kube-public", "kube-system")
+"""Kubernetes' own namespaces: never a tenant's (the webhook does not decide in kube-system, and a
+tenant there would give the capacity controller patch on the cluster's own workloads). The
+install namespace is refused too (`compiler.repo`)."""
 
 
 class TenantPolicySpec(_Strict):

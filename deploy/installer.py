@@ -197,12 +197,17 @@ class Installer:
             self._retire_machines(delete_crds)
         for manifest in uninstall_order(manifests):
             custom = (manifest.group, manifest.kind) in crd_kinds
-            if not delete_crds and (manifest.kind == "CustomResourceDefinition" or custom):
-                summary.add("kept")
+            if manifest.kind == "Namespace" or (
+                    not delete_crds and (manifest.kind == "CustomResourceDefinition" or custom)):
+                summary.add("kept")  # a namespace takes everything in it: a tenant's workloads
                 continue
             action = self._delete(manifest)
             summary.add(action)
             self.report(f"  {manifest.describe()} {action}")
+        namespaces = sorted(m.name for m in manifests if m.kind == "Namespace")
+        if namespaces:
+            self.report(f"kept the namespaces {', '.join(namespaces)} (deleting a namespace "
+                        "deletes everything in it; Argo CD and Flux leave them too)")
         if not delete_crds and crd_kinds:
             self.report(f"kept {len(crd_kinds)} CRDs and every object of their kinds "
                         "(--delete-crds deletes them, and with them every such object in the cluster)")
