@@ -97,6 +97,16 @@ class Server:
     process: subprocess.Popen[bytes]
     port: int
     log: Path
+    metrics_port: int = 0
+    """The plain-HTTP metrics port (0: none)."""
+
+    def metrics(self) -> str:
+        """The exposition text of `/metrics` on the metrics port."""
+        import urllib.request
+
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics",
+                                    timeout=10) as response:
+            return str(response.read().decode())
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")[-6000:]
