@@ -389,14 +389,17 @@ def test_slow_and_stalled_clients_never_keep_a_review_from_an_answer_in_time(
 
 # --- fast clients with expensive bodies ----------------------------------------------------------
 
-FLOODERS: Final = 8
+FLOODERS: Final = 16
 FLOOD_S: Final = 15.0
 
 
 def expensive_body(size: int) -> bytes:
-    """`[{},{},...]` of exactly `size` bytes: the most Python objects per byte `json` builds."""
-    count = (size - 1) // 3
-    return b"[" + b"{}," * (count - 1) + b"{}" + b" " * (size - 3 * count - 1) + b"]"
+    """`[[[[]]],[[[]]],...]` of exactly `size` bytes: the costliest JSON to parse per byte that
+    was found (3 lists per 7 bytes, each tracked by the cyclic collector)."""
+    unit = b"[[[]]],"
+    count = (size - 1) // len(unit)
+    body = b"[" + unit * count
+    return body[:-1] + b" " * (size - len(body)) + b"]"
 
 
 @dataclass
@@ -443,9 +446,9 @@ def _worker_peak_rss_mib(server: Server) -> float:
 
 def test_a_flood_of_large_expensive_bodies_never_keeps_a_review_from_an_answer_in_time(
         target: Target, capsys: pytest.CaptureFixture[str]) -> None:
-    """Parsing is the one costly step on the loop: FLOODERS clients sending 7 MiB of `[{},...]`
-    as fast as they can once left reviews from the API server waiting behind a queue of
-    seconds-long parses. Large bodies now hold one of a few slots (503 without one) and are
+    """Parsing is the one costly step on the loop: FLOODERS clients sending 7 MiB of
+    `[[[[]]],...]` as fast as they can once left reviews from the API server waiting behind a
+    queue of seconds-long parses. Large bodies now hold one of a few slots (503 without one) and are
     parsed one at a time, so a small review waits behind at most one parse per step."""
     flood = Flood(target, expensive_body(MAX_BODY_BYTES - 1))
     flooders = [threading.Thread(target=flood.run, daemon=True) for _ in range(FLOODERS)]
@@ -467,7 +470,8 @@ def test_a_flood_of_large_expensive_bodies_never_keeps_a_review_from_an_answer_i
             flooder.join(60)
     latencies = sorted(seconds for _, seconds in through)
     report = (f"webhook under a flood of large bodies: {len(through)} reviews through the API "
-              f"server while {FLOODERS} clients sent {len(flood.body) >> 20} MiB of [{{}},...] "
+              f"server while {FLOODERS} clients sent {len(flood.body) / 2 ** 20:.0f} MiB of "
+              f"[[[[]]],...] "
               f"({dict(sorted(flood.statuses.items()))} by status): p50 "
               f"{latencies[len(latencies) // 2] * 1000:.0f} ms, p99 "
               f"{_p99(latencies) * 1000:.0f} ms, max {latencies[-1] * 1000:.0f} ms; worker peak "
