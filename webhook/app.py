@@ -69,8 +69,8 @@ def create_app(runtime: Runtime) -> Flask:
         if check not in CHECKS:
             return _error(404, f"no check {check!r}; the checks are {', '.join(CHECKS)}",
                           UNKNOWN_CHECK, metrics)
-        if (request.content_length or 0) > BODY_LIMITS[check]:
-            return _error(413, f"the body is larger than {BODY_LIMITS[check]} bytes; an "
+        if (request.content_length or 0) > BODY_LIMITS[check].size:
+            return _error(413, f"the body is larger than {BODY_LIMITS[check].size} bytes; an "
                           "AdmissionReview for this path never is", check, metrics)
         started = time.perf_counter()
         try:

@@ -22,8 +22,11 @@ until a whole request has arrived:
 - **Only complete requests reach the app.** `WSGIGateway` reads the whole body on the loop and
   only then calls the WSGI app (Flask; the environ built by a2wsgi), on the loop itself: what it
   does is pure CPU work with no I/O to wait on, so no client can hold it.
-- **Per-path body limits** (`body_limit`, the check's own: `webhook.bodies`), applied to the
-  declared length before a byte of the body is buffered, and to a chunked body as it arrives.
+- **Per-path body limits** (`BodyLimit`, the check's own: `webhook.bodies`): a size, applied to
+  the declared length before a byte of the body is buffered and to a chunked body as it
+  arrives, and a count of JSON values, checked before the body is parsed. Parsing costs per
+  value, not per byte (7 MiB of `[[[]]],...` is 3 million lists: seconds of CPU and ~200 MiB),
+  and counting `,` `:` `[` `{` (strings included, so an over-count) takes milliseconds.
 - **Bounded admission of large bodies.** Parsing is the one costly step on the loop (7 MiB of
   `[{},{},...]` is seconds of CPU and ~180 MiB of objects), so fast clients sending expensive
   bodies, not slow ones, are what could starve it. A body over `small_body_bytes` (64 KiB: an
@@ -77,6 +80,21 @@ LARGE_BODIES: Final = 4
 PROBE_PATHS: Final = frozenset({"/healthz", "/readyz"})
 """What a caller without an accepted client certificate may still GET: the kubelet's probes,
 which present none."""
+
+
+@dataclass(frozen=True)
+class BodyLimit:
+    """What one path's body may hold: `size` bytes, and at most `values` JSON values (counted as
+    `json_values` counts them)."""
+
+    size: int
+    values: int
+
+
+def json_values(body: bytes | bytearray) -> int:
+    """An upper bound of the values a JSON body holds, at C speed: every `,`, `:`, `[` and `{`,
+    inside strings too (a value is a container's first, or follows one of these)."""
+    return body.count(b",") + body.count(b":") + body.count(b"[") + body.count(b"{")
 
 
 @dataclass(frozen=True)
@@ -265,10 +283,11 @@ class WSGIGateway:
     """
 
     def __init__(self, app: WSGIApp, limits: ConnectionLimits,
-                 body_limit: Callable[[str], int] | None = None,
+                 body_limit: Callable[[str], BodyLimit] | None = None,
                  on_refused: RefusalObserver | None = None) -> None:
         self.app, self.limits, self.on_refused = app, limits, on_refused
-        self.body_limit = body_limit or (lambda _path: limits.max_body_bytes)
+        self.body_limit = body_limit or (
+            lambda _path: BodyLimit(limits.max_body_bytes, limits.max_body_bytes))
         self.large = LargeBodies(limits.large_bodies)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -280,10 +299,11 @@ class WSGIGateway:
             await self._refuse(scope, receive, send, 403, f"{refusal}; this webhook answers only "
                                "callers with an accepted client certificate", drain=False)
             return
-        limit = min(self.body_limit(path), self.limits.max_body_bytes)
+        limit = self.body_limit(path)
+        limit = BodyLimit(min(limit.size, self.limits.max_body_bytes), limit.values)
         declared = _content_length(scope)
-        if declared is not None and declared > limit:
-            await self._too_large(scope, receive, send, limit)
+        if declared is not None and declared > limit.size:
+            await self._too_large(scope, receive, send, limit.size)
             return
         large = declared is not None and declared > self.limits.small_body_bytes
         if large and not self.large.take():
@@ -295,7 +315,7 @@ class WSGIGateway:
             if large:
                 self.large.give()
 
-    async def _serve(self, scope: Scope, receive: Receive, send: Send, limit: int,
+    async def _serve(self, scope: Scope, receive: Receive, send: Send, limit: BodyLimit,
                      large: bool) -> None:
         body = bytearray()
         more = True
@@ -306,14 +326,19 @@ class WSGIGateway:
                     return
                 body += message.get("body", b"")
                 more = bool(message.get("more_body", False))
-                if len(body) > limit:
-                    await self._too_large(scope, receive, send, limit)
+                if len(body) > limit.size:
+                    await self._too_large(scope, receive, send, limit.size)
                     return
                 if not large and len(body) > self.limits.small_body_bytes:  # chunked, growing
                     if not self.large.take():
                         await self._busy(scope, receive, send)
                         return
                     large = True
+            if large and json_values(body) > limit.values:
+                await self._refuse(scope, receive, send, 413, f"the body holds more than "
+                                   f"{limit.values} JSON values (every ',', ':', '[' and '{{' "
+                                   "counted); an AdmissionReview for this path never does")
+                return
             if large:
                 try:
                     await asyncio.wait_for(self.large.parsing.acquire(),

@@ -34,6 +34,8 @@ from devcluster.kubectl import apply, wait_established
 from tests.integration.test_control_plane_is_real import eventually
 from tests.integration.test_webhook_admission import EXAMPLE, Server, denial
 from tests.integration.test_webhook_server import start_files_server
+from compiler.emit.workloads import WEBHOOK_RESOURCES
+from webhook.bodies import CONSUMER_REVIEW_VALUES
 from webhook.connections import MAX_BODY_BYTES
 from webhook.tls import issue, new_ca
 
@@ -393,7 +395,7 @@ FLOODERS: Final = 16
 FLOOD_S: Final = 15.0
 
 
-def expensive_body(size: int) -> bytes:
+def nested_lists(size: int) -> bytes:
     """`[[[[]]],[[[]]],...]` of exactly `size` bytes: the costliest JSON to parse per byte that
     was found (3 lists per 7 bytes, each tracked by the cyclic collector)."""
     unit = b"[[[]]],"
@@ -402,20 +404,27 @@ def expensive_body(size: int) -> bytes:
     return body[:-1] + b" " * (size - len(body)) + b"]"
 
 
+def floats(count: int) -> bytes:
+    """`[0.5,0.5,...]`: the costliest values per value that was found (a float is parsed by
+    strtod), as many as the target guard takes."""
+    return b"[" + b",".join([b"0.5"] * count) + b"]"
+
+
 @dataclass
 class Flood:
-    """FLOODERS clients, each sending as fast as it can a body just under the target guard's
-    limit (the largest any check takes), over a new connection each time."""
+    """FLOODERS clients, each sending as fast as it can, over a new connection each time, one of
+    `bodies` to the target guard (the check with the largest limits)."""
 
     target: Target
-    body: bytes
+    bodies: list[bytes]
     stop: threading.Event = field(default_factory=threading.Event)
     statuses: dict[int, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def run(self) -> None:
+    def run(self, index: int) -> None:
+        body = self.bodies[index % len(self.bodies)]
         head = (b"POST /validate/target-guard HTTP/1.1\r\nHost: x\r\nContent-Type: "
-                b"application/json\r\nContent-Length: %d\r\n\r\n" % len(self.body))
+                b"application/json\r\nContent-Length: %d\r\n\r\n" % len(body))
         while not self.stop.is_set():
             try:
                 tls = self.target.connect(timeout=30)
@@ -423,7 +432,7 @@ class Flood:
                 continue
             try:
                 tls.sendall(head)
-                tls.sendall(self.body)
+                tls.sendall(body)
                 status = _read_response(tls)[0]
             except (OSError, ssl.SSLError):
                 status = _read_response(tls)[0]  # answered early (a 503) and closed
@@ -447,11 +456,14 @@ def _worker_peak_rss_mib(server: Server) -> float:
 def test_a_flood_of_large_expensive_bodies_never_keeps_a_review_from_an_answer_in_time(
         target: Target, capsys: pytest.CaptureFixture[str]) -> None:
     """Parsing is the one costly step on the loop: FLOODERS clients sending 7 MiB of
-    `[[[[]]],...]` as fast as they can once left reviews from the API server waiting behind a
-    queue of seconds-long parses. Large bodies now hold one of a few slots (503 without one) and are
-    parsed one at a time, so a small review waits behind at most one parse per step."""
-    flood = Flood(target, expensive_body(MAX_BODY_BYTES - 1))
-    flooders = [threading.Thread(target=flood.run, daemon=True) for _ in range(FLOODERS)]
+    `[[[[]]],...]` (or a million floats) as fast as they can once left reviews from the API
+    server waiting behind a queue of seconds-long parses, and the worker past the pod's memory
+    limit. Bodies with more values than any review now get a 413 before they are parsed, large
+    ones hold one of a few slots (503 without one) and are parsed one at a time, so a small
+    review waits behind at most one parse per step."""
+    flood = Flood(target, [nested_lists(MAX_BODY_BYTES - 1), floats(CONSUMER_REVIEW_VALUES - 10)])
+    flooders = [threading.Thread(target=flood.run, args=(i,), daemon=True)
+                for i in range(FLOODERS)]
     for flooder in flooders:
         flooder.start()
     through: list[tuple[str | None, float]] = []
@@ -469,17 +481,20 @@ def test_a_flood_of_large_expensive_bodies_never_keeps_a_review_from_an_answer_i
         for flooder in flooders:
             flooder.join(60)
     latencies = sorted(seconds for _, seconds in through)
+    peak = _worker_peak_rss_mib(target.server)
+    limit = float(WEBHOOK_RESOURCES["limits"]["memory"].removesuffix("Mi"))
     report = (f"webhook under a flood of large bodies: {len(through)} reviews through the API "
-              f"server while {FLOODERS} clients sent {len(flood.body) / 2 ** 20:.0f} MiB of "
-              f"[[[[]]],...] "
+              f"server while {FLOODERS} clients sent 7 MiB of [[[[]]],...] or "
+              f"{CONSUMER_REVIEW_VALUES // 1000}k floats "
               f"({dict(sorted(flood.statuses.items()))} by status): p50 "
               f"{latencies[len(latencies) // 2] * 1000:.0f} ms, p99 "
               f"{_p99(latencies) * 1000:.0f} ms, max {latencies[-1] * 1000:.0f} ms; worker peak "
-              f"RSS {_worker_peak_rss_mib(target.server):.0f} MiB")
+              f"RSS {peak:.0f} MiB (the pod's limit: {limit:.0f} MiB)")
     with capsys.disabled():
         print("\n" + report)
     assert all(message is None for message, _ in through), [m for m, _ in through if m][:3]
     assert _p99(latencies) < API_SERVER_TIMEOUT_S, report
+    assert peak < limit, report
     assert len(through) >= 10, report
     assert sum(flood.statuses.values()) >= 2 * FLOODERS, "the flood kept coming"
     assert "Traceback" not in target.server.log.read_text(errors="replace")

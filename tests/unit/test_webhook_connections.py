@@ -6,6 +6,7 @@ over TLS in tests/integration/test_webhook_under_attack.py.)"""
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -14,9 +15,11 @@ from webhook.bodies import OTHER_BYTES, SCAP_REVIEW_BYTES, body_limit, check_lab
 from webhook.connections import (
     GATE_EXTENSION,
     MAX_BODY_BYTES,
+    BodyLimit,
     ConnectionLimits,
     Message,
     WSGIGateway,
+    json_values,
 )
 
 LIMIT = 100
@@ -107,14 +110,31 @@ def test_the_request_deadline_is_half_the_api_servers_timeout(timeout: int, dead
 
 
 def test_each_check_has_the_body_limit_its_reviews_need() -> None:
-    assert body_limit("/validate/host-governance") == SCAP_REVIEW_BYTES == 2 * 1024 * 1024
+    assert body_limit("/validate/host-governance").size == SCAP_REVIEW_BYTES == 2 * 1024 * 1024
     assert body_limit("/validate/field-governance") == body_limit("/validate/vap-polyfill") \
-        == SCAP_REVIEW_BYTES
-    assert body_limit("/validate/target-guard") == MAX_BODY_BYTES
+        == body_limit("/validate/host-governance")
+    assert body_limit("/validate/target-guard").size == MAX_BODY_BYTES
     for other in ("/validate/", "/validate/nope", "/metrics", "/validate/target-guard/x", "/"):
-        assert body_limit(other) == OTHER_BYTES
+        assert body_limit(other).size == OTHER_BYTES
         assert check_label(other) == "unknown"
     assert check_label("/validate/target-guard") == "target-guard"
+
+
+def test_json_values_over_counts_never_under_counts() -> None:
+    body = json.dumps({"a": [1, 2, {"b": "x,y"}], "c": []}).encode()
+    assert json_values(body) >= 7  # a, the list, 1, 2, the object, b, c's list
+    assert json_values(b"[[[]]],[[[]]]") == 7
+
+
+def test_a_large_body_with_more_values_than_its_path_allows_is_413_before_it_is_parsed() -> None:
+    gateway = WSGIGateway(Recorder(), LIMITS, lambda _path: BodyLimit(LIMIT, 20))
+    dense = b"[" + b"[]," * 20 + b"[]]"
+    app, sent, _ = run([body(dense)], [(b"content-length", str(len(dense)).encode())], gateway)
+    assert not app.calls and sent[0]["status"] == 413
+    assert b"more than 20 JSON values" in sent[1]["body"]
+    sparse = b'["' + b"x" * 60 + b'"]'
+    app, sent, _ = run([body(sparse)], [(b"content-length", str(len(sparse)).encode())], gateway)
+    assert len(app.calls) == 1 and sent[0]["status"] == 200
 
 
 def test_a_declared_length_over_the_paths_limit_is_413_though_under_the_ceiling() -> None:
