@@ -62,10 +62,12 @@ def _publish(cert_dir: Path, serving: KeyPair, stamp: str) -> None:
             (cert_dir / name).symlink_to(f"..data/{name}")
 
 
-def start_files_server(work: Path, kubeconfig: Path, cert_dir: Path, *flags: str) -> Server:
+def start_files_server(work: Path, kubeconfig: Path, cert_dir: Path, *flags: str,
+                       port: int | None = None) -> Server:
     """`webhook serve` as the compiled cert-manager Deployment runs it (WORK/out/bundle.json, the
-    pair in CERT_DIR), on free loopback ports (serving and metrics), logging to WORK/server.log."""
-    port, metrics_port = free_port(), free_port()
+    pair in CERT_DIR), on loopback (`port`, else a free one; a free metrics port), logging to
+    WORK/server.log."""
+    port, metrics_port = port or free_port(), free_port()
     log = work / "server.log"
     with log.open("wb") as handle:
         process = subprocess.Popen(
