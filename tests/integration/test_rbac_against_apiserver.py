@@ -97,10 +97,9 @@ def intended(identity: str, group: str, *, in_install_namespace: bool) -> set[Pe
              | each("scheduledcapacities.5spot.finos.org", READ) | each("namespaces", READ)
              | each("tenantcapacitylimits.policy.5spot.finos.org", READ)
              | each("validatingwebhookconfigurations.admissionregistration.k8s.io",
-                    ("get", "patch", "update"), ("fivespot-webhook",)))
+                    ("get", "patch"), ("fivespot-webhook",)))
     if in_install_namespace:
-        found |= each("secrets", ("create",)) | each("secrets", ("get", "update"),
-                                                     ("fivespot-webhook-tls",))
+        found |= each("secrets", ("get", "update"), ("fivespot-webhook-tls",))
     return found
 
 
@@ -287,6 +286,30 @@ def test_the_capacity_identity_really_patches_a_consumer_but_cannot_create_delet
     assert _status(lambda: core.list_namespaced_secret(installed.namespace)) == 403
     assert _status(lambda: core.patch_namespaced_config_map(
         "kube-root-ca.crt", tenant, {"data": {"x": "y"}})) == 403
+
+
+def test_the_webhook_identity_fills_its_secret_but_cannot_create_any_secret(
+        admin: client.ApiClient, installed: Repo, as_service_account: AsServiceAccount) -> None:
+    """Creating a Secret cannot be limited by name: a webhook allowed to would be one
+    `kubernetes.io/service-account-token` Secret away from another identity's token (review F7).
+    The compiled output holds the Secret, empty; the webhook may only read and update it."""
+    install = installed.namespace
+    core_admin = client.CoreV1Api(admin)
+    core_admin.create_namespaced_secret(install, {
+        "metadata": {"name": "fivespot-webhook-tls"}, "type": "kubernetes.io/tls",
+        "data": {"tls.crt": "", "tls.key": ""}})
+    core = client.CoreV1Api(as_service_account(install, WEBHOOK))
+    for name, kind in (("fivespot-webhook-tls-2", "kubernetes.io/tls"),
+                       ("minted", "kubernetes.io/service-account-token")):
+        assert _status(lambda: core.create_namespaced_secret(install, {
+            "metadata": {"name": name, "annotations": {
+                "kubernetes.io/service-account.name": CAPACITY}}, "type": kind})) == 403
+    assert _status(lambda: core.delete_namespaced_secret("fivespot-webhook-tls", install)) == 403
+    secret = core.read_namespaced_secret("fivespot-webhook-tls", install)
+    secret.data = {"tls.crt": "Y2VydA==", "tls.key": "a2V5"}
+    assert core.replace_namespaced_secret("fivespot-webhook-tls", install, secret).data[
+        "tls.crt"] == "Y2VydA=="
+    assert _status(lambda: core.list_namespaced_secret(install)) == 403
 
 
 def _server_dry_run(kubeconfig: Path, objects: list[dict[str, Any]], manifest: Path) -> str:
