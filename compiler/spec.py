@@ -291,9 +291,9 @@ class WebhookSettings(_Strict):
         "those writes with RBAC as their only lock.",
     )
     min_tls_version: Literal["1.2", "1.3"] = Field(
-        default="1.3", alias="minTLSVersion", description="Oldest TLS version the webhook accepts. Every supported API "
-        "server speaks 1.3; 1.2 is then offered with AEAD suites only "
-        "(ECDHE+AESGCM:ECDHE+CHACHA20), without renegotiation.")
+        default="1.3", alias="minTLSVersion", description="Oldest TLS version the webhook "
+        "accepts: 1.3 (every supported API server speaks it), or 1.2, which is then offered with "
+        "AEAD suites only (ECDHE+AESGCM:ECDHE+CHACHA20) and without renegotiation.")
     client_authentication: WebhookClientAuthentication | None = Field(
         default=None, description="Serve only callers presenting a client certificate from this CA "
         "with one of these names (mutual TLS); the API server must be configured to present one "
