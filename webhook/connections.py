@@ -318,8 +318,9 @@ class WSGIGateway:
     async def _serve(self, scope: Scope, receive: Receive, send: Send, limit: BodyLimit,
                      large: bool) -> None:
         body = bytearray()
-        more = True
+        taken = False  # a slot this call took for a chunked body that grew large
         try:
+            more = True
             while more:
                 message = await receive()
                 if message["type"] == "http.disconnect":
@@ -329,34 +330,42 @@ class WSGIGateway:
                 if len(body) > limit.size:
                     await self._too_large(scope, receive, send, limit.size)
                     return
-                if not large and len(body) > self.limits.small_body_bytes:  # chunked, growing
+                if not large and len(body) > self.limits.small_body_bytes:
                     if not self.large.take():
                         await self._busy(scope, receive, send)
                         return
-                    large = True
+                    large = taken = True
+            # The whole body is in: what is refused from here on has nothing left to drain.
             if large and json_values(body) > limit.values:
                 await self._refuse(scope, receive, send, 413, f"the body holds more than "
                                    f"{limit.values} JSON values (every ',', ':', '[' and '{{' "
-                                   "counted); an AdmissionReview for this path never does")
+                                   "counted); an AdmissionReview for this path never does",
+                                   drain=False)
                 return
-            if large:
-                try:
-                    await asyncio.wait_for(self.large.parsing.acquire(),
-                                           self.limits.request_deadline_s)
-                except TimeoutError:
-                    await self._busy(scope, receive, send)
-                    return
-                try:
-                    status, headers, payload = self._call(scope, bytes(body))
-                finally:
-                    self.large.parsing.release()
-            else:
-                status, headers, payload = self._call(scope, bytes(body))
+            answer = await self._parse_in_turn(scope, bytes(body)) if large else \
+                self._call(scope, bytes(body))
         finally:
-            if large and _content_length(scope) is None:
-                self.large.give()  # taken while a chunked body grew
+            if taken:
+                self.large.give()
+        if answer is None:
+            await self._busy(scope, receive, send, drain=False)
+            return
+        status, headers, payload = answer
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": payload})
+
+    async def _parse_in_turn(self, scope: Scope, body: bytes
+                             ) -> tuple[int, list[tuple[bytes, bytes]], bytes] | None:
+        """The app's answer to a large body, once no other large body is being decided; None
+        when its turn did not come within the request deadline."""
+        try:
+            await asyncio.wait_for(self.large.parsing.acquire(), self.limits.request_deadline_s)
+        except TimeoutError:
+            return None
+        try:
+            return self._call(scope, body)
+        finally:
+            self.large.parsing.release()
 
     def _call(self, scope: Scope, body: bytes) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
         # No cyclic collection while a request is decided: a hostile body makes `json` build
@@ -401,9 +410,9 @@ class WSGIGateway:
         await self._refuse(scope, receive, send, 413, f"the body is larger than {limit} bytes; an "
                            "AdmissionReview for this path never is")
 
-    async def _busy(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _busy(self, scope: Scope, receive: Receive, send: Send, drain: bool = True) -> None:
         await self._refuse(scope, receive, send, 503, f"{self.limits.large_bodies} large bodies "
-                           "are being received; retry", retry_after=True)
+                           "are being received; retry", drain=drain, retry_after=True)
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send, status: int, error: str,
                       *, drain: bool = True, retry_after: bool = False) -> None:

@@ -41,7 +41,10 @@ class Recorder:
 
 def run(messages: list[dict[str, Any]], headers: list[tuple[bytes, bytes]],
         gateway: WSGIGateway | None = None, path: str = "/validate/target-guard",
-        method: str = "POST", refusal: str | None = None) -> tuple[Recorder, list[Message], int]:
+        method: str = "POST", refusal: str | None = None, stays: bool = False
+        ) -> tuple[Recorder, list[Message], int]:
+    """Serve one request of `messages`; then the client disconnects, or with `stays` it keeps
+    the connection open and silent (a gateway that waits for it fails the 2 s bound)."""
     gateway = gateway or WSGIGateway(Recorder(), LIMITS)
     app = gateway.app
     assert isinstance(app, Recorder)
@@ -49,6 +52,8 @@ def run(messages: list[dict[str, Any]], headers: list[tuple[bytes, bytes]],
     pending = list(messages)
 
     async def receive() -> dict[str, Any]:
+        if not pending and stays:
+            await asyncio.Event().wait()
         return pending.pop(0) if pending else {"type": "http.disconnect"}
 
     async def send(message: Message) -> None:
@@ -57,7 +62,7 @@ def run(messages: list[dict[str, Any]], headers: list[tuple[bytes, bytes]],
     scope = {"type": "http", "path": path, "headers": headers, "method": method,
              "query_string": b"", "http_version": "1.1", "scheme": "https", "root_path": "",
              "extensions": {GATE_EXTENSION: refusal}}
-    asyncio.run(gateway(scope, receive, send))
+    asyncio.run(asyncio.wait_for(gateway(scope, receive, send), 2))
     return app, sent, len(pending)
 
 
@@ -190,3 +195,15 @@ def test_a_caller_without_an_accepted_certificate_may_still_probe(path: str) -> 
     assert len(app.calls) == 1 and sent[0]["status"] == 200
     app, sent, _ = run([body(b"")], [], path=path, method="POST", refusal="no certificate")
     assert not app.calls and sent[0]["status"] == 403
+
+
+def test_a_body_refused_once_whole_frees_its_slot_though_its_client_stays_connected() -> None:
+    """Nothing is left to drain, so the gateway does not wait for the client: a client that
+    keeps quiet after an over-budget body cannot hold a large-body slot."""
+    gateway = WSGIGateway(Recorder(), LIMITS, lambda _path: BodyLimit(LIMIT, 20))
+    dense = b"[" + b"[]," * 20 + b"[]]"
+    for _ in range(3):
+        app, sent, _ = run([body(dense)], [(b"content-length", str(len(dense)).encode())],
+                           gateway, stays=True)
+        assert sent[0]["status"] == 413 and sent[-1]["more_body"] is False
+    assert gateway.large.free == 1
