@@ -443,6 +443,10 @@ class CertificateLoop:
         while not self._stop.is_set():
             try:
                 delay = self._tick()
+            except CertificateError as error:  # says what to do; no traceback to read
+                log.error("certificate check failed, retrying in 5s (the certificate loaded "
+                          "is served meanwhile): %s", error)
+                delay = 5.0
             except Exception:  # a failed tick is retried; the loop must not die
                 log.exception("certificate check failed; retrying")
                 delay = 5.0
