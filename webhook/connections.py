@@ -296,6 +296,9 @@ class WSGIGateway:
         path = str(scope.get("path", ""))
         refusal = (scope.get("extensions") or {}).get(GATE_EXTENSION)
         if refusal is not None and not (scope.get("method") == "GET" and path in PROBE_PATHS):
+            peer = scope.get("client")
+            log.warning("refused %s %s from %s: %s", scope.get("method"), path,
+                        "%s:%d" % tuple(peer) if peer else "an unknown peer", refusal)
             await self._refuse(scope, receive, send, 403, f"{refusal}; this webhook answers only "
                                "callers with an accepted client certificate", drain=False)
             return
