@@ -147,7 +147,7 @@ class Installer:
         path = self.cluster.path(manifest, *resource)
         before = self.cluster.get(path)
         if before is not None and _create_only(manifest):
-            return "unchanged", "created once; what it holds is filled in on the cluster"
+            return "unchanged", ""  # created once: what it holds is filled in on the cluster
         query: dict[str, Any] = {"fieldManager": FIELD_MANAGER, "force": "true"}
         if self.dry_run:
             query["dryRun"] = "All"
