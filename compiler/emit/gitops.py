@@ -30,7 +30,7 @@ import dataclasses
 from pathlib import PurePosixPath
 from typing import Any, Final
 
-from api.identities import WEBHOOK_CONFIGURATION
+from api.identities import WEBHOOK_CONFIGURATION, WEBHOOK_TLS_SECRET
 from compiler.emit import health
 from compiler.emit.base import LAYERS, RBAC, SCHEDULES, SYNC_WAVES, WEBHOOK_CONFIG, Artifact, metadata
 from compiler.repo import Repo
@@ -158,10 +158,16 @@ def argocd_application(repo: Repo) -> list[Artifact]:
         },
     }
     if repo.has_webhook and repo.platform.spec.webhook.certificate.mode.value == "self-managed":
+        # What the webhook writes at run time: the caBundle it injects, and the certificates it
+        # keeps in the Secret the output creates empty (RespectIgnoreDifferences: a sync keeps
+        # the live values of these fields instead of applying the empty ones).
         spec["ignoreDifferences"] = [{
             "group": "admissionregistration.k8s.io", "kind": "ValidatingWebhookConfiguration",
             "name": WEBHOOK_CONFIGURATION,
             "jqPathExpressions": [".webhooks[]?.clientConfig.caBundle"],
+        }, {
+            "group": "", "kind": "Secret", "name": WEBHOOK_TLS_SECRET,
+            "namespace": repo.namespace, "jsonPointers": ["/data"],
         }]
     application = {
         "apiVersion": ARGO_API, "kind": "Application",

@@ -92,11 +92,13 @@ Webhook (`fivespot-webhook`, only when the repo has a consumer)
     fields the existing ones govern (one field, one governor).
   - with the VAP polyfill: namespaces get, list, watch (the policies' `namespaceObject`), and
     the params kind, when it is installed, get, list, watch (the policies' `params`).
-  - self-managed certificates only: Role secrets get, update on `fivespot-webhook-tls` (keep and
-    rotate its CA and serving certificate) plus create (by-name restriction is impossible for
-    create); and validatingwebhookconfigurations get, update, patch on `fivespot-webhook` only
-    (inject the caBundle). With cert-manager, cert-manager holds all of that and the webhook
-    reads its mounted Secret: no Secret or webhook-configuration permission at all.
+  - self-managed certificates only: Role secrets get, update on `fivespot-webhook-tls` (fill,
+    keep and rotate its CA and serving certificate). No create: it cannot be limited by name, and
+    a webhook that could create Secrets could have a ServiceAccount token minted for another
+    identity (security review F7); the Secret is in the compiled output, empty. And
+    validatingwebhookconfigurations get, patch on `fivespot-webhook` only (inject the caBundle
+    with a JSON patch). With cert-manager, cert-manager holds all of that and the webhook reads
+    its mounted Secret: no Secret or webhook-configuration permission at all.
 
 Rules are normalized (verbs merged per resource, then resources merged per verb set) and sorted,
 so the output depends only on the permissions, not on the order consumers were declared in.
@@ -335,7 +337,7 @@ def webhook_rules(repo: Repo) -> list[Rule]:
             rules.append(Rule(crds.TENANT_LIMIT.group, (crds.TENANT_LIMIT.plural,), READ))
     if _self_managed_tls(repo):
         rules.append(Rule(ADMISSIONREGISTRATION_GROUP, ("validatingwebhookconfigurations",),
-                          ("get", "patch", "update"), (WEBHOOK_CONFIGURATION,)))
+                          ("get", "patch"), (WEBHOOK_CONFIGURATION,)))
     return normalize(rules)
 
 
@@ -347,8 +349,8 @@ def lease_rules(component: Component) -> list[Rule]:
 def webhook_namespace_rules(repo: Repo) -> list[Rule]:
     if not _self_managed_tls(repo):
         return []
-    return normalize([Rule("", ("secrets",), ("create",)),
-                      Rule("", ("secrets",), ("get", "update"), (WEBHOOK_TLS_SECRET,))])
+    # No `create`: it cannot be limited by name (security review F7); the Secret is compiled.
+    return normalize([Rule("", ("secrets",), ("get", "update"), (WEBHOOK_TLS_SECRET,))])
 
 
 def cluster_rules(repo: Repo, component: Component) -> list[Rule]:

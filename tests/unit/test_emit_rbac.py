@@ -255,10 +255,9 @@ def test_the_self_managed_webhook_touches_only_its_own_secret_and_configuration(
     assert granted == {
         *{("5spot.finos.org", r, v, ()) for v in ("get", "list", "watch")
           for r in ("scheduledmachines", "scheduledcapacities")},
-        ("", "secrets", "create", ()),
         *{("", "secrets", v, ("fivespot-webhook-tls",)) for v in ("get", "update")},
         *{("admissionregistration.k8s.io", "validatingwebhookconfigurations", v,
-           ("fivespot-webhook",)) for v in ("get", "patch", "update")}}
+           ("fivespot-webhook",)) for v in ("get", "patch")}}
     assert objects(make_repo(), "Role")["fivespot-webhook-tls"]["metadata"]["namespace"] == NS
 
 
