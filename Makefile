@@ -29,7 +29,7 @@ VERSION_TESTS := tests/integration/test_kubernetes_versions.py \
 CLUSTER_DIR := .cluster
 EXAMPLE := examples/agent-sandbox
 
-.PHONY: soak-governance install run test unit-then-lowest unit integration test-lowest typecheck imports controlplane engines cluster cluster-down clean golden demo bench bench-compile bench-check bench-webhook bench-capacity bench-providers bench-market-open bench-composite bench-deploy bench-gitops bench-audit bench-faults image image-lock reference kind
+.PHONY: soak-governance install run test unit-then-lowest unit integration test-lowest typecheck imports controlplane engines cluster cluster-down clean golden demo bench bench-compile bench-check bench-webhook bench-capacity bench-providers bench-market-open bench-composite bench-deploy bench-gitops bench-audit bench-informers bench-faults image image-lock reference kind
 
 .PHONY: controlplane-versions test-versions docs test-docs
 
@@ -201,6 +201,10 @@ bench-faults: install controlplane
 # fivespot audit over 10,000 stored objects beside kubectl's listing of them (issue 30).
 bench-audit: install controlplane
 	$(BIN)/python bench/audit/run.py
+
+# One informer per namespace against one cluster-wide: threads, memory, watches (issue 36).
+bench-informers: install controlplane
+	$(BIN)/python bench/informers/run.py
 
 # From a push to the config repo to the policy in force, with real Argo CD and real Flux.
 bench-gitops: install controlplane engines

@@ -128,6 +128,10 @@ class Admission(_Part):
 
     policies: tuple[dict[str, Any], ...] = ()
     params: tuple[dict[str, Any], ...] = ()
+    vaps: StrictBool = False
+    """The output installs these as ValidatingAdmissionPolicies (enforcement `vap` or `both`):
+    the controllers then judge by the ones in the cluster, which a GitOps sync changes at once,
+    rather than by these copies, which change when the controllers roll out."""
 
 
 class Bundle(_Part):

@@ -23,6 +23,10 @@ WEBHOOK_TLS_SECRET: Final = "fivespot-webhook-tls"
 WEBHOOK_CONFIGURATION: Final = "fivespot-webhook"
 METRICS_PORT: Final = 8080
 WEBHOOK_PORT: Final = 8443
+CREATE_ONLY: Final = ("kustomize.toolkit.fluxcd.io/ssa", "IfNotPresent")
+"""The annotation (key, value) on an object the output creates for a process to fill, the
+webhook's TLS Secret: Flux creates it once and never applies it again, and so does
+`fivespot install`; Argo CD, which has no such option, ignores its data instead."""
 
 
 def provider_identity(command: str) -> str:

@@ -22,6 +22,10 @@ def page(path: str) -> str:
 WHO_MAY_CALL_THE_WEBHOOK: Final = page("explanation/webhook.html#who-may-connect-to-the-webhook")
 """The API server's addresses per platform (kind, EKS, GKE, OpenShift), for `allowedSources`."""
 
+WEBHOOK_CLIENT_AUTHENTICATION: Final = page(
+    "how-to/webhook-rollout.html#optional-the-api-server-authenticates-itself")
+"""How to make the API server present a client certificate to the webhook (mutual TLS)."""
+
 DELETING_A_SCHEDULED_MACHINE: Final = page(
     "explanation/machine-controller.html#deleting-a-scheduledmachine")
 """What to do when a ScheduledMachine cannot leave (its finalizer, the way out)."""

@@ -14,6 +14,10 @@ same `FILE:LINE:COL: field: message` shape as an error, so CI logs and editors t
 - A CRD that the previous output had and this one does not: deleting a CRD deletes every object
   of its kind. The compiled CRDs are marked so Argo CD and Flux never prune or delete them, so
   the CRD stays in the cluster; the warning says so, and how to remove it once it is unused.
+- A namespace that the previous output made a tenant and this one does not: the controllers'
+  RoleBindings there are not pruned (the capacity controller hands the namespace's capacity back
+  to 0 with its, the audit controller reports its objects with its); the warning names them, and
+  says when to delete them.
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ import yaml
 from commandline import docs
 from commandline.yamlbounds import MAX_FILE_BYTES, YamlTooLarge, load_all
 from compiler.diagnostics import Diagnostic, Location
-from compiler.emit.base import CRDS
+from compiler.emit import rbac
+from compiler.emit.base import CRDS, RBAC
 from compiler.emit.gitops import DEFAULT_PROJECT
 from compiler.repo import Repo
 from compiler.spec import FailurePolicy
@@ -97,6 +102,39 @@ def dropped_crds(out_dir: Path, previous: Mapping[str, bytes],
     return warnings
 
 
+def _tenant_bindings(files: Mapping[str, bytes]) -> dict[str, list[str]]:
+    """Tenant namespace -> the controllers' RoleBindings in it (`rbac.tenant_identity`), by the
+    paths an output tree holds them at."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(files):
+        for name in rbac.TENANT_ROLES:
+            folder, _, file = path.rpartition("/")
+            if file == f"{name}.rolebinding.yaml" and folder.startswith(f"{RBAC}/") \
+                    and folder.count("/") == 1:
+                found.setdefault(folder.removeprefix(f"{RBAC}/"), []).append(name)
+    return found
+
+
+def dropped_tenant_bindings(out_dir: Path, previous: Mapping[str, bytes],
+                            files: Mapping[str, bytes]) -> list[Diagnostic]:
+    """One warning per namespace the previous output held the controllers' tenant RoleBindings
+    in and the new one does not."""
+    before, after = _tenant_bindings(previous), _tenant_bindings(files)
+    warnings = []
+    for namespace in sorted(set(before) - set(after)):
+        names = before[namespace]
+        path = rbac.tenant_binding_path(namespace, names[0])
+        warnings.append(Diagnostic(
+            Location(str(out_dir / path), 1, 1), "",
+            f"namespace {namespace} is no longer in any TenantPolicy. Its RoleBindings "
+            f"{', '.join(names)} stay in the cluster (compiled with Prune=false and prune: "
+            "disabled): with them the capacity controller hands the namespace's capacity back to "
+            "0 and the audit controller reports its ScheduledCapacities. Once `kubectl -n "
+            f"{namespace} get scheduledcapacities` lists none, delete them with `kubectl -n "
+            f"{namespace} delete rolebinding {' '.join(names)}`"))
+    return warnings
+
+
 def untested_kubernetes(repo: Repo) -> list[Diagnostic]:
     """A minKubernetesVersion older than the supported range: the output is checked as the
     oldest supported version would take it, which says nothing of older API servers."""
@@ -128,4 +166,5 @@ def compile_warnings(repo: Repo, out_dir: Path, previous: Mapping[str, bytes],
                      files: Mapping[str, bytes]) -> list[Diagnostic]:
     """Every warning for compiling `repo` to `files` where `previous` was."""
     return (network_policy(repo) + argocd_project(repo) + untested_kubernetes(repo)
-            + unchecked_authors(repo) + dropped_crds(out_dir, previous, files))
+            + unchecked_authors(repo) + dropped_crds(out_dir, previous, files)
+            + dropped_tenant_bindings(out_dir, previous, files))

@@ -16,6 +16,7 @@ from api.providers import BUILTIN_PROVIDERS, BuiltinProvider
 from compiler.diagnostics import CompileError, Diagnostic, Location, field_path
 from compiler.loader import LoadedDocument, LoadResult, SourceDocument
 from compiler.spec import (
+    RESERVED_NAMESPACES,
     CapacityConsumer,
     CustomProvider,
     Enforcement,
@@ -131,6 +132,8 @@ def assemble(loaded: LoadResult) -> Repo:
     all_consumers_loaded = "CapacityConsumer" not in loaded.invalid_kinds and not loaded.unidentified
     diagnostics += _tenant_references(tenants, consumers, all_consumers_loaded)
     diagnostics += _tenant_namespaces_disjoint(tenants)
+    install = platforms[0].model.spec.namespace if platforms else None
+    diagnostics += _tenant_namespaces_allowed(tenants, install)
     providers = by_kind.get("ScheduleProvider", [])
     builtin, custom, custom_sources, provider_problems = _providers(providers)
     diagnostics += provider_problems
@@ -224,6 +227,26 @@ def _tenant_namespaces_disjoint(tenants: list[LoadedDocument]) -> list[Diagnosti
                     f"{owner[namespace].name!r} at {owner[namespace].source.locate(())}; "
                     "a namespace has one tenant policy"))
             owner.setdefault(namespace, tenant)
+    return problems
+
+
+def _tenant_namespaces_allowed(tenants: list[LoadedDocument], install: str | None) -> list[Diagnostic]:
+    """Kubernetes' own namespaces and fivespot's install namespace are nobody's tenancy."""
+    problems = []
+    for tenant in sorted(tenants, key=lambda d: (d.source.file, d.source.index)):
+        for index, namespace in enumerate(tenant.model.spec.namespaces):
+            if namespace in RESERVED_NAMESPACES:
+                why = "is one of Kubernetes' own namespaces, which hold the cluster's own objects"
+            elif namespace == install:
+                why = ("is fivespot's install namespace (Platform spec.namespace), where its own "
+                       "workloads run and its webhook decides nothing")
+            else:
+                continue
+            problems.append(Diagnostic(
+                tenant.source.locate(("spec", "namespaces", index)), f"spec.namespaces[{index}]",
+                f"{namespace} {why}: it cannot be a tenant namespace (the capacity controller "
+                "would be given patch on the consumers' objects there); name the team's own "
+                "namespace"))
     return problems
 
 

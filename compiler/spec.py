@@ -251,12 +251,55 @@ class WebhookNetworkPolicy(_Strict):
         description="Who may scrape the webhook's metrics port (default: every pod).")
 
 
+CONFIG_KEY_PATTERN: Final = r"^[-._a-zA-Z0-9]+$"
+CLIENT_NAME_PATTERN: Final = r"^[A-Za-z0-9][-A-Za-z0-9._:@]*$"
+"""A client certificate's common name or DNS SAN: no commas or spaces (the webhook's
+--client-subject-names is a comma-separated list)."""
+
+
+class CARef(_Strict):
+    name: Name = Field(description="Its name, in the install namespace.")
+    key: str = Field(default="ca.crt", max_length=253, pattern=CONFIG_KEY_PATTERN,
+                     description="The key holding the CA certificate(s), PEM.")
+
+
+class WebhookClientAuthentication(_Strict):
+    ca_config_map: CARef | None = Field(
+        default=None, description="A ConfigMap holding the CA that signs the API server's client "
+        "certificate for webhooks (the one its AdmissionConfiguration kubeConfigFile presents).")
+    ca_secret: CARef | None = Field(
+        default=None, description="The same CA, from a Secret instead of a ConfigMap.")
+    allowed_names: list[Annotated[str, Field(max_length=253, pattern=CLIENT_NAME_PATTERN)]] = Field(
+        min_length=1, max_length=16,
+        description="The names a caller's certificate must carry one of (its subject common name "
+        "or a DNS SAN), e.g. the API server's kube-apiserver-webhook-client: a CA that signs "
+        "other clients too then admits only these.")
+
+    @model_validator(mode="after")
+    def _one_ca(self) -> "WebhookClientAuthentication":
+        if (self.ca_config_map is None) == (self.ca_secret is None):
+            raise ValueError("name the client CA once: caConfigMap or caSecret")
+        return self
+
+
 class WebhookSettings(_Strict):
     failure_policy: FailurePolicy = Field(
         default=FailurePolicy.FAIL,
-        description="What the API server does when the webhook cannot be reached. Roll out with "
-        "Ignore, then switch to Fail.",
+        description="What the API server does when the host-governance, field-governance and "
+        "polyfill webhooks cannot be reached. Roll out with Ignore, then switch to Fail. The "
+        "target guard always fails closed (Fail): its match condition sends it only the capacity "
+        "controller's writes, so that cannot block anyone else, and failing open would leave "
+        "those writes with RBAC as their only lock.",
     )
+    min_tls_version: Literal["1.2", "1.3"] = Field(
+        default="1.3", alias="minTLSVersion", description="Oldest TLS version the webhook "
+        "accepts: 1.3 (every supported API server speaks it), or 1.2, which is then offered with "
+        "AEAD suites only (ECDHE+AESGCM:ECDHE+CHACHA20) and without renegotiation.")
+    client_authentication: WebhookClientAuthentication | None = Field(
+        default=None, description="Serve only callers presenting a client certificate from this CA "
+        "with one of these names (mutual TLS); the API server must be configured to present one "
+        f"({docs.WEBHOOK_CLIENT_AUTHENTICATION}). Off by default: managed control planes "
+        "cannot present one, and the NetworkPolicy decides who may connect.")
     timeout_seconds: StrictInt = Field(default=5, ge=1, le=30, description="Per-request timeout, 1-30.")
     certificate: Certificate = Field(default_factory=Certificate, description="Serving certificate.")
     host_governance: HostGovernanceAction = Field(
@@ -442,6 +485,34 @@ def _minor(version: str) -> int:
 
 # --- CapacityConsumer ------------------------------------------------------------------------
 
+KUBERNETES_GROUP_SUFFIXES: Final = ("k8s.io", "kubernetes.io")
+"""The Kubernetes project's own API groups (`*.k8s.io`, `*.kubernetes.io`: a CRD may only join
+them with the project's approval, KEP-1111): admission, RBAC, CRDs, API services, certificates,
+authentication, authorization, leases, flow control, storage, networking, ... A consumer there
+would give the capacity controller `patch` on cluster machinery a target guard cannot fully cover
+(webhook configurations are never sent to webhooks). The workload groups a team gates (`apps`,
+`batch`, `autoscaling`, `policy`) carry no suffix and stay allowed, as does every other group."""
+FIVESPOT_GROUP: Final = "5spot.finos.org"
+"""fivespot's own groups (ScheduledCapacity, providers, tenant limits): the gate does not gate
+itself."""
+
+
+def refused_consumer_group(group: str) -> str | None:
+    """Why a consumer may not be of `group`, or None."""
+    def within(suffix: str) -> bool:
+        return group == suffix or group.endswith(f".{suffix}")
+
+    if any(within(suffix) for suffix in KUBERNETES_GROUP_SUFFIXES):
+        return (f"{group} is one of the Kubernetes project's own API groups (every *.k8s.io and "
+                "*.kubernetes.io group: admission, RBAC, CRDs, certificates, leases, ...), which "
+                "fivespot does not gate: its capacity controller would be given patch on them. "
+                "Gate a workload kind: apps, batch, autoscaling, policy, or your own CRD's group")
+    if within(FIVESPOT_GROUP):
+        return (f"{group} is fivespot's own API group, which fivespot does not gate: its capacity "
+                "controller would be given patch on fivespot's own objects")
+    return None
+
+
 
 class CapacityConsumerSpec(_Strict):
     group: str = Field(pattern=DNS_SUBDOMAIN_PATTERN, max_length=253, description="API group of the target kind.")
@@ -458,6 +529,14 @@ class CapacityConsumerSpec(_Strict):
         "reads 0."
     )
     max_active_value: StrictInt = Field(ge=1, le=2**31 - 1, description="Largest value any tenant may write.")
+
+    @field_validator("group")
+    @classmethod
+    def _group_may_be_gated(cls, group: str) -> str:
+        refused = refused_consumer_group(group)
+        if refused is not None:
+            raise ValueError(refused)
+        return group
 
     @field_validator("capacity_paths")
     @classmethod
@@ -713,6 +792,12 @@ class ValidationAction(StrEnum):
     DENY = "Deny"
     WARN = "Warn"
     AUDIT = "Audit"
+
+
+RESERVED_NAMESPACES: Final = ("kube-node-lease", "kube-public", "kube-system")
+"""Kubernetes' own namespaces: never a tenant's (the webhook does not decide in kube-system, and a
+tenant there would give the capacity controller patch on the cluster's own workloads). The
+install namespace is refused too (`compiler.repo`)."""
 
 
 class TenantPolicySpec(_Strict):

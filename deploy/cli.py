@@ -49,7 +49,8 @@ def register_uninstall(subparsers: Any) -> None:
         "uninstall", help="delete what `fivespot install` applied; CRDs and their objects stay",
         description="Delete the objects of OUT_DIR from the cluster: the webhook configuration "
                     "first, then the waves in reverse. The CRDs, and so every ScheduledCapacity "
-                    "and schedule in the cluster, are kept unless --delete-crds is given.")
+                    "and schedule in the cluster, are kept unless --delete-crds is given; the "
+                    "namespaces are always kept (deleting one deletes everything in it).")
     _cluster_flags(parser)
     parser.add_argument("--delete-crds", action="store_true",
                         help="also delete the CRDs, which deletes every object of their kinds in "

@@ -2,7 +2,9 @@
 
 Every object is sent with server-side apply (`fivespot` field manager, `force` so a hand edit of
 a compiled field is put back, as a GitOps sync would), so a second run changes nothing and the
-fields another manager owns (the webhook's injected caBundle) are left alone. `--dry-run` sends
+fields another manager owns (the webhook's injected caBundle) are left alone. An object marked
+create-only (`api.identities.CREATE_ONLY`, the webhook's TLS Secret, compiled empty for the
+webhook to fill) is created when it is missing and otherwise left as it is, as Flux does. `--dry-run` sends
 the same requests with `dryRun=All`: the API server validates and defaults each object as it
 would, and nothing is stored. Each wave must be healthy (`health.judge`) before the next is sent;
 an object that is refused or does not become healthy in time stops the install, named.
@@ -16,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from api.identities import MACHINE_CONTROLLER
+from api.identities import CREATE_ONLY, MACHINE_CONTROLLER
 from commandline import docs
 from api.kinds import machine_lifecycle as sm
 from runtime import kube
@@ -144,6 +146,8 @@ class Installer:
                                "that defines it first")
         path = self.cluster.path(manifest, *resource)
         before = self.cluster.get(path)
+        if before is not None and _create_only(manifest):
+            return "unchanged", ""  # created once: what it holds is filled in on the cluster
         query: dict[str, Any] = {"fieldManager": FIELD_MANAGER, "force": "true"}
         if self.dry_run:
             query["dryRun"] = "All"
@@ -197,12 +201,17 @@ class Installer:
             self._retire_machines(delete_crds)
         for manifest in uninstall_order(manifests):
             custom = (manifest.group, manifest.kind) in crd_kinds
-            if not delete_crds and (manifest.kind == "CustomResourceDefinition" or custom):
-                summary.add("kept")
+            if manifest.kind == "Namespace" or (
+                    not delete_crds and (manifest.kind == "CustomResourceDefinition" or custom)):
+                summary.add("kept")  # a namespace takes everything in it: a tenant's workloads
                 continue
             action = self._delete(manifest)
             summary.add(action)
             self.report(f"  {manifest.describe()} {action}")
+        namespaces = sorted(m.name for m in manifests if m.kind == "Namespace")
+        if namespaces:
+            self.report(f"kept the namespaces {', '.join(namespaces)} (deleting a namespace "
+                        "deletes everything in it; Argo CD and Flux leave them too)")
         if not delete_crds and crd_kinds:
             self.report(f"kept {len(crd_kinds)} CRDs and every object of their kinds "
                         "(--delete-crds deletes them, and with them every such object in the cluster)")
@@ -330,6 +339,11 @@ def _reconciles_machines(manifests: list[Manifest]) -> bool:
 def _crd_group_kind(manifest: Manifest) -> tuple[str, str]:
     spec = manifest.obj.get("spec") or {}
     return str(spec.get("group", "")), str((spec.get("names") or {}).get("kind", ""))
+
+
+def _create_only(manifest: Manifest) -> bool:
+    key, value = CREATE_ONLY
+    return bool((manifest.obj["metadata"].get("annotations") or {}).get(key) == value)
 
 
 def _needs_wait(manifest: Manifest) -> bool:

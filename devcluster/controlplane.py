@@ -25,12 +25,12 @@ import urllib.error
 import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import yaml
 
 from devcluster.build import Binaries, cache_root
-from devcluster.certs import ControlPlaneCerts, write_control_plane_certs
+from devcluster.certs import ControlPlaneCerts, KeyPair, write_control_plane_certs
 from runtime.processes import die_with_parent
 
 START_ATTEMPTS = 3
@@ -129,6 +129,35 @@ def reap_orphans() -> list[str]:
     return reaped
 
 
+def write_webhook_client_config(folder: Path, clients: Mapping[str, KeyPair]) -> Path:
+    """The AdmissionConfiguration that makes kube-apiserver present a client certificate to
+    webhooks: a WebhookAdmissionConfiguration whose kubeConfigFile has one user per webhook
+    host it calls (`host:port`, a DNS name or `*`, as the API server matches them) with that
+    certificate; for the validating webhooks only, as fivespot has no mutating one. Returns the
+    file for `--admission-control-config-file`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    kubeconfig = {
+        "apiVersion": "v1", "kind": "Config",
+        "users": [{"name": host, "user": {
+            "client-certificate-data": base64.b64encode(pair.cert_pem).decode(),
+            "client-key-data": base64.b64encode(pair.key_pem).decode()}}
+            for host, pair in sorted(clients.items())],
+    }
+    kubeconfig_path = folder / "webhook-clients.kubeconfig"
+    descriptor = os.open(kubeconfig_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as handle:
+        handle.write(yaml.safe_dump(kubeconfig))
+    admission = {
+        "apiVersion": "apiserver.config.k8s.io/v1", "kind": "AdmissionConfiguration",
+        "plugins": [{"name": "ValidatingAdmissionWebhook", "configuration": {
+            "apiVersion": "apiserver.config.k8s.io/v1", "kind": "WebhookAdmissionConfiguration",
+            "kubeConfigFile": str(kubeconfig_path)}}],
+    }
+    path = folder / "admission.yaml"
+    path.write_text(yaml.safe_dump(admission))
+    return path
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -144,14 +173,18 @@ class ControlPlane:
 
     def __init__(self, binaries: Binaries, state_dir: Path | None = None, *, owned: bool = True,
                  bind_address: str = "127.0.0.1", apiserver_args: Sequence[str] = (),
-                 controllers: Sequence[str] = ("validatingadmissionpolicy-status-controller",)):
+                 controllers: Sequence[str] = ("validatingadmissionpolicy-status-controller",),
+                 webhook_clients: Mapping[str, KeyPair] | None = None):
         """`bind_address`, `apiserver_args` and `controllers` (kube-controller-manager's) are for
         tests that need more of a cluster, e.g. pods on their own network (0.0.0.0, the
-        deployment and endpoint controllers, webhooks routed to endpoints)."""
+        deployment and endpoint controllers, webhooks routed to endpoints). `webhook_clients`
+        (webhook host -> client certificate) makes kube-apiserver present those certificates to
+        the webhooks it calls (`write_webhook_client_config`)."""
         self.binaries = binaries
         self.owned = owned
         self.bind_address = bind_address
         self.apiserver_args = tuple(apiserver_args)
+        self.webhook_clients = dict(webhook_clients or {})
         self.controllers = tuple(controllers)
         self._tmp_state = state_dir is None
         self.state_dir = state_dir or Path(tempfile.mkdtemp(prefix="fivespot-cp-"))
@@ -172,6 +205,10 @@ class ControlPlane:
         self.certs = write_control_plane_certs(
             self.state_dir / "pki", datetime.datetime.now(datetime.timezone.utc)
         )
+        if self.webhook_clients:
+            admission = write_webhook_client_config(self.state_dir / "admission",
+                                                    self.webhook_clients)
+            self.apiserver_args += (f"--admission-control-config-file={admission}",)
         last_error: Exception | None = None
         for _attempt in range(START_ATTEMPTS):
             try:

@@ -76,6 +76,12 @@ def components(manifests: Sequence[Manifest]) -> list[Component]:
     return sorted(found, key=lambda c: c.name)
 
 
+LOCAL_ONLY_FLAGS: Final = ("--cert-dir", "--client-ca-path", "--client-subject-names")
+"""Deployment flags naming what only the cluster has: the mounted serving pair (a local CA
+serves instead), and the client CA of `webhook.clientAuthentication` (the local API server
+presents no client certificate, so dev's webhook does not ask for one)."""
+
+
 def local_args(component: Component, bundle: Path, kubeconfig: Path, *, webhook_port: int,
                tls: tuple[Path, Path] | None, metrics_port: int) -> list[str]:
     """The Deployment's arguments for a local process: the bundle file of the output, the
@@ -83,7 +89,7 @@ def local_args(component: Component, bundle: Path, kubeconfig: Path, *, webhook_
     args = list(component.args)
     if BUNDLE_FLAG in args:
         args[args.index(BUNDLE_FLAG) + 1] = str(bundle)
-    for flag in ("--cert-dir",):
+    for flag in LOCAL_ONLY_FLAGS:
         if flag in args:
             del args[args.index(flag):args.index(flag) + 2]
     if component.serves_admission:
@@ -147,6 +153,9 @@ class DevSession:
         self.report(f"compiling {self.config_dir} into {out}")
         compiled = compile_repo(self.config_dir)
         write_tree(compiled.files, out)
+        if compiled.repo.platform.spec.webhook.client_authentication is not None:
+            self.report("webhook.clientAuthentication is off here: the local API server presents "
+                        "no client certificate, so the local webhook asks for none")
         version = selected_version()
         self.report(f"starting a local control plane (kube-apiserver {version.release} + etcd; "
                     "KUBERNETES_VERSION picks another minor)")

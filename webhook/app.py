@@ -1,7 +1,8 @@
 """The Flask app: thin views over `webhook.review`, plus health, readiness and metrics.
 
 A view reads the body, parses the AdmissionReview, calls the pure `review`, and writes the
-AdmissionReview back. Under the server the body has already arrived whole, within the request
+AdmissionReview back. The metrics are not served here: this app answers on the serving port,
+which every caller of the webhook reaches (`webhook.metrics.serve` has them on the metrics port). Under the server the body has already arrived whole, within the request
 deadline and the size limit (`webhook.connections`: malformed HTTP, slow clients and oversized
 bodies never reach a view). What a caller can get wrong beyond that is answered, never crashed
 on:
@@ -9,7 +10,8 @@ on:
   no uid to answer to);
 - a review with fields missing or of the wrong type: a well-formed denial (code 400) naming the
   field;
-- a body over `MAX_BODY_BYTES` (the same limit, for the app on its own, as in tests): 413;
+- a body over its check's limit (`webhook.bodies`; the same limits, for the app on its own, as in
+  tests): 413;
 - an unexpected exception in a check: logged, counted, and answered as a denial with code 500
   inside an HTTP 200, so the API server applies the webhook's failurePolicy to a clear message
   instead of to a transport error.
@@ -26,12 +28,12 @@ from dataclasses import dataclass
 from typing import Final
 
 from flask import Flask, Response, request
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from werkzeug.exceptions import HTTPException
 
+from webhook.bodies import BODY_LIMITS, UNKNOWN_CHECK
 from webhook.bundle import WebhookBundle
 from webhook.connections import MAX_BODY_BYTES
-from webhook.metrics import Metrics
+from webhook.metrics import Metrics, status_label
 from webhook.review import CHECKS, Lookups, Rejected, deny, parse_review, review
 
 log = logging.getLogger(__name__)
@@ -53,7 +55,7 @@ class Runtime:
 
 
 def _error(status: int, message: str, check: str, metrics: Metrics) -> Response:
-    metrics.rejected.labels(check, str(status)).inc()
+    metrics.rejected.labels(check, status_label(status)).inc()
     return Response(json.dumps({"error": message}), status=status, mimetype=JSON)
 
 
@@ -65,8 +67,11 @@ def create_app(runtime: Runtime) -> Flask:
     @app.post("/validate/<check>")
     def validate(check: str) -> Response:
         if check not in CHECKS:
-            return _error(404, f"no check {check!r}; the checks are {', '.join(CHECKS)}", "unknown",
-                          metrics)
+            return _error(404, f"no check {check!r}; the checks are {', '.join(CHECKS)}",
+                          UNKNOWN_CHECK, metrics)
+        if (request.content_length or 0) > BODY_LIMITS[check].size:
+            return _error(413, f"the body is larger than {BODY_LIMITS[check].size} bytes; an "
+                          "AdmissionReview for this path never is", check, metrics)
         started = time.perf_counter()
         try:
             body = request.get_data(cache=False)
@@ -99,10 +104,6 @@ def create_app(runtime: Runtime) -> Flask:
             return Response("not ready:\n" + "".join(f"- {p}\n" for p in problems), status=503,
                             mimetype="text/plain")
         return Response("ok\n", mimetype="text/plain")
-
-    @app.get("/metrics")
-    def prometheus() -> Response:
-        return Response(generate_latest(metrics.registry), mimetype=CONTENT_TYPE_LATEST)
 
     @app.errorhandler(HTTPException)
     def http_error(error: HTTPException) -> Response:

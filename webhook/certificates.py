@@ -2,11 +2,15 @@
 with the caBundle injected into the ValidatingWebhookConfiguration.
 
 Why it is shaped like this (lessons from Kyverno and Gatekeeper's cert-controller):
-- **One Secret, create-or-adopt.** Several replicas may start at once. Each reads
-  `fivespot-webhook-tls`; if it is missing each creates it, the API server accepts exactly one
-  create (409 for the rest) and the others load the winner's Secret. Every later write is an
-  update carrying the `resourceVersion` that was read, so two replicas rotating at the same time
-  cannot both win: the loser's 409 makes it re-read and adopt.
+- **One Secret, fill-or-adopt.** The compiled output holds `fivespot-webhook-tls`, empty (type
+  `kubernetes.io/tls`, its two keys blank), so the webhook never creates a Secret: its RBAC has
+  no `create` on Secrets, which cannot be limited by name and would let a compromised webhook
+  mint a ServiceAccount token Secret for another identity (security review F7). Several
+  replicas may start at once: each reads the Secret and, finding it empty, fills it with an
+  update carrying the `resourceVersion` it read, so exactly one update wins (409 for the rest)
+  and the others load the winner's. Every later write is such an update too, so two replicas
+  rotating at the same time cannot both win: the loser's 409 makes it re-read and adopt. A
+  missing Secret is an error that says to apply it, not something to repair.
 - **Rotation is decided by a pure function** (`plan`) of the Secret's contents and the time, so
   every replica computes the same answer and the rules are unit-tested with a fake clock.
 - **Early, for both certificates.** The serving certificate and the CA are each renewed at a
@@ -22,7 +26,7 @@ Why it is shaped like this (lessons from Kyverno and Gatekeeper's cert-controlle
   server cannot yet verify is exactly the "bad certificate after renewal" of kyverno#2642.
 - **Only the caBundle fields are patched** (a JSON patch, each op guarded by a `test` of the
   webhook's name), so the GitOps tool owns everything else in the configuration and the
-  webhook's RBAC needs nothing but get/patch on that one object.
+  webhook's RBAC needs nothing but get/patch on that one object, and get/update on the Secret.
 
 Secret layout (`kubernetes.io/tls`): `tls.crt`/`tls.key` the serving pair, `ca.crt` every
 trusted CA (oldest first), `ca.key` their keys in the same order.
@@ -52,8 +56,6 @@ log = logging.getLogger(__name__)
 SECRET_TYPE: Final = "kubernetes.io/tls"
 CA_COMMON_NAME: Final = "fivespot-webhook-ca"
 SERVING_COMMON_NAME: Final = "fivespot-webhook"
-MANAGED_BY_LABEL: Final = {"app.kubernetes.io/managed-by": "fivespot-webhook",
-                           "app.kubernetes.io/part-of": "fivespot"}
 
 Clock = Callable[[], datetime.datetime]
 
@@ -332,11 +334,11 @@ class SecretKeeper:
             try:
                 secret = kube.request(self.api, "GET", self._secret_path(self.secret_name))
             except kube.ApiError as error:
-                if not error.not_found:
-                    raise CertificateError(f"reading Secret {self.namespace}/{self.secret_name}: "
-                                           f"{error.status} {error.reason}") from None
-                secret = None
-            current = TLSState.from_secret_data(secret.get("data") if secret else None)
+                if error.not_found:
+                    raise CertificateError(missing_secret(self.namespace, self.secret_name)) from None
+                raise CertificateError(f"reading Secret {self.namespace}/{self.secret_name}: "
+                                       f"{error.status} {error.reason}") from None
+            current = TLSState.from_secret_data(secret.get("data"))
             wanted = plan(current, self.clock(), self.lifetimes, self.names)
             if wanted is None:
                 assert current is not None
@@ -357,21 +359,13 @@ class SecretKeeper:
         raise CertificateError(f"Secret {self.namespace}/{self.secret_name} kept changing under "
                                "us; will retry")
 
-    def _write(self, existing: dict[str, Any] | None, state: TLSState) -> None:
-        if existing is None:
-            body = {
-                "apiVersion": "v1", "kind": "Secret",
-                "metadata": {"name": self.secret_name, "namespace": self.namespace,
-                             "labels": dict(MANAGED_BY_LABEL)},
-                "type": SECRET_TYPE, "data": state.secret_data(),
-            }
-            kube.request(self.api, "POST", self._secret_path(), body=body)
-            return
+    def _write(self, existing: dict[str, Any], state: TLSState) -> None:
         if existing.get("type") not in (None, SECRET_TYPE):
             raise CertificateError(
                 f"Secret {self.namespace}/{self.secret_name} has type {existing.get('type')}, not "
-                f"{SECRET_TYPE}, and a Secret's type cannot change; delete it and the webhook "
-                "recreates it")
+                f"{SECRET_TYPE}, and a Secret's type cannot change; delete it and apply the "
+                "compiled output's workloads/ again (it holds the Secret, empty), and the webhook "
+                "fills it")
         # A replace of what was read: its resourceVersion makes a concurrent writer's win a 409.
         replacement = {**existing, "data": state.secret_data()}
         kube.request(self.api, "PUT", self._secret_path(self.secret_name), body=replacement)
@@ -405,6 +399,12 @@ class SecretKeeper:
         log.info("injected a caBundle of %d CA(s) into %s", bundle.count(b"BEGIN CERTIFICATE"),
                  self.configuration_name)
         return True
+
+
+def missing_secret(namespace: str, name: str) -> str:
+    return (f"Secret {namespace}/{name} does not exist; it is part of the compiled output "
+            f"(workloads/{name}.secret.yaml, empty: the webhook fills it, and may not create it): "
+            "sync or apply the output's workloads/ layer")
 
 
 def ca_bundle_patch(webhooks: Sequence[Mapping[str, Any]], encoded: str) -> list[dict[str, Any]]:
@@ -443,6 +443,10 @@ class CertificateLoop:
         while not self._stop.is_set():
             try:
                 delay = self._tick()
+            except CertificateError as error:  # says what to do; no traceback to read
+                log.error("certificate check failed, retrying in 5s (the certificate loaded "
+                          "is served meanwhile): %s", error)
+                delay = 5.0
             except Exception:  # a failed tick is retried; the loop must not die
                 log.exception("certificate check failed; retrying")
                 delay = 5.0

@@ -2,7 +2,9 @@
 
 `register(subparsers)` adds the `webhook` command to the `fivespot` parser (`fivespot/cli.py`);
 `python -m webhook serve ...` runs the same parser on its own. The flags the compiled Deployment
-passes are `--bundle`, `--port` and, in cert-manager mode, `--cert-dir`; the rest have production
+passes are `--bundle`, `--port`, in cert-manager mode `--cert-dir`, and what the Platform's
+webhook settings say (`--min-tls-version`; with client authentication `--client-ca-path` and
+`--client-subject-names`, cert-manager's webhook's names for them); the rest have production
 defaults and exist for local runs and tests (short certificate lifetimes force rotations).
 """
 
@@ -76,7 +78,16 @@ def register(subparsers: Any) -> None:
                             "within this long, or get a 408 (default: half the bundle's "
                             "timeoutSeconds)")
     serve.add_argument("--metrics-port", type=int, default=8080, metavar="N",
-                       help="plain-HTTP /metrics port (0: none)")
+                       help="plain-HTTP /metrics port (0: none); the TLS port never serves them")
+    serve.add_argument("--min-tls-version", choices=("1.2", "1.3"), default="1.3",
+                       help="oldest TLS version accepted (1.2 is offered with AEAD suites only)")
+    serve.add_argument("--client-ca-path", type=Path, metavar="FILE",
+                       help="verify callers: only clients presenting a certificate from this CA "
+                            "(PEM, reloaded when it changes) and naming one of "
+                            "--client-subject-names are served; others get the probes only")
+    serve.add_argument("--client-subject-names", action="append", default=[], metavar="NAMES",
+                       help="with --client-ca-path: comma-separated names (subject common name "
+                            "or DNS SAN) a caller's certificate must carry one of (repeatable)")
     serve.set_defaults(handler=_serve)
 
 
@@ -85,6 +96,7 @@ def _serve(args: argparse.Namespace) -> int:
     from runtime.kube import KubeconfigError
     from webhook.certificates import CertificateError, Lifetimes
     from webhook.server import ServeOptions, serve
+    from webhook.serving import ClientCAError
 
     mode = args.certificate_mode
     cert, key = args.tls_cert, args.tls_key
@@ -92,6 +104,13 @@ def _serve(args: argparse.Namespace) -> int:
         mode, cert, key = "files", args.cert_dir / "tls.crt", args.cert_dir / "tls.key"
     if mode == "files" and (cert is None or key is None):
         print("webhook serve: files mode needs --tls-cert and --tls-key (or --cert-dir)",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    names = tuple(n.strip() for value in args.client_subject_names for n in value.split(",")
+                  if n.strip())
+    if (args.client_ca_path is None) != (not names):
+        print("webhook serve: --client-ca-path and --client-subject-names go together: a CA "
+              "verifies callers, the names say which of its certificates may call",
               file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
@@ -107,10 +126,11 @@ def _serve(args: argparse.Namespace) -> int:
         certificate_check_s=args.certificate_check_interval, workers=args.workers,
         keepalive_s=args.keepalive,
         request_deadline_s=args.request_deadline,
-        metrics_port=args.metrics_port)
+        metrics_port=args.metrics_port, min_tls_version=args.min_tls_version,
+        client_ca=args.client_ca_path, client_names=names)
     try:
         return serve(options)
-    except (BundleError, CertificateError, KubeconfigError) as error:
+    except (BundleError, CertificateError, ClientCAError, KubeconfigError) as error:
         print(f"webhook serve: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
 

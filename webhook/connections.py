@@ -22,6 +22,23 @@ until a whole request has arrived:
 - **Only complete requests reach the app.** `WSGIGateway` reads the whole body on the loop and
   only then calls the WSGI app (Flask; the environ built by a2wsgi), on the loop itself: what it
   does is pure CPU work with no I/O to wait on, so no client can hold it.
+- **Per-path body limits** (`BodyLimit`, the check's own: `webhook.bodies`): a size, applied to
+  the declared length before a byte of the body is buffered and to a chunked body as it
+  arrives, and a count of JSON values, checked before the body is parsed. Parsing costs per
+  value, not per byte (7 MiB of `[[[]]],...` is 3 million lists: seconds of CPU and ~200 MiB),
+  and counting `,` `:` `[` `{` (strings included, so an over-count) takes milliseconds.
+- **Bounded admission of large bodies.** Parsing is the one costly step on the loop (7 MiB of
+  `[{},{},...]` is seconds of CPU and ~180 MiB of objects), so fast clients sending expensive
+  bodies, not slow ones, are what could starve it. A body over `small_body_bytes` (64 KiB: an
+  AdmissionReview of a ScheduledCapacity or a typical consumer object is a few KiB) needs one of
+  `large_bodies` slots from its first byte to its answer; without a free slot it gets a 503 at
+  once, unbuffered. Large bodies are parsed one at a time, so between two of them the loop
+  serves everything else that is ready: a small review waits behind at most one large parse per
+  step, whatever a flood of large bodies does, and their memory is bounded by the slots. Small
+  bodies never wait for a slot.
+- **Client certificates** (`ClientGate`, when the webhook verifies its callers): a connection
+  whose certificate is missing or names nobody allowed gets a 403 for everything but the probes,
+  before its body is read: it never reaches a review.
 
 The deadline is an absolute time per request, so a client needs to finish a request within it to
 hold a connection any longer, and then it is a kept-alive connection like the API server's own.
@@ -30,6 +47,7 @@ hold a connection any longer, and then it is a kept-alive connection like the AP
 from __future__ import annotations
 
 import asyncio
+import gc
 import io
 import json
 import logging
@@ -55,6 +73,28 @@ MAX_BODY_BYTES: Final = 7 * 1024 * 1024
 new and the old object, so a legitimate review can approach twice that."""
 MAX_HEAD_BYTES: Final = 64 * 1024
 """The API server sends a request line and a handful of headers: far below this."""
+SMALL_BODY_BYTES: Final = 64 * 1024
+"""Bodies up to this size are parsed in a few milliseconds and never wait for a large-body slot."""
+LARGE_BODIES: Final = 4
+"""Large bodies received or parsed at once: 4 x 7 MiB buffered, one parse's objects alive."""
+PROBE_PATHS: Final = frozenset({"/healthz", "/readyz"})
+"""What a caller without an accepted client certificate may still GET: the kubelet's probes,
+which present none."""
+
+
+@dataclass(frozen=True)
+class BodyLimit:
+    """What one path's body may hold: `size` bytes, and at most `values` JSON values (counted as
+    `json_values` counts them)."""
+
+    size: int
+    values: int
+
+
+def json_values(body: bytes | bytearray) -> int:
+    """An upper bound of the values a JSON body holds, at C speed: every `,`, `:`, `[` and `{`,
+    inside strings too (a value is a container's first, or follows one of these)."""
+    return body.count(b",") + body.count(b":") + body.count(b"[") + body.count(b"{")
 
 
 @dataclass(frozen=True)
@@ -62,6 +102,8 @@ class ConnectionLimits:
     request_deadline_s: float
     max_body_bytes: int = MAX_BODY_BYTES
     max_head_bytes: int = MAX_HEAD_BYTES
+    small_body_bytes: int = SMALL_BODY_BYTES
+    large_bodies: int = LARGE_BODIES
 
     @classmethod
     def for_timeout(cls, webhook_timeout_s: float) -> "ConnectionLimits":
@@ -72,6 +114,12 @@ class ConnectionLimits:
 
 CutObserver = Callable[[str], None]
 """Told the reason each time a connection is cut (a metric counter, in the server)."""
+RefusalObserver = Callable[[str, int], None]
+"""Told the path and status each time the gateway answers a request itself (413, 503, 403)."""
+ClientGate = Callable[[Any], "str | None"]
+"""Given a connection's `ssl.SSLObject`, why its caller may not be served (None: it may)."""
+GATE_EXTENSION: Final = "fivespot.client_refusal"
+"""The ASGI scope extension carrying the connection's refusal from the protocol to the gateway."""
 
 
 def _json_response(status: int, reason: str, message: str) -> bytes:
@@ -90,9 +138,11 @@ def observe_cuts(observer: CutObserver | None) -> None:
 
 
 class DeadlineProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol plus the whole-request deadline and the head-size limit."""
+    """uvicorn's httptools protocol plus the whole-request deadline, the head-size limit and the
+    client-certificate gate's verdict on the connection."""
 
     limits: ClassVar[ConnectionLimits]
+    gate: ClassVar[ClientGate | None] = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -103,6 +153,7 @@ class DeadlineProtocol(HttpToolsProtocol):
         self._expired = False
         self._in_head = True
         self._head_bytes = 0
+        self._refusal: str | None = None
 
     # --- the connection ---
 
@@ -110,6 +161,10 @@ class DeadlineProtocol(HttpToolsProtocol):
         super().connection_made(transport)
         if self._expired:  # the handshake finished only after the deadline
             self.transport.close()
+            return
+        gate = type(self).gate
+        if gate is not None:
+            self._refusal = gate(transport.get_extra_info("ssl_object"))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
@@ -132,6 +187,7 @@ class DeadlineProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
+        cast(dict[str, Any], self.scope)["extensions"] = {GATE_EXTENSION: self._refusal}
         if self._deadline is None:  # the next request on a kept-alive connection
             self._deadline = self.loop.call_later(self.limits.request_deadline_s, self._expire)
 
@@ -190,6 +246,30 @@ class DeadlineProtocol(HttpToolsProtocol):
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
+class LargeBodies:
+    """The slots large bodies hold from their first byte to their answer, and the lock that
+    parses them one at a time (see the module docstring)."""
+
+    def __init__(self, slots: int) -> None:
+        self.free = slots
+        self._parsing: asyncio.Lock | None = None
+
+    def take(self) -> bool:
+        if self.free == 0:
+            return False
+        self.free -= 1
+        return True
+
+    def give(self) -> None:
+        self.free += 1
+
+    @property
+    def parsing(self) -> asyncio.Lock:
+        if self._parsing is None:  # made on the worker's loop, at its first use
+            self._parsing = asyncio.Lock()
+        return self._parsing
+
+
 class WSGIGateway:
     """The ASGI app the server runs: reads a request's whole body on the event loop (bounded),
     then calls the WSGI app (Flask) right there and sends its answer.
@@ -197,37 +277,113 @@ class WSGIGateway:
     On the loop, not in a thread pool: what the app does is pure CPU work on in-memory caches
     (no I/O to wait on), so a thread would add only a hand-off each way — measured, the no-op
     responder cost 0.6-1.0 ms of CPU per request inline against 1.4-2.0 ms through a2wsgi's
-    thread pool. And no client can hold the loop: it reaches the app only with a whole request.
+    thread pool — and a thread would not help a long parse anyway (`json` holds the GIL). No
+    client can hold the loop: it reaches the app only with a whole request, and large bodies
+    reach it one at a time.
     """
 
-    def __init__(self, app: WSGIApp, max_body_bytes: int,
-                 on_too_large: Callable[[str], None] | None = None) -> None:
-        self.app, self.max_body_bytes, self.on_too_large = app, max_body_bytes, on_too_large
+    def __init__(self, app: WSGIApp, limits: ConnectionLimits,
+                 body_limit: Callable[[str], BodyLimit] | None = None,
+                 on_refused: RefusalObserver | None = None) -> None:
+        self.app, self.limits, self.on_refused = app, limits, on_refused
+        self.body_limit = body_limit or (
+            lambda _path: BodyLimit(limits.max_body_bytes, limits.max_body_bytes))
+        self.large = LargeBodies(limits.large_bodies)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
-        declared = _content_length(scope)
-        body = bytearray()
-        more = True
-        while more:
-            if declared is not None and declared > self.max_body_bytes or \
-                    len(body) > self.max_body_bytes:
-                await self._too_large(scope, receive, send)
-                return
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            body += message.get("body", b"")
-            more = bool(message.get("more_body", False))
-        if len(body) > self.max_body_bytes:
-            await self._too_large(scope, receive, send)
+        path = str(scope.get("path", ""))
+        refusal = (scope.get("extensions") or {}).get(GATE_EXTENSION)
+        if refusal is not None and not (scope.get("method") == "GET" and path in PROBE_PATHS):
+            peer = scope.get("client")
+            log.warning("refused %s %s from %s: %s", scope.get("method"), path,
+                        "%s:%d" % tuple(peer) if peer else "an unknown peer", refusal)
+            await self._refuse(scope, receive, send, 403, f"{refusal}; this webhook answers only "
+                               "callers with an accepted client certificate", drain=False)
             return
-        status, headers, payload = self._call(scope, bytes(body))
+        limit = self.body_limit(path)
+        limit = BodyLimit(min(limit.size, self.limits.max_body_bytes), limit.values)
+        declared = _content_length(scope)
+        if declared is not None and declared > limit.size:
+            await self._too_large(scope, receive, send, limit.size)
+            return
+        large = declared is not None and declared > self.limits.small_body_bytes
+        if large and not self.large.take():
+            await self._busy(scope, receive, send)
+            return
+        try:
+            await self._serve(scope, receive, send, limit, large)
+        finally:
+            if large:
+                self.large.give()
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send, limit: BodyLimit,
+                     large: bool) -> None:
+        body = bytearray()
+        taken = False  # a slot this call took for a chunked body that grew large
+        try:
+            more = True
+            while more:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return
+                body += message.get("body", b"")
+                more = bool(message.get("more_body", False))
+                if len(body) > limit.size:
+                    await self._too_large(scope, receive, send, limit.size)
+                    return
+                if not large and len(body) > self.limits.small_body_bytes:
+                    if not self.large.take():
+                        await self._busy(scope, receive, send)
+                        return
+                    large = taken = True
+            # The whole body is in: what is refused from here on has nothing left to drain.
+            if large and json_values(body) > limit.values:
+                await self._refuse(scope, receive, send, 413, f"the body holds more than "
+                                   f"{limit.values} JSON values (every ',', ':', '[' and '{{' "
+                                   "counted); an AdmissionReview for this path never does",
+                                   drain=False)
+                return
+            answer = await self._parse_in_turn(scope, bytes(body)) if large else \
+                self._call(scope, bytes(body))
+        finally:
+            if taken:
+                self.large.give()
+        if answer is None:
+            await self._busy(scope, receive, send, drain=False)
+            return
+        status, headers, payload = answer
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": payload})
 
+    async def _parse_in_turn(self, scope: Scope, body: bytes
+                             ) -> tuple[int, list[tuple[bytes, bytes]], bytes] | None:
+        """The app's answer to a large body, once no other large body is being decided; None
+        when its turn did not come within the request deadline."""
+        try:
+            await asyncio.wait_for(self.large.parsing.acquire(), self.limits.request_deadline_s)
+        except TimeoutError:
+            return None
+        try:
+            return self._call(scope, body)
+        finally:
+            self.large.parsing.release()
+
     def _call(self, scope: Scope, body: bytes) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        # No cyclic collection while a request is decided: a hostile body makes `json` build
+        # millions of lists, and the collector traversing them again and again cost four times
+        # the parse itself (7 MiB of `[[[]]],...`: 3.3 s instead of 0.8 s); nothing a request
+        # builds is cyclic, and whatever it allocated is freed when it returns.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            return self._call_app(scope, body)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _call_app(self, scope: Scope, body: bytes) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
         environ: dict[str, Any] = dict(build_environ(cast(Any, scope), cast(Any, io.BytesIO(body))))
         # The length is known now, whatever the framing was (WSGI reads a body without a
         # Content-Length as empty).
@@ -253,17 +409,32 @@ class WSGIGateway:
                 [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers],
                 b"".join(chunks))
 
-    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self.on_too_large is not None:
-            self.on_too_large(str(scope.get("path", "")))
-        payload = json.dumps({"error": f"the body is larger than {self.max_body_bytes} bytes; an "
-                                       "AdmissionReview never is"}).encode()
-        await send({"type": "http.response.start", "status": 413, "headers": [
-            (b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()),
-            (b"connection", b"close")]})
-        await send({"type": "http.response.body", "body": payload, "more_body": True})
+    async def _too_large(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
+        await self._refuse(scope, receive, send, 413, f"the body is larger than {limit} bytes; an "
+                           "AdmissionReview for this path never is")
+
+    async def _busy(self, scope: Scope, receive: Receive, send: Send, drain: bool = True) -> None:
+        await self._refuse(scope, receive, send, 503, f"{self.limits.large_bodies} large bodies "
+                           "are being received; retry", drain=drain, retry_after=True)
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send, status: int, error: str,
+                      *, drain: bool = True, retry_after: bool = False) -> None:
+        """Answer `status` and close; with `drain`, the rest of the body is read and dropped
+        (never buffered) until it ends or the deadline cuts it, so the client reads the answer
+        instead of a reset."""
+        if self.on_refused is not None:
+            self.on_refused(str(scope.get("path", "")), status)
+        payload = json.dumps({"error": error}).encode()
+        headers = [(b"content-type", b"application/json"),
+                   (b"content-length", str(len(payload)).encode()), (b"connection", b"close")]
+        if retry_after:
+            headers.append((b"retry-after", b"1"))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": payload, "more_body": drain})
+        if not drain:
+            return
         while (message := await receive())["type"] == "http.request" and message.get("more_body"):
-            pass  # dropped: read to the end (or to the deadline) so the client sees the 413
+            pass
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
@@ -301,9 +472,10 @@ class AdmissionWorker(UvicornWorker):  # type: ignore[misc]
     limits: ClassVar[ConnectionLimits]
 
     @classmethod
-    def configure(cls, limits: ConnectionLimits,
-                  ssl_context_factory: SSLContextFactory | None) -> type["AdmissionWorker"]:
-        protocol = type("AdmissionProtocol", (DeadlineProtocol,), {"limits": limits})
+    def configure(cls, limits: ConnectionLimits, ssl_context_factory: SSLContextFactory | None,
+                  gate: ClientGate | None = None) -> type["AdmissionWorker"]:
+        protocol = type("AdmissionProtocol", (DeadlineProtocol,),
+                        {"limits": limits, "gate": staticmethod(gate) if gate else None})
         kwargs = {
             "loop": "none", "http": protocol, "lifespan": "off", "interface": "asgi3",
             "proxy_headers": False, "server_header": False,

@@ -15,10 +15,12 @@ Process layout, and why:
   whole-request deadline per connection, bounded sizes, and the Flask app called only once a
   request has fully arrived (that module says why: no set of slow clients can take every slot).
 - Connections get their TLS context from the worker's `ServingCertificate` (uvicorn's
-  `ssl_context_factory` hook), which is how a rotated certificate is served without a restart.
-- Metrics: `/metrics` on the TLS port, and plain HTTP on `--metrics-port` (the compiled metrics
-  Service's port) when there is one worker; with more, each worker's registry is its own and
-  only `/metrics` on the TLS port (one worker's view per scrape) is served.
+  `ssl_context_factory` hook), which is how a rotated certificate is served without a restart;
+  with client authentication on, the same object judges each connection's certificate
+  (`webhook.serving`).
+- Metrics: plain HTTP on `--metrics-port` (the compiled metrics Service's port), never on the
+  TLS port every caller reaches. With several workers each serves its own registry on that port
+  (SO_REUSEPORT), so a scrape sees one worker's view; the compiled Deployment runs one.
 """
 
 from __future__ import annotations
@@ -42,7 +44,9 @@ from api.identities import WEBHOOK, WEBHOOK_CONFIGURATION, WEBHOOK_TLS_SECRET
 from runtime.informer import Informer
 from runtime.kube import ApiClient, ApiError, load_client
 from runtime.processes import die_with_parent
+from webhook import metrics as prometheus
 from webhook.app import Runtime, create_app, utcnow
+from webhook.bodies import body_limit, check_label
 from webhook.bundle import WebhookBundle, load_bundle
 from webhook.caches import (
     CapacitiesByTarget,
@@ -63,9 +67,16 @@ from webhook.certificates import (
     TLSState,
     next_due,
 )
-from webhook.metrics import Metrics
+from webhook.metrics import Metrics, status_label
 from webhook.review import Lookups
-from webhook.serving import CertificateFiles, ServingCertificate
+from webhook.serving import (
+    CertificateFiles,
+    ClientAuthentication,
+    MinimumVersion,
+    ServingCertificate,
+    TLSPolicy,
+    server_context,
+)
 
 log = logging.getLogger("fivespot.webhook")
 
@@ -93,6 +104,15 @@ class ServeOptions:
     """How long a client may take to send a whole request; default: half the bundle's
     timeoutSeconds (`ConnectionLimits.for_timeout`)."""
     metrics_port: int = 0
+    min_tls_version: MinimumVersion = "1.3"
+    client_ca: Path | None = None
+    """Verify callers: a client certificate from this CA (PEM), naming one of `client_names`."""
+    client_names: tuple[str, ...] = ()
+
+    def tls_policy(self) -> TLSPolicy:
+        clients = (ClientAuthentication(self.client_ca, frozenset(self.client_names))
+                   if self.client_ca is not None else None)
+        return TLSPolicy(self.min_tls_version, clients)
 
     def limits(self, webhook_timeout_s: float) -> ConnectionLimits:
         if self.request_deadline_s is not None:
@@ -149,6 +169,13 @@ def _ssl_context(conf: Any, default_factory: Callable[[], ssl.SSLContext]) -> ss
     return _SERVING.listening_context() if _SERVING is not None else default_factory()
 
 
+def _admit(ssl_object: Any) -> str | None:
+    """The connection layer's client gate: this worker's verdict on a caller's certificate."""
+    if _SERVING is None:
+        return "the webhook is not serving yet"
+    return _SERVING.admit(ssl_object)
+
+
 MISSING_CONFIGURATION_RETRY_S: Final = 1.0
 """How soon to look again for a webhook configuration that does not exist yet, to inject its
 caBundle: `fivespot install` applies it only once the webhook is Available, and waits for it."""
@@ -162,6 +189,8 @@ class _SelfManagedTick:
         self.keeper, self.serving, self.metrics, self.interval_s = keeper, serving, metrics, interval_s
 
     def __call__(self) -> float:
+        if self.serving.refresh_client_ca():
+            log.info("client CA file changed; new connections are verified against it")
         state: TLSState = self.keeper.reconcile()
         if self.serving.load(state.serving_cert_pem, state.serving_key_pem):
             self.metrics.certificate_reloads.inc()
@@ -180,6 +209,8 @@ class _FilesTick:
         self.files, self.metrics = files, metrics
 
     def __call__(self) -> float:
+        if self.files.serving.refresh_client_ca():
+            log.info("client CA file changed; new connections are verified against it")
         before = self.files.serving.reloads
         delay = self.files.tick()
         if self.files.serving.reloads != before:
@@ -214,7 +245,7 @@ def start_worker(options: ServeOptions, bundle: WebhookBundle, cert: Path, key: 
                  scratch: Path) -> tuple[Runtime, Worker]:
     api = load_client(options.kubeconfig)
     metrics = Metrics()
-    serving = ServingCertificate(scratch)
+    serving = ServingCertificate(scratch, options.tls_policy())
     serving.load(cert.read_bytes(), key.read_bytes())
     metrics.certificate_reloads.inc()
     metrics.set_expiry("serving", serving.not_after)
@@ -255,9 +286,9 @@ class GunicornApplication(BaseApplication):  # type: ignore[misc]
 
     def __init__(self, options: ServeOptions, cert: Path, key: Path,
                  factory: Callable[[], Any], limits: ConnectionLimits,
-                 on_too_large: Callable[[str], None] | None = None) -> None:
+                 on_refused: Callable[[str, int], None] | None = None) -> None:
         self.options, self.cert, self.key, self.factory = options, cert, key, factory
-        self.limits, self.on_too_large = limits, on_too_large
+        self.limits, self.on_refused = limits, on_refused
         super().__init__()
 
     def load_config(self) -> None:
@@ -266,7 +297,8 @@ class GunicornApplication(BaseApplication):  # type: ignore[misc]
         settings: dict[str, Any] = {
             "bind": [f"{host}:{options.port}"],
             "workers": options.workers,
-            "worker_class": AdmissionWorker.configure(self.limits, _ssl_context),
+            "worker_class": AdmissionWorker.configure(
+                self.limits, _ssl_context, _admit if options.client_ca is not None else None),
             "keepalive": options.keepalive_s,
             "timeout": 30,
             "graceful_timeout": 10,
@@ -284,7 +316,7 @@ class GunicornApplication(BaseApplication):  # type: ignore[misc]
             self.cfg.set(key, value)
 
     def load(self) -> Any:
-        app = WSGIGateway(self.factory(), self.limits.max_body_bytes, self.on_too_large)
+        app = WSGIGateway(self.factory(), self.limits, body_limit, self.on_refused)
         # Everything built so far (imports, bundle, compiled policies, the app) lives as long as
         # the worker: move it out of the collector's generations, so a full collection scans
         # only what requests allocate and stays short.
@@ -303,9 +335,11 @@ _METRICS: Metrics | None = None
 """This worker's metrics (None in the master), for what the connection layer rejects."""
 
 
-def _body_too_large(path: str) -> None:
+def _refused(path: str, status: int) -> None:
+    """Count a request the connection layer answered itself (413, 503, 403), by check: the
+    label is the check's name or "unknown", never the path (security review F5)."""
     if _METRICS is not None:
-        _METRICS.rejected.labels(path.rsplit("/", 1)[-1] or "none", "413").inc()
+        _METRICS.rejected.labels(check_label(path), status_label(status)).inc()
 
 
 def _webhook_factory(options: ServeOptions, bundle: WebhookBundle, cert: Path, key: Path,
@@ -316,11 +350,9 @@ def _webhook_factory(options: ServeOptions, bundle: WebhookBundle, cert: Path, k
         use_serving(worker.serving)
         _METRICS = runtime.metrics
         observe_cuts(lambda reason: runtime.metrics.connections_cut.labels(reason).inc())
-        if options.metrics_port and options.workers == 1:
-            from prometheus_client import start_http_server
-
-            start_http_server(options.metrics_port, addr=options.bind,
-                              registry=runtime.metrics.registry)
+        if options.metrics_port:
+            prometheus.serve(runtime.metrics.registry, options.metrics_port, options.bind,
+                             shared=options.workers > 1)
         return create_app(runtime)
 
     return factory
@@ -333,14 +365,20 @@ def serve(options: ServeOptions) -> int:
     scratch = Path(tempfile.mkdtemp(prefix="fivespot-webhook-"))
     try:
         cert, key = initial_certificate(options, bundle, scratch)
+        # Fail here, visibly, rather than in every worker: the pair and the policy must load.
+        server_context(cert.read_bytes(), key.read_bytes(), scratch, options.tls_policy())
         limits = options.limits(bundle.timeout_seconds)
-        log.info("serving %s on %s:%d (%s certificates, host governance %s, polyfill %s, "
-                 "request deadline %gs)", options.bundle_path, options.bind, options.port,
-                 options.certificate_mode, bundle.host_governance,
-                 "on" if bundle.polyfill else "off", limits.request_deadline_s)
+        clients = (f"client certificates from {options.client_ca} naming "
+                   f"{', '.join(options.client_names)}" if options.client_ca else
+                   "no client certificates")
+        log.info("serving %s on %s:%d (%s certificates, TLS %s+, %s, host governance %s, "
+                 "polyfill %s, request deadline %gs)", options.bundle_path, options.bind,
+                 options.port, options.certificate_mode, options.min_tls_version, clients,
+                 bundle.host_governance, "on" if bundle.polyfill else "off",
+                 limits.request_deadline_s)
         GunicornApplication(options, cert, key,
                             _webhook_factory(options, bundle, cert, key, scratch), limits,
-                            _body_too_large).run()
+                            _refused).run()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return 0

@@ -11,6 +11,21 @@ half-loaded context (new certificate, old key) from ever being visible to a hand
 
 How long a client may take over its handshake is the connection layer's business
 (`webhook.connections`: the whole-request deadline counts from accept).
+
+What every context offers (`TLSPolicy`; docs/design/decisions/0023-webhook-authentication-and-limits.md):
+TLS 1.3 only by default — every supported API server (1.34+) speaks it — or TLS 1.2 as well
+when a platform asks (`Platform.spec.webhook.minTLSVersion`), then with AEAD suites only
+(`TLS12_CIPHERS`: ECDHE with AES-GCM or ChaCha20-Poly1305) and no renegotiation, which
+would let a client make the server redo handshakes at will; ALPN `http/1.1` only.
+
+Client authentication (`ClientAuthentication`, off by default: managed control planes cannot
+present a certificate). The context asks every client for a certificate and verifies one that
+is sent against the client CA file, so a certificate from any other CA fails the handshake. A
+connection without one is let through the handshake only because the kubelet's probes present
+none: the connection layer then refuses it everything but the probes, and `client_refusal`
+refuses a verified certificate that names nobody allowed (its subject's common name and DNS
+SANs are compared with the allowed names), so neither reaches a review. The CA file is read
+again when it changes (a mounted ConfigMap or Secret the kubelet updates).
 """
 
 from __future__ import annotations
@@ -20,27 +35,98 @@ import hashlib
 import os
 import ssl
 import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Final, Literal
 
 from cryptography import x509
 
 from runtime.tlskeys import load_key_pair
 
+TLS12_CIPHERS: Final = "ECDHE+AESGCM:ECDHE+CHACHA20"
+"""The TLS 1.2 suites offered when 1.2 is allowed: forward-secret and AEAD only (no CBC, no
+plain RSA or DHE key exchange). TLS 1.3's suites are all AEAD and are not affected by this."""
+MinimumVersion = Literal["1.2", "1.3"]
+_VERSIONS: Final = {"1.2": ssl.TLSVersion.TLSv1_2, "1.3": ssl.TLSVersion.TLSv1_3}
 
-def server_context(cert_pem: bytes, key_pem: bytes, scratch: Path | None = None) -> ssl.SSLContext:
-    """A TLS 1.2+ server context for this pair; raises ssl.SSLError if they do not match."""
+
+@dataclass(frozen=True)
+class ClientAuthentication:
+    """Who may call: a certificate signed by a CA in `ca_file` naming one of `names`."""
+
+    ca_file: Path
+    names: frozenset[str]
+
+
+@dataclass(frozen=True)
+class TLSPolicy:
+    minimum_version: MinimumVersion = "1.3"
+    clients: ClientAuthentication | None = None
+
+
+class ClientCAError(ValueError):
+    """The client CA file cannot be read or holds no certificate."""
+
+
+def _client_ca(path: Path) -> str:
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as error:
+        raise ClientCAError(f"the client CA file {path} cannot be read: {error}") from None
+    if "-----BEGIN CERTIFICATE-----" not in text:
+        raise ClientCAError(f"the client CA file {path} holds no PEM certificate")
+    return text
+
+
+def server_context(cert_pem: bytes, key_pem: bytes, scratch: Path | None = None,
+                   policy: TLSPolicy = TLSPolicy()) -> ssl.SSLContext:
+    """A server context for this pair as `policy` says; raises ssl.SSLError if they do not
+    match, ClientCAError if the client CA cannot be used."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.minimum_version = _VERSIONS[policy.minimum_version]
+    context.maximum_version = ssl.TLSVersion.TLSv1_3
+    context.set_ciphers(TLS12_CIPHERS)
+    context.options |= ssl.OP_NO_RENEGOTIATION | ssl.OP_NO_COMPRESSION
     context.set_alpn_protocols(["http/1.1"])
+    if policy.clients is not None:
+        try:
+            context.load_verify_locations(cadata=_client_ca(policy.clients.ca_file))
+        except ssl.SSLError as error:
+            raise ClientCAError(f"the client CA file {policy.clients.ca_file} is not a usable "
+                                f"CA: {error}") from None
+        context.verify_mode = ssl.CERT_OPTIONAL
     load_key_pair(context, cert_pem, key_pem, scratch)
     return context
+
+
+def names_of(peer: Mapping[str, Any]) -> set[str]:
+    """The common names and DNS SANs of a certificate as `SSLSocket.getpeercert()` gives it."""
+    found = {value for rdn in peer.get("subject", ()) for key, value in rdn if key == "commonName"}
+    found.update(value for kind, value in peer.get("subjectAltName", ()) if kind == "DNS")
+    return found
+
+
+def client_refusal(peer: Mapping[str, Any] | None, allowed: frozenset[str]) -> str | None:
+    """Why a caller presenting `peer` (a verified certificate, or None for none) may not be
+    served; None when it may."""
+    if not peer:
+        return "no client certificate was presented"
+    names = names_of(peer)
+    if names & allowed:
+        return None
+    return (f"the client certificate names {', '.join(sorted(names)) or 'nobody'}, none of the "
+            f"allowed {', '.join(sorted(allowed))}")
 
 
 class ServingCertificate:
     """The current serving context and what it holds."""
 
-    def __init__(self, scratch: Path | None = None) -> None:
+    def __init__(self, scratch: Path | None = None, policy: TLSPolicy = TLSPolicy()) -> None:
         self.scratch = scratch
+        self.policy = policy
+        self._pair: tuple[bytes, bytes] | None = None
+        self._client_ca_seen: tuple[object, ...] | None = None
         self._lock = threading.Lock()
         self._context: ssl.SSLContext | None = None
         self._listening: ssl.SSLContext | None = None
@@ -55,12 +141,44 @@ class ServingCertificate:
         if fingerprint == self._fingerprint:
             return False
         cert = x509.load_pem_x509_certificate(cert_pem)
-        context = server_context(cert_pem, key_pem, self.scratch)
+        seen = self._client_ca_identity()
+        context = server_context(cert_pem, key_pem, self.scratch, self.policy)
         with self._lock:
             self._context, self._fingerprint = context, fingerprint
+            self._pair, self._client_ca_seen = (cert_pem, key_pem), seen
             self.not_after = cert.not_valid_after_utc
             self.reloads += 1
         return True
+
+    def _client_ca_identity(self) -> tuple[object, ...] | None:
+        if self.policy.clients is None:
+            return None
+        path = self.policy.clients.ca_file
+        try:
+            stat = path.stat()
+        except OSError as error:
+            raise ClientCAError(f"the client CA file {path} cannot be read: {error}") from None
+        return os.path.realpath(path), stat.st_ino, stat.st_mtime_ns, stat.st_size
+
+    def refresh_client_ca(self) -> bool:
+        """Rebuild the context if the client CA file changed; True when it did. Raises
+        ClientCAError (keeping the current context) when the new file is unusable."""
+        if self.policy.clients is None or self._pair is None:
+            return False
+        seen = self._client_ca_identity()
+        if seen == self._client_ca_seen:
+            return False
+        context = server_context(*self._pair, self.scratch, self.policy)
+        with self._lock:
+            self._context, self._client_ca_seen = context, seen
+        return True
+
+    def admit(self, ssl_object: ssl.SSLObject | None) -> str | None:
+        """The connection layer's client gate (`webhook.connections.ClientGate`)."""
+        if self.policy.clients is None:
+            return None
+        peer = ssl_object.getpeercert() if ssl_object is not None else None
+        return client_refusal(peer, self.policy.clients.names)
 
     def context(self) -> ssl.SSLContext | None:
         return self._context

@@ -219,9 +219,10 @@ def run_phase(port: int, trust: ssl.SSLContext, work: list[tuple[str, bytes]], r
             "by_path": {p: summarize(sorted(v)) for p, v in by_path.items()}}
 
 
-def decision_buckets(port: int, trust: ssl.SSLContext) -> dict[float, float]:
-    """The webhook's own decision-time histogram (all checks and verdicts), cumulative."""
-    connection = http.client.HTTPSConnection("127.0.0.1", port, context=trust, timeout=10)
+def decision_buckets(metrics_port: int) -> dict[float, float]:
+    """The webhook's own decision-time histogram (all checks and verdicts), cumulative, from its
+    metrics port (the serving port does not serve them)."""
+    connection = http.client.HTTPConnection("127.0.0.1", metrics_port, timeout=10)
     connection.request("GET", "/metrics")
     text = connection.getresponse().read().decode()
     connection.close()
@@ -364,13 +365,13 @@ def main() -> int:
         key.write_bytes(serving.key_pem)
         trust = ssl.create_default_context(cadata=ca.cert_pem.decode())
         ports = {"noop-wsgi": free_port(), "noop": free_port(), "webhook": free_port()}
-        webhook_port = ports["webhook"]
+        webhook_port, metrics_port = ports["webhook"], free_port()
         groups: dict[str, int] = {}  # server -> process group (each is its own session)
         processes.append(spawn([sys.executable, "-m", "webhook", "serve", "--bundle", str(bundle),
                                 "--port", str(webhook_port), "--bind", "127.0.0.1",
                                 "--kubeconfig", str(plane.kubeconfig), "--tls-cert", str(cert),
                                 "--tls-key", str(key), "--certificate-mode", "files",
-                                "--metrics-port", "0"], work / "webhook.log"))
+                                "--metrics-port", str(metrics_port)], work / "webhook.log"))
         groups["webhook"] = processes[-1].pid
         for name, kind in (("noop", "flask"), ("noop-wsgi", "wsgi")):
             processes.append(spawn([sys.executable, str(Path(__file__).resolve()), "--noop",
@@ -391,13 +392,13 @@ def main() -> int:
             for name in names[round_number % 3:] + names[:round_number % 3]:
                 port = ports[name]
                 run_phase(port, trust, warmup, args.rate, args.connections, cap)
-                before = decision_buckets(port, trust) if name == "webhook" else {}
+                before = decision_buckets(metrics_port) if name == "webhook" else {}
                 cpu_before = cpu_seconds(groups[name])
                 result = run_phase(port, trust, mix, args.rate, args.connections, cap)
                 result["cpu_ms_per_request"] = (cpu_seconds(groups[name]) - cpu_before) * 1000 \
                     / max(result["summary"]["n"], 1)
                 if name == "webhook":
-                    after = decision_buckets(port, trust)
+                    after = decision_buckets(metrics_port)
                     result["decision"] = {q: bucket_quantile(before, after, q)
                                           for q in (0.5, 0.99)}
                 rounds[name].append(result)

@@ -39,6 +39,10 @@ class Artifact:
     comment: str = ""
     """Lines written as a YAML comment above the object: how to apply a file that is not synced
     like the rest (argocd-cm's health keys)."""
+    unpruned: bool = False
+    """A GitOps engine leaves it in the cluster when it leaves the output (Argo CD `Prune=false`,
+    Flux `prune: disabled`; still deleted with the Application): what objects stored under an
+    older output still need (`gitops.decorate`)."""
 
     def header(self) -> str:
         return "".join(f"# {line}".rstrip() + "\n" for line in self.comment.splitlines())

@@ -59,6 +59,7 @@ def bundle(repo: Repo) -> Bundle:
         admission=Admission(
             policies=tuple(admission.policies(repo)) if repo.has_capacity else (),
             params=tuple(admission.params(repo)) if repo.has_capacity else (),
+            vaps=repo.emits_vaps,
         ),
         machines=machines(repo),
     )

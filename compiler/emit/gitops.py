@@ -12,7 +12,11 @@ arrives in the same Kustomization as its objects.
 Nothing a tenant has is at the mercy of a prune: CRDs (deleting one deletes every object of its
 kind) and namespaces carry the Argo CD `Prune=false,Delete=false` sync options and the Flux
 `prune: disabled` annotation, so neither dropping a kind from the config, nor deleting the
-Application or a Kustomization, deletes them (`compile` warns when a CRD leaves the output).
+Application or a Kustomization, deletes them (`compile` warns when a CRD leaves the output). The
+controllers' RoleBindings in tenant namespaces are not pruned either (`Prune=false`, `prune:
+disabled`; deleted with the Application): a namespace's objects are handed back to 0 and reported
+with them after the namespace leaves every TenantPolicy (`compile` warns, and says when to delete
+them).
 
 With Flux configured, the root `kustomization.yaml` lists only `flux/` (the source and the entry
 Kustomization): a parent Kustomization that recurses into the output applies the dependsOn chain,
@@ -22,10 +26,11 @@ never every layer at once.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from pathlib import PurePosixPath
 from typing import Any, Final
 
-from api.identities import WEBHOOK_CONFIGURATION
+from api.identities import WEBHOOK_CONFIGURATION, WEBHOOK_TLS_SECRET
 from compiler.emit import health
 from compiler.emit.base import LAYERS, RBAC, SCHEDULES, SYNC_WAVES, WEBHOOK_CONFIG, Artifact, metadata
 from compiler.repo import Repo
@@ -47,7 +52,8 @@ ENTRY: Final = "fivespot"
 PROTECTED_KINDS: Final = frozenset({"CustomResourceDefinition", "Namespace"})
 """Never pruned or deleted by Argo CD or Flux: a CRD takes every object of its kind with it, a
 namespace everything in it."""
-NEVER_DELETE: Final = ("Prune=false", "Delete=false")
+NO_PRUNE: Final = "Prune=false"
+NEVER_DELETE: Final = (NO_PRUNE, "Delete=false")
 SKIP_DRY_RUN: Final = "SkipDryRunOnMissingResource=true"
 ARGOCD_CM: Final = "argocd-cm"
 ARGOCD_CM_FIELD_MANAGER: Final = "fivespot-argocd-health"
@@ -63,7 +69,7 @@ DEFAULT_PROJECT: Final = "default"
 
 def decorate(artifacts: list[Artifact]) -> list[Artifact]:
     """Every object with its sync wave; objects of CRDs in this output skip the dry run; CRDs
-    and namespaces are never pruned or deleted."""
+    and namespaces are never pruned or deleted; `unpruned` artifacts are not pruned."""
     own_kinds = {(a.obj["spec"]["group"], a.obj["spec"]["names"]["kind"])
                  for a in artifacts if a.kind == "CustomResourceDefinition"}
     decorated = []
@@ -78,18 +84,22 @@ def decorate(artifacts: list[Artifact]) -> list[Artifact]:
         if obj["kind"] in PROTECTED_KINDS:
             options += NEVER_DELETE
             annotations[FLUX_PRUNE] = "disabled"
+        elif artifact.unpruned:
+            options.append(NO_PRUNE)
+            annotations[FLUX_PRUNE] = "disabled"
         if options:
             annotations[SYNC_OPTIONS] = ",".join(options)
         obj["metadata"]["annotations"] = dict(sorted(annotations.items()))
-        decorated.append(Artifact(artifact.layer, artifact.path, obj))
+        decorated.append(dataclasses.replace(artifact, obj=obj))
     return decorated
 
 
 def tenant_namespaces(repo: Repo, artifacts: list[Artifact]) -> list[Artifact]:
-    """The namespaces the schedules layer writes into, created in the RBAC layer (a sync must not
-    fail on `namespaces "agents" not found`); never pruned or deleted (`decorate`)."""
-    names = sorted({a.obj["metadata"]["namespace"] for a in artifacts if a.layer == SCHEDULES}
-                   - {repo.namespace})
+    """The tenant namespaces the output writes into (schedules, the controllers' RoleBindings),
+    created in the RBAC layer (a sync must not fail on `namespaces "agents" not found`); never
+    pruned or deleted (`decorate`)."""
+    names = sorted({a.obj["metadata"]["namespace"] for a in artifacts
+                    if a.layer == SCHEDULES or a.unpruned} - {repo.namespace})
     return [Artifact(RBAC, f"{RBAC}/namespaces/{name}.namespace.yaml",
                      {"apiVersion": "v1", "kind": "Namespace",
                       "metadata": metadata(name, "fivespot-tenant")})
@@ -148,10 +158,16 @@ def argocd_application(repo: Repo) -> list[Artifact]:
         },
     }
     if repo.has_webhook and repo.platform.spec.webhook.certificate.mode.value == "self-managed":
+        # What the webhook writes at run time: the caBundle it injects, and the certificates it
+        # keeps in the Secret the output creates empty (RespectIgnoreDifferences: a sync keeps
+        # the live values of these fields instead of applying the empty ones).
         spec["ignoreDifferences"] = [{
             "group": "admissionregistration.k8s.io", "kind": "ValidatingWebhookConfiguration",
             "name": WEBHOOK_CONFIGURATION,
             "jqPathExpressions": [".webhooks[]?.clientConfig.caBundle"],
+        }, {
+            "group": "", "kind": "Secret", "name": WEBHOOK_TLS_SECRET,
+            "namespace": repo.namespace, "jsonPointers": ["/data"],
         }]
     application = {
         "apiVersion": ARGO_API, "kind": "Application",

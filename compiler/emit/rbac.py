@@ -14,10 +14,23 @@ Capacity controller (`fivespot-capacity-controller`, only when the repo has a co
   - tenantcapacitylimits (policy.5spot.finos.org, when installed): get, list, watch — the
     tenant limits in force now: an object a tightened TenantPolicy denies gets nothing above
     them (it is handed back to 0 and reported), whatever admission let through earlier.
-  - each consumer's group/resource: get, list, watch, patch — watch the target (drain counter,
-    `TargetResolved`) and merge-patch the single gated field. No create (an unresolved target is
-    a condition), no delete (drain belongs to the consumer), no Secrets, no CAPI: compromising
-    this identity can change only the allowlisted resources, and only by patching them.
+  - validatingadmissionpolicies and validatingadmissionpolicybindings
+    (admissionregistration.k8s.io, when the output installs the VAPs): get, list, watch — which
+    namespaces are tenants and which tenant's limits bind where, as the API server enforces
+    them now (a namespace taken out of every TenantPolicy is handed back to 0 at once). Read
+    only; admission configuration holds no secret.
+  - each consumer's group/resource: get, list, watch — watch the target (drain counter,
+    `TargetResolved`) from one cluster-wide informer per kind (per-namespace watches would cost
+    one connection and two threads per tenant namespace and kind, and tenants number in the
+    thousands: docs/design/decisions/0025-live-tenancy-and-namespaced-rights.md).
+  - in each tenant namespace only (ClusterRole `fivespot-capacity-controller-tenants`, bound by a
+    RoleBinding in every namespace of a TenantPolicy): each consumer's group/resource: patch —
+    merge-patch the single gated field. A stolen token cannot scale kube-system's CoreDNS. No
+    create (an unresolved target is a condition), no delete (drain belongs to the consumer), no
+    Secrets, no CAPI: compromising this identity can change only the allowlisted resources, in
+    tenant namespaces, and only by patching them. The RoleBinding is not pruned when its
+    namespace leaves every TenantPolicy: the controller hands that namespace's capacity back to
+    0 with it (`fivespot compile` warns, and says when to delete it).
   - events (events.k8s.io): create, patch — report handback timeouts and conflicts loudly where
     a person looks (`kubectl describe`); patch is how an event series is counted.
   - Role in the install namespace, leases (coordination.k8s.io): create, which RBAC cannot
@@ -26,17 +39,19 @@ Capacity controller (`fivespot-capacity-controller`, only when the repo has a co
 
 Machine controller (`fivespot-machine-controller`, only when the repo has a MachineProvisioning)
   - scheduledmachines: get, list, watch; scheduledmachines/status: get, patch, update — it
-    reconciles them and keeps all its state in status; scheduledmachines: patch — to add and
-    remove its finalizer (`5spot.finos.org/scheduledmachine`), so a deleted ScheduledMachine's
-    machine leaves the cluster drained. Patch would also reach the spec; that adds no power
-    this identity lacks, since it already creates and deletes the Machines a spec describes.
+    reconciles them and keeps all its state in status (a ScheduledMachine outside the declared
+    clusters' namespaces is told so in its status).
   - every provider plural: get, list, watch — like the capacity controller, status only.
   - no ScheduledCapacity verb: a host both name is reported from the capacity side, whose
     identity already reads ScheduledMachines (the machine identity is not extended for capacity:
     docs/design/decisions/0001-one-identity-per-component.md).
   - events: create, patch; leases: as for the capacity controller.
   - a Role in each namespace of a declared CAPI Cluster, nowhere else:
-    machines (cluster.x-k8s.io): get, list, watch, create, delete — it creates the Machine
+    scheduledmachines: patch — to add and remove its finalizer (`5spot.finos.org/scheduledmachine`),
+    so a deleted ScheduledMachine's machine leaves the cluster drained; only where it may create
+    machines (it puts no finalizer on one it refuses). Patch would also reach the spec; that adds
+    no power this identity lacks, since it already creates and deletes the Machines a spec
+    describes. machines (cluster.x-k8s.io): get, list, watch, create, delete — it creates the Machine
     while the schedule is active and deletes it after the drain (watched per namespace, so no
     cluster-wide read); each declared bootstrap and infrastructure resource: get, create,
     delete — the objects the Machine references; secrets: get on exactly the declared
@@ -59,11 +74,16 @@ Custom provider kind (`fivespot-custom-provider-<plural>`, for the team's own De
     gets no events or leases from us).
 
 Audit controller (`fivespot-audit-controller`, only when the repo has a consumer)
-  - scheduledcapacities: get, list, watch; tenantcapacitylimits (when installed): get, list,
-    watch — what it judges, and the tenant limits in force.
-  - policyreports (wgpolicyk8s.io): create, get, list, patch — one report per namespace,
-    server-side applied; nothing else is written (no events, no status). Its own identity so
-    that neither the capacity controller (no create at all) nor the webhook holds this.
+  - scheduledcapacities: get, list, watch; tenantcapacitylimits (when installed) and the
+    ValidatingAdmissionPolicies and their bindings (when the output installs them): get, list,
+    watch — what it judges, and the policies and tenant limits in force.
+  - policyreports (wgpolicyk8s.io): get, list — the stored report of a namespace, and on taking
+    a partition the earlier ones to clear; in each tenant namespace only (ClusterRole
+    `fivespot-audit-controller-tenants`, a RoleBinding per tenant namespace, not pruned when the
+    namespace leaves every TenantPolicy, as the capacity controller's): create, patch — one
+    report per namespace, server-side applied; nothing else is written (no events, no status).
+    Its own identity so that neither the capacity controller (no create at all) nor the webhook
+    holds this.
   - leases: as for the capacity controller.
 
 Webhook (`fivespot-webhook`, only when the repo has a consumer)
@@ -72,11 +92,13 @@ Webhook (`fivespot-webhook`, only when the repo has a consumer)
     fields the existing ones govern (one field, one governor).
   - with the VAP polyfill: namespaces get, list, watch (the policies' `namespaceObject`), and
     the params kind, when it is installed, get, list, watch (the policies' `params`).
-  - self-managed certificates only: Role secrets get, update on `fivespot-webhook-tls` (keep and
-    rotate its CA and serving certificate) plus create (by-name restriction is impossible for
-    create); and validatingwebhookconfigurations get, update, patch on `fivespot-webhook` only
-    (inject the caBundle). With cert-manager, cert-manager holds all of that and the webhook
-    reads its mounted Secret: no Secret or webhook-configuration permission at all.
+  - self-managed certificates only: Role secrets get, update on `fivespot-webhook-tls` (fill,
+    keep and rotate its CA and serving certificate). No create: it cannot be limited by name, and
+    a webhook that could create Secrets could have a ServiceAccount token minted for another
+    identity (security review F7); the Secret is in the compiled output, empty. And
+    validatingwebhookconfigurations get, patch on `fivespot-webhook` only (inject the caBundle
+    with a JSON patch). With cert-manager, cert-manager holds all of that and the webhook reads
+    its mounted Secret: no Secret or webhook-configuration permission at all.
 
 Rules are normalized (verbs merged per resource, then resources merged per verb set) and sorted,
 so the output depends only on the permissions, not on the order consumers were declared in.
@@ -88,6 +110,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from api.identities import (
+    AUDIT_CONTROLLER,
+    CAPACITY_CONTROLLER,
     MACHINE_CONTROLLER,
     WEBHOOK_CONFIGURATION,
     WEBHOOK_TLS_SECRET,
@@ -97,11 +121,13 @@ from api.kinds import scheduled_capacity as scap
 from api.kinds import scheduled_machine as sm
 from api.providers import BUILTIN_PROVIDERS
 from compiler.emit import crds
+from compiler.emit.admission import tenant_namespaces
 from compiler.emit.base import RBAC, Artifact, labels, metadata
 from compiler.emit.components import Component, components, custom_identities
 from compiler.repo import Repo
 from api.kinds.machine_lifecycle import CAPI_GROUP, MACHINES
 from compiler.spec import CertificateMode
+from policies.admission_eval import vap
 
 RBAC_API: Final = "rbac.authorization.k8s.io/v1"
 RBAC_GROUP: Final = "rbac.authorization.k8s.io"
@@ -162,11 +188,11 @@ def _provider_plurals(repo: Repo) -> tuple[str, ...]:
     return tuple(sorted(info.plural for info in crds.provider_infos(repo)))
 
 
-def _consumer_rules(repo: Repo) -> list[Rule]:
+def _consumer_rules(repo: Repo, verbs: tuple[str, ...]) -> list[Rule]:
     by_group: dict[str, set[str]] = {}
     for consumer in repo.consumers:
         by_group.setdefault(consumer.spec.group, set()).add(consumer.spec.resource)
-    return [Rule(group, tuple(sorted(resources)), READ + ("patch",))
+    return [Rule(group, tuple(sorted(resources)), verbs)
             for group, resources in sorted(by_group.items())]
 
 
@@ -179,9 +205,7 @@ def capacity_rules(repo: Repo) -> list[Rule]:
     ]
     if plurals := _provider_plurals(repo):
         rules.append(Rule(scap.PROVIDER_GROUP, plurals, READ))
-    if _params_installed(repo):
-        rules.append(Rule(crds.TENANT_LIMIT.group, (crds.TENANT_LIMIT.plural,), READ))
-    return normalize(rules + _consumer_rules(repo))
+    return normalize(rules + _in_force_rules(repo) + _consumer_rules(repo, READ))
 
 
 CREATE_DELETE: Final = ("create", "delete", "get")
@@ -192,15 +216,53 @@ POLICY_REPORTS_GROUP: Final = "wgpolicyk8s.io"
 
 def audit_rules(repo: Repo) -> list[Rule]:
     rules = [Rule(scap.GROUP, (scap.PLURAL,), READ),
-             Rule(POLICY_REPORTS_GROUP, ("policyreports",), ("create", "get", "list", "patch"))]
-    if _params_installed(repo):
-        rules.append(Rule(crds.TENANT_LIMIT.group, (crds.TENANT_LIMIT.plural,), READ))
-    return normalize(rules)
+             Rule(POLICY_REPORTS_GROUP, ("policyreports",), ("get", "list"))]
+    return normalize(rules + _in_force_rules(repo))
+
+
+def tenant_rules(repo: Repo, component: Component) -> list[Rule]:
+    """What a controller may write in a tenant namespace and nowhere else: the capacity
+    controller its consumers' gated field, the audit controller its reports."""
+    if component.name == CAPACITY_CONTROLLER:
+        return normalize(_consumer_rules(repo, ("patch",)))
+    if component.audits:
+        return [Rule(POLICY_REPORTS_GROUP, ("policyreports",), ("create", "patch"))]
+    return []
+
+
+def tenant_role_name(component: str) -> str:
+    return f"{component}-tenants"
+
+
+TENANT_ROLES: Final = tuple(tenant_role_name(c) for c in (CAPACITY_CONTROLLER, AUDIT_CONTROLLER))
+"""The ClusterRoles bound in every tenant namespace (`tenant_identity`)."""
+
+
+def tenant_identity(repo: Repo, component: Component) -> list[Artifact]:
+    """A ClusterRole of `tenant_rules`, bound by a RoleBinding in each tenant namespace. The
+    bindings are unpruned: when a namespace leaves every TenantPolicy, its objects are handed back
+    to 0 and reported with them (`compile_warnings.dropped_tenant_bindings` says when to delete
+    one), and a GitOps engine that prunes the RBAC layer before it updates the policies (Flux's
+    dependsOn chain) would otherwise take that right away first."""
+    rules = tenant_rules(repo, component)
+    if not rules or not repo.tenants:
+        return []
+    name = tenant_role_name(component.name)
+    artifacts = [_artifact(_role("ClusterRole", name, component.name, rules))]
+    for ns in tenant_namespaces(repo):
+        binding = _binding("RoleBinding", "ClusterRole", name, component.name, component.name,
+                           repo.namespace, ns)
+        artifacts.append(Artifact(RBAC, tenant_binding_path(ns, name), binding, unpruned=True))
+    return artifacts
+
+
+def tenant_binding_path(namespace: str, name: str) -> str:
+    return f"{RBAC}/{namespace}/{name}.rolebinding.yaml"
 
 
 def machine_rules(repo: Repo) -> list[Rule]:
     rules = [
-        Rule(sm.GROUP, (sm.PLURAL,), READ + ("patch",)),
+        Rule(sm.GROUP, (sm.PLURAL,), READ),
         Rule(sm.GROUP, (f"{sm.PLURAL}/status",), WRITE_STATUS),
         _events(),
     ]
@@ -213,7 +275,8 @@ def machine_namespace_rules(repo: Repo, namespace: str) -> list[Rule]:
     """What the machine controller may do in one namespace of a declared CAPI Cluster."""
     assert repo.machines is not None
     spec = repo.machines.spec
-    rules = [Rule(CAPI_GROUP, (MACHINES,), READ + ("create", "delete"))]
+    rules = [Rule(CAPI_GROUP, (MACHINES,), READ + ("create", "delete")),
+             Rule(sm.GROUP, (sm.PLURAL,), ("patch",))]
     for kind in spec.bootstrap + spec.infrastructure:
         rules.append(Rule(kind.group, (kind.resource,), CREATE_DELETE))
     secrets = tuple(sorted(kubeconfig_secret(c.name) for c in spec.clusters
@@ -251,6 +314,17 @@ def _self_managed_tls(repo: Repo) -> bool:
     return repo.platform.spec.webhook.certificate.mode is CertificateMode.SELF_MANAGED
 
 
+def _in_force_rules(repo: Repo) -> list[Rule]:
+    """What the capacity and audit controllers read to judge by the policies in force
+    (`controllers.inforce`): the tenant limits, and the policies and bindings as installed."""
+    rules = []
+    if _params_installed(repo):
+        rules.append(Rule(crds.TENANT_LIMIT.group, (crds.TENANT_LIMIT.plural,), READ))
+    if repo.emits_vaps:
+        rules.append(Rule(vap.GROUP, (vap.POLICY_PLURAL, vap.BINDING_PLURAL), READ))
+    return rules
+
+
 def _params_installed(repo: Repo) -> bool:
     return any(info.name == crds.TENANT_LIMIT.name for info in crds.kinds(repo))
 
@@ -263,7 +337,7 @@ def webhook_rules(repo: Repo) -> list[Rule]:
             rules.append(Rule(crds.TENANT_LIMIT.group, (crds.TENANT_LIMIT.plural,), READ))
     if _self_managed_tls(repo):
         rules.append(Rule(ADMISSIONREGISTRATION_GROUP, ("validatingwebhookconfigurations",),
-                          ("get", "patch", "update"), (WEBHOOK_CONFIGURATION,)))
+                          ("get", "patch"), (WEBHOOK_CONFIGURATION,)))
     return normalize(rules)
 
 
@@ -275,8 +349,8 @@ def lease_rules(component: Component) -> list[Rule]:
 def webhook_namespace_rules(repo: Repo) -> list[Rule]:
     if not _self_managed_tls(repo):
         return []
-    return normalize([Rule("", ("secrets",), ("create",)),
-                      Rule("", ("secrets",), ("get", "update"), (WEBHOOK_TLS_SECRET,))])
+    # No `create`: it cannot be limited by name (security review F7); the Secret is compiled.
+    return normalize([Rule("", ("secrets",), ("get", "update"), (WEBHOOK_TLS_SECRET,))])
 
 
 def cluster_rules(repo: Repo, component: Component) -> list[Rule]:
@@ -353,6 +427,7 @@ def emit(repo: Repo) -> list[Artifact]:
     for component in components(repo):
         artifacts += cluster_identity(component.name, cluster_rules(repo, component), repo.namespace)
         artifacts += namespace_identity(repo, component)
+        artifacts += tenant_identity(repo, component)
         if component.reconciles_machines:
             artifacts += machine_tenant_identity(repo, component)
     for identity, provider in custom_identities(repo):

@@ -140,7 +140,8 @@ def _rbac_rows(artifacts: list[Artifact]) -> list[dict[str, str]]:
         role = roles.get((ref["kind"], role_ns, ref["name"]))
         if role is None:
             continue
-        scope = f"namespace {role_ns}" if role_ns else "cluster"
+        bound_in = a.obj["metadata"].get("namespace") if a.kind == "RoleBinding" else None
+        scope = f"namespace {bound_in}" if bound_in else "cluster"
         for subject in a.obj.get("subjects", []):
             identity = f"{subject.get('namespace', '')}/{subject['name']}"
             for rule in role.get("rules", []):

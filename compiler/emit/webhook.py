@@ -13,7 +13,10 @@ recovery):
   `api.fieldgovernance`). The install namespace and kube-system are excluded.
 - target-guard: every operation on every consumer resource and every subresource of it
   (`/status`, `/scale`, `/*`), narrowed by a match condition to the capacity controller's own
-  identity. It is the diff guard on governed objects (that identity may change only an
+  identity. Its failurePolicy is always `Fail`, whatever the Platform says for the others: only
+  that identity's writes are sent to it, so failing closed can block nobody else (and on
+  clusters too old for match conditions `target_guard_namespaces` keeps the install namespace
+  and kube-system out), while failing open would leave those writes with RBAC alone. It is the diff guard on governed objects (that identity may change only an
   allowlisted field), so nobody else's traffic should ever pay its latency or depend on its
   availability. It is the second lock behind RBAC, so it covers what RBAC forbids too (create,
   delete, subresources): it still holds if someone widens the ClusterRole by hand. It has no
@@ -32,8 +35,11 @@ than being reachable from every pod in the cluster, where eight slow connections
 to stall admission. (Traffic from a pod's own node, the kubelet's probes, is always allowed.)
 
 Certificates: self-managed mode leaves `caBundle` out of the object — the webhook writes it at run
-time, and the GitOps layer tells Argo CD to ignore that field. cert-manager mode emits a
-Certificate for the Service's DNS names and lets cert-manager's CA injector fill `caBundle`.
+time, and the GitOps layer tells Argo CD to ignore that field — and emits the Secret
+`fivespot-webhook-tls` empty (`tls_secret`): the webhook fills it and keeps it, but may not
+create Secrets (security review F7), and the GitOps layer makes Argo CD and Flux create it once
+and never put its data back. cert-manager mode emits a Certificate for the Service's DNS names
+(cert-manager creates and fills that Secret) and lets cert-manager's CA injector fill `caBundle`.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from typing import Any, Final
 
 from api.identities import (
     CAPACITY_CONTROLLER,
+    CREATE_ONLY,
     METRICS_PORT,
     WEBHOOK,
     WEBHOOK_CONFIGURATION,
@@ -53,7 +60,7 @@ from api.kinds import scheduled_capacity as scap
 from compiler.emit.base import ADMISSION, WEBHOOK_CONFIG, WORKLOADS, Artifact, metadata
 from compiler.emit.workloads import WEBHOOK_PORT_NAME, cert_manager, selector
 from compiler.repo import Repo
-from compiler.spec import NetworkPeer
+from compiler.spec import FailurePolicy, NetworkPeer
 from policies import admission as admission_rules
 
 SERVICE_PORT: Final = 443
@@ -166,14 +173,15 @@ def excluding_own_namespaces(repo: Repo) -> dict[str, Any]:
 
 def _webhook(repo: Repo, name: str, path: str, rules: list[dict[str, Any]],
              conditions: list[dict[str, str]] | None = None,
-             namespaces: dict[str, Any] | None = None) -> dict[str, Any]:
+             namespaces: dict[str, Any] | None = None,
+             failure_policy: FailurePolicy | None = None) -> dict[str, Any]:
     settings = repo.platform.spec.webhook
     hook: dict[str, Any] = {
         "name": name,
         "admissionReviewVersions": ["v1"],
         "clientConfig": {"service": {"namespace": repo.namespace, "name": WEBHOOK,
                                      "path": path, "port": SERVICE_PORT}},
-        "failurePolicy": settings.failure_policy.value,
+        "failurePolicy": (failure_policy or settings.failure_policy).value,
         **({"matchConditions": conditions} if conditions else {}),
         "matchPolicy": "Equivalent",
         "namespaceSelector": namespaces if namespaces is not None else excluding_own_namespaces(repo),
@@ -197,7 +205,8 @@ def webhooks(repo: Repo) -> list[dict[str, Any]]:
         _webhook(repo, HOST_GOVERNANCE, HOST_GOVERNANCE_PATH, _scap_rules(), stop),
         _webhook(repo, FIELD_GOVERNANCE, FIELD_GOVERNANCE_PATH, _scap_rules(), stop),
         _webhook(repo, TARGET_GUARD, TARGET_GUARD_PATH, consumer_rules(repo),
-                 [capacity_identity_condition(repo)], namespaces=target_guard_namespaces(repo)),
+                 [capacity_identity_condition(repo)], namespaces=target_guard_namespaces(repo),
+                 failure_policy=FailurePolicy.FAIL),
     ]
     if repo.polyfill:
         found.append(_webhook(repo, VAP_POLYFILL, VAP_POLYFILL_PATH, _scap_rules(), stop))
@@ -234,6 +243,15 @@ def certificate(repo: Repo) -> dict[str, Any]:
     }
 
 
+def tls_secret(repo: Repo) -> dict[str, Any]:
+    """The self-managed certificates' Secret, empty: a `kubernetes.io/tls` Secret must have its
+    two keys, and the webhook fills them (and the CA's) with an update."""
+    return {"apiVersion": "v1", "kind": "Secret",
+            "metadata": metadata(WEBHOOK_TLS_SECRET, WEBHOOK, repo.namespace,
+                                 annotations=dict([CREATE_ONLY])),
+            "type": "kubernetes.io/tls", "data": {"tls.crt": "", "tls.key": ""}}
+
+
 def emit(repo: Repo) -> list[Artifact]:
     if not repo.has_webhook:
         return []
@@ -248,4 +266,7 @@ def emit(repo: Repo) -> list[Artifact]:
     if cert_manager(repo):
         artifacts.insert(1, Artifact(ADMISSION, f"{ADMISSION}/webhook/{WEBHOOK}.certificate.yaml",
                                      certificate(repo)))
+    else:
+        artifacts.append(Artifact(WORKLOADS, f"{WORKLOADS}/{WEBHOOK_TLS_SECRET}.secret.yaml",
+                                  tls_secret(repo)))
     return artifacts

@@ -31,6 +31,9 @@ Why each piece of the pod is the way it is:
   write in the middle of a rollout).
 - In cert-manager mode the webhook mounts the `fivespot-webhook-tls` Secret and is told where
   (`--cert-dir`); in self-managed mode it keeps that Secret itself through the API.
+- With `webhook.clientAuthentication` the webhook mounts the client CA (the ConfigMap's or
+  Secret's key, as `ca.crt`) and is told it and the allowed names (`--client-ca-path`,
+  `--client-subject-names`); `webhook.minTLSVersion` 1.2 adds `--min-tls-version 1.2`.
 """
 
 from __future__ import annotations
@@ -50,11 +53,14 @@ from compiler.emit.base import WORKLOADS, Artifact, labels, metadata
 from compiler.emit.bundle import bundle_json
 from compiler.emit.components import Component, components, custom_identities
 from compiler.repo import Repo
-from compiler.spec import CertificateMode
+from compiler.spec import CertificateMode, WebhookClientAuthentication
 
 USER_ID: Final = 65532
 BUNDLE_CHECKSUM_ANNOTATION: Final = "5spot.finos.org/bundle-sha256"
 TLS_MOUNT: Final = "/var/run/fivespot/tls"
+CLIENT_CA_MOUNT: Final = "/var/run/fivespot/client-ca"
+CLIENT_CA_FILE: Final = "ca.crt"
+DEFAULT_MIN_TLS_VERSION: Final = "1.3"
 METRICS_PORT_NAME: Final = "metrics"
 WEBHOOK_PORT_NAME: Final = "https"
 
@@ -130,10 +136,22 @@ def _mounts_tls(repo: Repo, component: Component) -> bool:
     return component.serves_admission and cert_manager(repo)
 
 
+def _client_authentication(repo: Repo, component: Component) -> WebhookClientAuthentication | None:
+    return repo.platform.spec.webhook.client_authentication if component.serves_admission else None
+
+
 def args(repo: Repo, component: Component) -> list[str]:
     found = list(component.args)
     if _mounts_tls(repo, component):
         found += ["--cert-dir", TLS_MOUNT]
+    if not component.serves_admission:
+        return found
+    settings = repo.platform.spec.webhook
+    if settings.min_tls_version != DEFAULT_MIN_TLS_VERSION:
+        found += ["--min-tls-version", settings.min_tls_version]
+    if (clients := _client_authentication(repo, component)) is not None:
+        found += ["--client-ca-path", f"{CLIENT_CA_MOUNT}/{CLIENT_CA_FILE}",
+                  "--client-subject-names", ",".join(clients.allowed_names)]
     return found
 
 
@@ -142,7 +160,23 @@ def volume_mounts(repo: Repo, component: Component) -> list[dict[str, Any]]:
               {"name": "tmp", "mountPath": "/tmp"}]
     if _mounts_tls(repo, component):
         mounts.append({"name": "tls", "mountPath": TLS_MOUNT, "readOnly": True})
+    if _client_authentication(repo, component) is not None:
+        mounts.append({"name": "client-ca", "mountPath": CLIENT_CA_MOUNT, "readOnly": True})
     return mounts
+
+
+def _client_ca_volume(clients: WebhookClientAuthentication) -> dict[str, Any]:
+    """The CA's key as `ca.crt`, whichever object holds it."""
+    if clients.ca_config_map is not None:
+        ref = clients.ca_config_map
+        return {"name": "client-ca", "configMap": {
+            "name": ref.name, "items": [{"key": ref.key, "path": CLIENT_CA_FILE}],
+            "defaultMode": 0o444}}
+    assert clients.ca_secret is not None  # the model requires one of the two
+    ref = clients.ca_secret
+    return {"name": "client-ca", "secret": {
+        "secretName": ref.name, "items": [{"key": ref.key, "path": CLIENT_CA_FILE}],
+        "defaultMode": 0o440}}
 
 
 def volumes(repo: Repo, component: Component) -> list[dict[str, Any]]:
@@ -152,6 +186,8 @@ def volumes(repo: Repo, component: Component) -> list[dict[str, Any]]:
     ]
     if _mounts_tls(repo, component):
         found.append({"name": "tls", "secret": {"secretName": WEBHOOK_TLS_SECRET, "defaultMode": 0o440}})
+    if (clients := _client_authentication(repo, component)) is not None:
+        found.append(_client_ca_volume(clients))
     return found
 
 

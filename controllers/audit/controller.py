@@ -2,13 +2,14 @@
 policies in force now say of every stored ScheduledCapacity, and the metric an alert reads.
 
 Why a controller of its own, and not the webhook's cache or the capacity controller: writing
-reports needs create and patch on PolicyReports in every namespace, which neither of those
-identities should hold (the capacity identity has no create at all, and the webhook is the
+reports needs create and patch on PolicyReports in every tenant namespace, which neither of
+those identities should hold (the capacity identity has no create at all, and the webhook is the
 component a cluster's writes wait on); it runs like every controller (one leader per partition,
-`runtime.manager`), reads ScheduledCapacities and the tenant limits, and writes nothing else.
+`runtime.manager`), reads ScheduledCapacities, the policies and the tenant limits, and writes
+nothing else.
 
 A namespace is reconciled when one of its ScheduledCapacities changes, when any tenant's limits
-change (every namespace then), and on taking a partition (namespaces with objects, and those with
+or one of fivespot's policies or bindings change (every namespace then), and on taking a partition (namespaces with objects, and those with
 an earlier report to clear); the informers' resync is the backstop. Each reconcile judges every
 object of the namespace (`controllers.inforce`: as `fivespot check` decides a create of it
 today), and applies the report server-side, only when it differs from the stored one. Where the

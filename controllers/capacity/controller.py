@@ -194,7 +194,8 @@ class CapacityReconciler:
         for consumer in self.settings.bundle.consumers:
             self.targets.want(consumer.group, consumer.kind)
         self.in_force = PoliciesInForce(mgr, self._on_limits)
-        """The admission policies with the tenant limits in force in the cluster now."""
+        """The admission policies, their bindings and the tenant limits in force in the cluster
+        now."""
         self.target_writes = OwnWrites()
         """Target ref key -> our last merge patch of it (`runtime.ownwrites`), tagged ACTIVE for
         a write of the active value (its echo needs no reconcile) or ZERO (its echo completes a
@@ -255,8 +256,9 @@ class CapacityReconciler:
                 self.mgr.enqueue(kube.object_key(obj))
 
     def _on_limits(self, event: str, obj: Obj, old: Obj | None) -> None:
-        """A tenant's limits changed in the cluster: every object may now be in or out of
-        policy (a rare event: params change with the config repo)."""
+        """A tenant's limits, or one of fivespot's policies or bindings, changed in the cluster:
+        every object may now be in or out of policy (a rare event: they change with the config
+        repo)."""
         self.mgr.enqueue_objects(self.scaps.list())
 
     def _drop_pending(self, partition: str) -> None:

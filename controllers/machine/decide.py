@@ -315,9 +315,15 @@ def decide(inp: DecisionInput) -> Decision:
     if inp.deleting_since is not None:
         return _deleting(inp)
     decision = _decide(inp)
-    if inp.finalizer or decision.transient is not None or decision.needs_node:
+    if inp.finalizer or decision.transient is not None or decision.needs_node or _refuses(inp):
         return decision
     return replace(decision, actions=(AddFinalizer(),) + decision.actions)
+
+
+def _refuses(inp: DecisionInput) -> bool:
+    """A refused object gets no finalizer: nothing is created for it, so nothing waits on its
+    deletion, and outside the declared clusters' namespaces the controller may not patch it."""
+    return isinstance(inp.spec, InvalidSpec) or inp.refusal is not None
 
 
 def _decide(inp: DecisionInput) -> Decision:

@@ -39,6 +39,10 @@ from policies.cel import authz, checked
 
 POLICY_KIND: Final = "ValidatingAdmissionPolicy"
 BINDING_KIND: Final = "ValidatingAdmissionPolicyBinding"
+GROUP: Final = "admissionregistration.k8s.io"
+VERSION: Final = "v1"
+POLICY_PLURAL: Final = "validatingadmissionpolicies"
+BINDING_PLURAL: Final = "validatingadmissionpolicybindings"
 _ALL: Final = "*"
 
 

@@ -176,6 +176,9 @@ def test_install_from_init_runs_everything_and_a_schedule_flips_a_target(
     assert _exists(api, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
                         "scheduledcapacities.5spot.finos.org")
     assert _exists(api, f"{scaps}/web"), "uninstall must keep the tenants' objects"
+    assert _exists(api, "/apis/apps/v1/namespaces/team-a/deployments/web"), \
+        "the tenant namespace stays, with its workloads"
+    assert "kept the namespaces" in gone.stdout
     assert not _exists(api, "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/"
                             "fivespot-webhook")
 

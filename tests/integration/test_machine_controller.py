@@ -575,6 +575,8 @@ def test_rbac_the_machine_identity_holds_capi_verbs_only_where_declared_and_neve
     assert not can(machine, "create", "clusters.cluster.x-k8s.io", "-n", NS)
     assert can(machine, "patch", "scheduledmachines.5spot.finos.org", "--subresource=status", "-n", NS)
     assert can(machine, "patch", "scheduledmachines.5spot.finos.org", "-n", NS), "its finalizer"
+    assert not can(machine, "patch", "scheduledmachines.5spot.finos.org", "-n", "agents"), \
+        "its finalizer only where it may create machines"
     assert not can(machine, "update", "scheduledmachines.5spot.finos.org", "-n", NS)
     assert not can(machine, "delete", "scheduledmachines.5spot.finos.org", "-n", NS)
     for verb in ("get", "list", "watch", "patch", "update", "create", "delete"):
@@ -587,6 +589,8 @@ def test_rbac_the_machine_identity_holds_capi_verbs_only_where_declared_and_neve
             assert not can(capacity, verb, resource, "-n", NS)
     assert not can(capacity, "get", "secret/desk-kubeconfig", "-n", NS)
     assert can(capacity, "patch", "virtualmachinepools.pools.agents.example.com", "-n", "agents")
+    assert not can(capacity, "patch", "virtualmachinepools.pools.agents.example.com", "-n",
+                   localrun.INSTALL_NAMESPACE), "consumers only in tenant namespaces"
 
 
 def test_admission_refuses_a_kind_the_platform_does_not_allow_and_a_chosen_name(

@@ -11,7 +11,11 @@ installed again (as a GitOps sync would). Then:
 - the controller: the target never gets a value above the new limit once the policy is in the
   cluster (a watch on the targets from that revision, and the controller's own audit log); the
   object is handed back to 0 and says why (Stalled=True/OutOfPolicy naming the TenantPolicy and
-  the limit); lowered to comply, it is Active again at the new value.
+  the limit); lowered to comply, it is Active again at the new value;
+- a namespace whose TenantPolicy is removed (`lab`): its objects are handed back to 0 by the
+  controller still running the bundle from before, within the same bound, and a schedule that
+  closes and opens again does not give the capacity back (which namespaces are tenants is read
+  from the cluster's policies, as a limit is).
 """
 
 from __future__ import annotations
@@ -85,7 +89,7 @@ metadata: {name: lab}
 spec:
   namespaces: [lab]
   consumers: [virtualmachinepools]
-  maxActiveValue: 3
+  maxActiveValue: 10
 '''
 
 
@@ -114,7 +118,9 @@ def config(work: Path, *, tightened: bool) -> Path:
 OUT_OF_POLICY = {("agents", "over"): "exceeds the limit 5 of TenantPolicy agents",
                  ("agents", "web"): "is not a consumer TenantPolicy agents allows",
                  ("agents-gpu", "on-gpu-2"): "is not a node TenantPolicy agents-gpu allows",
-                 ("lab", "lab-pool"): "has no TenantPolicy"}
+                 ("lab", "lab-8"): "has no TenantPolicy", ("lab", "lab-5"): "has no TenantPolicy"}
+LAB = {"lab-8": 8, "lab-5": 5}
+"""`lab`'s objects and their values, Active before its TenantPolicy is removed."""
 WITHIN = {("agents", "under"), ("agents-gpu", "on-gpu-1")}
 
 
@@ -131,7 +137,7 @@ def tightened(plane: ControlPlane, admin: client.ApiClient,
     sa = localrun.controller_kubeconfig(plane.kubeconfig, work / "controller.kubeconfig")
     controller = ControllerProcess(sa, bundle, unique("tighten"), work / "controller.log").start()
     auditor: ControllerProcess | None = None
-    history: History | None = None
+    histories: list[History] = []
     try:
         controller.wait_leading("default", "agents")
         worlds = {ns: World(admin, ns) for ns in ("agents", "agents-gpu", "lab")}
@@ -147,11 +153,17 @@ def tightened(plane: ControlPlane, admin: client.ApiClient,
         for name, node in (("on-gpu-1", "gpu-1"), ("on-gpu-2", "gpu-2")):
             worlds["agents-gpu"].pool(name)
             worlds["agents-gpu"].scap(name, "open", name, 2, node=node)
-        worlds["lab"].pool("lab-pool")
-        worlds["lab"].scap("lab-pool", "open", "lab-pool", 2)
+        for name, value in LAB.items():
+            worlds["lab"].pool(name)
+            worlds["lab"].scap(name, "open", name, value)
         worlds["agents"].wait_phase("over", "Active", 60)
         assert worlds["agents"].warm("over") == 8
+        for name, value in LAB.items():
+            worlds["lab"].wait_phase(name, "Active", 60)
+            assert worlds["lab"].warm(name) == value
         history = History(admin, POOLS, current_revision(admin, POOLS))
+        lab_history = History(admin, POOLS, current_revision(admin, POOLS, "lab"), "lab")
+        histories += [history, lab_history]
         out = work / "out"
         bundle = localrun.compile_and_install(plane.kubeconfig, out, config(work, tightened=True))
         in_force = current_revision(admin, POOLS)
@@ -160,11 +172,12 @@ def tightened(plane: ControlPlane, admin: client.ApiClient,
         auditor = ControllerProcess(audit_sa, bundle, unique("audit"), work / "audit.log",
                                     controller="audit").start()
         auditor.wait_leading("default", "agents")
-        yield {"world": worlds["agents"], "out": out, "controller": controller,
-               "auditor": auditor, "history": history, "in_force": int(in_force), "work": work}
+        yield {"world": worlds["agents"], "lab": worlds["lab"], "out": out,
+               "controller": controller, "auditor": auditor, "history": history,
+               "lab_history": lab_history, "in_force": int(in_force), "work": work}
     finally:
-        if history is not None:
-            history.stop()
+        for each in histories:
+            each.stop()
         if auditor is not None:
             auditor.terminate()
         controller.terminate()
@@ -326,13 +339,19 @@ def test_a_new_object_over_the_lowered_limit_is_denied(tightened: dict[str, Any]
     assert "exceeds the limit 5 of TenantPolicy agents; set it to at most 5" in denied.value.message
 
 
+HANDBACK_BOUND_S = 60.0
+"""An object the policies in force now deny is handed back to 0 within this: a lowered limit's,
+and a removed tenancy's."""
+
+
 def test_the_controller_writes_nothing_above_the_lowered_limit_and_says_why(
         tightened: dict[str, Any]) -> None:
     world: World = tightened["world"]
     history: History = tightened["history"]
-    eventually(lambda: world.warm("over") == 0, 60, "the object over the limit handed back to 0")
+    eventually(lambda: world.warm("over") == 0, HANDBACK_BOUND_S,
+               "the object over the limit handed back to 0")
     stalled = eventually(lambda: (c := world.condition("over", "Stalled")).get("reason") == "OutOfPolicy"
-                         and c, 60, "Stalled=True/OutOfPolicy")
+                         and c, HANDBACK_BOUND_S, "Stalled=True/OutOfPolicy")
     assert "exceeds the limit 5 of TenantPolicy agents" in stalled["message"]
     assert world.phase("over") in ("HandingBack", "Inactive")
     assert world.warm("under") == 4 and world.phase("under") == "Active", "within the limit: untouched"
@@ -349,6 +368,38 @@ def test_the_controller_writes_nothing_above_the_lowered_limit_and_says_why(
     assert writes and all(value <= 5 for value in writes), writes
 
 
+def test_a_namespace_taken_out_of_every_tenant_policy_is_handed_back_to_zero_without_a_restart(
+        tightened: dict[str, Any]) -> None:
+    """`lab`'s TenantPolicy is gone from the output installed; the controller still runs the
+    bundle from before (no restart, no rollout). Its objects at 8 and 5 go to 0 within the bound
+    a lowered limit's do, say why, and a schedule that closes and opens again gives nothing back."""
+    lab: World = tightened["lab"]
+    for name in LAB:
+        eventually(lambda: lab.warm(name) == 0, HANDBACK_BOUND_S, f"{name} handed back to 0")
+        stalled = eventually(lambda: (c := lab.condition(name, "Stalled")).get("reason")
+                             == "OutOfPolicy" and c, HANDBACK_BOUND_S, f"{name} Stalled=True/OutOfPolicy")
+        assert OUT_OF_POLICY[("lab", name)] in stalled["message"]
+    lab.set_active("open", False)
+    for name in LAB:
+        lab.wait_phase(name, "Inactive", 60)
+    lab.set_active("open", True)
+    for name in LAB:
+        eventually(lambda: (lab.status(name).get("schedule") or {}).get("active") is True, 60,
+                   f"{name} saw its schedule open again")
+        assert lab.warm(name) == 0 and lab.phase(name) != "Active"
+        assert lab.condition(name, "Stalled").get("reason") == "OutOfPolicy"
+    in_force: int = tightened["in_force"]
+    history: History = tightened["lab_history"]
+    given_back = [(name, rv, obj["spec"].get("warmReplicas")) for name in LAB
+                  for rv, _, obj in history.of(name)
+                  if rv > in_force and (obj["spec"].get("warmReplicas") or 0) > 0]
+    assert given_back == [], "no capacity in lab once its TenantPolicy was gone from the cluster"
+    writes = [e["value"] for e in tightened["controller"].writes()
+              if e.get("target", "").rsplit("/", 1)[-1] in LAB
+              and int(e["resource_version"]) > in_force]
+    assert all(value == 0 for value in writes), writes
+
+
 def test_a_report_clears_when_the_object_is_fixed_or_the_policy_relaxed(
         tightened: dict[str, Any], plane: ControlPlane, admin: client.ApiClient) -> None:
     """Runs after the controller test, which lowered `over` to comply."""
@@ -359,18 +410,12 @@ def test_a_report_clears_when_the_object_is_fixed_or_the_policy_relaxed(
     tenants.write_text(tenants.read_text().replace("allowedNodes:\n  - gpu-1\n",
                                                    "allowedNodes:\n  - gpu-1\n  - gpu-2\n"))
     (relaxed / "lab.yaml").write_text(DEPLOYMENTS.split("---")[1])
-    bundle = localrun.compile_and_install(plane.kubeconfig, tightened["work"] / "out-relaxed",
-                                          relaxed)
+    localrun.compile_and_install(plane.kubeconfig, tightened["work"] / "out-relaxed", relaxed)
     # A tenant's limits are params objects, read from the cluster: in force at once.
     eventually(lambda: _failing(_report(admin, "agents-gpu")) == set(), REPORT_BOUND_S,
                "on-gpu-2 cleared once gpu-2 is allowed again")
-    # Which namespaces are tenants is compiled into the policies: in force when the audit
-    # controller runs the new bundle (its Deployment rolls out on the bundle's hash).
-    auditor: ControllerProcess = tightened["auditor"]
-    auditor.terminate()
-    auditor.bundle = bundle
-    auditor.start()
-    auditor.wait_leading("default", "agents")
+    # Which namespaces are tenants is read from the cluster's policies too: in force at once, the
+    # audit controller still running the bundle that has no `lab`.
     eventually(lambda: _failing(_report(admin, "lab")) == set(), REPORT_BOUND_S,
                "lab cleared once its TenantPolicy is back")
     tightened["gauge_after"] = tightened["auditor"].metrics()
@@ -392,7 +437,7 @@ def test_the_out_of_policy_alert_fires_on_the_gauge_and_resolves(tightened: dict
     assert {"gauge_before", "gauge_after"} <= set(tightened), (
         "runs after the report tests, which read the gauge before and after the fix: run the module")
     before, after = gauge(tightened["gauge_before"], "lab"), gauge(tightened["gauge_after"], "lab")
-    assert (before, after) == (1.0, 0.0)
+    assert (before, after) == (2.0, 0.0)
     rule_test(ALERT, series='fivespot_objects_out_of_policy{namespace="lab", pod="a"}',
               values=f"{before:g}x20 {after:g}x20", firing_at="17m", resolved_at="30m",
               labels={"namespace": "lab"}, work=tightened["work"])

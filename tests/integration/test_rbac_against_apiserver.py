@@ -31,6 +31,7 @@ from compiler.spec import (
     TenantPolicy,
 )
 from devcluster.clients import admin_client
+from devcluster.localrun import ensure_namespaces
 from tests.integration.authorizer import wait_in_force
 from tests.integration.conftest import AsServiceAccount
 
@@ -41,6 +42,7 @@ CUSTOM = "fivespot-custom-provider-changefreezes"
 WEBHOOK = "fivespot-webhook"
 READ = ("get", "list", "watch")
 WRITE_STATUS = ("get", "patch", "update")
+TENANT, INSTALL, OTHER = "a tenant namespace", "the install namespace", "another namespace"
 
 Permission = tuple[str, tuple[str, ...], str]
 """(resource as kubectl prints it, resource names, verb)."""
@@ -49,14 +51,18 @@ Permission = tuple[str, tuple[str, ...], str]
 # --- the repo under test -------------------------------------------------------------------------
 
 
-def make_repo(install: str, tenant: str, group: str, webhook: dict[str, Any] | None = None) -> Repo:
+def make_repo(install: str, tenant: str, group: str, webhook: dict[str, Any] | None = None,
+              target: tuple[str, str, str] = ("v1", "Pool", "pools")) -> Repo:
+    """A repo whose one consumer is `target` (version, kind, resource) of `group`, and whose one
+    TenantPolicy covers namespace `tenant`."""
     platform = Platform.model_validate({
         "apiVersion": API, "kind": "Platform", "metadata": {"name": "platform"},
         "spec": {"namespace": install, "image": "example/fivespot:1", "enforcement": "both",
                  "webhook": webhook or {}}})
+    version, kind, resource = target
     consumer = CapacityConsumer.model_validate({
         "apiVersion": API, "kind": "CapacityConsumer", "metadata": {"name": "pools"},
-        "spec": {"group": group, "version": "v1", "kind": "Pool", "resource": "pools",
+        "spec": {"group": group, "version": version, "kind": kind, "resource": resource,
                  "capacityPaths": ["spec.replicas"], "maxActiveValue": 10}})
     policy = TenantPolicy.model_validate({
         "apiVersion": API, "kind": "TenantPolicy", "metadata": {"name": "tenant"},
@@ -67,8 +73,10 @@ def make_repo(install: str, tenant: str, group: str, webhook: dict[str, Any] | N
                 tenants=(policy,), fixtures=())
 
 
-def intended(identity: str, group: str, *, in_install_namespace: bool) -> set[Permission]:
-    """What each identity is meant to hold, written out by hand."""
+def intended(identity: str, group: str, where: str) -> set[Permission]:
+    """What each identity is meant to hold in a namespace of `where` (TENANT, INSTALL or OTHER),
+    written out by hand."""
+    in_install_namespace = where == INSTALL
     def each(resource: str, verbs: tuple[str, ...], names: tuple[str, ...] = ()) -> set[Permission]:
         return {(resource, names, verb) for verb in verbs}
 
@@ -83,7 +91,11 @@ def intended(identity: str, group: str, *, in_install_namespace: bool) -> set[Pe
                  | each("manualschedules.spotschedules.5spot.finos.org", READ)
                  | each("changefreezes.spotschedules.5spot.finos.org", READ)
                  | each("tenantcapacitylimits.policy.5spot.finos.org", READ)
-                 | each(f"pools.{group}", READ + ("patch",)) | events)
+                 | each("validatingadmissionpolicies.admissionregistration.k8s.io", READ)
+                 | each("validatingadmissionpolicybindings.admissionregistration.k8s.io", READ)
+                 | each(f"pools.{group}", READ) | events)
+        if where == TENANT:
+            found |= each(f"pools.{group}", ("patch",))
         return found | leases if in_install_namespace else found
     if identity == MANUAL:
         found = (each("manualschedules.spotschedules.5spot.finos.org", READ)
@@ -97,10 +109,9 @@ def intended(identity: str, group: str, *, in_install_namespace: bool) -> set[Pe
              | each("scheduledcapacities.5spot.finos.org", READ) | each("namespaces", READ)
              | each("tenantcapacitylimits.policy.5spot.finos.org", READ)
              | each("validatingwebhookconfigurations.admissionregistration.k8s.io",
-                    ("get", "patch", "update"), ("fivespot-webhook",)))
+                    ("get", "patch"), ("fivespot-webhook",)))
     if in_install_namespace:
-        found |= each("secrets", ("create",)) | each("secrets", ("get", "update"),
-                                                     ("fivespot-webhook-tls",))
+        found |= each("secrets", ("get", "update"), ("fivespot-webhook-tls",))
     return found
 
 
@@ -108,13 +119,14 @@ def intended(identity: str, group: str, *, in_install_namespace: bool) -> set[Pe
 
 
 def isolate(objects: list[dict[str, Any]], suffix: str) -> list[dict[str, Any]]:
-    """Cluster-wide RBAC names get a per-test suffix (test setup only), so tests never share one."""
+    """Cluster-wide RBAC names (and the bindings' references to them) get a per-test suffix (test
+    setup only), so tests never share one."""
     isolated = []
     for obj in objects:
         obj = {**obj, "metadata": dict(obj["metadata"])}
         if obj["kind"] in ("ClusterRole", "ClusterRoleBinding"):
             obj["metadata"]["name"] = f"{obj['metadata']['name']}-{suffix}"
-        if obj["kind"] == "ClusterRoleBinding":
+        if obj["kind"].endswith("Binding") and obj["roleRef"]["kind"] == "ClusterRole":
             obj["roleRef"] = {**obj["roleRef"], "name": f"{obj['roleRef']['name']}-{suffix}"}
         isolated.append(obj)
     return isolated
@@ -135,6 +147,8 @@ def apply_rbac(kubeconfig: Path, repo: Repo, folder: Path) -> None:
     """Server-side apply the compiled RBAC and ServiceAccounts (idempotent on re-apply)."""
     accounts = [a.obj for a in workloads.emit(repo) if a.kind == "ServiceAccount"]
     objects = isolate([a.obj for a in rbac.emit(repo)], repo.namespace) + accounts
+    ensure_namespaces(kubeconfig, {o["metadata"]["namespace"] for o in objects
+                                   if "namespace" in o["metadata"]} - {repo.namespace})
     manifest = folder / "rbac.yaml"
     manifest.write_text("---\n".join(to_yaml(obj) for obj in objects))
     kubectl(kubeconfig, "apply", "--server-side", "--field-manager=fivespot-test", "-f", str(manifest))
@@ -224,14 +238,22 @@ def installed(kubeconfig: Path, namespace: str, tenant: str, group: str,
 # --- tests ----------------------------------------------------------------------------------------
 
 
+@pytest.fixture
+def other(admin: client.ApiClient) -> str:
+    """A namespace no TenantPolicy names."""
+    name = f"other-{uuid.uuid4().hex[:8]}"
+    client.CoreV1Api(admin).create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    return name
+
+
 @pytest.mark.parametrize("identity", [CAPACITY, MANUAL, CUSTOM, WEBHOOK])
 def test_each_identity_holds_exactly_its_intended_permissions(
-        kubeconfig: Path, installed: Repo, tenant: str, group: str, identity: str) -> None:
+        kubeconfig: Path, installed: Repo, tenant: str, other: str, group: str,
+        identity: str) -> None:
     install = installed.namespace
-    assert granted(kubeconfig, install, identity, tenant) == intended(
-        identity, group, in_install_namespace=False)
-    assert granted(kubeconfig, install, identity, install) == intended(
-        identity, group, in_install_namespace=True)
+    for where, namespace in ((TENANT, tenant), (INSTALL, install), (OTHER, other)):
+        assert granted(kubeconfig, install, identity, namespace) == intended(
+            identity, group, where), where
 
 
 def test_reapplying_the_same_rbac_changes_nothing(kubeconfig: Path, installed: Repo,
@@ -289,6 +311,58 @@ def test_the_capacity_identity_really_patches_a_consumer_but_cannot_create_delet
         "kube-root-ca.crt", tenant, {"data": {"x": "y"}})) == 403
 
 
+def test_the_capacity_identity_cannot_patch_a_consumer_object_outside_the_tenant_namespaces(
+        admin: client.ApiClient, kubeconfig: Path, namespace: str, tenant: str, other: str,
+        tmp_path: Path, as_service_account: AsServiceAccount) -> None:
+    """Deployments gated for one tenant: the identity patches the tenant's, but not kube-system's
+    (a stolen token cannot scale the cluster's DNS to 0) nor another namespace's."""
+    repo = make_repo(namespace, tenant, "apps", target=("v1", "Deployment", "deployments"))
+    apply_rbac(kubeconfig, repo, tmp_path)
+    name = f"dns-{uuid.uuid4().hex[:6]}"
+    apps = client.AppsV1Api(admin)
+    for ns in (tenant, "kube-system", other):
+        apps.create_namespaced_deployment(ns, {
+            "metadata": {"name": name},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"containers": [{"name": "c", "image": "x"}]}}}})
+    identity = client.AppsV1Api(as_service_account(namespace, CAPACITY))
+    try:
+        assert identity.patch_namespaced_deployment(name, tenant, {"spec": {"replicas": 0}}) \
+            .spec.replicas == 0
+        for ns in ("kube-system", other):
+            assert _status(lambda: identity.patch_namespaced_deployment(
+                name, ns, {"spec": {"replicas": 0}})) == 403, ns
+            assert apps.read_namespaced_deployment(name, ns).spec.replicas == 2
+            assert identity.read_namespaced_deployment(name, ns).spec.replicas == 2, "reads stay"
+    finally:
+        apps.delete_namespaced_deployment(name, "kube-system")
+
+
+def test_the_webhook_identity_fills_its_secret_but_cannot_create_any_secret(
+        admin: client.ApiClient, installed: Repo, as_service_account: AsServiceAccount) -> None:
+    """Creating a Secret cannot be limited by name: a webhook allowed to would be one
+    `kubernetes.io/service-account-token` Secret away from another identity's token (review F7).
+    The compiled output holds the Secret, empty; the webhook may only read and update it."""
+    install = installed.namespace
+    core_admin = client.CoreV1Api(admin)
+    core_admin.create_namespaced_secret(install, {
+        "metadata": {"name": "fivespot-webhook-tls"}, "type": "kubernetes.io/tls",
+        "data": {"tls.crt": "", "tls.key": ""}})
+    core = client.CoreV1Api(as_service_account(install, WEBHOOK))
+    for name, kind in (("fivespot-webhook-tls-2", "kubernetes.io/tls"),
+                       ("minted", "kubernetes.io/service-account-token")):
+        assert _status(lambda: core.create_namespaced_secret(install, {
+            "metadata": {"name": name, "annotations": {
+                "kubernetes.io/service-account.name": CAPACITY}}, "type": kind})) == 403
+    assert _status(lambda: core.delete_namespaced_secret("fivespot-webhook-tls", install)) == 403
+    secret = core.read_namespaced_secret("fivespot-webhook-tls", install)
+    secret.data = {"tls.crt": "Y2VydA==", "tls.key": "a2V5"}
+    assert core.replace_namespaced_secret("fivespot-webhook-tls", install, secret).data[
+        "tls.crt"] == "Y2VydA=="
+    assert _status(lambda: core.list_namespaced_secret(install)) == 403
+
+
 def _server_dry_run(kubeconfig: Path, objects: list[dict[str, Any]], manifest: Path) -> str:
     """Apply with `--dry-run=server` (validation and admission, nothing stored); return stderr."""
     manifest.write_text("---\n".join(to_yaml(obj) for obj in objects))
@@ -302,8 +376,14 @@ def test_the_compiled_workloads_and_webhook_configuration_pass_validation_and_re
     apply_rbac(kubeconfig, repo, tmp_path)  # the install Namespace, labelled restricted
     objects = [a.obj for a in workloads.emit(repo) + webhook.emit(repo)]
     assert {o["kind"] for o in objects} >= {"Deployment", "PodDisruptionBudget", "Service",
-                                            "ValidatingWebhookConfiguration"}
+                                            "ValidatingWebhookConfiguration", "Secret"}
+    secrets = [o for o in objects if o["kind"] == "Secret"]
+    objects = [o for o in objects if o["kind"] != "Secret"]
     assert "Warning" not in _server_dry_run(kubeconfig, objects, tmp_path / "workloads.yaml")
+    # The TLS Secret, empty until the webhook fills it, is valid; the API server only warns
+    # (once, when it is created) that its blank keys hold no certificate yet.
+    warnings = _server_dry_run(kubeconfig, secrets, tmp_path / "secret.yaml").strip().splitlines()
+    assert warnings == ["Warning: tls: failed to find any PEM data in certificate input"], warnings
 
     # The check is live: the same Deployment without its container hardening is warned about.
     [deployment] = [o for o in objects if o["kind"] == "Deployment"
@@ -408,12 +488,13 @@ def expand(rows: list[Row], repo: Repo) -> dict[str, dict[str, set[Permission]]]
 
 
 def test_every_identity_holds_exactly_what_the_readme_table_says(
-        kubeconfig: Path, namespace: str, tenant: str, admin: client.ApiClient,
+        kubeconfig: Path, namespace: str, tenant: str, other: str, admin: client.ApiClient,
         tmp_path: Path) -> None:
     """A repo with every component (both patterns, every built-in provider, a compiled and an
     external custom kind, the VAP polyfill, self-managed certificates), its RBAC applied, and
-    `kubectl auth can-i --list` as each identity in a tenant namespace, the install namespace
-    and a CAPI cluster's namespace, against the docs' table (docs/reference/identities.md)."""
+    `kubectl auth can-i --list` as each identity in a tenant namespace, the install namespace,
+    a CAPI cluster's namespace and a namespace that is none of these, against the docs' table
+    (docs/reference/identities.md)."""
     from compiler.pipeline import load
 
     capi = f"capi-{uuid.uuid4().hex[:6]}"
@@ -422,6 +503,8 @@ def test_every_identity_holds_exactly_what_the_readme_table_says(
     config.mkdir()
     for source in EXAMPLE.glob("*.yaml"):
         text = source.read_text().replace("namespace: 5spot-system", f"namespace: {namespace}")
+        if source.name == "tenants.yaml":
+            text = text.replace("namespaces: [agents]", f"namespaces: [agents, {tenant}]")
         (config / source.name).write_text(text.replace("enforcement: vap", "enforcement: both"))
     (config / "more.yaml").write_text(f"""
 apiVersion: config.5spot.finos.org/v1alpha1
@@ -447,7 +530,7 @@ spec:
     assert set(table) == accounts, "every identity has rows, and every row an identity"
     for identity, places in sorted(table.items()):
         everywhere = places.get("everywhere", set())
-        for where, ns in (("tenant", tenant), ("install namespace", namespace),
-                          ("cluster namespaces", capi)):
+        for where, ns in (("tenant namespaces", tenant), ("install namespace", namespace),
+                          ("cluster namespaces", capi), ("", other)):
             expected = everywhere | places.get(where, set())
             assert granted(kubeconfig, namespace, identity, ns) == expected, (identity, where)

@@ -97,6 +97,16 @@ class Server:
     process: subprocess.Popen[bytes]
     port: int
     log: Path
+    metrics_port: int = 0
+    """The plain-HTTP metrics port (0: none)."""
+
+    def metrics(self) -> str:
+        """The exposition text of `/metrics` on the metrics port."""
+        import urllib.request
+
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics",
+                                    timeout=10) as response:
+            return str(response.read().decode())
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")[-6000:]
@@ -488,13 +498,28 @@ def test_certificates_rotate_during_a_stream_of_requests_and_none_is_lost(instal
     assert len(authorities) >= 2, "the CA did not rotate during the stream"
 
 
-def test_replicas_starting_at_once_end_up_with_one_secret_the_first_writer_won(
-        kubeconfig: Path, admin: client.ApiClient, namespace: str) -> None:
+def _keeper(api: client.ApiClient, namespace: str) -> Any:
     from datetime import timedelta
 
-    from devcluster.clients import admin_client
     from webhook.certificates import Lifetimes, SecretKeeper, ServingNames
 
+    return SecretKeeper(api, namespace, SECRET, f"absent-{namespace}",
+                        Lifetimes(ca=timedelta(days=3), serving=timedelta(days=1)),
+                        ServingNames.for_service("fivespot-webhook", namespace))
+
+
+def _compiled_secret(out: Path, namespace: str) -> dict[str, Any]:
+    secret = yaml.safe_load((out / "workloads" / f"{SECRET}.secret.yaml").read_text())
+    secret["metadata"]["namespace"] = namespace
+    return dict(secret)
+
+
+def test_replicas_starting_at_once_fill_the_compiled_secret_once_the_first_writer_won(
+        kubeconfig: Path, admin: client.ApiClient, namespace: str, installed: Installed) -> None:
+    from devcluster.clients import admin_client
+
+    client.CoreV1Api(admin).create_namespaced_secret(namespace,
+                                                     _compiled_secret(installed.out, namespace))
     barrier = threading.Barrier(4)
     states: list[Any] = []
     errors: list[BaseException] = []
@@ -502,9 +527,7 @@ def test_replicas_starting_at_once_end_up_with_one_secret_the_first_writer_won(
     def replica() -> None:
         api = admin_client(kubeconfig)
         try:
-            keeper = SecretKeeper(api, namespace, SECRET, f"absent-{namespace}",
-                                  Lifetimes(ca=timedelta(days=3), serving=timedelta(days=1)),
-                                  ServingNames.for_service("fivespot-webhook", namespace))
+            keeper = _keeper(api, namespace)
             barrier.wait()
             states.append((keeper.reconcile(), keeper.rotations))
         except BaseException as error:  # reported below
@@ -524,3 +547,21 @@ def test_replicas_starting_at_once_end_up_with_one_secret_the_first_writer_won(
     secret = client.CoreV1Api(admin).read_namespaced_secret(SECRET, namespace)
     assert base64.b64decode(secret.data["tls.crt"]) == states[0][0].serving_cert_pem
     assert secret.type == "kubernetes.io/tls"
+
+
+def test_without_its_compiled_secret_the_webhook_says_to_apply_it_and_creates_nothing(
+        kubeconfig: Path, admin: client.ApiClient, namespace: str) -> None:
+    from devcluster.clients import admin_client
+    from webhook.certificates import CertificateError
+
+    api = admin_client(kubeconfig)
+    try:
+        with pytest.raises(CertificateError) as raised:
+            _keeper(api, namespace).reconcile()
+    finally:
+        api.close()
+    assert str(raised.value) == (
+        f"Secret {namespace}/{SECRET} does not exist; it is part of the compiled output "
+        f"(workloads/{SECRET}.secret.yaml, empty: the webhook fills it, and may not create it): "
+        "sync or apply the output's workloads/ layer")
+    assert client.CoreV1Api(admin).list_namespaced_secret(namespace).items == []

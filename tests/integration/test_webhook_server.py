@@ -8,10 +8,12 @@ atomic rename of the `..data` symlink). It talks to the real API server only for
 
 from __future__ import annotations
 
+import concurrent.futures
 import datetime
 import http.client
 import json
 import os
+import secrets
 import socket
 import ssl
 import subprocess
@@ -19,7 +21,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pytest
 from cryptography import x509
@@ -60,18 +62,20 @@ def _publish(cert_dir: Path, serving: KeyPair, stamp: str) -> None:
             (cert_dir / name).symlink_to(f"..data/{name}")
 
 
-def start_files_server(work: Path, kubeconfig: Path, cert_dir: Path, *flags: str) -> Server:
+def start_files_server(work: Path, kubeconfig: Path, cert_dir: Path, *flags: str,
+                       port: int | None = None) -> Server:
     """`webhook serve` as the compiled cert-manager Deployment runs it (WORK/out/bundle.json, the
-    pair in CERT_DIR), on a free loopback port, logging to WORK/server.log."""
-    port = free_port()
+    pair in CERT_DIR), on loopback (`port`, else a free one; a free metrics port), logging to
+    WORK/server.log."""
+    port, metrics_port = port or free_port(), free_port()
     log = work / "server.log"
     with log.open("wb") as handle:
         process = subprocess.Popen(
             [sys.executable, "-m", "webhook", "serve", "--bundle", str(work / "out" / "bundle.json"),
-             "--port", str(port), "--bind", "127.0.0.1", "--metrics-port", "0",
+             "--port", str(port), "--bind", "127.0.0.1", "--metrics-port", str(metrics_port),
              "--kubeconfig", str(kubeconfig), "--cert-dir", str(cert_dir), *flags],
             cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
-    return Server(process, port, log)
+    return Server(process, port, log, metrics_port)
 
 
 @pytest.fixture(scope="module")
@@ -141,7 +145,7 @@ def test_renewed_files_are_served_to_new_connections_while_open_ones_keep_workin
     assert status == 200 and body["response"]["uid"] == "u-1"
     # The reload is counted just after the new pair is in use: it can be served first.
     def reloaded() -> str | None:
-        text = _get(server.port, trust, "/metrics")[1].decode()
+        text = server.metrics()
         return text if "fivespot_webhook_certificate_reloads_total 2.0" in text else None
 
     metrics = eventually(reloaded)
@@ -192,3 +196,60 @@ def test_malformed_and_wrong_version_bodies_get_400_over_tls(
     missing = {**REVIEW, "request": {"uid": "u-9"}}
     status, body = _post(connection, json.dumps(missing).encode())
     assert status == 200 and body["response"]["status"]["code"] == 400
+
+
+# --- metrics -------------------------------------------------------------------------------------
+
+
+def test_the_metrics_are_served_on_the_metrics_port_and_never_on_the_serving_port(
+        files_server: tuple[Server, Path, ssl.SSLContext, KeyPair]) -> None:
+    server, _, trust, _ = files_server
+    assert _get(server.port, trust, "/metrics")[0] == 404
+    assert "fivespot_webhook_certificate_expiry_timestamp_seconds" in server.metrics()
+
+
+def _series(server: Server) -> dict[str, float]:
+    return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+            for line in server.metrics().splitlines() if line and not line.startswith("#")}
+
+
+HEADER_ONLY_REQUESTS: Final = 10_000
+
+
+def _header_only(port: int, trust: ssl.SSLContext, paths: list[str]) -> list[int]:
+    """POST each path with a huge declared length and no body, a connection each; the statuses."""
+    statuses, session = [], None
+    for path in paths:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, \
+                trust.wrap_socket(raw, server_hostname="127.0.0.1", session=session) as tls:
+            session = tls.session
+            tls.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                        "Content-Length: 999999999\r\n\r\n".encode())
+            statuses.append(int(tls.recv(64).split(b" ", 2)[1] or 0))
+    return statuses
+
+
+def test_ten_thousand_header_only_requests_to_random_paths_add_no_metric_series(
+        files_server: tuple[Server, Path, ssl.SSLContext, KeyPair],
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Each is answered 413 before any body is read; the rejection is counted under the check
+    it names, or "unknown", never under its path (security review F5: a label per path was a
+    new time series per request, and the pod's memory with them)."""
+    server, _, trust, _ = files_server
+    _header_only(server.port, trust, ["/validate/warm-up", "/validate/target-guard"])
+    before = _series(server)
+    started = time.monotonic()
+    paths = [f"/validate/{secrets.token_urlsafe(12)}" for _ in range(HEADER_ONLY_REQUESTS - 1)]
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        statuses = [s for part in pool.map(lambda i: _header_only(server.port, trust, paths[i::4]),
+                                           range(4)) for s in part]
+    statuses += _header_only(server.port, trust, ["/validate/target-guard"])
+    after = _series(server)
+    with capsys.disabled():
+        print(f"\n{HEADER_ONLY_REQUESTS} header-only requests in "
+              f"{time.monotonic() - started:.1f}s; metric series {len(before)} -> {len(after)}")
+    assert statuses == [413] * HEADER_ONLY_REQUESTS
+    assert after.keys() == before.keys()
+    rejected = 'fivespot_webhook_rejected_bodies_total{check="%s",status="413"}'
+    assert after[rejected % "unknown"] - before[rejected % "unknown"] == HEADER_ONLY_REQUESTS - 1
+    assert after[rejected % "target-guard"] - before[rejected % "target-guard"] == 1

@@ -1,6 +1,7 @@
-"""The webhook server under malformed, oversized, slow and stalled clients, over TLS on loopback:
-malformed HTTP is always a 4xx, size limits hold for chunked bodies, and no set of slow or stalled
-clients keeps a real AdmissionReview from an answer within the API server's timeout.
+"""The webhook server under malformed, oversized, slow, stalled and fast-but-expensive clients,
+over TLS on loopback: malformed HTTP is always a 4xx, size limits hold for chunked bodies, and no
+set of slow or stalled clients, nor a flood of large bodies that are costly to parse, keeps a
+real AdmissionReview from an answer within the API server's timeout.
 
 The server runs as the compiled Deployment runs it (one worker, the bundle's timeoutSeconds of
 5 s, cert-manager files mode so the test holds the CA). While the attack runs, probes go two
@@ -33,6 +34,9 @@ from devcluster.kubectl import apply, wait_established
 from tests.integration.test_control_plane_is_real import eventually
 from tests.integration.test_webhook_admission import EXAMPLE, Server, denial
 from tests.integration.test_webhook_server import start_files_server
+from compiler.emit.workloads import WEBHOOK_RESOURCES
+from webhook.bodies import CONSUMER_REVIEW_VALUES
+from webhook.connections import MAX_BODY_BYTES
 from webhook.tls import issue, new_ca
 
 API_SERVER_TIMEOUT_S: Final = 5.0
@@ -383,3 +387,121 @@ def test_slow_and_stalled_clients_never_keep_a_review_from_an_answer_in_time(
     assert "Traceback" not in log
     assert "did not send a whole request within" in log
     assert sent >= 20, "the probes kept coming through the attack (two per round)"
+
+
+# --- fast clients with expensive bodies ----------------------------------------------------------
+
+FLOODERS: Final = 24
+FLOOD_S: Final = 15.0
+
+
+def nested_lists(size: int) -> bytes:
+    """`[[[[]]],[[[]]],...]` of exactly `size` bytes: the costliest JSON to parse per byte that
+    was found (3 lists per 7 bytes, each tracked by the cyclic collector)."""
+    unit = b"[[[]]],"
+    count = (size - 1) // len(unit)
+    body = b"[" + unit * count
+    return body[:-1] + b" " * (size - len(body)) + b"]"
+
+
+def floats(count: int) -> bytes:
+    """`[0.5,0.5,...]`: the costliest values per value that was found (a float is parsed by
+    strtod), as many as the target guard takes."""
+    return b"[" + b",".join([b"0.5"] * count) + b"]"
+
+
+@dataclass
+class Flood:
+    """FLOODERS clients, each sending as fast as it can, over a new connection each time, one of
+    `bodies` to the target guard (the check with the largest limits)."""
+
+    target: Target
+    bodies: list[bytes]
+    stop: threading.Event = field(default_factory=threading.Event)
+    statuses: dict[int, int] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def run(self, index: int) -> None:
+        body = self.bodies[index % len(self.bodies)]
+        head = (b"POST /validate/target-guard HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                b"application/json\r\nContent-Length: %d\r\n\r\n" % len(body))
+        while not self.stop.is_set():
+            try:
+                tls = self.target.connect(timeout=30)
+            except (OSError, ssl.SSLError):
+                continue
+            try:
+                tls.sendall(head)
+                tls.sendall(body)
+                status = _read_response(tls)[0]
+            except (OSError, ssl.SSLError):
+                status = _read_response(tls)[0]  # answered early (a 503) and closed
+            finally:
+                tls.close()
+            with self.lock:
+                self.statuses[status] = self.statuses.get(status, 0) + 1
+
+
+def _worker_peak_rss_mib(server: Server) -> float:
+    """The peak resident memory of the server's worker (the master's child), from /proc."""
+    children = Path(f"/proc/{server.process.pid}/task/{server.process.pid}/children")
+    peaks = []
+    for pid in children.read_text().split():
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                peaks.append(int(line.split()[1]) / 1024)
+    return max(peaks, default=0.0)
+
+
+FLOOD_BODIES: Final = {
+    "7 MiB of [[[[]]],...]": lambda: nested_lists(MAX_BODY_BYTES - 1),
+    f"{CONSUMER_REVIEW_VALUES // 1000}k floats": lambda: floats(CONSUMER_REVIEW_VALUES - 10),
+}
+
+
+@pytest.mark.parametrize("what", list(FLOOD_BODIES))
+def test_a_flood_of_large_expensive_bodies_never_keeps_a_review_from_an_answer_in_time(
+        target: Target, what: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Parsing is the one costly step on the loop: FLOODERS clients sending 7 MiB of
+    `[[[[]]],...]` as fast as they can once left reviews from the API server waiting behind a
+    queue of seconds-long parses, and the worker past the pod's memory limit. Bodies with more
+    values than any review now get a 413 before they are parsed (the first case); large ones
+    within the limits (the costliest: a million floats, the second) hold one of a few slots (503
+    without one) and are parsed one at a time, so a small review waits behind at most one parse
+    per step."""
+    flood = Flood(target, [FLOOD_BODIES[what]()])
+    flooders = [threading.Thread(target=flood.run, args=(i,), daemon=True)
+                for i in range(FLOODERS)]
+    for flooder in flooders:
+        flooder.start()
+    through: list[tuple[str | None, float]] = []
+    try:
+        eventually(lambda: True if sum(flood.statuses.values()) >= FLOODERS else None,
+                   timeout_s=60)
+        deadline = time.monotonic() + FLOOD_S
+        while time.monotonic() < deadline:
+            started = time.monotonic()
+            through.append((_through_api_server(target, f"flooded-{len(through)}"),
+                            time.monotonic() - started))
+            time.sleep(0.1)
+    finally:
+        flood.stop.set()
+        for flooder in flooders:
+            flooder.join(60)
+    latencies = sorted(seconds for _, seconds in through)
+    peak = _worker_peak_rss_mib(target.server)
+    limit = float(WEBHOOK_RESOURCES["limits"]["memory"].removesuffix("Mi"))
+    report = (f"webhook under a flood of large bodies: {len(through)} reviews through the API "
+              f"server while {FLOODERS} clients sent {what} "
+              f"({dict(sorted(flood.statuses.items()))} by status): p50 "
+              f"{latencies[len(latencies) // 2] * 1000:.0f} ms, p99 "
+              f"{_p99(latencies) * 1000:.0f} ms, max {latencies[-1] * 1000:.0f} ms; worker peak "
+              f"RSS {peak:.0f} MiB (the pod's limit: {limit:.0f} MiB)")
+    with capsys.disabled():
+        print("\n" + report)
+    assert all(message is None for message, _ in through), [m for m, _ in through if m][:3]
+    assert _p99(latencies) < API_SERVER_TIMEOUT_S, report
+    assert peak < limit, report
+    assert len(through) >= 10, report
+    assert sum(flood.statuses.values()) >= 2 * FLOODERS, "the flood kept coming"
+    assert "Traceback" not in target.server.log.read_text(errors="replace")

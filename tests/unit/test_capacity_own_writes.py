@@ -147,8 +147,8 @@ def world(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
     controller.providers.resolve_now()
     controller.targets.resolve_now()
     controller.in_force.params.resolve_now()  # not served here: the compiled params are the ones in force
-    for informer in (controller.scaps, controller.machines):
-        informer.start()
+    for informer in (controller.scaps, controller.machines, *(controller.in_force.live or ())):
+        informer.start()  # no policy in the cluster here: the bundle's are in force
     world = World(server, mgr, controller)
     world.create("VirtualMachinePool", POOL, {
         "apiVersion": "pools.agents.example.com/v1alpha1", "kind": "VirtualMachinePool",

@@ -55,3 +55,20 @@ def test_an_empty_document_after_a_trailing_marker_is_skipped_as_kubectl_skips_i
     after = {p.relative_to(tmp_path / "after"): p.read_bytes()
              for p in (tmp_path / "after").rglob("*") if p.is_file()}
     assert after == before
+
+
+@pytest.mark.parametrize("group,refused", [
+    ("admissionregistration.k8s.io", True), ("rbac.authorization.k8s.io", True),
+    ("apiextensions.k8s.io", True), ("apiregistration.k8s.io", True),
+    ("certificates.k8s.io", True), ("coordination.k8s.io", True), ("k8s.io", True),
+    ("gateway.networking.k8s.io", True), ("example.kubernetes.io", True),
+    ("5spot.finos.org", True), ("spotschedules.5spot.finos.org", True),
+    ("apps", False), ("batch", False), ("autoscaling", False), ("policy", False),
+    ("agents.x-k8s.io", False), ("leaderworkerset.x-k8s.io", False), ("notk8s.io", False),
+    ("pools.example.com", False), ("my5spot.finos.org", False),
+])
+def test_a_consumer_group_is_refused_exactly_when_it_is_kubernetes_own_or_fivespots(
+        group: str, refused: bool) -> None:
+    from compiler.spec import refused_consumer_group
+
+    assert (refused_consumer_group(group) is not None) is refused

@@ -40,16 +40,18 @@ def test_the_trading_desk_example_compiles_a_machine_controller_and_no_capacity_
     assert not any("capacity" in path or "webhook" in path for path in files)
 
 
-def test_the_machine_identity_may_create_and_delete_capi_objects_only_in_the_clusters_namespace() -> None:
+def test_the_machine_identity_may_create_delete_and_hold_objects_only_in_the_clusters_namespace() -> None:
     files = compile_repo(EXAMPLE).files
     assert rules(files, "rbac/trading/fivespot-machine-controller-capi.role.yaml") == [
         ("", ("secrets",), ("desk-cluster-kubeconfig",), ("get",)),
+        ("5spot.finos.org", ("scheduledmachines",), (), ("patch",)),
         ("bootstrap.cluster.x-k8s.io", ("kubeadmconfigs",), (), ("create", "delete", "get")),
         ("cluster.x-k8s.io", ("machines",), (), ("create", "delete", "get", "list", "watch")),
         ("infrastructure.cluster.x-k8s.io", ("devmachines",), (), ("create", "delete", "get")),
     ]
+    # Its finalizer goes on ScheduledMachines in the clusters' namespaces only (above).
     assert rules(files, "rbac/fivespot-machine-controller.clusterrole.yaml") == [
-        ("5spot.finos.org", ("scheduledmachines",), (), ("get", "list", "patch", "watch")),
+        ("5spot.finos.org", ("scheduledmachines",), (), ("get", "list", "watch")),
         ("5spot.finos.org", ("scheduledmachines/status",), (), ("get", "patch", "update")),
         ("events.k8s.io", ("events",), (), ("create", "patch")),
         ("spotschedules.5spot.finos.org", ("manualschedules",), (), ("get", "list", "watch")),

@@ -119,3 +119,21 @@ def test_every_compiled_deployment_becomes_a_local_process_with_its_own_argument
     assert args[args.index("--port") + 1] == "9443" and "--cert-dir" not in args
     assert args[-4:] == ["--kubeconfig", str(tmp_path / "kubeconfig"), "--metrics-port", "9090"]
     assert tenant_namespaces(manifests, "5spot-system") == ["team-a"]
+
+
+def test_dev_runs_the_webhook_without_client_authentication_the_local_api_server_cannot_offer(
+    config: Path, tmp_path: Path
+) -> None:
+    platform = config / "platform.yaml"
+    platform.write_text(platform.read_text().replace("  webhook:\n", "  webhook:\n"
+                        "    clientAuthentication:\n"
+                        "      caConfigMap: {name: apiserver-client-ca}\n"
+                        "      allowedNames: [kube-apiserver-webhook-client]\n", 1))
+    out = tmp_path / "out"
+    write_tree(compile_repo(config).files, out)
+    webhook = {c.name: c for c in components(load(out))}["fivespot-webhook"]
+    assert "--client-ca-path" in webhook.args and "--client-subject-names" in webhook.args
+    args = local_args(webhook, tmp_path / "bundle.json", tmp_path / "kubeconfig", webhook_port=9443,
+                      tls=(tmp_path / "tls.crt", tmp_path / "tls.key"), metrics_port=9090)
+    assert not {"--client-ca-path", "--client-subject-names", "/var/run/fivespot/client-ca/ca.crt",
+                "kube-apiserver-webhook-client"} & set(args)

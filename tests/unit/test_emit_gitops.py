@@ -91,7 +91,9 @@ def test_without_flux_the_root_lists_the_layers_in_order(tmp_path: Path) -> None
 
 
 def test_crds_and_namespaces_are_never_pruned_or_deleted_and_nothing_else_is_held(example: Compiled) -> None:
-    protected = 0
+    """...but the controllers' tenant RoleBindings, which are not pruned (and are deleted with
+    the Application)."""
+    protected = unpruned = 0
     for artifact in example.artifacts:
         annotations = artifact.obj["metadata"]["annotations"]
         options = annotations.get(gitops.SYNC_OPTIONS, "").split(",")
@@ -99,18 +101,24 @@ def test_crds_and_namespaces_are_never_pruned_or_deleted_and_nothing_else_is_hel
             protected += 1
             assert {"Prune=false", "Delete=false"} <= set(options), artifact.path
             assert annotations[gitops.FLUX_PRUNE] == "disabled", artifact.path
+        elif artifact.kind == "RoleBinding" and artifact.name.endswith("-tenants"):
+            unpruned += 1
+            assert options == ["Prune=false"], artifact.path
+            assert annotations[gitops.FLUX_PRUNE] == "disabled", artifact.path
         else:
             assert "Prune=false" not in options and gitops.FLUX_PRUNE not in annotations, artifact.path
-    assert protected >= 8  # six CRDs, the install namespace and the tenant namespace
+    assert protected >= 9  # six CRDs, the install namespace and the two tenant namespaces
+    assert unpruned == 4  # capacity and audit, in agents and agents-gpu
 
 
-def test_tenant_namespaces_of_the_schedules_are_created_in_the_rbac_wave(example: Compiled) -> None:
+def test_tenant_namespaces_the_output_writes_into_are_created_in_the_rbac_wave(example: Compiled) -> None:
     namespaces = {a.name: a for a in example.artifacts if a.kind == "Namespace"}
-    assert set(namespaces) == {"5spot-system", "agents"}
+    assert set(namespaces) == {"5spot-system", "agents", "agents-gpu"}
     assert namespaces["agents"].layer == "rbac"
     assert namespaces["agents"].path == "rbac/namespaces/agents.namespace.yaml"
-    schedules = {a.obj["metadata"]["namespace"] for a in example.artifacts if a.layer == "schedules"}
-    assert schedules <= set(namespaces)
+    written = {a.obj["metadata"]["namespace"] for a in example.artifacts
+               if a.layer == "schedules" or a.kind == "RoleBinding"}
+    assert written <= set(namespaces)
 
 
 # --- Argo CD -------------------------------------------------------------------------------------
@@ -128,14 +136,18 @@ def test_the_app_project_allows_exactly_the_repository_namespaces_and_kinds_of_t
         example: Compiled) -> None:
     project = load(example, "argocd/appproject.yaml")["spec"]
     assert project["sourceRepos"] == ["https://git.example.com/platform/cluster-config.git"]
-    assert {d["namespace"] for d in project["destinations"]} == {"5spot-system", "agents"}
+    assert {d["namespace"] for d in project["destinations"]} == {"5spot-system", "agents",
+                                                                 "agents-gpu"}
     namespaced = {(a.obj["apiVersion"].rpartition("/")[0], a.kind) for a in example.artifacts
                   if "namespace" in a.obj["metadata"]}
     cluster = {(a.obj["apiVersion"].rpartition("/")[0], a.kind) for a in example.artifacts
                if "namespace" not in a.obj["metadata"]}
     assert {(e["group"], e["kind"]) for e in project["namespaceResourceWhitelist"]} == namespaced
     assert {(e["group"], e["kind"]) for e in project["clusterResourceWhitelist"]} == cluster
-    assert ("", "Secret") not in namespaced
+    # The one Secret is the webhook's TLS Secret, compiled empty so the webhook needs no
+    # `create` on Secrets (a repository writer already controls the Deployments in that namespace).
+    assert [(a.obj["metadata"]["namespace"], a.name) for a in example.artifacts
+            if a.kind == "Secret"] == [("5spot-system", "fivespot-webhook-tls")]
 
 
 def test_the_default_project_gets_no_app_project_and_a_warning(tmp_path: Path) -> None:
@@ -276,3 +288,22 @@ def test_a_crd_that_leaves_the_output_is_a_warning_naming_the_kind(tmp_path: Pat
     assert "no longer has the CRD scheduledmachines.5spot.finos.org (kind ScheduledMachine)" in warnings[0].message
     assert str(warnings[0]).startswith(f"{out / 'crds' / 'scheduledmachines.5spot.finos.org.yaml'}:1:1:")
     assert compile_warnings(after.repo, out, after.files, after.files) == []
+
+
+def test_a_namespace_that_leaves_every_tenant_policy_is_a_warning_naming_its_kept_role_bindings(
+        tmp_path: Path) -> None:
+    before = compile_with(tmp_path)
+    out = tmp_path / "out"
+    write_tree(before.files, out)
+    tenants = tmp_path / "config" / "tenants.yaml"
+    kept = [d for d in yaml.safe_load_all(tenants.read_text()) if d["metadata"]["name"] != "agents-gpu"]
+    tenants.write_text(yaml.safe_dump_all(kept))
+    after = compile_repo(tmp_path / "config")
+    [warning] = compile_warnings(after.repo, out, read_tree(out), after.files)
+    assert str(warning).startswith(
+        f"{out}/rbac/agents-gpu/fivespot-audit-controller-tenants.rolebinding.yaml:1:1: namespace "
+        "agents-gpu is no longer in any TenantPolicy. Its RoleBindings fivespot-audit-controller-"
+        "tenants, fivespot-capacity-controller-tenants stay in the cluster")
+    assert warning.message.endswith("`kubectl -n agents-gpu delete rolebinding "
+                                    "fivespot-audit-controller-tenants "
+                                    "fivespot-capacity-controller-tenants`")

@@ -79,19 +79,67 @@ def all_grants(repo: Repo, subject: str) -> set[tuple[str, str, str, tuple[str, 
     return found
 
 
-def test_the_capacity_identity_patches_exactly_the_consumers_group_resources() -> None:
-    patched = {(g, r) for g, r, verb, _ in all_grants(make_repo(), CAPACITY) if verb == "patch"}
-    assert patched == {
-        ("pools.example.com", "pools"), ("agents.example.com", "sandboxes"),
-        ("agents.example.com", "warmpools"),
-        ("5spot.finos.org", "scheduledcapacities/status"), ("events.k8s.io", "events")}
+def grants_in(repo: Repo, subject: str, namespace: str) -> set[tuple[str, str, str, tuple[str, ...]]]:
+    """What the ServiceAccount `subject` may do in `namespace`: its ClusterRoleBindings' roles
+    and the roles its RoleBindings in that namespace bind."""
+    roles = {(a.kind, a.name): a.obj for a in rbac.emit(repo) if a.kind in ("ClusterRole", "Role")}
+    found = set()
+    for artifact in rbac.emit(repo):
+        binding = artifact.obj
+        if artifact.kind == "RoleBinding" and binding["metadata"]["namespace"] != namespace:
+            continue
+        if artifact.kind.endswith("Binding") and any(s["name"] == subject for s in binding["subjects"]):
+            found |= grants(roles[(binding["roleRef"]["kind"], binding["roleRef"]["name"])])
+    return found
+
+
+TENANTS = (tenant("team-a", ["pools"]), tenant("team-b", ["warm", "sandboxes"]))
+CONSUMER_RESOURCES = {("pools.example.com", "pools"), ("agents.example.com", "sandboxes"),
+                      ("agents.example.com", "warmpools")}
+
+
+def test_the_capacity_identity_patches_the_consumers_in_tenant_namespaces_and_nowhere_else() -> None:
+    repo = make_repo(tenants=TENANTS)
+
+    def patched(namespace: str) -> set[tuple[str, str]]:
+        return {(g, r) for g, r, verb, _ in grants_in(repo, CAPACITY, namespace) if verb == "patch"}
+
+    own = {("5spot.finos.org", "scheduledcapacities/status"), ("events.k8s.io", "events")}
+    for namespace in ("team-a", "team-b"):
+        assert patched(namespace) == own | CONSUMER_RESOURCES
+    for namespace in ("kube-system", NS, "someone-else"):
+        assert patched(namespace) == own
 
 
 def test_consumer_resources_are_grouped_by_api_group_and_sorted() -> None:
-    role = objects(make_repo(), "ClusterRole")[CAPACITY]
-    agents = [r for r in role["rules"] if r["apiGroups"] == ["agents.example.com"]]
-    assert agents == [{"apiGroups": ["agents.example.com"], "resources": ["sandboxes", "warmpools"],
-                       "verbs": ["get", "list", "patch", "watch"]}]
+    roles = objects(make_repo(tenants=TENANTS), "ClusterRole")
+    for name, verbs in ((CAPACITY, ["get", "list", "watch"]), (f"{CAPACITY}-tenants", ["patch"])):
+        agents = [r for r in roles[name]["rules"] if r["apiGroups"] == ["agents.example.com"]]
+        assert agents == [{"apiGroups": ["agents.example.com"],
+                           "resources": ["sandboxes", "warmpools"], "verbs": verbs}]
+
+
+def test_each_tenant_namespace_binds_the_capacity_and_audit_tenant_roles_and_keeps_them_when_pruned(
+) -> None:
+    emitted = rbac.emit(make_repo(tenants=TENANTS))
+    bindings = {(a.obj["metadata"]["namespace"], a.name): a for a in emitted
+                if a.kind == "RoleBinding" and a.obj["roleRef"]["kind"] == "ClusterRole"}
+    assert set(bindings) == {(ns, f"{c}-tenants") for ns in ("team-a", "team-b")
+                             for c in (CAPACITY, "fivespot-audit-controller")}
+    for (ns, name), binding in bindings.items():
+        assert binding.unpruned and binding.path == f"rbac/{ns}/{name}.rolebinding.yaml"
+        assert binding.obj["roleRef"]["name"] == name
+    assert not [a for a in rbac.emit(make_repo()) if a.name.endswith("-tenants")], "no tenant: none"
+
+
+def test_the_audit_identity_writes_reports_only_in_tenant_namespaces() -> None:
+    repo = make_repo(tenants=TENANTS)
+    audit = "fivespot-audit-controller"
+    reports = "wgpolicyk8s.io"
+    assert {v for g, _, v, _ in grants_in(repo, audit, "team-a") if g == reports} == {
+        "create", "get", "list", "patch"}
+    assert {v for g, _, v, _ in grants_in(repo, audit, "kube-system") if g == reports} == {
+        "get", "list"}
 
 
 def test_the_capacity_identity_has_no_create_delete_secrets_or_capi_anywhere() -> None:
@@ -113,7 +161,24 @@ def test_the_capacity_identity_reads_what_it_reconciles_and_every_provider_kind(
         ("spotschedules.5spot.finos.org", "manualschedules"),
         ("spotschedules.5spot.finos.org", "timebasedspotschedules"),
         ("pools.example.com", "pools"), ("agents.example.com", "sandboxes"),
-        ("agents.example.com", "warmpools")}
+        ("agents.example.com", "warmpools"),
+        ("admissionregistration.k8s.io", "validatingadmissionpolicies"),
+        ("admissionregistration.k8s.io", "validatingadmissionpolicybindings")}
+
+
+@pytest.mark.parametrize("enforcement,expected", [
+    ("vap", {"validatingadmissionpolicies", "validatingadmissionpolicybindings"}),
+    ("both", {"validatingadmissionpolicies", "validatingadmissionpolicybindings"}),
+    ("webhook", set()),
+])
+def test_the_capacity_and_audit_identities_read_the_installed_policies_only_when_the_vaps_are(
+        enforcement: str, expected: set[str]) -> None:
+    repo = make_repo(enforcement=enforcement)
+    for identity in (CAPACITY, "fivespot-audit-controller"):
+        assert {r for g, r, verb, _ in all_grants(repo, identity)
+                if g == "admissionregistration.k8s.io"} == expected
+        assert {v for g, _, v, _ in all_grants(repo, identity)
+                if g == "admissionregistration.k8s.io"} <= {"get", "list", "watch"}
 
 
 def test_no_rule_anywhere_uses_a_wildcard() -> None:
@@ -190,10 +255,9 @@ def test_the_self_managed_webhook_touches_only_its_own_secret_and_configuration(
     assert granted == {
         *{("5spot.finos.org", r, v, ()) for v in ("get", "list", "watch")
           for r in ("scheduledmachines", "scheduledcapacities")},
-        ("", "secrets", "create", ()),
         *{("", "secrets", v, ("fivespot-webhook-tls",)) for v in ("get", "update")},
         *{("admissionregistration.k8s.io", "validatingwebhookconfigurations", v,
-           ("fivespot-webhook",)) for v in ("get", "patch", "update")}}
+           ("fivespot-webhook",)) for v in ("get", "patch")}}
     assert objects(make_repo(), "Role")["fivespot-webhook-tls"]["metadata"]["namespace"] == NS
 
 

@@ -1,4 +1,5 @@
-"""The webhook emitter wires three narrow webhooks, following Kubernetes' good practices."""
+"""The webhook emitter wires narrow webhooks, following Kubernetes' good practices, and the
+webhook's TLS Secret, RBAC and Deployment arguments."""
 
 from __future__ import annotations
 
@@ -63,6 +64,8 @@ def test_the_configuration_has_its_own_layer_after_the_workloads_and_the_rest_la
         "workloads/fivespot-webhook.service.yaml": WORKLOADS,
         "workloads/fivespot-webhook.networkpolicy.yaml": WORKLOADS,
     }
+    assert "workloads/fivespot-webhook-tls.secret.yaml" in {
+        a.path for a in webhook.emit(make_repo())}
 
 
 @pytest.mark.parametrize("enforcement,expected", [
@@ -152,16 +155,111 @@ def test_the_target_guards_match_condition_names_the_capacity_identity() -> None
 
 
 @pytest.mark.parametrize("policy,timeout", [("Fail", 5), ("Ignore", 3), ("Fail", 30)])
-def test_failure_policy_and_timeout_follow_the_platform(policy: str, timeout: int) -> None:
+def test_failure_policy_and_timeout_follow_the_platform_except_the_target_guards_policy(
+        policy: str, timeout: int) -> None:
     repo = make_repo(enforcement="both", webhook={"failurePolicy": policy, "timeoutSeconds": timeout})
-    for hook in hooks(repo).values():
-        assert (hook["failurePolicy"], hook["timeoutSeconds"]) == (policy, timeout)
+    for name, hook in hooks(repo).items():
+        expected = "Fail" if name == "target-guard.5spot.finos.org" else policy
+        assert (hook["failurePolicy"], hook["timeoutSeconds"]) == (expected, timeout), name
+
+
+@pytest.mark.parametrize("policy", ["Fail", "Ignore"])
+@pytest.mark.parametrize("minimum", ["1.27", "1.34"])
+def test_the_target_guard_fails_closed_whatever_the_platform_says(policy: str, minimum: str) -> None:
+    """It only ever sees the capacity identity's writes, so Fail can block nobody else; Ignore
+    would leave those writes with RBAC as their only lock during any outage (review F6)."""
+    repo = make_repo(enforcement="webhook", minKubernetesVersion=minimum,
+                     webhook={"failurePolicy": policy})
+    assert hooks(repo)["target-guard.5spot.finos.org"]["failurePolicy"] == "Fail"
 
 
 def test_self_managed_mode_leaves_the_ca_bundle_to_the_webhook_and_emits_no_certificate() -> None:
     repo = make_repo()
     assert not [a for a in webhook.emit(repo) if a.kind == "Certificate"]
     assert "annotations" not in configuration(repo)["metadata"]
+
+
+def test_self_managed_mode_emits_the_tls_secret_empty_and_created_once_for_the_webhook_to_fill(
+) -> None:
+    """The webhook may not create Secrets (review F7): the output has it, with no certificate in
+    it, marked so that Flux and `fivespot install` create it and never apply it again."""
+    [secret] = [a for a in webhook.emit(make_repo()) if a.kind == "Secret"]
+    assert secret.path == f"{WORKLOADS}/fivespot-webhook-tls.secret.yaml"
+    assert secret.obj["metadata"]["name"] == "fivespot-webhook-tls"
+    assert secret.obj["metadata"]["namespace"] == NS
+    assert secret.obj["metadata"]["annotations"] == {"kustomize.toolkit.fluxcd.io/ssa": "IfNotPresent"}
+    assert secret.obj["type"] == "kubernetes.io/tls"
+    assert secret.obj["data"] == {"tls.crt": "", "tls.key": ""}
+    assert not [a for a in webhook.emit(make_repo(webhook=CERT_MANAGER)) if a.kind == "Secret"]
+
+
+def test_the_webhook_may_fill_its_secret_and_patch_its_configuration_but_create_no_secret() -> None:
+    repo = make_repo()
+    rules = [(rule["resources"], rule["verbs"], rule.get("resourceNames"))
+             for a in rbac.emit(repo) if a.name.startswith("fivespot-webhook") and "rules" in a.obj
+             for rule in a.obj["rules"]]
+    assert (["secrets"], ["get", "update"], ["fivespot-webhook-tls"]) in rules
+    assert (["validatingwebhookconfigurations"], ["get", "patch"], ["fivespot-webhook"]) in rules
+    assert not [r for r in rules if "secrets" in r[0] and r[2] is None]
+    assert not [r for r in rules if "create" in r[1] or "update" in r[1] and
+                "validatingwebhookconfigurations" in r[0]]
+
+
+def webhook_container(repo: Repo) -> tuple[dict[str, Any], dict[str, Any]]:
+    [deployment] = [a.obj for a in workloads.emit(repo)
+                    if a.kind == "Deployment" and a.name == "fivespot-webhook"]
+    pod = deployment["spec"]["template"]["spec"]
+    return pod, pod["containers"][0]
+
+
+def test_by_default_the_webhook_needs_tls_1_3_and_verifies_no_client() -> None:
+    pod, container = webhook_container(make_repo())
+    assert not {"--min-tls-version", "--client-ca-path", "--client-subject-names"} & set(
+        container["args"])
+    assert [v["name"] for v in pod["volumes"]] == ["bundle", "tmp"]
+
+
+def test_tls_1_2_is_allowed_only_when_the_platform_asks() -> None:
+    _, container = webhook_container(make_repo(webhook={"minTLSVersion": "1.2"}))
+    assert container["args"][-2:] == ["--min-tls-version", "1.2"]
+
+
+@pytest.mark.parametrize("source,volume", [
+    ({"caConfigMap": {"name": "apiserver-client-ca"}},
+     {"name": "client-ca", "configMap": {"name": "apiserver-client-ca", "defaultMode": 0o444,
+                                         "items": [{"key": "ca.crt", "path": "ca.crt"}]}}),
+    ({"caSecret": {"name": "apiserver-client-ca", "key": "root.pem"}},
+     {"name": "client-ca", "secret": {"secretName": "apiserver-client-ca", "defaultMode": 0o440,
+                                      "items": [{"key": "root.pem", "path": "ca.crt"}]}}),
+])
+def test_client_authentication_mounts_the_ca_and_names_the_allowed_callers(
+        source: dict[str, Any], volume: dict[str, Any]) -> None:
+    repo = make_repo(webhook={"clientAuthentication": {
+        **source, "allowedNames": ["kube-apiserver-webhook-client", "apiserver.example.com"]}})
+    pod, container = webhook_container(repo)
+    assert container["args"][-4:] == [
+        "--client-ca-path", "/var/run/fivespot/client-ca/ca.crt",
+        "--client-subject-names", "kube-apiserver-webhook-client,apiserver.example.com"]
+    assert volume in pod["volumes"]
+    assert {"name": "client-ca", "mountPath": "/var/run/fivespot/client-ca",
+            "readOnly": True} in container["volumeMounts"]
+    others = [a.obj for a in workloads.emit(repo) if a.kind == "Deployment"
+              and a.name != "fivespot-webhook"]
+    assert others and not [d for d in others if "--client-ca-path" in
+                           d["spec"]["template"]["spec"]["containers"][0]["args"]]
+
+
+@pytest.mark.parametrize("settings,error", [
+    ({"allowedNames": ["a"]}, "name the client CA once"),
+    ({"caConfigMap": {"name": "a"}, "caSecret": {"name": "b"}, "allowedNames": ["a"]},
+     "name the client CA once"),
+    ({"caConfigMap": {"name": "a"}, "allowedNames": []}, "at least 1 item"),
+    ({"caConfigMap": {"name": "a"}, "allowedNames": ["two,names"]}, "should match pattern"),
+])
+def test_client_authentication_needs_one_ca_and_at_least_one_name(
+        settings: dict[str, Any], error: str) -> None:
+    with pytest.raises(ValueError, match=error):
+        platform(webhook={"clientAuthentication": settings})
 
 
 def test_cert_manager_mode_yields_a_certificate_the_injection_annotation_and_no_secret_rights(

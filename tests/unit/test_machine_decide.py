@@ -27,6 +27,7 @@ from controllers.machine.decide import (
 from controllers.machine.observations import (
     DecisionInput,
     Foreign,
+    InvalidSpec,
     LookupFailed,
     NodeGone,
     NodeSeen,
@@ -64,7 +65,8 @@ def given(**changes: Any) -> DecisionInput:
     spec = changes.pop("spec", {})
     base = DecisionInput(
         namespace="trading", name="rack-1", uid="uid-sm", generation=1,
-        spec=MachineSpec.model_validate({**SPEC, **spec}), refusal=None,
+        spec=spec if isinstance(spec, InvalidSpec) else MachineSpec.model_validate({**SPEC, **spec}),
+        refusal=None,
         schedule=Resolved(True), provider_generation=1, prior=None, machine=None,
         bootstrap=None, infrastructure=None, node=None, now=T0, finalizer=True)
     return replace(base, **changes)
@@ -362,6 +364,14 @@ def test_the_finalizer_is_added_to_a_machine_that_predates_it_without_touching_i
     decision = then(given(finalizer=False, machine=MACHINE, bootstrap=BOOT, infrastructure=INFRA))
     assert decision.actions == (AddFinalizer(),)
     assert decision.status.phase is MachinePhase.ACTIVE
+
+
+def test_a_refused_object_gets_no_finalizer_since_nothing_is_created_for_it() -> None:
+    refused = then(given(finalizer=False, refusal="spec.clusterName desk in namespace apps is not "
+                         "a cluster"))
+    invalid = then(given(finalizer=False, spec=parse_spec({**SPEC, "clusterName": 7})))
+    for decision in (refused, invalid):
+        assert decision.actions == () and decision.status.phase is MachinePhase.ERROR
 
 
 def test_a_transient_lookup_adds_no_finalizer_and_changes_nothing() -> None:

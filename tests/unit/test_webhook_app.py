@@ -1,5 +1,6 @@
 """The Flask views: AdmissionReview in and out, 4xx for what is not a review, health, readiness,
-metrics, and a fuzz run proving no body makes the app fail (no 500, no exception)."""
+metrics with closed label sets (and not on the serving port), and a fuzz run proving no body
+makes the app fail (no 500, no exception)."""
 
 from __future__ import annotations
 
@@ -21,8 +22,10 @@ from tests.unit.test_webhook_review import (
     request,
     scap,
 )
+from prometheus_client import generate_latest
+
 from webhook.app import Runtime, create_app
-from webhook.connections import MAX_BODY_BYTES
+from webhook.bodies import SCAP_REVIEW_BYTES
 from webhook.metrics import Metrics
 from webhook.review import Lookups
 
@@ -92,9 +95,11 @@ def test_a_review_missing_fields_gets_a_well_formed_denial_naming_the_field(clie
                                                 "request.resource is missing")
 
 
-def test_a_body_over_the_limit_is_refused_with_413_before_it_is_parsed(client: FlaskClient) -> None:
-    response = post(client, "host-governance", b"x" * (MAX_BODY_BYTES + 1))
+def test_a_body_over_the_checks_limit_is_refused_with_413_before_it_is_parsed(
+        client: FlaskClient) -> None:
+    response = post(client, "host-governance", b"x" * (SCAP_REVIEW_BYTES + 1))
     assert response.status_code == 413
+    assert str(SCAP_REVIEW_BYTES) in response.get_json()["error"]
 
 
 def test_only_post_is_served_on_review_paths(client: FlaskClient) -> None:
@@ -112,9 +117,29 @@ def test_readiness_reports_each_problem_and_liveness_does_not_depend_on_them(cli
         PROBLEMS.clear()
 
 
-def test_metrics_count_latency_by_check_and_verdict(client: FlaskClient) -> None:
+def test_the_serving_port_does_not_serve_the_metrics(client: FlaskClient) -> None:
+    assert client.get("/metrics").status_code == 404
+
+
+def series(runtime: Runtime) -> set[str]:
+    return {line.split(" ")[0] for line in generate_latest(runtime.metrics.registry).decode()
+            .splitlines() if line and not line.startswith("#")}
+
+
+def test_requests_naming_no_check_add_no_metric_series_whatever_their_path(
+        runtime: Runtime) -> None:
+    client = create_app(runtime).test_client()
+    post(client, "no-such-check-0", b"{}")
+    before = series(runtime)
+    for index in range(50):
+        assert post(client, f"no-such-check-{index}-{'x' * index}", b"{}").status_code == 404
+    assert series(runtime) == before
+    assert 'fivespot_webhook_rejected_bodies_total{check="unknown",status="404"}' in before
+
+
+def test_metrics_count_latency_by_check_and_verdict(client: FlaskClient, runtime: Runtime) -> None:
     post(client, "host-governance", envelope(request(scap(node=None))))
-    text = client.get("/metrics").data.decode()
+    text = generate_latest(runtime.metrics.registry).decode()
     assert 'fivespot_webhook_admission_duration_seconds_count{check="host-governance",' \
            'verdict="allowed"}' in text
     assert 'verdict="denied"' in text

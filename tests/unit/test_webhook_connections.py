@@ -1,17 +1,30 @@
-"""The connection layer's pure parts: the gateway that buffers a body and calls the WSGI app, and
-the limits. (The deadline, the parser's 400s and the handshake bound are proved against a real server over
-TLS in tests/integration/test_webhook_under_attack.py.)"""
+"""The connection layer's pure parts: the gateway that buffers a body and calls the WSGI app
+(per-path limits, bounded admission of large bodies, the client-certificate refusal), and the
+limits. (The deadline, the parser's 400s and the handshake bound are proved against a real server
+over TLS in tests/integration/test_webhook_under_attack.py.)"""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
 
-from webhook.connections import MAX_BODY_BYTES, ConnectionLimits, Message, WSGIGateway
+from webhook.bodies import OTHER_BYTES, SCAP_REVIEW_BYTES, body_limit, check_label
+from webhook.connections import (
+    GATE_EXTENSION,
+    MAX_BODY_BYTES,
+    BodyLimit,
+    ConnectionLimits,
+    Message,
+    WSGIGateway,
+    json_values,
+)
 
 LIMIT = 100
+LIMITS = ConnectionLimits(request_deadline_s=1.0, max_body_bytes=LIMIT, small_body_bytes=40,
+                          large_bodies=1)
 
 
 class Recorder:
@@ -26,21 +39,30 @@ class Recorder:
         return [b"o", b"k"]
 
 
-def run(messages: list[dict[str, Any]], headers: list[tuple[bytes, bytes]]
+def run(messages: list[dict[str, Any]], headers: list[tuple[bytes, bytes]],
+        gateway: WSGIGateway | None = None, path: str = "/validate/target-guard",
+        method: str = "POST", refusal: str | None = None, stays: bool = False
         ) -> tuple[Recorder, list[Message], int]:
-    app = Recorder()
+    """Serve one request of `messages`; then the client disconnects, or with `stays` it keeps
+    the connection open and silent (a gateway that waits for it fails the 2 s bound)."""
+    gateway = gateway or WSGIGateway(Recorder(), LIMITS)
+    app = gateway.app
+    assert isinstance(app, Recorder)
     sent: list[Message] = []
     pending = list(messages)
 
     async def receive() -> dict[str, Any]:
+        if not pending and stays:
+            await asyncio.Event().wait()
         return pending.pop(0) if pending else {"type": "http.disconnect"}
 
     async def send(message: Message) -> None:
         sent.append(message)
 
-    scope = {"type": "http", "path": "/validate/target-guard", "headers": headers, "method": "POST",
-             "query_string": b"", "http_version": "1.1", "scheme": "https", "root_path": ""}
-    asyncio.run(WSGIGateway(app, LIMIT)(scope, receive, send))
+    scope = {"type": "http", "path": path, "headers": headers, "method": method,
+             "query_string": b"", "http_version": "1.1", "scheme": "https", "root_path": "",
+             "extensions": {GATE_EXTENSION: refusal}}
+    asyncio.run(asyncio.wait_for(gateway(scope, receive, send), 2))
     return app, sent, len(pending)
 
 
@@ -90,3 +112,98 @@ def test_the_request_deadline_is_half_the_api_servers_timeout(timeout: int, dead
     limits = ConnectionLimits.for_timeout(timeout)
     assert limits.request_deadline_s == deadline < timeout
     assert limits.max_body_bytes == MAX_BODY_BYTES == 7 * 1024 * 1024
+
+
+def test_each_check_has_the_body_limit_its_reviews_need() -> None:
+    assert body_limit("/validate/host-governance").size == SCAP_REVIEW_BYTES == 2 * 1024 * 1024
+    assert body_limit("/validate/field-governance") == body_limit("/validate/vap-polyfill") \
+        == body_limit("/validate/host-governance")
+    assert body_limit("/validate/target-guard").size == MAX_BODY_BYTES
+    for other in ("/validate/", "/validate/nope", "/metrics", "/validate/target-guard/x", "/"):
+        assert body_limit(other).size == OTHER_BYTES
+        assert check_label(other) == "unknown"
+    assert check_label("/validate/target-guard") == "target-guard"
+
+
+def test_json_values_over_counts_never_under_counts() -> None:
+    body = json.dumps({"a": [1, 2, {"b": "x,y"}], "c": []}).encode()
+    assert json_values(body) >= 7  # a, the list, 1, 2, the object, b, c's list
+    assert json_values(b"[[[]]],[[[]]]") == 7
+
+
+def test_a_large_body_with_more_values_than_its_path_allows_is_413_before_it_is_parsed() -> None:
+    gateway = WSGIGateway(Recorder(), LIMITS, lambda _path: BodyLimit(LIMIT, 20))
+    dense = b"[" + b"[]," * 20 + b"[]]"
+    app, sent, _ = run([body(dense)], [(b"content-length", str(len(dense)).encode())], gateway)
+    assert not app.calls and sent[0]["status"] == 413
+    assert b"more than 20 JSON values" in sent[1]["body"]
+    sparse = b'["' + b"x" * 60 + b'"]'
+    app, sent, _ = run([body(sparse)], [(b"content-length", str(len(sparse)).encode())], gateway)
+    assert len(app.calls) == 1 and sent[0]["status"] == 200
+
+
+def test_a_declared_length_over_the_paths_limit_is_413_though_under_the_ceiling() -> None:
+    gateway = WSGIGateway(Recorder(), ConnectionLimits(request_deadline_s=1.0), body_limit)
+    declared = SCAP_REVIEW_BYTES + 1
+    app, sent, _ = run([body(b"", more=False)], [(b"content-length", str(declared).encode())],
+                       gateway, path="/validate/host-governance")
+    assert not app.calls and sent[0]["status"] == 413
+    assert str(SCAP_REVIEW_BYTES).encode() in sent[1]["body"]
+
+
+def test_a_large_body_without_a_free_slot_gets_503_at_once_and_a_small_one_is_still_served() -> None:
+    gateway = WSGIGateway(Recorder(), LIMITS)
+    assert gateway.large.take()  # the only slot is held by another large body
+    app, sent, left = run([body(b"x" * 50)], [(b"content-length", b"50")], gateway)
+    assert not app.calls and left == 0
+    assert sent[0]["status"] == 503 and (b"retry-after", b"1") in sent[0]["headers"]
+    app, sent, _ = run([body(b"x" * 30)], [(b"content-length", b"30")], gateway)
+    assert [len(data) for _, data in app.calls] == [30] and sent[0]["status"] == 200
+
+
+def test_a_chunked_body_growing_past_the_small_size_needs_a_slot_too() -> None:
+    gateway = WSGIGateway(Recorder(), LIMITS)
+    assert gateway.large.take()
+    chunks = [body(b"x" * 30, more=True), body(b"x" * 30, more=True), body(b"")]
+    app, sent, _ = run(chunks, [(b"transfer-encoding", b"chunked")], gateway)
+    assert not app.calls and sent[0]["status"] == 503
+
+
+def test_a_large_body_gives_its_slot_back_once_answered() -> None:
+    gateway = WSGIGateway(Recorder(), LIMITS)
+    for _ in range(3):
+        app, sent, _ = run([body(b"x" * 50)], [(b"content-length", b"50")], gateway)
+        assert sent[0]["status"] == 200
+        chunked, sent, _ = run([body(b"x" * 30, more=True), body(b"x" * 30)],
+                               [(b"transfer-encoding", b"chunked")], gateway)
+        assert sent[0]["status"] == 200
+    assert gateway.large.free == 1
+    assert len(gateway.app.calls) == 6  # type: ignore[attr-defined]
+
+
+def test_a_caller_refused_at_the_handshake_gets_403_and_its_body_is_never_read() -> None:
+    app, sent, left = run([body(b"{}")], [(b"content-length", b"2")],
+                          refusal="no client certificate was presented")
+    assert not app.calls and left == 1
+    assert sent[0]["status"] == 403 and sent[-1]["more_body"] is False
+    assert b"no client certificate was presented" in sent[1]["body"]
+
+
+@pytest.mark.parametrize("path", ["/healthz", "/readyz"])
+def test_a_caller_without_an_accepted_certificate_may_still_probe(path: str) -> None:
+    app, sent, _ = run([body(b"")], [], path=path, method="GET", refusal="no certificate")
+    assert len(app.calls) == 1 and sent[0]["status"] == 200
+    app, sent, _ = run([body(b"")], [], path=path, method="POST", refusal="no certificate")
+    assert not app.calls and sent[0]["status"] == 403
+
+
+def test_a_body_refused_once_whole_frees_its_slot_though_its_client_stays_connected() -> None:
+    """Nothing is left to drain, so the gateway does not wait for the client: a client that
+    keeps quiet after an over-budget body cannot hold a large-body slot."""
+    gateway = WSGIGateway(Recorder(), LIMITS, lambda _path: BodyLimit(LIMIT, 20))
+    dense = b"[" + b"[]," * 20 + b"[]]"
+    for _ in range(3):
+        app, sent, _ = run([body(dense)], [(b"content-length", str(len(dense)).encode())],
+                           gateway, stays=True)
+        assert sent[0]["status"] == 413 and sent[-1]["more_body"] is False
+    assert gateway.large.free == 1

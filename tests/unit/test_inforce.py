@@ -1,0 +1,125 @@
+"""Which policies are in force (`controllers.inforce.in_force`): the cluster's copies of
+fivespot's policies with the cluster's bindings of them, the bundle's where the cluster has none
+or its copy does not compile here; nobody else's policies. Decided on the compiled example."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from api.bundle import parse_bundle
+from compiler.pipeline import compile_repo
+from controllers.inforce import as_created, compile_in_force, in_force
+from policies import admission as rules
+from policies.admission_eval import PolicySet, review
+
+pytestmark = pytest.mark.unit
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "agent-sandbox" / "config"
+Objects = list[dict[str, Any]]
+
+
+@pytest.fixture(scope="module")
+def bundle() -> tuple[Objects, Objects]:
+    """The example's compiled (policies and bindings, params)."""
+    compiled = parse_bundle(json.loads(compile_repo(EXAMPLE).files["bundle.json"]))
+    return list(compiled.admission.policies), list(compiled.admission.params)
+
+
+def named(objects: Objects, name: str, kind: str = "ValidatingAdmissionPolicy") -> dict[str, Any]:
+    return copy.deepcopy(next(o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name))
+
+
+def tenancy_for(objects: Objects, namespaces: list[str]) -> dict[str, Any]:
+    """The tenancy policy as a later output compiles it: tenants `namespaces`."""
+    policy = named(objects, rules.TENANCY)
+    literal = "[" + ", ".join(f"'{n}'" for n in namespaces) + "]"
+    policy["spec"]["variables"] = [{"name": rules.TENANT_NAMESPACES_VARIABLE, "expression": literal}]
+    policy["metadata"]["resourceVersion"] = "7"
+    return policy
+
+
+def scap(namespace: str, value: int = 2) -> dict[str, Any]:
+    return {"apiVersion": "5spot.finos.org/v1alpha1", "kind": "ScheduledCapacity",
+            "metadata": {"name": "pool", "namespace": namespace},
+            "spec": {"schedule": {"apiVersion": "spotschedules.5spot.finos.org/v1alpha1",
+                                  "kind": "ManualSchedule", "name": "open"},
+                     "targetRef": {"apiVersion": "pools.agents.example.com/v1alpha1",
+                                   "kind": "VirtualMachinePool", "name": "pool"},
+                     "capacity": {"path": "spec.warmReplicas", "activeValue": value}}}
+
+
+def denials(objects: Sequence[Mapping[str, Any]], params: Objects, obj: dict[str, Any]) -> list[str]:
+    policies = PolicySet.compile(objects, params)
+    verdict = review(policies, as_created(obj, obj["metadata"]["namespace"]))
+    return [v.message for v in verdict.violations]
+
+
+def test_a_namespace_the_clusters_tenancy_policy_no_longer_lists_is_out_of_policy(
+        bundle: tuple[Objects, Objects]) -> None:
+    compiled, params = bundle
+    live = tenancy_for(compiled, ["agents-gpu"])
+    binding = named(compiled, rules.TENANCY, "ValidatingAdmissionPolicyBinding")
+    found = in_force(compiled, [live], [binding])
+    [message] = denials(found, params, scap("agents"))
+    assert "namespace agents has no TenantPolicy" in message
+    assert denials(compiled, params, scap("agents")) == [], "the bundle alone still admits it"
+
+
+def test_a_policy_the_cluster_has_no_copy_of_is_judged_as_the_bundle_compiled_it(
+        bundle: tuple[Objects, Objects]) -> None:
+    compiled, params = bundle
+    found = in_force(compiled, [], [])
+    assert found == compiled
+    assert denials(found, params, scap("agents")) == []
+    assert "has no TenantPolicy" in denials(found, params, scap("lab"))[0]
+
+
+def test_a_policy_in_the_cluster_without_a_binding_there_is_not_in_force_as_in_the_api_server(
+        bundle: tuple[Objects, Objects]) -> None:
+    compiled, params = bundle
+    found = in_force(compiled, [tenancy_for(compiled, [])], [])
+    assert denials(found, params, scap("lab")) == []
+
+
+def test_the_clusters_bindings_replace_the_bundles_for_a_policy_the_cluster_has(
+        bundle: tuple[Objects, Objects]) -> None:
+    """`agents` moved off the tenant-limits binding in the cluster: its limit no longer applies,
+    though the bundle still binds it."""
+    compiled, params = bundle
+    limits = named(compiled, rules.TENANT_LIMITS)
+    gpu = named(compiled, f"{rules.TENANT_LIMITS}-agents-gpu", "ValidatingAdmissionPolicyBinding")
+    over = scap("agents", 11)
+    assert any("exceeds the limit 10 of TenantPolicy agents" in m for m in denials(compiled, params, over))
+    found = in_force(compiled, [limits], [gpu])
+    assert not any("TenantPolicy agents;" in m for m in denials(found, params, over))
+    names = [o["metadata"]["name"] for o in found if o["kind"] == "ValidatingAdmissionPolicyBinding"]
+    assert f"{rules.TENANT_LIMITS}-agents" not in names and f"{rules.TENANT_LIMITS}-agents-gpu" in names
+
+
+def test_policies_and_bindings_that_are_not_fivespots_are_not_judged(
+        bundle: tuple[Objects, Objects]) -> None:
+    compiled, params = bundle
+    theirs = tenancy_for(compiled, [])
+    theirs["metadata"]["name"] = "someone-elses"
+    binding = {"apiVersion": "admissionregistration.k8s.io/v1",
+               "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": "someone-elses"},
+               "spec": {"policyName": "someone-elses", "validationActions": ["Deny"]}}
+    assert in_force(compiled, [theirs], [binding]) == compiled
+
+
+def test_a_clusters_copy_that_does_not_compile_here_is_replaced_by_the_bundles(
+        bundle: tuple[Objects, Objects]) -> None:
+    compiled, params = bundle
+    broken = tenancy_for(compiled, ["agents-gpu"])
+    broken["spec"]["validations"][0]["expression"] = "request.namespace in variables.("
+    binding = named(compiled, rules.TENANCY, "ValidatingAdmissionPolicyBinding")
+    policies, unusable = compile_in_force(compiled, [broken], [binding])
+    assert list(unusable) == [rules.TENANCY]
+    verdict = review(policies.with_params(params), as_created(scap("agents"), "agents"))
+    assert verdict.allowed, "judged by the bundle's copy, which lists agents"
