@@ -355,8 +355,8 @@ def _check_date(text: str) -> str:
     return text
 
 
-def _check_until(text: str) -> str:
-    parse_until(text)
+def _check_instant(text: str) -> str:
+    parse_instant(text)
     return text
 
 
@@ -370,8 +370,8 @@ def _check_close_clock(text: str) -> str:
     return text
 
 
-def _check_instant(text: str) -> str:
-    parse_instant(text)
+def _check_until(text: str) -> str:
+    parse_until(text)
     return text
 
 
