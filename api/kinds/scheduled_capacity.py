@@ -319,6 +319,26 @@ class ScheduleState(KindModel):
     )
 
 
+class ContestState(KindModel):
+    """Another field manager rewrites the governed field: who, how often fivespot put its value
+    back, and when it last did (what the repair backoff is computed from, so a restart loses
+    nothing)."""
+
+    manager: str = Field(
+        default="",
+        description="The field manager that owned the field when it was last found rewritten "
+        "(from the target's managedFields); empty when it could not be read.",
+        max_length=128,
+    )
+    repairs: int = Field(
+        default=0, ge=0, le=1_000_000,
+        description="How many times the controller has put its value back in this contest.",
+    )
+    last_repair_time: datetime | None = Field(
+        default=None, description="When the controller last put its value back."
+    )
+
+
 class ScheduledCapacityStatus(KindModel):
     """What the capacity controller observed and did. All controller state lives here."""
 
@@ -363,6 +383,11 @@ class ScheduledCapacityStatus(KindModel):
     )
     schedule: ScheduleState | None = Field(
         default=None, description="The last known state of the schedule provider."
+    )
+    contest: ContestState | None = Field(
+        default=None,
+        description="Set while another field manager rewrites the governed field "
+        "(FieldContested=True): the repair backoff's state.",
     )
 
     def condition(self, type_: str) -> Condition | None:

@@ -30,7 +30,7 @@ import dataclasses
 from pathlib import PurePosixPath
 from typing import Any, Final
 
-from api.identities import WEBHOOK_CONFIGURATION, WEBHOOK_TLS_SECRET
+from api.identities import CAPACITY_CONTROLLER, WEBHOOK_CONFIGURATION, WEBHOOK_TLS_SECRET
 from compiler.emit import health
 from compiler.emit.base import LAYERS, RBAC, SCHEDULES, SYNC_WAVES, WEBHOOK_CONFIG, Artifact, metadata
 from compiler.repo import Repo
@@ -65,6 +65,10 @@ ARGOCD_CM_APPLY: Final = (f"kubectl apply --server-side --field-manager={ARGOCD_
                           "-f argocd/argocd-cm.health.yaml")
 """How to apply the health keys: docs/operations/gitops.md and the file's own comment say it."""
 DEFAULT_PROJECT: Final = "default"
+IGNORE_DIFFERENCES_ALL: Final = "resource.customizations.ignoreDifferences.all"
+"""The argocd-cm key whose `managedFieldsManagers` Argo CD leaves out of every Application's diff:
+a field the capacity controller owns (the gated field, after its write) is then never drift to a
+tenant's Application, so self-heal never reverts it (decision record 0029)."""
 
 
 def decorate(artifacts: list[Artifact]) -> list[Artifact]:
@@ -218,10 +222,13 @@ def argocd_health(repo: Repo, artifacts: list[Artifact]) -> list[Artifact]:
         "metadata": {"name": ARGOCD_CM, "namespace": argo.namespace,
                      "labels": {"app.kubernetes.io/name": ARGOCD_CM,
                                 "app.kubernetes.io/part-of": "argocd"}},
-        "data": health.argocd_health(reporting_kinds(artifacts), repo.has_webhook),
+        "data": {**health.argocd_health(reporting_kinds(artifacts), repo.has_webhook),
+                 IGNORE_DIFFERENCES_ALL: f"managedFieldsManagers:\n- {CAPACITY_CONTROLLER}\n"},
     }
     comment = (
-        "fivespot's health checks, to add to Argo CD's argocd-cm (not synced by the Application).\n"
+        "fivespot's health checks, and the gated fields left out of every Application's diff\n"
+        "(ignoreDifferences.all: what fivespot's capacity controller owns), to add to Argo CD's\n"
+        "argocd-cm (not synced by the Application).\n"
         f"Apply from the output folder: {ARGOCD_CM_APPLY}\n"
         f"The field manager must be fivespot's own ({ARGOCD_CM_FIELD_MANAGER}): under kubectl's\n"
         "default one, which Argo CD's own install uses, each apply removes the other's keys.\n"

@@ -38,6 +38,9 @@ CAPACITY_WRITTEN: Final = "CapacityWritten"
 HANDBACK_COMPLETE: Final = "HandbackComplete"
 HOST_GOVERNANCE_CONFLICT: Final = "HostGovernanceConflict"
 FIELD_GOVERNANCE_CONFLICT: Final = "FieldGovernanceConflict"
+FIELD_CONTESTED: Final = "FieldContested"
+"""Another field manager rewrites the field (`controllers.capacity.contest`); present only while
+True, like Reconciling and Stalled."""
 
 CONDITION_TYPES: Final = (
     READY,
@@ -49,6 +52,7 @@ CONDITION_TYPES: Final = (
     HANDBACK_COMPLETE,
     HOST_GOVERNANCE_CONFLICT,
     FIELD_GOVERNANCE_CONFLICT,
+    FIELD_CONTESTED,
 )
 """Every condition the controller sets, in the order it reports them."""
 
@@ -99,6 +103,8 @@ class Reason:
     GOVERNED_BY_OLDER: Final = "FieldGovernedByOlderScheduledCapacity"
     YOUNGER_IGNORED: Final = "YoungerScheduledCapacitiesIgnored"
     SOLE_GOVERNOR: Final = "NoOtherScheduledCapacity"
+    # FieldContested (present only while True): another field manager rewrote the field
+    REWRITTEN: Final = "RewrittenByAnotherFieldManager"
     # Error: the spec cannot be acted on; nothing is written
     INVALID_SPEC: Final = "InvalidSpec"
     CAPACITY_PATH_REJECTED: Final = "CapacityPathRejected"

@@ -68,6 +68,7 @@ from controllers.capacity.observations import (
     TargetNotFound,
     TargetObservation,
     WithinPolicy,
+    field_owner,
     observe_machines,
     observe_target,
     parse_spec,
@@ -302,6 +303,25 @@ class CapacityReconciler:
                 return TargetNotFound()
             return LookupFailed(f"reading the target: {failure}")
 
+    def _field_writer(self, spec: ScheduledCapacitySpec, namespace: str) -> str:
+        """The field manager owning spec.capacity.path on the target, read from the API server
+        with its managedFields ("" when that fails). Read only for a repair, never cached: the
+        informers drop managedFields (most of an object's size, on every event of every target)
+        for a question asked only when another writer is at work, at most
+        `contest.MAX_WRITES_PER_MINUTE` times a minute per object (decision record 0029)."""
+        resolved, _ = self._target_kind(spec)
+        if resolved is None:
+            return ""
+        path = kube.resource_path(resolved.group, resolved.version, resolved.plural, namespace,
+                                  spec.target_ref.name)
+        try:
+            found = kube.request(self.api, "GET", path)
+        except kube.ApiError as failure:
+            log.info("reading the field's manager failed", extra={"error": str(failure)[:300]})
+            return ""
+        managed = _mapping(found.get("metadata") if isinstance(found, Mapping) else None).get("managedFields")
+        return field_owner(managed, spec.capacity.path, FIELD_MANAGER) or ""
+
     def _field_standing(self, obj: Obj) -> Standing:
         """This object's standing among the ScheduledCapacities naming its target, from the
         cache. The cache is one watch over every namespace, delivered in resourceVersion order,
@@ -367,6 +387,11 @@ class CapacityReconciler:
             else WithinPolicy(),
         )
         decision = decide(inp)
+        if decision.ask_writer and isinstance(spec, ScheduledCapacitySpec) \
+                and isinstance(inp.target, TargetFound):
+            # A repair: someone rewrote the field. Who, from the target's managedFields.
+            inp = replace(inp, target=replace(inp.target, writer=self._field_writer(spec, namespace)))
+            decision = decide(inp)
         machines_rv: str | None = None
         # No fresh read of the target before a write: the observation already holds our own
         # last write of it (`OwnWrites.known`); whether to write rests on the schedule, the host and

@@ -75,6 +75,7 @@ from api.fieldpath import capacity_path_error, drained_path_error
 from api.kinds.scheduled_capacity import (
     INACTIVE_VALUE,
     Condition,
+    ContestState,
     ConditionStatus,
     Phase,
     ScheduledCapacitySpec,
@@ -84,6 +85,7 @@ from api.kinds.scheduled_capacity import (
 )
 from api.provider_contract import LookupFailed, Resolved, ScheduleObservation, Unresolved
 from controllers.capacity import conditions as cond
+from controllers.capacity import contest
 from controllers.capacity.conditions import Observation, Reason
 from controllers.capacity.observations import (
     ABSENT,
@@ -135,6 +137,9 @@ class Decision:
     events: tuple[Event, ...]
     transient: str | None = None
     """Set when a lookup failed: nothing was changed; retry with backoff."""
+    ask_writer: bool = False
+    """The write is a repair (someone rewrote the field) and the target's writer is unknown:
+    the shell reads the field's manager (`TargetFound.writer`) and decides again."""
 
 
 @dataclass(frozen=True)
@@ -220,12 +225,13 @@ def decide(inp: DecisionInput) -> Decision:
         )
         target_obs = cond.true(cond.TARGET_RESOLVED, Reason.TARGET_FOUND, f"{_target(spec, inp)} exists")
 
+    capacity, contested, ask_writer = _contest(spec, inp, capacity, prior, now)
     ready_reason = Reason.CAPACITY_ACTIVE if capacity.phase is Phase.ACTIVE else _ready_reason(cause, inp.target)
     progress = cond.settle(ready_reason, capacity.summary,
                            _stalled(cause, capacity, conflict_obs, inp.policy),
                            _reconciling(cause, capacity))
     observations = (*progress, schedule_obs, target_obs, capacity.capacity, capacity.handback, conflict_obs,
-                    _field_observation(spec, inp, standing))
+                    _field_observation(spec, inp, standing), *contested[1:])
     prior_conditions = prior.conditions if prior is not None else ()
     status = ScheduledCapacityStatus(
         phase=capacity.phase,
@@ -238,6 +244,7 @@ def decide(inp: DecisionInput) -> Decision:
         handback_deadline=capacity.handback_deadline,
         observed_generation=inp.generation,
         schedule=schedule_state,
+        contest=contested[0],
     )
     return Decision(
         write=capacity.write,
@@ -245,7 +252,35 @@ def decide(inp: DecisionInput) -> Decision:
         status=status,
         requeue_at=capacity.requeue_at,
         events=_events(prior, status, capacity.write, spec, inp),
+        ask_writer=ask_writer,
     )
+
+
+def _contest(
+    spec: ScheduledCapacitySpec, inp: DecisionInput, capacity: _Capacity,
+    prior: ScheduledCapacityStatus | None, now: datetime,
+) -> tuple[_Capacity, tuple[ContestState | None] | tuple[ContestState | None, Observation], bool]:
+    """Another writer of the field (`controllers.capacity.contest`): a write of the value the
+    field is already held at is a repair, made at once or held back; FieldContested (present
+    only while True) names the other writer. Returns the capacity half, the contest state (with
+    its condition while contested), and whether the shell must read the writer first."""
+    target = inp.target
+    if not isinstance(target, TargetFound):
+        return capacity, (None,), False
+    repair = (capacity.write is not None and prior is not None
+              and prior.written_value == capacity.write and prior.last_write_time is not None)
+    judgement = contest.judge(prior.contest if prior is not None else None, repair, target.writer, now)
+    if not judgement.write_now:
+        capacity = replace(capacity, write=None, last_write_time=_prior_write_time(prior))
+    requeue = min((t for t in (capacity.requeue_at, judgement.requeue_at) if t is not None), default=None)
+    capacity = replace(capacity, requeue_at=requeue)
+    state = judgement.state
+    if state is None:
+        return capacity, (None,), False
+    waiting = judgement.requeue_at if not judgement.write_now else None
+    message = contest.contested_message(state.manager, spec.capacity.path, _target(spec, inp), state, waiting)
+    return (capacity, (state, cond.true(contest.FIELD_CONTESTED, contest.REWRITTEN, message)),
+            repair and target.writer is None)
 
 
 def write_failed(inp: DecisionInput, decision: Decision, error: str) -> ScheduledCapacityStatus:
@@ -862,7 +897,7 @@ def _machine_side(spec: ScheduledCapacitySpec, inp: DecisionInput) -> list[Event
 
 def _is_trouble(condition: Condition) -> bool:
     """A condition worth a Warning event when it turns up (Ready and Error are covered by phase)."""
-    if condition.type == cond.HOST_GOVERNANCE_CONFLICT:
+    if condition.type in (cond.HOST_GOVERNANCE_CONFLICT, contest.FIELD_CONTESTED):
         return condition.status is ConditionStatus.TRUE
     if condition.type == cond.STALLED and condition.reason == Reason.OUT_OF_POLICY:
         return condition.status is ConditionStatus.TRUE

@@ -49,6 +49,9 @@ class TargetFound:
     drained: object = ABSENT
     resource_version: str | None = field(default=None, compare=False)
     """The version observed: a write to the target is conditional on it."""
+    writer: str | None = field(default=None, compare=False)
+    """The field manager owning the capacity path, read from the target's managedFields only
+    when `decide` asks (`Decision.ask_writer`: a repair); "" when it could not be read."""
 
 
 @dataclass(frozen=True)
@@ -162,6 +165,28 @@ def observe_target(
     version = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
     return TargetFound(value=value, drained=drained,
                        resource_version=str(version) if version is not None else None)
+
+
+def field_owner(managed_fields: object, path: str, ours: str) -> str | None:
+    """The field manager that owns `path` in a `metadata.managedFields` list: among the entries
+    whose fieldsV1 holds the path, the most recent one that is not `ours` (two managers share a
+    field that both set to the same value), else `ours`; None when no entry holds it."""
+    if not isinstance(managed_fields, list):
+        return None
+    owners: list[tuple[str, str]] = []
+    for entry in managed_fields:
+        if not isinstance(entry, Mapping):
+            continue
+        node: object = entry.get("fieldsV1")
+        for segment in split_path(path):
+            node = node.get(f"f:{segment}") if isinstance(node, Mapping) else None
+        manager = entry.get("manager")
+        if node is not None and isinstance(manager, str):
+            owners.append((str(entry.get("time") or ""), manager))
+    others = sorted(o for o in owners if o[1] != ours)
+    if others:
+        return others[-1][1]
+    return ours if owners else None
 
 
 def observe_machines(machines: Iterable[Mapping[str, object]]) -> tuple[MachineNode, ...]:

@@ -33,6 +33,7 @@ from api.provider_contract import (
     UnresolvedReason,
 )
 from controllers.capacity.conditions import (
+    FIELD_CONTESTED,
     CAPACITY_WRITTEN,
     CONDITION_TYPES,
     FIELD_GOVERNANCE_CONFLICT,
@@ -226,10 +227,12 @@ TABLE = [
         {READY: (T, "CapacityActive")},
     ),
     Row(
-        "an active value someone changed is written back",
-        lambda: given(target=TargetFound(3, 0), prior=active()),
+        "an active value someone changed is written back at once and the contest is reported",
+        lambda: given(target=TargetFound(3, 0, writer="kustomize-controller"), prior=active()),
         ACTIVE_VALUE,
         Phase.ACTIVE,
+        {READY: (T, "CapacityActive"), FIELD_CONTESTED: (T, "RewrittenByAnotherFieldManager")},
+        requeue_at=NOW + timedelta(seconds=61),
     ),
     Row(
         "a non-numeric value at the path is overwritten with the active value",
@@ -292,7 +295,7 @@ TABLE = [
         0,
         Phase.HANDING_BACK,
         {RECONCILING: (T, "AwaitingZeroWrite"), HANDBACK_COMPLETE: (F, "AwaitingZeroWrite")},
-        requeue_at=NOW + TIMEOUT,
+        requeue_at=NOW + timedelta(seconds=61),  # a repair: looked at again after the quiet time
     ),
     Row(
         "the deadline passing first times the handback out and holds 0 without a write",
@@ -307,7 +310,8 @@ TABLE = [
         lambda: given(schedule=Resolved(False), target=TargetFound(5, 3), prior=timed_out(), now=NOW + 2 * TIMEOUT),
         0,
         Phase.HANDBACK_TIMED_OUT,
-        {HANDBACK_COMPLETE: (F, "HandbackTimedOut")},
+        {HANDBACK_COMPLETE: (F, "HandbackTimedOut"), FIELD_CONTESTED: (T, "RewrittenByAnotherFieldManager")},
+        requeue_at=NOW + 2 * TIMEOUT + timedelta(seconds=61),
     ),
     Row(
         "a timed-out handback completes when the counter finally reads 0",
@@ -351,7 +355,8 @@ TABLE = [
         lambda: given(schedule=Resolved(False), target=TargetFound(7, 2), prior=inactive(), now=NOW + 2 * TIMEOUT),
         0,
         Phase.INACTIVE,
-        {HANDBACK_COMPLETE: (T, "Drained")},
+        {HANDBACK_COMPLETE: (T, "Drained"), FIELD_CONTESTED: (T, "RewrittenByAnotherFieldManager")},
+        requeue_at=NOW + 2 * TIMEOUT + timedelta(seconds=61),
     ),
     # --- nothing given, nothing to hand back ----------------------------------------------------
     Row(
@@ -733,7 +738,7 @@ def test_every_phase_and_condition_type_appears_in_the_table() -> None:
 def test_a_full_decision_reports_every_condition_in_order_and_no_kstatus_condition_once_settled() -> None:
     decision = decide(given())
     assert tuple(c.type for c in decision.status.conditions) == tuple(
-        t for t in CONDITION_TYPES if t not in (RECONCILING, STALLED))
+        t for t in CONDITION_TYPES if t not in (RECONCILING, STALLED, FIELD_CONTESTED))
     assert all(c.observed_generation == 1 for c in decision.status.conditions)
 
 
@@ -930,10 +935,16 @@ def test_a_first_phase_and_a_way_back_from_trouble_are_events() -> None:
     assert ("Normal", "Inactive") in [(e.type, e.reason) for e in recovered.events]
 
 
-def test_a_write_without_a_phase_change_is_a_capacity_written_event() -> None:
+def test_a_write_without_a_phase_change_is_a_capacity_written_event_and_a_rewrite_a_warning() -> None:
     drifted = decide(given(target=TargetFound(3, 4), prior=active()))
     assert drifted.write == ACTIVE_VALUE
-    assert [(e.type, e.reason) for e in drifted.events] == [("Normal", "CapacityWritten")]
+    assert [(e.type, e.reason) for e in drifted.events] == [
+        ("Normal", "CapacityWritten"), ("Warning", "RewrittenByAnotherFieldManager")]
+    assert drifted.ask_writer
+    raised = decide(given(target=TargetFound(ACTIVE_VALUE, 4),
+                          spec=spec_dict(capacity={"path": "spec.warmReplicas", "activeValue": 11}),
+                          prior=active()))
+    assert [(e.type, e.reason) for e in raised.events] == [("Normal", "CapacityWritten")]
 
 
 def test_a_timeout_and_a_conflict_are_warnings() -> None:
