@@ -244,3 +244,129 @@ def ignoring_message(claim: Claim, ignored: tuple[Claim, ...], limit: int = 5) -
 
 def _stamp(moment: datetime) -> str:
     return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --- writers fivespot does not run -----------------------------------------------------------
+#
+# A field has one governor, counting the ones fivespot does not run (decision record 0029): an
+# autoscaler writes its target's replicas through the scale subresource, so a HorizontalPodAutoscaler
+# or a KEDA ScaledObject on a gated object is a second governor (refused like a second
+# ScheduledCapacity); a manifest that sets the gated field is what a GitOps engine puts back at
+# every sync (warned about, with the one-line fix).
+
+AUTOSCALERS: Final = {
+    ("autoscaling", "HorizontalPodAutoscaler"): "spec.minReplicas",
+    ("keda.sh", "ScaledObject"): "spec.minReplicaCount",
+}
+"""The autoscalers fivespot knows, and the field of theirs to gate instead of the target's."""
+SCALE_PATH: Final = "spec.replicas"
+"""The field an autoscaler writes through `/scale` on a Deployment, StatefulSet or ReplicaSet."""
+_MANIFEST_DEPTH: Final = 4
+GITOPS_FIX: Final = (
+    "Take the field out of the manifest in git (Flux's server-side apply then leaves it alone; "
+    "Flux has no other per-field option); with Argo CD, the Application's sync option "
+    "RespectIgnoreDifferences=true also does, the field left in git"
+)
+"""The tenant's one-line fix, said the same way by `fivespot check` and the controller."""
+
+
+class OtherWriter(Struct, frozen=True):
+    """A writer of fields of one object that is not a ScheduledCapacity: an autoscaler (its
+    scale target's `spec.replicas`) or a manifest (the whole-number fields it sets on itself)."""
+
+    kind: str
+    """`Kind.group` of the writer (the autoscaler, or the manifest's own kind)."""
+    namespace: str
+    name: str
+    key: str
+    """`target_key` of the object written."""
+    paths: tuple[str, ...]
+    gate_instead: str = ""
+    """An autoscaler's own field to gate instead ("" for a manifest)."""
+
+    @property
+    def autoscaler(self) -> bool:
+        return bool(self.gate_instead)
+
+    def describe(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}"
+
+
+def _leaf_counts(node: Mapping[str, Any], prefix: str, depth: int) -> list[str]:
+    found: list[str] = []
+    for key, value in node.items():
+        path = f"{prefix}.{key}"
+        if isinstance(value, int) and not isinstance(value, bool):
+            found.append(path)
+        elif depth > 1 and isinstance(value, Mapping):
+            found += _leaf_counts(value, path, depth - 1)
+    return found
+
+
+def writer_of(obj: Mapping[str, Any], namespace: str | None = None) -> OtherWriter | None:
+    """What `obj` writes besides through a ScheduledCapacity: an autoscaler's scale target, or
+    the whole-number fields under a manifest's `spec` (None for neither)."""
+    meta = _mapping(obj.get("metadata"))
+    api_version, kind, name = obj.get("apiVersion"), obj.get("kind"), meta.get("name")
+    ns = meta.get("namespace") or namespace
+    if not all(isinstance(v, str) and v for v in (api_version, kind, name, ns)):
+        return None
+    group = api_group(str(api_version))
+    described = f"{kind}.{group}" if group else str(kind)
+    gate = AUTOSCALERS.get((group, str(kind)))
+    if gate is not None:
+        ref = _mapping(_mapping(obj.get("spec")).get("scaleTargetRef"))
+        target_version = ref.get("apiVersion") or ("apps/v1" if group == "keda.sh" else None)
+        target_kind = ref.get("kind") or ("Deployment" if group == "keda.sh" else None)
+        target = ref.get("name")
+        if not all(isinstance(v, str) and v for v in (target_version, target_kind, target)):
+            return None
+        # A Deployment's, StatefulSet's or ReplicaSet's scale path is spec.replicas; a custom
+        # kind's is its CRD's specReplicasPath, which nothing here reads: any field under spec.
+        scaled = SCALE_PATH if api_group(str(target_version)) == "apps" else "spec"
+        return OtherWriter(described, str(ns), str(name),
+                           target_key(str(ns), str(target_version), str(target_kind), str(target)),
+                           (scaled,), gate)
+    spec = obj.get("spec")
+    if str(kind) == "ScheduledCapacity" or not isinstance(spec, Mapping):
+        return None
+    paths = tuple(_leaf_counts(spec, "spec", _MANIFEST_DEPTH))
+    if not paths:
+        return None
+    return OtherWriter(described, str(ns), str(name),
+                       target_key(str(ns), str(api_version), str(kind), str(name)), paths)
+
+
+def written_by(claim: Claim, writer: OtherWriter) -> str | None:
+    """The path of `writer`'s that is on `claim`'s field (equal or prefix-related), or None."""
+    if claim.key != writer.key:
+        return None
+    for path in writer.paths:
+        theirs = tuple(path.split("."))
+        shorter = min(len(theirs), len(claim.segments))
+        if theirs[:shorter] == claim.segments[:shorter]:
+            return path
+    return None
+
+
+def autoscaled_message(claim: Claim, writer: OtherWriter) -> str:
+    """Why a ScheduledCapacity on a field an autoscaler writes is refused (the webhook,
+    `fivespot check`) or writes nothing (the controller): the same words everywhere."""
+    return (
+        f"{CHECK}: {claim.path} of {claim.describe_target()} is scaled by "
+        f"{writer.describe()} (it writes the object's scale subresource), and a field has one "
+        "governor: "
+        f"the two would overwrite each other. Gate its {writer.gate_instead} instead (point "
+        f"spec.targetRef at {writer.describe()} and spec.capacity.path at {writer.gate_instead}), "
+        "or remove the autoscaler"
+    )
+
+
+def manifest_warning(claim: Claim, writer: OtherWriter, path: str) -> str:
+    """What `fivespot check` says of a manifest that sets a gated field: a GitOps engine
+    applying it puts git's value back over the ScheduledCapacity's."""
+    return (
+        f"{CHECK}: {writer.describe()} sets {path}, which ScheduledCapacity {claim.governor} "
+        f"governs: a GitOps engine applying it puts the value in git back over the schedule's. "
+        f"{GITOPS_FIX}"
+    )

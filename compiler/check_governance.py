@@ -28,12 +28,17 @@ from api.fieldgovernance import (
     Claim,
     Governs,
     GovernedBy,
+    OtherWriter,
     Standing,
+    autoscaled_message,
     claim_of,
     denial,
     governed_by_message,
+    manifest_warning,
     standing,
     standings,
+    writer_of,
+    written_by,
 )
 from api.kinds.names import is_scheduled_capacity
 from compiler.diagnostics import Location
@@ -56,6 +61,9 @@ class Checked(Struct, frozen=True):
     where: Callable[[], Location]
     """Where the object's name is given; asked only of a governor a denial names (finding a
     field's position re-reads its document, which would double the cost of a clean run)."""
+    writer: OtherWriter | None = None
+    """What the object writes besides through a ScheduledCapacity (an autoscaler's target, a
+    manifest's own fields: `api.fieldgovernance.writer_of`)."""
 
 
 def object_claim(obj: Mapping[str, Any] | None, namespace: str) -> Claim | None:
@@ -63,6 +71,14 @@ def object_claim(obj: Mapping[str, Any] | None, namespace: str) -> Claim | None:
     if obj is None or not is_scheduled_capacity(obj):
         return None
     return claim_of(obj, namespace)
+
+
+def object_writer(obj: Mapping[str, Any] | None, namespace: str) -> OtherWriter | None:
+    """The other writer an object is (`api.fieldgovernance.writer_of`; None for a
+    ScheduledCapacity, or no object)."""
+    if obj is None or is_scheduled_capacity(obj):
+        return None
+    return writer_of(obj, namespace)
 
 
 def _same_claim(a: Claim, b: Claim | None) -> bool:
@@ -117,7 +133,52 @@ def _contested(checked: Sequence[Checked]) -> set[str]:
 def field_governance(checked: Sequence[Checked]) -> list[Verdict]:
     """Each object's verdict with the field-governance rule applied among all of them."""
     contested = _contested(checked)
-    return governed(checked, contested) if contested else [item.verdict for item in checked]
+    verdicts = governed(checked, contested) if contested else [item.verdict for item in checked]
+    return other_writers(checked, verdicts)
+
+
+def other_writers(checked: Sequence[Checked], verdicts: list[Verdict]) -> list[Verdict]:
+    """The verdicts with the writers fivespot does not run counted: a ScheduledCapacity on a
+    field an autoscaler in the set writes is denied (as the webhook denies it); one on a field a
+    manifest in the set sets gets a warning naming the manifest (a GitOps engine would put its
+    value back)."""
+    writers: dict[str, list[Checked]] = {}
+    for item in checked:
+        if item.writer is not None:
+            writers.setdefault(item.writer.key, []).append(item)
+    if not writers:
+        return verdicts
+    found = list(verdicts)
+    for index, item in enumerate(checked):
+        claim = item.claim
+        if claim is None or claim.key not in writers:
+            continue
+        for other in writers[claim.key]:
+            assert other.writer is not None
+            path = written_by(claim, other.writer)
+            if path is None:
+                continue
+            found[index] = (_autoscaled(found[index], claim, other) if other.writer.autoscaler
+                            else _manifest(found[index], claim, other, path))
+    return found
+
+
+def _autoscaled(verdict: Verdict, claim: Claim, other: Checked) -> Verdict:
+    assert other.writer is not None
+    message = f"{autoscaled_message(claim, other.writer)}. {other.writer.describe()} is defined at {other.where()}"
+    if not verdict.allowed:
+        return replace(verdict, violations=(*verdict.violations, Violation(
+            "webhook", POLICY, "spec.targetRef", message, reason="Forbidden")))
+    return replace(verdict, allowed=False, status=Status(
+        403, "Forbidden", f'admission webhook "{POLICY}" denied the request: {message}'),
+        violations=(*verdict.violations, Violation("webhook", POLICY, "spec.targetRef", message,
+                                                   reason="Forbidden")))
+
+
+def _manifest(verdict: Verdict, claim: Claim, other: Checked, path: str) -> Verdict:
+    assert other.writer is not None
+    warning = f"{manifest_warning(claim, other.writer, path)}. It is defined at {other.where()}"
+    return replace(verdict, warnings=(*verdict.warnings, warning))
 
 
 def governed(checked: Sequence[Checked], targets: Collection[str]) -> list[Verdict]:

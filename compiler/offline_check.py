@@ -24,7 +24,7 @@ from msgspec import Struct
 from msgspec.structs import replace
 
 from compiler import checkcache, checkpool, folders
-from compiler.check_governance import Checked, field_governance, object_claim
+from compiler.check_governance import Checked, field_governance, object_claim, object_writer
 from compiler.checkpool import MIN_PER_WORKER, usable_cores
 from compiler.diagnostics import Diagnostic, InputError, Location
 from compiler.objectyaml import (
@@ -57,7 +57,7 @@ from policies import kubeversions
 from policies.kubeversions import KubernetesVersion
 
 if TYPE_CHECKING:
-    from api.fieldgovernance import Claim
+    from api.fieldgovernance import Claim, OtherWriter
     from compiler.pipeline import Compiled
     from compiler.spec import PolicyRule
 
@@ -404,9 +404,10 @@ def _decide(checker: Checker, document: Document,
             previous: Mapping[tuple[str, str, str, str], Document],
             namespace_objects: Mapping[str, Mapping[str, Any]],
             field_validation: FieldValidation, authorizer: Mapping[str, Any]
-            ) -> tuple[Result, Claim | None, Claim | None]:
+            ) -> tuple[Result, Claim | None, Claim | None, OtherWriter | None]:
     """One document decided (UPDATE when `previous` holds its old version), with its
-    field-governance claim and its old version's when that matters; raises NamespaceRequired."""
+    field-governance claim and its old version's when that matters, and the other writer it is
+    (an autoscaler, a manifest); raises NamespaceRequired."""
     key = _key(checker, document.data)
     before = previous.get(key)
     old = before.data if before is not None else None
@@ -420,12 +421,13 @@ def _decide(checker: Checker, document: Document,
         if error.governed:
             raise
         return (Result(key[0], key[1], key[2], key[3], request.operation, _PLAIN, document.file,
-                       document.line, _not_checked(error)), None, None)
+                       document.line, _not_checked(error)), None, None,
+                object_writer(document.data, key[2] or "default"))
     result = Result(key[0], key[1], key[2], key[3], request.operation, verdict,
                     document.file, document.line)
     claim = object_claim(document.data, result.namespace)
     old_claim = object_claim(old, result.namespace) if claim is not None and old is not None else None
-    return result, claim, old_claim
+    return result, claim, old_claim, object_writer(document.data, result.namespace or "default")
 
 
 def _check_here(checker: Checker, sources: Sequence[_Source], old: Path | None,
@@ -454,14 +456,15 @@ def _check_here(checker: Checker, sources: Sequence[_Source], old: Path | None,
     checked: list[Checked] = []
     for document in documents:
         try:
-            result, claim, old_claim = _decide(checker, document, previous, namespace_objects,
-                                               field_validation, authorizer)
+            result, claim, old_claim, writer = _decide(checker, document, previous,
+                                                       namespace_objects, field_validation,
+                                                       authorizer)
         except NamespaceRequired as error:
             problems.append(_namespace_needed(document, error, namespaces))
             continue
         results.append(result)
         checked.append(Checked(claim, old_claim, result.verdict,
-                               functools.partial(document.locate, "metadata", "name")))
+                               functools.partial(document.locate, "metadata", "name"), writer))
     if problems:
         raise InputError(problems)
     return results, checked
@@ -529,13 +532,13 @@ def _check_in_workers(checker: Checker, sources: Sequence[_Source], old: Path | 
         """A run's results as the parent keeps them (made while the workers go on)."""
         found = []
         for (api_version, kind, namespace, name, operation, verdict, line, claim, old_claim,
-             index, number, position, skipped) in part:
+             writer, index, number, position, skipped) in part:
             result = Result(api_version, kind, namespace, name, operation,
                             _plain_verdict(verdict) if isinstance(verdict, tuple) else verdict,
                             sources[index][0], line,
                             skipped)
             found.append((result, Checked(claim, old_claim, result.verdict, functools.partial(
-                _name_in_part, sources[index], number, position))))
+                _name_in_part, sources[index], number, position), writer)))
         return found
 
     done = checkpool.run(work, len(runs), jobs, each=taken_in)
@@ -549,24 +552,25 @@ def _check_in_workers(checker: Checker, sources: Sequence[_Source], old: Path | 
 
 
 _Decided = tuple[str, str, str, str, str, "Verdict | tuple[str, ...]", int, "Claim | None",
-                 "Claim | None", int, int, int, str]
+                 "Claim | None", "OtherWriter | None", int, int, int, str]
 """What a worker sends back for an object: apiVersion, kind, namespace, name, operation, the
 verdict (a plain one as the policies it assumed the authorizer of: `_plain_verdict`), its
-line, its claim and its old version's, where it is (file, part, position among the part's
-objects), and why it was skipped ('' when checked)."""
+line, its claim and its old version's, the other writer it is (an autoscaler, a manifest),
+where it is (file, part, position among the part's objects), and why it was skipped ('' when
+checked)."""
 
 
-def _decided(decided: tuple[Result, Claim | None, Claim | None], index: int, part: int,
-             position: int) -> _Decided:
+def _decided(decided: tuple[Result, Claim | None, Claim | None, OtherWriter | None], index: int,
+             part: int, position: int) -> _Decided:
     """An object's `_Decided`: the strings most objects share interned (pickled once), a plain
     admission as the names of the policies it assumed the authorizer of (unpickling is the
     parent's share of the work)."""
-    result, claim, old_claim = decided
+    result, claim, old_claim, writer = decided
     verdict = result.verdict
     sent = tuple(intern(p) for p in verdict.assumed) if _plain(verdict) else verdict
     return (intern(result.api_version), intern(result.kind), intern(result.namespace),
-            result.name, result.operation, sent, result.line, claim, old_claim, index, part,
-            position, result.skipped)
+            result.name, result.operation, sent, result.line, claim, old_claim, writer, index,
+            part, position, result.skipped)
 
 
 _PLAIN: Final = Verdict(True)

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Final
 
+from api.fieldgovernance import GITOPS_FIX
 from api.identities import CAPACITY_CONTROLLER
 from api.kinds.scheduled_capacity import ContestState
 from controllers.capacity.conditions import FIELD_CONTESTED as FIELD_CONTESTED
@@ -111,9 +112,7 @@ def contested_message(manager: str, path: str, target: str, state: ContestState,
         f"{who} rewrote {path} of {target} after this ScheduledCapacity wrote it "
         f"({state.repairs} repair{'s' if state.repairs != 1 else ''} so far{then}): a field has "
         f"one governor, and repairs back off to one per {int(BACKOFF_CAP.total_seconds()) // 60} "
-        "minutes. Stop the other writer: take the field out of git (or, in Argo CD, add the "
-        "sync option RespectIgnoreDifferences=true; in Flux, annotate the object "
-        "kustomize.toolkit.fluxcd.io/ssa: IfNotPresent); for an HorizontalPodAutoscaler or a "
-        "KEDA ScaledObject, gate its spec.minReplicas (minReplicaCount) instead. The condition "
-        "clears by itself once the field stays put"
+        f"minutes. Stop the other writer. {GITOPS_FIX}. For a HorizontalPodAutoscaler or a "
+        "KEDA ScaledObject, gate its spec.minReplicas (spec.minReplicaCount) instead. The "
+        "condition clears by itself once the field stays put"
     )

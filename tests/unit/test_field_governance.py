@@ -430,3 +430,70 @@ def test_check_over_thousands_of_objects_compares_each_only_with_those_on_its_ow
     verdicts = field_governance(_checked(objects, [True] * len(objects)))
     assert sum(not v.allowed for v in verdicts) == 2000
     assert calls <= 10 * len(objects)
+
+
+# --- the governors fivespot does not run -------------------------------------------------------
+
+
+def hpa(name: str = "sandboxes-hpa", *, target: str = "sandboxes",
+        api_version: str = "pools.agents.example.com/v1alpha1") -> dict[str, Any]:
+    return {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": name, "namespace": "agents"},
+            "spec": {"scaleTargetRef": {"apiVersion": api_version, "kind": "VirtualMachinePool",
+                                        "name": target},
+                     "minReplicas": 1, "maxReplicas": 5}}
+
+
+def test_check_denies_a_scheduled_capacity_on_an_object_an_hpa_in_the_set_scales(
+        out_dir: Any, tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    autoscaler = _file(tmp_path / "hpa.yaml", hpa())
+    objects = _file(tmp_path / "scaps.yaml", _file_scap("office-hours"),
+                    _file_scap("elsewhere", target="other-pool"))
+    code, found = _check(capsys, objects, autoscaler, "--policies", out_dir)
+    assert code == 1 and found["elsewhere"]["allowed"]
+    denied = found["office-hours"]
+    assert not denied["allowed"]
+    [violation] = [v for v in denied["violations"] if v["source"] == "webhook"]
+    assert violation["message"] == (
+        "field-governance: spec.warmReplicas of VirtualMachinePool.pools.agents.example.com "
+        "agents/sandboxes is scaled by HorizontalPodAutoscaler.autoscaling agents/sandboxes-hpa "
+        "(it writes the object's scale subresource), and a field has one governor: the two would "
+        "overwrite each other. Gate its spec.minReplicas instead (point spec.targetRef at "
+        "HorizontalPodAutoscaler.autoscaling agents/sandboxes-hpa and spec.capacity.path at "
+        f"spec.minReplicas), or remove the autoscaler. HorizontalPodAutoscaler.autoscaling "
+        f"agents/sandboxes-hpa is defined at {autoscaler}:4:3")
+
+
+def test_a_keda_scaled_object_is_a_governor_too_and_names_min_replica_count() -> None:
+    from api.fieldgovernance import autoscaled_message, writer_of, written_by
+
+    scaled = {"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
+              "metadata": {"name": "web", "namespace": "shop"},
+              "spec": {"scaleTargetRef": {"name": "web"}, "minReplicaCount": 0}}
+    writer = writer_of(scaled)
+    gated = Claim("shop", "office-hours", "apps/v1", "Deployment", "web", "spec.replicas")
+    assert writer is not None and written_by(gated, writer) == "spec.replicas"
+    assert "Gate its spec.minReplicaCount instead" in autoscaled_message(gated, writer)
+    other = Claim("shop", "paused", "apps/v1", "Deployment", "web", "spec.paused")
+    assert written_by(other, writer) is None
+
+
+def test_check_warns_when_a_manifest_in_the_set_sets_the_gated_field_with_the_fix(
+        out_dir: Any, tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    pool = {"apiVersion": "pools.agents.example.com/v1alpha1", "kind": "VirtualMachinePool",
+            "metadata": {"name": "sandboxes", "namespace": "agents"},
+            "spec": {"warmReplicas": 0, "template": {"cpu": 2}}}
+    manifest = _file(tmp_path / "pool.yaml", pool)
+    objects = _file(tmp_path / "scap.yaml", _file_scap("office-hours"))
+    code, found = _check(capsys, objects, manifest, "--policies", out_dir)
+    assert code == 0 and found["office-hours"]["allowed"]
+    [warning] = found["office-hours"]["warnings"]
+    assert warning.startswith(
+        "field-governance: VirtualMachinePool.pools.agents.example.com agents/sandboxes sets "
+        "spec.warmReplicas, which ScheduledCapacity agents/office-hours governs")
+    assert "Take the field out of the manifest in git" in warning
+    assert "RespectIgnoreDifferences=true" in warning and warning.endswith(f"defined at {manifest}:4:3")
+    pool["spec"].pop("warmReplicas")
+    _file(tmp_path / "pool.yaml", pool)
+    code, found = _check(capsys, objects, manifest, "--policies", out_dir)
+    assert code == 0 and found["office-hours"]["warnings"] == []
