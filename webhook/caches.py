@@ -85,6 +85,39 @@ class CapacityNow:
             raise
 
 
+AUTOSCALER_RESOURCES: Final = (("autoscaling", "v2", "horizontalpodautoscalers"),
+                                ("keda.sh", "v1alpha1", "scaledobjects"))
+"""What the field-governance check lists (`api.fieldgovernance.AUTOSCALERS`): a KEDA that is not
+installed answers 404, which is none."""
+
+
+class AutoscalersNow:
+    """`list(namespace)`: the HorizontalPodAutoscalers and KEDA ScaledObjects in a namespace,
+    read from the API server now. Only a ScheduledCapacity create (or a change of its target or
+    path) asks: rare, so no cache (decision record 0029). Raises kube.ApiError when a list
+    fails for another reason than 404."""
+
+    def __init__(self, api: ApiClient, timeout_s: float = 1.0) -> None:
+        self.api = api
+        self.timeout_s = timeout_s
+
+    def __call__(self, namespace: str) -> list[Mapping[str, Any]]:
+        found: list[Mapping[str, Any]] = []
+        for group, version, plural in AUTOSCALER_RESOURCES:
+            path = kube.resource_path(group, version, plural, namespace)
+            try:
+                answer = kube.request(self.api, "GET", path, timeout=(self.timeout_s, self.timeout_s))
+            except kube.ApiError as error:
+                if error.not_found:
+                    continue
+                raise
+            kind = "HorizontalPodAutoscaler" if plural == "horizontalpodautoscalers" else "ScaledObject"
+            for item in answer.get("items") or ():
+                if isinstance(item, dict):  # a list's items carry no apiVersion or kind
+                    found.append({**item, "apiVersion": f"{group}/{version}", "kind": kind})
+        return found
+
+
 def capacity_informer(api: ApiClient) -> Informer:
     informer = Informer(api, scap.GROUP, scap.VERSION, scap.PLURAL)
     informer.add_index(BY_TARGET, _target_of)

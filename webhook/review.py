@@ -37,6 +37,7 @@ denial starts with the check's name and says what to do.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -50,6 +51,8 @@ from policies.admission_eval import review as evaluate_policies
 from policies.admission_eval.vap import reasons_to_code
 from webhook.bundle import WebhookBundle
 from webhook.ownership import ownership_changes
+
+log = logging.getLogger("fivespot.webhook")
 
 HOST_GOVERNANCE: Final = "host-governance"
 FIELD_GOVERNANCE: Final = fieldgovernance.CHECK
@@ -76,6 +79,8 @@ CapacitiesByTarget = Callable[[str], Iterable[Mapping[str, Any]]]
 CapacityNow = Callable[[str, str], Mapping[str, Any] | None]
 """One ScheduledCapacity (namespace, name) read from the API server now, or None when it is gone;
 raises when it cannot be read."""
+AutoscalersIn = Callable[[str], Iterable[Mapping[str, Any]]]
+"""The HorizontalPodAutoscalers and KEDA ScaledObjects of a namespace, now (`webhook.caches`)."""
 
 
 @dataclass(frozen=True)
@@ -272,8 +277,25 @@ def _still_rivals(claim: fieldgovernance.Claim, rivals: list[fieldgovernance.Cla
     return confirmed
 
 
+def _autoscaled(claim: fieldgovernance.Claim, autoscalers: AutoscalersIn | None) -> str | None:
+    """The denial when an autoscaler in the namespace scales the claimed field's object. A list
+    that fails admits (logged): the controller reports the pair when it sees it."""
+    if autoscalers is None:
+        return None
+    try:
+        found = list(autoscalers(claim.namespace))
+    except Exception as error:  # the backstop is the controller's AutoscalerConflict
+        log.warning("listing autoscalers failed; admitting", extra={"error": str(error)[:300]})
+        return None
+    writers = sorted((w for w in (fieldgovernance.writer_of(o, claim.namespace) for o in found)
+                      if w is not None and w.autoscaler and fieldgovernance.written_by(claim, w)),
+                     key=lambda w: (w.kind, w.name))
+    return fieldgovernance.autoscaled_message(claim, writers[0]) if writers else None
+
+
 def review_field_governance(request: Mapping[str, Any], capacities: CapacitiesByTarget,
-                            now: CapacityNow | None = None) -> Response:
+                            now: CapacityNow | None = None,
+                            autoscalers: AutoscalersIn | None = None) -> Response:
     """One field, one governor, at admission (the controller remains the backstop). A denial
     rests on the cache, confirmed by reading the rivals it names (`now`): only the deny path
     costs an API call."""
@@ -299,9 +321,12 @@ def review_field_governance(request: Mapping[str, Any], capacities: CapacitiesBy
     rivals = fieldgovernance.conflicts(claim, existing)
     if rivals:
         rivals = _still_rivals(claim, rivals, now)
-    if not rivals:
-        return allow(uid)
-    return deny(uid, 403, "Forbidden", fieldgovernance.denial(claim, rivals))
+    if rivals:
+        return deny(uid, 403, "Forbidden", fieldgovernance.denial(claim, rivals))
+    scaled = _autoscaled(claim, autoscalers)
+    if scaled is not None:
+        return deny(uid, 403, "Forbidden", scaled)
+    return allow(uid)
 
 
 # --- the governed-target diff guard ------------------------------------------------------------
@@ -498,6 +523,8 @@ class Lookups:
     capacities_by_target: CapacitiesByTarget
     capacity_now: CapacityNow | None = None
     """Confirms a field-governance denial against the API server (None: the cache alone)."""
+    autoscalers: AutoscalersIn | None = None
+    """Lists a namespace's autoscalers for field governance (None: not counted)."""
 
 
 def review(check: str, request: Mapping[str, Any], bundle: WebhookBundle, lookups: Lookups) -> Response:
@@ -512,7 +539,8 @@ def review(check: str, request: Mapping[str, Any], bundle: WebhookBundle, lookup
         return review_host_governance(request, lookups.machines_by_namespace,
                                       bundle.host_governance)
     if check == FIELD_GOVERNANCE:
-        return review_field_governance(request, lookups.capacities_by_target, lookups.capacity_now)
+        return review_field_governance(request, lookups.capacities_by_target, lookups.capacity_now,
+                                       lookups.autoscalers)
     if check == TARGET_GUARD:
         return review_target_guard(request, bundle)
     if check == VAP_POLYFILL:

@@ -49,6 +49,7 @@ from webhook.app import Runtime, create_app, utcnow
 from webhook.bodies import body_limit, check_label
 from webhook.bundle import WebhookBundle, load_bundle
 from webhook.caches import (
+    AutoscalersNow,
     CapacitiesByTarget,
     CapacityNow,
     MachinesByNamespace,
@@ -267,7 +268,7 @@ def start_worker(options: ServeOptions, bundle: WebhookBundle, cert: Path, key: 
             informer.start()
     loop.start()
     lookups = Lookups(MachinesByNamespace(machines), NamespaceObjects(namespaces),
-                      CapacitiesByTarget(capacities), CapacityNow(api))
+                      CapacitiesByTarget(capacities), CapacityNow(api), AutoscalersNow(api))
     runtime = Runtime(bundle, lookups, metrics, worker.readiness)
     return runtime, worker
 

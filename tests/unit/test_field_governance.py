@@ -497,3 +497,36 @@ def test_check_warns_when_a_manifest_in_the_set_sets_the_gated_field_with_the_fi
     _file(tmp_path / "pool.yaml", pool)
     code, found = _check(capsys, objects, manifest, "--policies", out_dir)
     assert code == 0 and found["office-hours"]["warnings"] == []
+
+
+def test_the_webhook_denies_a_scheduled_capacity_on_an_object_an_hpa_scales_in_the_words_of_check(
+) -> None:
+    from api.fieldgovernance import autoscaled_message, writer_of
+
+    listed = {"agents": [{k: v for k, v in hpa().items() if k not in ("apiVersion", "kind")}
+                         | {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler"}]}
+    answer = review_field_governance(_create(scap("office-hours")), existing(),
+                                     autoscalers=lambda ns: listed.get(ns, []))
+    assert not answer.allowed and answer.code == 403
+    writer = writer_of(hpa())
+    assert writer is not None
+    assert answer.message == autoscaled_message(claim("office-hours"), writer)
+    elsewhere = review_field_governance(_create(scap("office-hours", target="other-pool")), existing(),
+                                        autoscalers=lambda ns: listed.get(ns, []))
+    assert elsewhere.allowed
+
+
+def test_the_webhook_admits_when_the_autoscalers_cannot_be_listed_the_controller_is_the_backstop(
+) -> None:
+    def failing(namespace: str) -> list[dict[str, Any]]:
+        raise RuntimeError("forbidden")
+
+    assert review_field_governance(_create(scap("office-hours")), existing(), autoscalers=failing).allowed
+
+
+def test_an_update_keeping_target_and_path_is_not_denied_for_an_hpa() -> None:
+    before = scap("office-hours")
+    after = {**before, "spec": {**before["spec"], "enabled": False}}
+    answer = review_field_governance(request(after, operation="UPDATE", old=before), existing(),
+                                     autoscalers=lambda ns: [hpa()])
+    assert answer.allowed
