@@ -31,6 +31,8 @@ Capacity controller (`fivespot-capacity-controller`, only when the repo has a co
     tenant namespaces, and only by patching them. The RoleBinding is not pruned when its
     namespace leaves every TenantPolicy: the controller hands that namespace's capacity back to
     0 with it (`fivespot compile` warns, and says when to delete it).
+  - horizontalpodautoscalers (autoscaling) and scaledobjects (keda.sh): get, list, watch — an
+    autoscaler scaling a gated object is a second governor of the field (decision 0029).
   - events (events.k8s.io): create, patch — report handback timeouts and conflicts loudly where
     a person looks (`kubectl describe`); patch is how an event series is counted.
   - Role in the install namespace, leases (coordination.k8s.io): create, which RBAC cannot
@@ -90,6 +92,8 @@ Webhook (`fivespot-webhook`, only when the repo has a consumer)
   - scheduledmachines: get, list, watch — the host-governance check at admission keeps a cache.
   - scheduledcapacities: get, list, watch — the field-governance check keeps a cache of which
     fields the existing ones govern (one field, one governor).
+  - horizontalpodautoscalers (autoscaling) and scaledobjects (keda.sh): list — read when a
+    ScheduledCapacity is created, to refuse one on a field an autoscaler scales (no cache).
   - with the VAP polyfill: namespaces get, list, watch (the policies' `namespaceObject`), and
     the params kind, when it is installed, get, list, watch (the policies' `params`).
   - self-managed certificates only: Role secrets get, update on `fivespot-webhook-tls` (fill,
@@ -196,8 +200,14 @@ def _consumer_rules(repo: Repo, verbs: tuple[str, ...]) -> list[Rule]:
             for group, resources in sorted(by_group.items())]
 
 
+AUTOSCALER_RESOURCES: Final = (("autoscaling", "horizontalpodautoscalers"), ("keda.sh", "scaledobjects"))
+"""The governors of a field fivespot does not run (`api.fieldgovernance.AUTOSCALERS`): the
+capacity controller watches them, the webhook lists them (decision record 0029)."""
+
+
 def capacity_rules(repo: Repo) -> list[Rule]:
     rules = [
+        *(Rule(group, (plural,), READ) for group, plural in AUTOSCALER_RESOURCES),
         Rule(scap.GROUP, (scap.PLURAL,), READ),
         Rule(scap.GROUP, (f"{scap.PLURAL}/status",), WRITE_STATUS),
         Rule(sm.GROUP, (sm.PLURAL,), READ),
@@ -330,7 +340,8 @@ def _params_installed(repo: Repo) -> bool:
 
 
 def webhook_rules(repo: Repo) -> list[Rule]:
-    rules = [Rule(sm.GROUP, (sm.PLURAL,), READ), Rule(scap.GROUP, (scap.PLURAL,), READ)]
+    rules = [Rule(sm.GROUP, (sm.PLURAL,), READ), Rule(scap.GROUP, (scap.PLURAL,), READ),
+             *(Rule(group, (plural,), ("list",)) for group, plural in AUTOSCALER_RESOURCES)]
     if repo.polyfill:
         rules.append(Rule("", ("namespaces",), READ))
         if _params_installed(repo):

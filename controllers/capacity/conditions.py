@@ -103,6 +103,8 @@ class Reason:
     GOVERNED_BY_OLDER: Final = "FieldGovernedByOlderScheduledCapacity"
     YOUNGER_IGNORED: Final = "YoungerScheduledCapacitiesIgnored"
     SOLE_GOVERNOR: Final = "NoOtherScheduledCapacity"
+    SCALED_BY_AUTOSCALER: Final = "FieldScaledByAutoscaler"
+    """An HPA or a KEDA ScaledObject writes the field: the ScheduledCapacity writes nothing."""
     # FieldContested (present only while True): another field manager rewrote the field
     REWRITTEN: Final = "RewrittenByAnotherFieldManager"
     # Error: the spec cannot be acted on; nothing is written

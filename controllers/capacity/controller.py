@@ -44,7 +44,18 @@ from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from api.bundle import Consumer
-from api.fieldgovernance import Claim, Governs, Standing, claim_of, standing, target_key
+from api.fieldgovernance import (
+    AUTOSCALERS,
+    Claim,
+    Governs,
+    OtherWriter,
+    Standing,
+    claim_of,
+    standing,
+    target_key,
+    writer_of,
+    written_by,
+)
 from api.identities import CAPACITY_CONTROLLER
 from api.kinds import scheduled_capacity as scap
 from api.kinds import scheduled_machine as sm
@@ -194,6 +205,11 @@ class CapacityReconciler:
             self.providers.want(provider.group, provider.kind)
         for consumer in self.settings.bundle.consumers:
             self.targets.want(consumer.group, consumer.kind)
+        self.autoscalers = mgr.kind_watches(self._on_autoscaler, on_change=self._on_autoscaler_kind)
+        """HPAs and KEDA ScaledObjects: governors of a field fivespot does not run (a KEDA
+        that is not installed is an unresolved kind, watched once its CRD appears)."""
+        for group, kind in AUTOSCALERS:
+            self.autoscalers.want(group, kind)
         self.in_force = PoliciesInForce(mgr, self._on_limits)
         """The admission policies, their bindings and the tenant limits in force in the cluster
         now."""
@@ -243,6 +259,35 @@ class CapacityReconciler:
                 self.mgr.enqueue(kube.object_key(scap_obj), later=True)
             return
         self.mgr.enqueue_objects(self.scaps.by_index(BY_TARGET, key))
+
+    def _on_autoscaler(self, event: str, obj: Obj, old: Obj | None) -> None:
+        """An autoscaler that appears, goes or changes its scale target changes whether the
+        ScheduledCapacities on that target may write."""
+        keys = {w.key for w in (_autoscaler_writer(o) for o in (obj, old) if o is not None)
+                if w is not None}
+        for key in keys:
+            self.mgr.enqueue_objects(self.scaps.by_index(BY_TARGET, key))
+
+    def _on_autoscaler_kind(self, group_kind: tuple[str, str]) -> None:
+        self.mgr.enqueue_objects(self.scaps.list())
+
+    def _observe_autoscalers(self, obj: Obj) -> tuple[OtherWriter, ...]:
+        """The autoscalers in the namespace that scale this object's field, from the caches
+        (an unsynced cache counts none: its initial list re-queues the objects it concerns)."""
+        claim = claim_of(obj)
+        if claim is None:
+            return ()
+        found: list[OtherWriter] = []
+        for group, kind in AUTOSCALERS:
+            watched = self.autoscalers.get(group, kind)
+            informer = watched.informer if watched is not None else None
+            if informer is None:
+                continue
+            for item in informer.list(claim.namespace):
+                writer = _autoscaler_writer(item)
+                if writer is not None and written_by(claim, writer) is not None:
+                    found.append(writer)
+        return tuple(sorted(found, key=lambda w: (w.kind, w.name)))
 
     def _on_machine(self, event: str, obj: Obj, old: Obj | None) -> None:
         namespace = str(_mapping(obj.get("metadata")).get("namespace", ""))
@@ -385,6 +430,7 @@ class CapacityReconciler:
             prior=prior, now=self.mgr.clock.now(), field_standing=self._field_standing(obj),
             policy=self.in_force.observe(obj) if isinstance(spec, ScheduledCapacitySpec)
             else WithinPolicy(),
+            autoscalers=self._observe_autoscalers(obj),
         )
         decision = decide(inp)
         if decision.ask_writer and isinstance(spec, ScheduledCapacitySpec) \
@@ -587,6 +633,12 @@ class CapacityReconciler:
         machine = self.machines.get(namespace, event.machine)
         if machine is not None:
             self.mgr.record(machine, event.type, event.reason, event.message)
+
+
+def _autoscaler_writer(obj: Obj) -> OtherWriter | None:
+    """What an autoscaler from a cache scales (informers fill in a list item's kind)."""
+    writer = writer_of(obj)
+    return writer if writer is not None and writer.autoscaler else None
 
 
 def _generation_changed(event: str, obj: Obj, old: Obj | None) -> bool:

@@ -68,6 +68,8 @@ from api.fieldgovernance import (
     Claim,
     GovernedBy,
     Governs,
+    OtherWriter,
+    autoscaled_message,
     governed_by_message,
     ignoring_message,
 )
@@ -191,6 +193,8 @@ def decide(inp: DecisionInput) -> Decision:
     standing = inp.field_standing
     if isinstance(standing, GovernedBy):
         return _yield_field(inp, spec, standing, now)
+    if inp.autoscalers:
+        return _yield_to_autoscaler(inp, spec, inp.autoscalers[0], now)
     if isinstance(inp.target, LookupFailed):
         return _hold(inp, Reason.TARGET_LOOKUP_FAILED, f"reading the target: {inp.target.message}", now)
 
@@ -420,6 +424,19 @@ def _yield_field(
     problem = Refusal(Reason.GOVERNED_BY_OLDER, message.rstrip("."))
     return _refuse(inp, problem, now, field_obs,
                    not_evaluated="not evaluated: another ScheduledCapacity governs the field")
+
+
+def _yield_to_autoscaler(
+    inp: DecisionInput, spec: ScheduledCapacitySpec, writer: OtherWriter, now: datetime
+) -> Decision:
+    """An HPA or a KEDA ScaledObject scales the field's object: a governor fivespot does not
+    run, so this object writes nothing (as when an older ScheduledCapacity governs) and says
+    what to gate instead, in the words of the webhook and `fivespot check`."""
+    message = autoscaled_message(_claim(spec, inp), writer)
+    field_obs = cond.true(cond.FIELD_GOVERNANCE_CONFLICT, Reason.SCALED_BY_AUTOSCALER, message)
+    problem = Refusal(Reason.SCALED_BY_AUTOSCALER, message)
+    return _refuse(inp, problem, now, field_obs,
+                   not_evaluated="not evaluated: an autoscaler governs the field")
 
 
 def _field_observation(spec: ScheduledCapacitySpec, inp: DecisionInput, standing: Governs | GovernedBy) -> Observation:

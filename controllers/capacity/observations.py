@@ -21,7 +21,7 @@ from typing import Final
 from pydantic import ValidationError
 
 from api.bundle import Consumer
-from api.fieldgovernance import Governs, Standing
+from api.fieldgovernance import Governs, OtherWriter, Standing
 from api.fieldpath import capacity_path_error, drained_path_error, split_path
 from api.kinds.scheduled_capacity import ScheduledCapacitySpec, ScheduledCapacityStatus
 from api.kinds.scheduled_machine import governed_node
@@ -95,6 +95,9 @@ class DecisionInput:
     (`api.fieldgovernance.standing` over the claims on the same target)."""
     policy: PolicyObservation = WithinPolicy()
     """Whether the tenant's policies in force now allow the object (the params in the cluster)."""
+    autoscalers: tuple[OtherWriter, ...] = ()
+    """The HPAs and KEDA ScaledObjects in the namespace that scale the governed field
+    (`api.fieldgovernance.written_by`): each is a governor fivespot does not run."""
 
 
 def parse_spec(raw: object) -> ScheduledCapacitySpec | InvalidSpec:

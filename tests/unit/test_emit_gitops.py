@@ -168,10 +168,20 @@ def test_argocd_cm_has_a_health_check_for_every_fivespot_kind_with_a_status_and_
              and "status" in (a.obj["spec"]["versions"][0].get("subresources") or {})}
     expected = {health.health_key(g, k) for g, k in kinds} | {
         "resource.customizations.health.admissionregistration.k8s.io_ValidatingWebhookConfiguration"}
-    assert set(config_map["data"]) == expected
+    health_keys = {k for k in config_map["data"] if k.startswith(health.HEALTH_KEY_PREFIX)}
+    assert health_keys == expected
     assert "resource.customizations.health.5spot.finos.org_ScheduledCapacity" in expected
     assert all(value == health.KSTATUS_LUA for key, value in config_map["data"].items()
-               if "ValidatingWebhookConfiguration" not in key)
+               if key in health_keys and "ValidatingWebhookConfiguration" not in key)
+
+
+def test_argocd_cm_leaves_what_the_capacity_controller_owns_out_of_every_applications_diff(
+        example: Compiled) -> None:
+    config_map = load(example, "argocd/argocd-cm.health.yaml")
+    others = {k: v for k, v in config_map["data"].items()
+              if not k.startswith(health.HEALTH_KEY_PREFIX)}
+    assert others == {"resource.customizations.ignoreDifferences.all":
+                      "managedFieldsManagers:\n- fivespot-capacity-controller\n"}
 
 
 def test_a_kind_that_never_gets_a_status_has_no_health_check_so_argo_cd_does_not_wait_on_it(

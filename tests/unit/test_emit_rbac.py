@@ -163,7 +163,8 @@ def test_the_capacity_identity_reads_what_it_reconciles_and_every_provider_kind(
         ("pools.example.com", "pools"), ("agents.example.com", "sandboxes"),
         ("agents.example.com", "warmpools"),
         ("admissionregistration.k8s.io", "validatingadmissionpolicies"),
-        ("admissionregistration.k8s.io", "validatingadmissionpolicybindings")}
+        ("admissionregistration.k8s.io", "validatingadmissionpolicybindings"),
+        ("autoscaling", "horizontalpodautoscalers"), ("keda.sh", "scaledobjects")}
 
 
 @pytest.mark.parametrize("enforcement,expected", [
@@ -250,6 +251,11 @@ def test_a_repo_without_consumers_has_no_capacity_or_webhook_identity() -> None:
     assert "fivespot-provider-manual" in names
 
 
+AUTOSCALERS_LISTED = {("autoscaling", "horizontalpodautoscalers", "list", ()),
+                      ("keda.sh", "scaledobjects", "list", ())}
+"""The webhook lists a namespace's autoscalers when a ScheduledCapacity is created (0029)."""
+
+
 def test_the_self_managed_webhook_touches_only_its_own_secret_and_configuration() -> None:
     granted = all_grants(make_repo(), WEBHOOK)
     assert granted == {
@@ -257,7 +263,7 @@ def test_the_self_managed_webhook_touches_only_its_own_secret_and_configuration(
           for r in ("scheduledmachines", "scheduledcapacities")},
         *{("", "secrets", v, ("fivespot-webhook-tls",)) for v in ("get", "update")},
         *{("admissionregistration.k8s.io", "validatingwebhookconfigurations", v,
-           ("fivespot-webhook",)) for v in ("get", "patch")}}
+           ("fivespot-webhook",)) for v in ("get", "patch")}, *AUTOSCALERS_LISTED}
     assert objects(make_repo(), "Role")["fivespot-webhook-tls"]["metadata"]["namespace"] == NS
 
 
@@ -265,8 +271,8 @@ def test_cert_manager_mode_gives_the_webhook_no_secret_or_configuration_permissi
     repo = make_repo(webhook={"certificate": {"mode": "cert-manager",
                                               "issuerRef": {"kind": "ClusterIssuer", "name": "ca"}}})
     assert all_grants(repo, WEBHOOK) == {
-        ("5spot.finos.org", r, v, ()) for v in ("get", "list", "watch")
-        for r in ("scheduledmachines", "scheduledcapacities")}
+        *{("5spot.finos.org", r, v, ()) for v in ("get", "list", "watch")
+          for r in ("scheduledmachines", "scheduledcapacities")}, *AUTOSCALERS_LISTED}
     assert "fivespot-webhook-tls" not in objects(repo, "Role")
 
 
@@ -282,7 +288,8 @@ def test_the_webhook_reads_namespaces_and_params_only_for_the_polyfill_and_param
                      tenants=(tenant("team-a", ["pools"]),) if tenants else ())
     reads = {(g, r) for g, r, verb, _ in all_grants(repo, WEBHOOK) if verb == "list"}
     assert reads - {("5spot.finos.org", "scheduledmachines"),
-                    ("5spot.finos.org", "scheduledcapacities")} == expected
+                    ("5spot.finos.org", "scheduledcapacities"),
+                    *{(g, r) for g, r, _, _ in AUTOSCALERS_LISTED}} == expected
 
 
 def test_every_binding_binds_an_emitted_role_to_an_emitted_service_account_in_the_install_namespace(
