@@ -110,6 +110,7 @@ def given(
     generation: int = 1,
     field_standing: Standing = Governs(),
     policy: PolicyObservation = WithinPolicy(),
+    autoscalers: tuple[Any, ...] = (),
 ) -> DecisionInput:
     return DecisionInput(
         namespace="tenant-a",
@@ -124,6 +125,7 @@ def given(
         now=now,
         field_standing=field_standing,
         policy=policy,
+        autoscalers=autoscalers,
     )
 
 
@@ -1101,3 +1103,43 @@ def test_a_closed_window_out_of_policy_is_simply_inactive_and_a_failed_policy_lo
     assert closed.write is None and closed.status.condition(STALLED) is None
     held = decide(given(target=TargetFound(0, 0), policy=LookupFailed("params cache not synced")))
     assert held.write is None and held.transient is not None, "the active value waits for the limits"
+
+
+def test_an_hpa_scaling_the_field_makes_the_object_write_nothing_and_name_what_to_gate() -> None:
+    from api.fieldgovernance import OtherWriter, autoscaled_message, target_key
+
+    hpa = OtherWriter("HorizontalPodAutoscaler.autoscaling", "tenant-a", "agents-hpa",
+                      target_key("tenant-a", "pools.example.com/v1", "Pool", "agents"), ("spec",),
+                      "spec.minReplicas")
+    decision = decide(given(target=TargetFound(3, 0), prior=active(), autoscalers=(hpa,)))
+    assert decision.write is None and decision.status.phase is Phase.ERROR
+    conflict = decision.status.condition(FIELD_GOVERNANCE_CONFLICT)
+    assert conflict is not None and conflict.status is ConditionStatus.TRUE
+    assert conflict.reason == "FieldScaledByAutoscaler"
+    claim = Claim("tenant-a", "agents-capacity", "pools.example.com/v1", "Pool", "agents",
+                  "spec.warmReplicas")
+    assert conflict.message == autoscaled_message(claim, hpa)
+    assert "Gate its spec.minReplicas instead" in conflict.message
+    assert ("Warning", "Error") in [(e.type, e.reason) for e in decision.events]
+    gone = decide(given(target=TargetFound(3, 0), prior=decision.status))
+    assert gone.write == ACTIVE_VALUE and gone.status.phase is Phase.ACTIVE
+
+
+def test_a_repair_held_back_is_reported_with_its_time_and_made_when_due() -> None:
+    from api.kinds.scheduled_capacity import ContestState
+
+    prior = active().model_copy(update={"contest": ContestState(
+        manager="kustomize-controller", repairs=2, last_repair_time=NOW)})
+    early = decide(given(target=TargetFound(1, 0, writer="kustomize-controller"), prior=prior,
+                         now=NOW + timedelta(seconds=2)))
+    assert early.write is None and early.requeue_at == NOW + timedelta(seconds=5)
+    contested = early.status.condition(FIELD_CONTESTED)
+    assert contested is not None and "field manager kustomize-controller rewrote spec.warmReplicas" \
+        in contested.message and "the next repair waits until 2026-03-02T09:00:05Z" in contested.message
+    due = decide(given(target=TargetFound(1, 0, writer="kustomize-controller"), prior=early.status,
+                       now=NOW + timedelta(seconds=5)))
+    assert due.write == ACTIVE_VALUE and due.status.contest is not None and due.status.contest.repairs == 3
+    quiet = decide(given(target=TargetFound(ACTIVE_VALUE, 0), prior=due.status,
+                         now=NOW + timedelta(seconds=5 + 61)))
+    assert quiet.write is None and quiet.status.contest is None
+    assert quiet.status.condition(FIELD_CONTESTED) is None
