@@ -154,3 +154,29 @@ def test_an_update_moving_onto_a_governed_field_is_denied_and_one_keeping_its_cl
                                            {"spec": {"enabled": False}})
     objects.patch_namespaced_custom_object(*SCAP[:2], TENANT, SCAP[2], "first-" + pool,
                                            {"spec": {"capacity": {"activeValue": 5}}})
+
+
+def test_a_scheduled_capacity_on_a_pool_an_hpa_scales_is_refused_in_the_words_of_check(
+        objects: client.CustomObjectsApi, admin: client.ApiClient) -> None:
+    """An autoscaler is a governor fivespot does not run (decision record 0029): the webhook
+    lists the namespace's HPAs when a ScheduledCapacity is created, through the real API server
+    and the webhook's own RBAC, and refuses with the message `fivespot check` gives offline."""
+    from api.fieldgovernance import autoscaled_message, claim_of, writer_of
+    from runtime import kube
+
+    pool = f"pool-{uuid.uuid4().hex[:6]}"
+    hpa = {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+           "metadata": {"name": f"{pool}-hpa", "namespace": TENANT},
+           "spec": {"scaleTargetRef": {"apiVersion": "pools.agents.example.com/v1alpha1",
+                                       "kind": "VirtualMachinePool", "name": pool},
+                    "minReplicas": 1, "maxReplicas": 4}}
+    kube.request(admin, "POST", f"/apis/autoscaling/v2/namespaces/{TENANT}/horizontalpodautoscalers",
+                 body=hpa)
+    body = scap("office-hours-" + pool, pool)
+    message = _denied(_create(objects, body))
+    claim, writer = claim_of(body), writer_of(hpa)
+    assert claim is not None and writer is not None
+    assert message == HOOK + autoscaled_message(claim, writer)
+    # another pool in the same namespace is not the HPA's
+    objects.create_namespaced_custom_object(*SCAP[:2], TENANT, SCAP[2],
+                                            scap("office-hours-other-" + pool, "other-" + pool))
