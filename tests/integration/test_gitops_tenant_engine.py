@@ -1,0 +1,381 @@
+"""A tenant's own GitOps engine and fivespot on one field, with the real engines (Argo CD v3.6.2,
+Flux kustomize-controller v1.9.6) and fivespot's capacity controller running as `fivespot dev`
+runs it (a local process under its own ServiceAccount, on the compiled output installed).
+
+The acceptance of decision record 0029, each count from the API server's record — a watch of
+the tenant's VirtualMachinePools from a known resourceVersion, every revision with the moment it
+arrived — never from fivespot's logs:
+
+- Argo CD: a tenant Application (automated, `selfHeal: true`, its manifest setting the gated
+  field to 1), with nothing but what the compiled platform output installs (argocd-cm): through
+  four schedule flips and two unrelated tenant commits, the Application never goes OutOfSync but
+  while a commit is being synced, self-heal never reverts the field, and each tenant sync
+  reverts it at most once, put back within 1 s. With `RespectIgnoreDifferences=true` (the
+  documented tenant option), no revert at all.
+- Flux: a tenant Kustomization with the field out of git (the documented option): no revert over
+  five intervals. With the field in git: the ScheduledCapacity names `kustomize-controller`
+  within three rewrites, and fivespot's writes stay within the stated bound per minute.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import pytest
+import yaml
+
+from compiler.emit.gitops import ARGOCD_CM_APPLY
+from controllers.capacity.contest import MAX_WRITES_PER_MINUTE
+from devcluster import localrun
+from devcluster.gitops_engines import ENGINE_CONTROLLERS, ArgoCD, Flux
+from devcluster.gitserver import GitServer
+from devcluster.kubectl import kubectl
+from runtime import kube
+from tests.integration.capacity_world import ControllerProcess, World, unique
+from tests.integration.conftest import own_control_plane
+from tests.integration.gitops_world import (
+    APPLICATIONS,
+    EXAMPLE,
+    KUSTOMIZATIONS,
+    TENANT,
+    WatchedRepo,
+    copy_config,
+    custom_path,
+    engines,
+    eventually,
+    refresh,
+)
+
+pytestmark = [pytest.mark.timeout(2400), pytest.mark.engines]
+
+VMP: Final = ("pools.agents.example.com", "v1alpha1", "virtualmachinepools")
+GIT_VALUE: Final = 1
+ACTIVE: Final = 7
+RESTORED_WITHIN_S: Final = 1.0
+
+
+@dataclass
+class Fivespot:
+    plane_kubeconfig: Path
+    admin: Any
+    out: Path
+    controller: ControllerProcess
+    server: GitServer
+    work: Path
+
+    @property
+    def world(self) -> World:
+        return World(self.admin, TENANT)
+
+
+@contextmanager
+def fivespot(work: Path, argocd: bool) -> Iterator[tuple[Fivespot, ExitStack]]:
+    """A control plane with the compiled example installed (no webhook: only the field is at
+    stake here), the capacity controller as a local process, and a git server."""
+    with ExitStack() as stack:
+        plane = stack.enter_context(own_control_plane(controllers=ENGINE_CONTROLLERS))
+        admin = kube.load_cli_client(plane.kubeconfig)
+        stack.callback(admin.close)
+        platform = {"gitops": {"argocd": {"repoURL": "http://127.0.0.1:9/unused.git"}}} if argocd else {}
+        config = copy_config(EXAMPLE / "config", work / "config", **platform)
+        bundle = localrun.compile_and_install(plane.kubeconfig, work / "out", config)
+        sa = localrun.controller_kubeconfig(plane.kubeconfig, work / "controller.kubeconfig")
+        controller = ControllerProcess(sa, bundle, unique("tenant-engine"), work / "controller.log").start()
+        stack.callback(controller.terminate)
+        controller.wait_leading(TENANT, "default", timeout=60)
+        server = GitServer(work / "git").start()
+        stack.callback(server.stop)
+        yield Fivespot(plane.kubeconfig, admin, work / "out", controller, server, work), stack
+
+
+class Revisions:
+    """Every revision of the tenant's pools from a known resourceVersion, each with the moment
+    its watch event arrived."""
+
+    def __init__(self, admin: Any) -> None:
+        since = str(kube.request(admin, "GET", custom_path(VMP, TENANT), query={"limit": "1"})
+                    ["metadata"]["resourceVersion"])
+        self.events: list[tuple[float, str, Any]] = []
+        """(arrival, name, spec.warmReplicas)."""
+        self._lock = threading.Lock()
+        self._response = kube.stream(admin, custom_path(VMP, TENANT), query={
+            "watch": "1", "resourceVersion": since, "timeoutSeconds": "1800"}, timeout=(5.0, 1900.0))
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        buffer = b""
+        try:
+            for chunk in self._response.response.stream(4096, decode_content=True):
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.strip():
+                        event = json.loads(line)
+                        obj = event.get("object") or {}
+                        if event.get("type") in ("ADDED", "MODIFIED"):
+                            with self._lock:
+                                self.events.append((time.monotonic(), obj["metadata"]["name"],
+                                                    (obj.get("spec") or {}).get("warmReplicas")))
+        except Exception:
+            return
+
+    def of(self, name: str) -> list[tuple[float, Any]]:
+        """Each change of the field: (arrival, value)."""
+        with self._lock:
+            found = [(t, v) for t, n, v in self.events if n == name]
+        changes: list[tuple[float, Any]] = []
+        for moment, value in found:
+            if not changes or changes[-1][1] != value:
+                changes.append((moment, value))
+        return changes
+
+    def reverts(self, name: str) -> list[tuple[float, float | None]]:
+        """Each change to git's value after fivespot held the field, with when fivespot's value
+        was back (None: not yet)."""
+        changes = self.of(name)
+        found: list[tuple[float, float | None]] = []
+        for index, (moment, value) in enumerate(changes):
+            if value == GIT_VALUE and index > 0 and changes[index - 1][1] in (0, ACTIVE):
+                back = next((t for t, v in changes[index + 1:] if v in (0, ACTIVE)), None)
+                found.append((moment, back))
+        return found
+
+    def fivespot_writes(self, name: str) -> list[float]:
+        """Only fivespot writes 0 or the active value here (git says 1)."""
+        return [t for t, v in self.of(name) if v in (0, ACTIVE)]
+
+    def stop(self) -> None:
+        import socket
+
+        sock = getattr(getattr(self._response.response, "connection", None), "sock", None)
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self._thread.join(10)
+
+
+def _pool(name: str, warm: int | None, label: str) -> dict[str, Any]:
+    spec: dict[str, Any] = {} if warm is None else {"warmReplicas": warm}
+    return {"apiVersion": "pools.agents.example.com/v1alpha1", "kind": "VirtualMachinePool",
+            "metadata": {"name": name, "namespace": TENANT, "labels": {"commit": label}},
+            "spec": spec}
+
+
+def _scap(world: World, name: str, pool: str) -> None:
+    world.schedule(name, False)
+    world.scap(name, name, pool, ACTIVE)
+
+
+def _flip(world: World, schedule: str, pool: str, active: bool) -> None:
+    world.set_active(schedule, active)
+    eventually(lambda: world.warm(pool) == (ACTIVE if active else 0), 30,
+               f"{pool} at {'the active value' if active else '0'}")
+    time.sleep(3)  # room for a self-heal, were there one
+
+
+# --- Argo CD ---------------------------------------------------------------------------------
+
+
+@dataclass
+class ArgoTenant:
+    spot: Fivespot
+    argocd: ArgoCD
+    repo: WatchedRepo
+    name: str
+    samples: list[tuple[float, str, str]] = field(default_factory=list)
+    """(moment, sync status, synced revision) of the Application, sampled."""
+    pending: list[tuple[float, float]] = field(default_factory=list)
+    """(push, synced at the pushed revision): the windows in which OutOfSync is git's change."""
+
+    def app(self) -> dict[str, Any]:
+        return kube.request(self.spot.admin, "GET", custom_path(APPLICATIONS, "argocd", self.name))
+
+    def commit(self, pool: str, label: str, warm: int | None = GIT_VALUE) -> None:
+        (self.repo.tree / "agents" / "pool.yaml").write_text(yaml.safe_dump(_pool(pool, warm, label)))
+        assert self.repo.commit(f"agents: {label}").returncode == 0
+        pushed_at = time.monotonic()
+        revision = self.repo.push()
+        refresh(self.spot.admin, self.name)
+
+        def synced() -> bool:
+            self.argocd.check()
+            status = self.app().get("status") or {}
+            return (status.get("sync") or {}).get("revision") == revision and \
+                (status.get("operationState") or {}).get("phase") == "Succeeded" and \
+                (status.get("sync") or {}).get("status") == "Synced"
+
+        eventually(synced, 300, f"{self.name} synced at {revision}", every_s=0.5)
+        time.sleep(2)
+        self.pending.append((pushed_at, time.monotonic()))
+
+
+@contextmanager
+def sampling(tenant: ArgoTenant) -> Iterator[None]:
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            status = tenant.app().get("status") or {}
+            sync = status.get("sync") or {}
+            tenant.samples.append((time.monotonic(), str(sync.get("status")), str(sync.get("revision"))))
+            stop.wait(0.25)
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(10)
+
+
+def _argo_round(tenant: ArgoTenant, pool: str, revisions: Revisions) -> list[tuple[float, float | None]]:
+    """Four schedule flips and two unrelated tenant commits; the reverts of the field."""
+    world = tenant.spot.world
+    with sampling(tenant):
+        _flip(world, pool, pool, True)
+        tenant.commit(pool, "one")
+        _flip(world, pool, pool, False)
+        _flip(world, pool, pool, True)
+        tenant.commit(pool, "two")
+        _flip(world, pool, pool, False)
+        time.sleep(5)
+    out_of_sync = [(t, s) for t, s, _ in tenant.samples
+                   if s != "Synced" and not any(a <= t <= b for a, b in tenant.pending)]
+    assert not out_of_sync, f"OutOfSync outside a tenant commit's sync: {out_of_sync[:5]}"
+    return revisions.reverts(pool)
+
+
+def test_argo_cd_with_selfheal_and_the_field_in_git_never_drifts_and_reverts_it_once_per_sync_at_most(
+        tmp_path: Path) -> None:
+    with fivespot(tmp_path, argocd=True) as (spot, stack):
+        # the platform side, exactly as the docs say: the argocd-cm keys under fivespot's manager
+        argocd = stack.enter_context(_argocd(spot))
+        command = ARGOCD_CM_APPLY.split()
+        done = subprocess.run(["kubectl", "--kubeconfig", str(spot.plane_kubeconfig), *command[1:]],
+                              cwd=spot.out, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        for option, name in ((None, "team-agents"), ("RespectIgnoreDifferences=true", "team-agents-rid")):
+            pool = f"{name}-pool"
+            repo = WatchedRepo.create(spot.server, name, tmp_path)
+            (repo.tree / "agents").mkdir()
+            tenant = ArgoTenant(spot, argocd, repo, name)
+            (repo.tree / "agents" / "pool.yaml").write_text(yaml.safe_dump(_pool(pool, GIT_VALUE, "zero")))
+            repo.commit("agents: a pool")
+            revision = repo.push()
+            sync_options = [option] if option else []
+            kubectl(spot.plane_kubeconfig, "apply", "--server-side", "-f", "-", stdin=yaml.safe_dump({
+                "apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+                "metadata": {"name": name, "namespace": "argocd"},
+                "spec": {"project": "default",
+                         "source": {"repoURL": repo.url, "targetRevision": "HEAD", "path": "agents"},
+                         "destination": {"server": "https://kubernetes.default.svc", "namespace": TENANT},
+                         "syncPolicy": {"automated": {"prune": False, "selfHeal": True},
+                                        "syncOptions": sync_options}}}))
+            eventually(lambda: (tenant.app().get("status") or {}).get("sync", {}).get("revision") == revision
+                       and spot.world.get_pool(pool), 300, f"{name} synced")
+            revisions = Revisions(spot.admin)
+            try:
+                _scap(spot.world, pool, pool)
+                spot.world.wait_phase(pool, "Inactive", 60)
+                reverts = _argo_round(tenant, pool, revisions)
+            finally:
+                revisions.stop()
+            if option is None:
+                assert len(reverts) <= 2, reverts  # one per tenant sync at most, none by self-heal
+                for moment, back in reverts:
+                    assert back is not None and back - moment < RESTORED_WITHIN_S, (moment, back)
+            else:
+                assert reverts == [], reverts
+            print(f"{name}: reverts {[(round(b - a, 3) if b else None) for a, b in reverts]}")
+
+
+@contextmanager
+def _argocd(spot: Fivespot) -> Iterator[ArgoCD]:
+    argocd = ArgoCD(engines(), spot.plane_kubeconfig, spot.work / "argocd").start()
+    try:
+        yield argocd
+    finally:
+        argocd.stop()
+
+
+# --- Flux ------------------------------------------------------------------------------------
+
+
+FLUX_INTERVAL_S: Final = 10
+
+
+def _kustomization(name: str, url: str) -> str:
+    return yaml.safe_dump_all([
+        {"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository",
+         "metadata": {"name": name, "namespace": "flux-system"},
+         "spec": {"interval": f"{FLUX_INTERVAL_S}s", "url": url, "ref": {"branch": "main"}}},
+        {"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+         "metadata": {"name": name, "namespace": "flux-system"},
+         "spec": {"interval": f"{FLUX_INTERVAL_S}s", "path": "./agents", "prune": False,
+                  "sourceRef": {"kind": "GitRepository", "name": name}}}])
+
+
+def test_flux_with_the_field_out_of_git_never_reverts_and_with_it_in_git_is_named_and_bounded(
+        tmp_path: Path) -> None:
+    with fivespot(tmp_path, argocd=False) as (spot, stack):
+        flux = Flux(engines(), spot.plane_kubeconfig, tmp_path / "flux").start()
+        stack.callback(flux.stop)
+        repo = WatchedRepo.create(spot.server, "team-agents", tmp_path)
+        (repo.tree / "agents").mkdir()
+        out_of_git, in_git = "pool-out-of-git", "pool-in-git"
+        (repo.tree / "agents" / "pools.yaml").write_text(yaml.safe_dump_all(
+            [_pool(out_of_git, None, "zero"), _pool(in_git, GIT_VALUE, "zero")]))
+        repo.commit("agents: two pools")
+        repo.push()
+        kubectl(spot.plane_kubeconfig, "apply", "--server-side", "-f", "-",
+                stdin=_kustomization("team-agents", repo.url))
+        world = spot.world
+
+        def ready() -> bool:
+            flux.check()
+            found = kube.request(spot.admin, "GET", custom_path(KUSTOMIZATIONS, "flux-system", "team-agents"))
+            return any(c["type"] == "Ready" and c["status"] == "True"
+                       for c in (found.get("status") or {}).get("conditions") or [])
+
+        eventually(ready, 300, "the tenant Kustomization Ready")
+        revisions = Revisions(spot.admin)
+        try:
+            for pool in (out_of_git, in_git):
+                _scap(world, pool, pool)
+                world.set_active(pool, True)
+            eventually(lambda: world.warm(out_of_git) == ACTIVE, 30, "the active value (out of git)")
+            started = time.monotonic()
+            # the field in git: named within three rewrites
+            def named() -> dict[str, Any] | None:
+                contested = world.condition(in_git, "FieldContested")
+                return contested or None
+
+            contested = eventually(named, 5 * FLUX_INTERVAL_S + 30, "FieldContested on the pool in git")
+            assert "field manager kustomize-controller" in contested["message"], contested
+            rewrites_before_named = len(revisions.reverts(in_git))
+            assert 1 <= rewrites_before_named <= 3, rewrites_before_named
+            time.sleep(max(0.0, 5 * FLUX_INTERVAL_S + 5 - (time.monotonic() - started)))
+            # five intervals: the field out of git was never reverted
+            assert revisions.reverts(out_of_git) == []
+            assert world.warm(out_of_git) == ACTIVE
+            # fivespot's writes of the contested field: within the bound in any minute
+            time.sleep(max(0.0, 70 - (time.monotonic() - started)))
+            writes = revisions.fivespot_writes(in_git)
+            worst = max(sum(1 for w in writes if s <= w < s + 60) for s in writes)
+            print(f"flux: {len(revisions.reverts(in_git))} rewrites, fivespot writes {len(writes)}, "
+                  f"worst minute {worst}")
+            assert worst <= MAX_WRITES_PER_MINUTE, writes
+        finally:
+            revisions.stop()
