@@ -158,8 +158,14 @@ def other_writers(checked: Sequence[Checked], verdicts: list[Verdict]) -> list[V
             path = written_by(claim, other.writer)
             if path is None:
                 continue
-            found[index] = (_autoscaled(found[index], claim, other) if other.writer.autoscaler
-                            else _manifest(found[index], claim, other, path))
+            if not other.writer.autoscaler:
+                found[index] = _manifest(found[index], claim, other, path)
+            elif _same_claim(claim, item.old_claim):  # as at admission: an update keeping its
+                found[index] = replace(found[index], warnings=(  # claim stays editable
+                    *found[index].warnings, f"{autoscaled_message(claim, other.writer)}; this "
+                    "object writes nothing while the autoscaler scales the field"))
+            else:
+                found[index] = _autoscaled(found[index], claim, other)
     return found
 
 

@@ -530,3 +530,16 @@ def test_an_update_keeping_target_and_path_is_not_denied_for_an_hpa() -> None:
     answer = review_field_governance(request(after, operation="UPDATE", old=before), existing(),
                                      autoscalers=lambda ns: [hpa()])
     assert answer.allowed
+
+
+def test_check_only_warns_of_an_hpa_on_an_update_that_keeps_target_and_path_as_at_admission(
+        out_dir: Any, tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    stored = _file_scap("office-hours")
+    edited = {**stored, "spec": {**stored["spec"], "enabled": False}}
+    new = _file(tmp_path / "new.yaml", edited, hpa())
+    old = _file(tmp_path / "old.yaml", stored)
+    code, found = _check(capsys, new, "--old", old, "--policies", out_dir)
+    assert code == 0 and found["office-hours"]["operation"] == "UPDATE"
+    [warning] = found["office-hours"]["warnings"]
+    assert "is scaled by HorizontalPodAutoscaler.autoscaling agents/sandboxes-hpa" in warning
+    assert warning.endswith("this object writes nothing while the autoscaler scales the field")
