@@ -8,8 +8,8 @@ This module is the pure judgement of that case (docs/design/decisions/0029):
 
 - a *repair* is a write of the value the controller already holds the field at (the status's
   `writtenValue`), made because the field no longer reads it: someone else wrote it since;
-- the first `IMMEDIATE_REPAIRS` repairs of a contest are made at once (a tenant sync that
-  applies git's value once is undone within the reconcile, well under a second);
+- the first `IMMEDIATE_REPAIRS` (4) repairs of a contest are made at once (a tenant sync that
+  applies git's value is undone within the reconcile, well under a second);
 - every later repair waits `repair_delay(n)` after the previous one: 5 s, doubling, capped at
   5 minutes. So once contested the controller writes the field at most `MAX_WRITES_PER_MINUTE`
   times in any minute, and once every 5 minutes in the long run, whatever the other writer does;
@@ -35,13 +35,15 @@ from controllers.capacity.conditions import Reason
 
 REWRITTEN: Final = Reason.REWRITTEN
 
-IMMEDIATE_REPAIRS: Final = 2
-"""Repairs of one contest made without waiting."""
+IMMEDIATE_REPAIRS: Final = 4
+"""Repairs of one contest made without waiting: a tenant's Argo CD applies git's value up to twice
+per commit (the sync, then a self-heal of the same revision while its status is still the
+pre-sync OutOfSync), and two commits a minute apart must each be undone within a second."""
 BACKOFF_BASE: Final = timedelta(seconds=5)
 BACKOFF_CAP: Final = timedelta(minutes=5)
 QUIET_MIN: Final = timedelta(minutes=1)
-MAX_WRITES_PER_MINUTE: Final = 5
-"""0, 0, +5 s, +10 s, +20 s: the most repairs any 60 s can hold (the next is 40 s later)."""
+MAX_WRITES_PER_MINUTE: Final = 7
+"""0, 0, 0, 0, +5 s, +10 s, +20 s: the most repairs any 60 s can hold (the next is 40 s later)."""
 
 
 

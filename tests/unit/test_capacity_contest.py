@@ -62,16 +62,17 @@ def simulate(rewrites: list[int], horizon: int) -> tuple[list[int], dict[int, Co
     return writes, states
 
 
-def test_the_first_two_rewrites_are_put_back_in_the_same_second() -> None:
-    writes, states = simulate([10, 40], 200)
-    assert writes == [10, 40]
-    contest = states[40]
-    assert contest is not None and contest.manager == "kustomize-controller" and contest.repairs == 2
+def test_the_first_four_rewrites_are_put_back_in_the_same_second() -> None:
+    writes, states = simulate([10, 11, 20, 21], 200)
+    assert writes == [10, 11, 20, 21]
+    contest = states[21]
+    assert contest is not None and contest.manager == "kustomize-controller" and contest.repairs == 4
 
 
-def test_a_writer_that_rewrites_every_second_gets_at_most_five_repairs_a_minute_then_one_per_5_minutes() -> None:
+def test_a_writer_that_rewrites_every_second_gets_at_most_seven_repairs_a_minute_then_one_per_5_minutes(
+) -> None:
     writes, _ = simulate(list(range(0, 3600)), 3600)
-    assert writes[:5] == [0, 1, 6, 16, 36]
+    assert writes[:7] == [0, 1, 2, 3, 8, 18, 38]
     gaps = [b - a for a, b in zip(writes, writes[1:])]
     assert gaps[-1] == int(BACKOFF_CAP.total_seconds())
     assert max(sum(1 for w in writes if start <= w < start + 60) for start in range(3600)) <= MAX_WRITES_PER_MINUTE
@@ -97,15 +98,16 @@ def test_every_rewrite_is_repaired_and_the_contest_clears_once_the_writer_stops(
 
 
 def test_a_contest_that_went_quiet_starts_again_at_an_immediate_repair() -> None:
-    writes, states = simulate([0, 1, 2, 3, 400], 800)
+    writes, states = simulate([0, 1, 2, 3, 4, 5, 400], 800)
     assert 400 in writes
     after = states[400]
     assert after is not None and after.repairs == 1
 
 
 def test_the_delay_doubles_from_five_seconds_and_stops_at_five_minutes() -> None:
-    assert [repair_delay(n).total_seconds() for n in range(0, 10)] == [0, 0, 5, 10, 20, 40, 80, 160, 300, 300]
-    assert quiet(0) == timedelta(minutes=1) and quiet(9) == timedelta(minutes=10)
+    assert [repair_delay(n).total_seconds() for n in range(0, 12)] == [
+        0, 0, 0, 0, 5, 10, 20, 40, 80, 160, 300, 300]
+    assert quiet(0) == timedelta(minutes=1) and quiet(11) == timedelta(minutes=10)
 
 
 def test_a_rewrite_owned_by_fivespot_itself_is_no_contest() -> None:

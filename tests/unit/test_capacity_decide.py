@@ -1129,7 +1129,7 @@ def test_a_repair_held_back_is_reported_with_its_time_and_made_when_due() -> Non
     from api.kinds.scheduled_capacity import ContestState
 
     prior = active().model_copy(update={"contest": ContestState(
-        manager="kustomize-controller", repairs=2, last_repair_time=NOW)})
+        manager="kustomize-controller", repairs=4, last_repair_time=NOW)})
     early = decide(given(target=TargetFound(1, 0, writer="kustomize-controller"), prior=prior,
                          now=NOW + timedelta(seconds=2)))
     assert early.write is None and early.requeue_at == NOW + timedelta(seconds=5)
@@ -1138,7 +1138,7 @@ def test_a_repair_held_back_is_reported_with_its_time_and_made_when_due() -> Non
         in contested.message and "the next repair waits until 2026-03-02T09:00:05Z" in contested.message
     due = decide(given(target=TargetFound(1, 0, writer="kustomize-controller"), prior=early.status,
                        now=NOW + timedelta(seconds=5)))
-    assert due.write == ACTIVE_VALUE and due.status.contest is not None and due.status.contest.repairs == 3
+    assert due.write == ACTIVE_VALUE and due.status.contest is not None and due.status.contest.repairs == 5
     quiet = decide(given(target=TargetFound(ACTIVE_VALUE, 0), prior=due.status,
                          now=NOW + timedelta(seconds=5 + 61)))
     assert quiet.write is None and quiet.status.contest is None
