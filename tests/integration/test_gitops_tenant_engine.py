@@ -312,6 +312,14 @@ def test_argo_cd_with_selfheal_and_the_field_in_git_never_drifts_and_reverts_it_
                                         "syncOptions": sync_options}}}))
             eventually(lambda: (tenant.app().get("status") or {}).get("sync", {}).get("revision") == revision
                        and get_or_none(spot.admin, custom_path(VMP, TENANT, pool)), 300, f"{name} synced")
+
+            def settled() -> bool:
+                status = tenant.app().get("status") or {}
+                return (status.get("sync") or {}).get("status") == "Synced" and \
+                    (status.get("operationState") or {}).get("phase") == "Succeeded"
+
+            eventually(settled, 120, f"{name} Synced, its first sync done")
+            time.sleep(3)
             revisions = Revisions(spot.admin)
             try:
                 _scap(spot.world, pool, pool)
