@@ -93,7 +93,10 @@ def intended(identity: str, group: str, where: str) -> set[Permission]:
                  | each("tenantcapacitylimits.policy.5spot.finos.org", READ)
                  | each("validatingadmissionpolicies.admissionregistration.k8s.io", READ)
                  | each("validatingadmissionpolicybindings.admissionregistration.k8s.io", READ)
-                 | each(f"pools.{group}", READ) | events)
+                 | each(f"pools.{group}", READ) | events
+                 # governors of a field fivespot does not run (decision record 0029)
+                 | each("horizontalpodautoscalers.autoscaling", READ)
+                 | each("scaledobjects.keda.sh", READ))
         if where == TENANT:
             found |= each(f"pools.{group}", ("patch",))
         return found | leases if in_install_namespace else found
@@ -109,7 +112,9 @@ def intended(identity: str, group: str, where: str) -> set[Permission]:
              | each("scheduledcapacities.5spot.finos.org", READ) | each("namespaces", READ)
              | each("tenantcapacitylimits.policy.5spot.finos.org", READ)
              | each("validatingwebhookconfigurations.admissionregistration.k8s.io",
-                    ("get", "patch"), ("fivespot-webhook",)))
+                    ("get", "patch"), ("fivespot-webhook",))
+             | each("horizontalpodautoscalers.autoscaling", ("list",))
+             | each("scaledobjects.keda.sh", ("list",)))
     if in_install_namespace:
         found |= each("secrets", ("get", "update"), ("fivespot-webhook-tls",))
     return found
@@ -271,7 +276,8 @@ def test_in_cert_manager_mode_the_webhook_holds_no_secret_or_configuration_right
     expected = {("scheduledmachines.5spot.finos.org", (), v) for v in READ} | {
         ("scheduledcapacities.5spot.finos.org", (), v) for v in READ} | {
         ("namespaces", (), v) for v in READ} | {
-        ("tenantcapacitylimits.policy.5spot.finos.org", (), v) for v in READ}
+        ("tenantcapacitylimits.policy.5spot.finos.org", (), v) for v in READ} | {
+        ("horizontalpodautoscalers.autoscaling", (), "list"), ("scaledobjects.keda.sh", (), "list")}
     assert granted(kubeconfig, namespace, WEBHOOK, namespace) == expected
     assert granted(kubeconfig, namespace, WEBHOOK, tenant) == expected
 
