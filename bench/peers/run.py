@@ -22,13 +22,17 @@ same work, in its own 20 namespaces so that all can run at once without fighting
   the same merge patches to Deployments nobody governs, as its own cluster-admin ServiceAccount
   (its writes do not pass fivespot's target-guard webhook; the capacity controller's do).
 
-What it measures (times from this process's watches on the API server, never the tools' logs):
+What it measures (times from the API server: its audit log's timestamps and this process's
+watches, never the tools' logs):
 
 1. boundary: `--rounds` whole-minute boundaries per tool (sleep, wake, sleep, ...), each tool in
    its own minute so no two tools' write bursts meet: seconds from the boundary to the first
-   and the last of its Deployments written, and to its own status saying so (fivespot: every
-   ScheduledCapacity's phase; kube-green: every SleepInfo's status; GoKubeDownscaler has none);
-   the bare client's time for the same writes, in fivespot's minute after it is done.
+   and the last of its Deployments written (the audit log's ResponseComplete time of each
+   tool's first write of each Deployment; a watch confirms each reads the boundary's value),
+   and to its own status saying so (fivespot: every ScheduledCapacity's last status write;
+   kube-green: every SleepInfo's status write, which it makes before its Deployment writes;
+   GoKubeDownscaler keeps no status); the bare client's time for the same writes (client side),
+   in fivespot's minute after it is done.
 2. outage: every tool's processes are killed 20 s before one shared (wake) boundary and started
    again 70 s after it (90 s down); 60 s after they are back, how many of each tool's
    Deployments are right.
@@ -98,6 +102,7 @@ def _script(relative: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(relative.replace("/", "_"), ROOT / relative)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
 
@@ -139,12 +144,12 @@ def memory_mb(pid: int) -> tuple[float, float]:
 
 @dataclass
 class Seen:
-    """Every change this process's watches delivered, with its arrival time (time.time())."""
+    """Every change this process's watches delivered, with its arrival time (time.time()): the
+    check that each target reads the boundary's value, and the outage's times."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
     replicas: list[tuple[float, str, str, int | None]] = field(default_factory=list)
     phases: list[tuple[float, str, str, str]] = field(default_factory=list)
-    sleepinfos: list[tuple[float, str, str]] = field(default_factory=list)
 
     def on_deployment(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         value = (obj.get("spec") or {}).get("replicas")
@@ -161,14 +166,6 @@ class Seen:
         meta = obj["metadata"]
         with self.lock:
             self.phases.append((time.time(), meta["namespace"], meta["name"], str(phase)))
-
-    def on_sleepinfo(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        status = obj.get("status") or {}
-        if old is not None and (old.get("status") or {}) == status:
-            return
-        with self.lock:
-            self.sleepinfos.append((time.time(), obj["metadata"]["namespace"],
-                                    str(status.get("operation"))))
 
     def written(self, tool: str, since: float, value: int,
                 which: set[tuple[str, str]]) -> dict[tuple[str, str], float]:
@@ -190,13 +187,6 @@ class Seen:
                     found[key] = when
         return max(found.values()) if len(found) == len(which) else None
 
-    def kube_green_status(self, since: float, operation: str) -> float | None:
-        found: dict[str, float] = {}
-        with self.lock:
-            for when, namespace, seen in self.sleepinfos:
-                if when >= since and seen == operation and namespace not in found:
-                    found[namespace] = when
-        return max(found.values()) if len(found) == NAMESPACES else None
 
 
 # --- the world -----------------------------------------------------------------------------------
@@ -422,25 +412,85 @@ def audit_counts(log: Path, start: int, stop: int, prefixes: tuple[str, ...]) ->
     return len(requests), len(writes)
 
 
+@dataclass(frozen=True)
+class Write:
+    """One successful write, as the API server's audit log records it."""
+
+    at: float
+    """stageTimestamp of ResponseComplete: when the API server answered (epoch seconds)."""
+    user: str
+    resource: str
+    subresource: str
+    namespace: str
+    name: str
+
+
+def audit_writes(log: Path, start: int) -> list[Write]:
+    """Every successful create, update or patch in the audit log from byte offset `start`."""
+    found = []
+    with open(log, "rb") as handle:
+        handle.seek(start)
+        lines = handle.read().decode(errors="replace").splitlines()
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if (entry.get("stage") != "ResponseComplete"
+                or entry.get("verb") not in ("create", "update", "patch")
+                or not 200 <= int((entry.get("responseStatus") or {}).get("code", 0)) < 300):
+            continue
+        ref = entry.get("objectRef") or {}
+        stamp = dt.datetime.fromisoformat(entry["stageTimestamp"].replace("Z", "+00:00"))
+        found.append(Write(stamp.timestamp(), entry["user"]["username"], ref.get("resource", ""),
+                           ref.get("subresource", ""), ref.get("namespace", ""), ref.get("name", "")))
+    return found
+
+
 def sleep_until(instant: dt.datetime) -> None:
     time.sleep(max(0.0, (instant - dt.datetime.now(UTC)).total_seconds()))
 
 
 def boundary_figures(bench: Bench, tool: str, boundary: dt.datetime, value: int,
-                     which: list[tuple[str, str]]) -> dict[str, Any]:
-    since = boundary.timestamp()
-    written = bench.seen.written(tool, since - 1.0, value, set(which))
+                     which: list[tuple[str, str]], mark: int) -> dict[str, Any]:
+    """Seconds from the boundary to the tool's first and last Deployment write, and to its
+    status saying so, from the API server's audit log (from byte offset `mark`, taken before the
+    boundary); a watch in this process confirms every target reads `value`."""
+    since = boundary.timestamp() - 1.0
+    wanted = set(which)
+    users = bench.users(tool)
+    writes = [w for w in audit_writes(bench.audit_log, mark)
+              if w.at >= since and w.user.startswith(users)]
+    first_write: dict[tuple[str, str], float] = {}
+    for w in writes:
+        key = (w.namespace, w.name)
+        if w.resource == "deployments" and key in wanted and key not in first_write:
+            first_write[key] = w.at
+    seen = bench.seen.written(tool, since, value, wanted)
+    start = boundary.timestamp()
     figures: dict[str, Any] = {"boundary": boundary.strftime("%H:%M:%SZ"), "value": value,
-                               "written": len(written), "of": len(which)}
-    if written:
-        figures["first_s"] = round(min(written.values()) - since, 2)
-        figures["last_s"] = round(max(written.values()) - since, 2) if len(written) == len(which) else None
-    status: float | None = None
+                               "written": len(first_write), "reads_value": len(seen),
+                               "of": len(which)}
+    if first_write:
+        figures["first_s"] = round(min(first_write.values()) - start, 2)
+        figures["last_s"] = (round(max(first_write.values()) - start, 2)
+                             if len(first_write) == len(which) == len(seen) else None)
+    status: dict[str, float] = {}
     if tool == "fivespot":
-        status = bench.seen.fivespot_status(since - 1.0, "Active" if value else "Inactive", set(which))
+        # the last status write of each ScheduledCapacity after the boundary (its phase)
+        for w in writes:
+            if (w.resource == "scheduledcapacities" and w.subresource == "status"
+                    and (w.namespace, w.name) in wanted):  # each named after its Deployment
+                status[f"{w.namespace}/{w.name}"] = w.at
+        complete = len(status) == len(which)
     elif tool == "kube-green":
-        status = bench.seen.kube_green_status(since - 1.0, "WAKE_UP" if value else "SLEEP")
-    figures["status_s"] = None if status is None else round(status - since, 2)
+        for w in writes:
+            if w.resource == "sleepinfos" and w.subresource == "status" and w.namespace not in status:
+                status[w.namespace] = w.at
+        complete = len(status) == NAMESPACES
+    else:
+        complete = False
+    figures["status_s"] = round(max(status.values()) - start, 2) if complete else None
     return figures
 
 
@@ -473,8 +523,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for tool in (*TOOLS, "bare"):
             world.deployments(targets(tool, 0, args.targets))
         print(f"created {4 * args.targets} Deployments in {time.monotonic() - started:.0f} s", flush=True)
-        for kind, handler in ((DEPLOYMENTS, seen.on_deployment), (SCAP, seen.on_scap),
-                              (SLEEPINFO, seen.on_sleepinfo)):
+        for kind, handler in ((DEPLOYMENTS, seen.on_deployment), (SCAP, seen.on_scap)):
             informer = Informer(world.api, kind[0], kind[1], kind[2], None, resync_s=0)
             informer.add_handler(handler)
             informer.start()
@@ -556,6 +605,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         rounds: dict[str, list[dict[str, Any]]] = {tool: [] for tool in (*TOOLS, "bare")}
         bare_paths = [kube.resource_path(*DEPLOYMENTS, namespace=n, name=d)
                       for n, d in targets("bare", 0, args.targets)]
+        mark = audit_log.stat().st_size
         for boundary, tool, r in timeline:
             if tool == "fivespot":
                 # In fivespot's minute, once its writes are done (and long before the next
@@ -567,7 +617,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 print(f"  bare client round {r + 1}: {bare_s:.2f} s", flush=True)
             sleep_until(boundary + dt.timedelta(seconds=args.settle))
             which = targets(tool, 0, args.targets)
-            figures = boundary_figures(bench, tool, boundary, value_at[r], which)
+            figures = boundary_figures(bench, tool, boundary, value_at[r], which, mark)
+            mark = audit_log.stat().st_size
             rounds[tool].append(figures)
             print(f"  {tool} round {r + 1}: {figures}", flush=True)
             if tool == "kube-green" and value_at[r] == 1:
@@ -627,11 +678,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for namespace in namespaces("gokubedownscaler"):
                 world.annotate(namespace, downtime([*windows("gokubedownscaler", True), (big, end)],
                                                    zone, offset))
+            mark = audit_log.stat().st_size
             sleep_until(big + dt.timedelta(seconds=args.settle + 30))
             grown: dict[str, Any] = {"boundary": f"{big:%H:%M:%SZ}", "grow_s": round(grown_s)}
             for tool in TOOLS:
                 grown[tool] = {**bench.memory(tool), **boundary_figures(
-                    bench, tool, big, 0, targets(tool, 0, args.grow_to))}
+                    bench, tool, big, 0, targets(tool, 0, args.grow_to), mark)}
             bench.results["memory"][str(args.grow_to)] = grown
             print(f"at {args.grow_to}: {json.dumps(grown)}", flush=True)
         bench.results["machine"] = machine
