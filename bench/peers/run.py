@@ -32,7 +32,9 @@ watches, never the tools' logs):
    and to its own status saying so (fivespot: every ScheduledCapacity's last status write;
    kube-green: every SleepInfo's status write, which it makes before its Deployment writes;
    GoKubeDownscaler keeps no status); the bare client's time for the same writes (client side),
-   in fivespot's minute after it is done.
+   in kube-green's minute after its writes (the first recorded run sent them in fivespot's
+   minute, 25 s after its boundary, where fivespot's own status writes were still running in
+   three rounds of five).
 2. outage: every tool's processes are killed 20 s before one shared (wake) boundary and started
    again 70 s after it (90 s down); 60 s after they are back, how many of each tool's
    Deployments are right.
@@ -607,9 +609,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                       for n, d in targets("bare", 0, args.targets)]
         mark = audit_log.stat().st_size
         for boundary, tool, r in timeline:
-            if tool == "fivespot":
-                # In fivespot's minute, once its writes are done (and long before the next
-                # tool's boundary): the bare client's same writes.
+            if tool == "kube-green":
+                # In kube-green's minute, once its writes are done (it keeps nothing running
+                # after them, while fivespot's status writes can run for most of its minute):
+                # the bare client's same writes, long before the next tool's boundary.
                 sleep_until(boundary + dt.timedelta(seconds=args.bare_after))
                 bare_s = CAPACITY.bare_patches(bare_config, bare_paths, CAPACITY_WORKERS,
                                                {"spec": {"replicas": value_at[r]}})
@@ -746,8 +749,8 @@ def main() -> int:
                         help="seconds from the set-up to the first boundary (settle and idle)")
     parser.add_argument("--settle", type=float, default=55.0, metavar="S",
                         help="seconds after a boundary before it is measured")
-    parser.add_argument("--bare-after", type=float, default=25.0, metavar="S",
-                        help="seconds after fivespot's boundary when the bare client sends")
+    parser.add_argument("--bare-after", type=float, default=35.0, metavar="S",
+                        help="seconds after kube-green's boundary when the bare client sends")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
     if args.rounds % 2 == 0:
