@@ -537,7 +537,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         zone, offset = PROVIDERS.zone_for(first)
         slots = {tool: [first + dt.timedelta(minutes=len(TOOLS) * r + k) for r in range(args.rounds)]
                  for k, tool in enumerate(TOOLS)}
-        outage = first + dt.timedelta(minutes=len(TOOLS) * args.rounds)
+        # a minute after the last round's, so its measurement (at --settle) precedes the stop
+        outage = first + dt.timedelta(minutes=len(TOOLS) * args.rounds + 1)
         later = outage + dt.timedelta(minutes=60)
         bench = Bench(session, world, seen, peer_map, audit_log, args.targets, zone, offset)
         value_at = [0 if r % 2 == 0 else 1 for r in range(args.rounds)]
