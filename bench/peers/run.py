@@ -636,6 +636,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
         # 2. the outage: every tool down from 20 s before a shared (wake) boundary to 70 s after.
         sleep_until(outage - dt.timedelta(seconds=OUTAGE_BEFORE_S))
+        stopped = time.time()
         for tool in TOOLS:
             bench.stop(tool)
         print(f"outage: every tool stopped at {dt.datetime.now(UTC):%H:%M:%S}", flush=True)
@@ -645,7 +646,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             bench.start(tool)
         print(f"outage: every tool started again at {dt.datetime.now(UTC):%H:%M:%S}", flush=True)
         sleep_until(outage + dt.timedelta(seconds=OUTAGE_AFTER_S + RIGHT_AFTER_S))
-        result_outage: dict[str, Any] = {"boundary": f"{outage:%H:%M:%SZ}", "down_s": OUTAGE_BEFORE_S + OUTAGE_AFTER_S}
+        result_outage: dict[str, Any] = {"boundary": f"{outage:%H:%M:%SZ}", "down_s": round(back - stopped, 1)}
         for tool in TOOLS:
             which = targets(tool, 0, args.targets)
             now = world.replicas(which)
