@@ -506,7 +506,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                          report=lambda line: print(f"[dev] {line}", flush=True),
                          apiserver_args=(f"--audit-policy-file={HERE / 'audit-policy.yaml'}",
                                          f"--audit-log-path={audit_log}",
-                                         "--audit-log-format=json", "--audit-log-maxbackup=0"))
+                                         "--audit-log-format=json", "--audit-log-maxbackup=0",
+                                         # never rotated (the default rotates at 100 MB, which
+                                         # the 10,000-target point passes)
+                                         "--audit-log-maxsize=1000000"))
     seen = Seen()
     informers: list[Informer] = []
     peer_map: dict[str, Peer] = {}
