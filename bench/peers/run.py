@@ -54,7 +54,6 @@ import datetime as dt
 import importlib.util
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -69,7 +68,7 @@ from typing import Any, Final
 ROOT: Final = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from devcluster.clients import admin_client, service_account_kubeconfig  # noqa: E402
+from devcluster.clients import service_account_kubeconfig  # noqa: E402
 from devcluster.dev import DevSession  # noqa: E402
 from devcluster.kubectl import apply, wait_established  # noqa: E402
 from devcluster.peers import Peers, ensure_peers  # noqa: E402
