@@ -29,7 +29,7 @@ VERSION_TESTS := tests/integration/test_kubernetes_versions.py \
 CLUSTER_DIR := .cluster
 EXAMPLE := examples/agent-sandbox
 
-.PHONY: soak-governance install run test unit-then-lowest unit integration test-lowest typecheck imports controlplane engines cluster cluster-down clean golden demo bench bench-compile bench-check bench-webhook bench-capacity bench-providers bench-market-open bench-composite bench-deploy bench-gitops bench-audit bench-informers bench-faults image image-lock reference kind
+.PHONY: soak-governance install run test unit-then-lowest unit integration test-lowest typecheck imports controlplane engines cluster cluster-down clean golden demo bench bench-compile bench-check bench-webhook bench-capacity bench-providers bench-market-open bench-peers peers bench-composite bench-deploy bench-gitops bench-audit bench-informers bench-faults image image-lock reference kind
 
 .PHONY: controlplane-versions test-versions docs test-docs
 
@@ -183,6 +183,15 @@ bench-providers: install controlplane
 	$(BIN)/python bench/providers/run.py
 
 # Market open (issue 16): every object on one schedule flips at once, beside a bare client.
+# fivespot beside kube-green and GoKubeDownscaler on one control plane (issue 39): the peers are
+# pinned in tools/peers/versions and built once into ~/.cache/fivespot/peers (devcluster/peers.py);
+# about 30 minutes; prints one table (docs/explanation/compared.md says how to read it).
+peers: install
+	$(BIN)/python -m devcluster peers
+
+bench-peers: install controlplane peers
+	$(BIN)/python bench/peers/run.py
+
 bench-market-open: install controlplane
 	$(BIN)/python bench/capacity --objects 0 --rounds 0 --burst-separate 0 --grow-to 0 --burst 1000
 	$(BIN)/python bench/providers --burst 1000

@@ -1,4 +1,4 @@
-"""`python -m devcluster build|versions|engines|up|down`: the local control plane (and the GitOps
+"""`python -m devcluster build|versions|engines|peers|up|down`: the local control plane (and the GitOps
 engines the end-to-end tests run) from the command line.
 
 `up` leaves etcd and kube-apiserver running in the background after it returns and writes
@@ -19,6 +19,7 @@ from devcluster.build import BuildError, ensure_binaries, selected_version
 from policies import kubeversions
 from policies.kubeversions import KubernetesVersion
 from devcluster.engines import ensure_engines
+from devcluster.peers import ensure_peers
 from devcluster.controlplane import ControlPlane, ControlPlaneError, Record, _alive, stop_recorded
 
 
@@ -56,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
                           help="all but the selected one (KUBERNETES_VERSION, else the default)")
     sub.add_parser("engines", help="build (or reuse) Argo CD, Flux, kustomize and redis "
                                    "(pinned in tools/engines/versions)")
+    sub.add_parser("peers", help="build (or reuse) kube-green and GoKubeDownscaler, the tools "
+                                 "`make bench-peers` runs (pinned in tools/peers/versions)")
     for name in ("up", "down"):
         p = sub.add_parser(name)
         p.add_argument("--state-dir", type=Path, default=Path(".cluster"))
@@ -103,6 +106,10 @@ def _command(args: argparse.Namespace) -> int:
     if args.command == "engines":
         engines = ensure_engines()
         print("\n".join(str(program) for program in engines.programs()))
+        return 0
+    if args.command == "peers":
+        peers = ensure_peers()
+        print("\n".join(str(program) for program in peers.programs()))
         return 0
     if args.command == "up":
         return _up(args.state_dir, _version(args))

@@ -135,9 +135,13 @@ class DevSession:
     state_dir: Path
     crds: Sequence[Path] = ()
     report: Callable[[str], None] = print
+    apiserver_args: Sequence[str] = ()
+    """More kube-apiserver flags (the peers' benchmark turns the audit log on)."""
     processes: list[tuple[str, subprocess.Popen[bytes]]] = field(default_factory=list)
     metrics_ports: dict[str, int] = field(default_factory=dict)
     """Each component's /metrics (and, for controllers, /healthz and /readyz) port."""
+    components: dict[str, Component] = field(default_factory=dict)
+    _launch: Any = None
     plane: Any = None
     api: Any = None
     kubeconfig: Path | None = None
@@ -160,7 +164,7 @@ class DevSession:
         self.report(f"starting a local control plane (kube-apiserver {version.release} + etcd; "
                     "KUBERNETES_VERSION picks another minor)")
         self.plane = ControlPlane(ensure_binaries(version=version), self.state_dir / "cluster",
-                                  owned=True)
+                                  owned=True, apiserver_args=self.apiserver_args)
         self.plane.start()
         self.kubeconfig = self.plane.kubeconfig
         self.api = kube.load_cli_client(self.kubeconfig)
@@ -173,13 +177,29 @@ class DevSession:
         Installer(self.api, report=self._quiet).install(runnable)
         port = free_port()
         tls = self._webhook_certificate()
-        for component in components(manifests):
+        self._launch = (out / "bundle.json", port, tls)
+        self.components = {component.name: component for component in components(manifests)}
+        for component in self.components.values():
             self._start_component(component, out / "bundle.json", port, tls)
         for manifest in (m for m in manifests if m.kind in WEBHOOK_KINDS):
             self._wait_listening(port, "the local webhook")
             local = local_webhook_configuration(manifest, port, tls[2].read_bytes())
             Installer(self.api, report=self._quiet).install([local])
             self.report(f"webhook configuration {manifest.name} calls https://127.0.0.1:{port}")
+
+    def stop_component(self, name: str) -> None:
+        """Kill one component's process (an outage, for the peers' benchmark); `restart_component`
+        starts it again as `start` did."""
+        for index, (running, process) in enumerate(self.processes):
+            if running == name:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(10)
+                del self.processes[index]
+                return
+        raise KeyError(name)
+
+    def restart_component(self, name: str) -> None:
+        self._start_component(self.components[name], *self._launch)
 
     def _quiet(self, line: str) -> None:
         if line.startswith("wave"):

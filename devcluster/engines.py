@@ -104,8 +104,9 @@ class Engines:
                                 os.environ.get("PATH", "/usr/bin:/bin")])
 
 
-def read_pins(path: Path = PINS) -> dict[str, Pin]:
-    """Every pin, by name; a line that cannot be read is an error naming its line."""
+def read_pins(path: Path = PINS, names: tuple[str, ...] = NAMES) -> dict[str, Pin]:
+    """Every pin, by name; a line that cannot be read is an error naming its line, and each of
+    `names` must have one (the peers' registry, `devcluster.peers`, reads its own file here too)."""
     pins: dict[str, Pin] = {}
     for number, raw in enumerate(path.read_text().splitlines(), 1):
         line = raw.split("#", 1)[0].strip()
@@ -131,7 +132,7 @@ def read_pins(path: Path = PINS) -> dict[str, Pin]:
                 raise EngineBuildError(f"{path}:{number}: an edit is replace=OLD=NEW, not {edit!r}")
             replaces.append(value)
         pins[name] = Pin(name, module, version, toolchain, tuple(replaces))
-    missing = [name for name in NAMES if name not in pins]
+    missing = [name for name in names if name not in pins]
     if missing:
         raise EngineBuildError(f"{path}: no line for {', '.join(missing)}")
     return pins
@@ -216,14 +217,15 @@ def _argocd_done(engines: Engines) -> bool:
 # --- Go ------------------------------------------------------------------------------------------
 
 
-def _go_env(toolchain: str) -> dict[str, str]:
+def go_env(toolchain: str) -> dict[str, str]:
     """`-mod=mod`, unlike the control plane's wrappers (devcluster/build.py, `-mod=readonly`): an
-    engine builds in a copy of its own module whose go.mod `_module_copy` edits (the nested
+    engine builds in a copy of its own module whose go.mod `module_copy` edits (the nested
     modules' relative replaces dropped, so those come from the proxy; the pins file's replaces
     added), so go must add those modules' hashes to the copy's go.sum. The go command checks each
     against the checksum database (GONOSUMDB is not set) before writing it."""
     if shutil.which("go") is None:
-        raise EngineBuildError("building the GitOps engines needs the Go toolchain (`go`) on PATH")
+        raise EngineBuildError("building the GitOps engines and the peers needs the Go toolchain "
+                               "(`go`) on PATH")
     return dict(os.environ, CGO_ENABLED="0", GOWORK="off", GOFLAGS="-mod=mod -buildvcs=false",
                 GOTOOLCHAIN="local" if toolchain in ("local", "-") else toolchain)
 
@@ -235,9 +237,9 @@ def _go(args: list[str], cwd: Path, env: dict[str, str], what: str) -> str:
     return done.stdout
 
 
-def _module_copy(pin: Pin, work: Path, env: dict[str, str], out: IO[str]) -> Path:
+def module_copy(pin: Pin, work: Path, env: dict[str, str], out: IO[str]) -> Path:
     """A writable copy of the pinned module's source, its go.mod edited to build on its own."""
-    _say(out, f"downloading {pin.module}@{pin.version} from the module proxy")
+    say(out, f"downloading {pin.module}@{pin.version} from the module proxy")
     info = json.loads(_go(["mod", "download", "-json", f"{pin.module}@{pin.version}"], work, env,
                           f"downloading {pin.module}@{pin.version}"))
     if info.get("Error") or not info.get("Dir"):
@@ -261,20 +263,20 @@ def _module_copy(pin: Pin, work: Path, env: dict[str, str], out: IO[str]) -> Pat
     return source
 
 
-def _build(label: str, source: Path, package: str, target: Path, ldflags: str,
+def go_build(label: str, source: Path, package: str, target: Path, ldflags: str,
            env: dict[str, str], out: IO[str]) -> None:
     tmp = target.parent / f".{target.name}.building"
     command = ["nice", "-n", "19", "go", "build", "-v", "-trimpath", "-ldflags", ldflags,
                "-o", str(tmp), package]
     started = time.monotonic()
-    _say(out, f"building {label} (cold builds take many minutes on two cores; cached in "
+    say(out, f"building {label} (cold builds take many minutes on two cores; cached in "
               f"{target.parent})")
     try:
         _run_with_progress(command, source, env, label, out)
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
-    _say(out, f"built {label} in {time.monotonic() - started:.0f}s")
+    say(out, f"built {label} in {time.monotonic() - started:.0f}s")
 
 
 def _run_with_progress(command: list[str], cwd: Path, env: dict[str, str], label: str,
@@ -290,7 +292,7 @@ def _run_with_progress(command: list[str], cwd: Path, env: dict[str, str], label
 
     def report() -> None:
         while not done.wait(PROGRESS_EVERY_S):
-            _say(out, f"  {label}: {len(lines)} packages compiled, "
+            say(out, f"  {label}: {len(lines)} packages compiled, "
                       f"{time.monotonic() - started:.0f}s")
 
     reporter = threading.Thread(target=report, daemon=True)
@@ -305,26 +307,26 @@ def _run_with_progress(command: list[str], cwd: Path, env: dict[str, str], label
         raise EngineBuildError(f"go build of {label} failed:\n" + "\n".join(lines[-40:]))
 
 
-def _say(out: IO[str], line: str) -> None:
+def say(out: IO[str], line: str) -> None:
     print(f"[engines] {line}", file=out, flush=True)
 
 
-def _fresh(folder: Path) -> Path:
+def fresh_folder(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     return Path(tempfile.mkdtemp(prefix=".work-", dir=folder))
 
 
 def _build_argocd(pin: Pin, engines: Engines, out: IO[str]) -> None:
     folder = engines.argocd_bin.parent
-    env = _go_env(pin.toolchain)
-    work = _fresh(folder)
+    env = go_env(pin.toolchain)
+    work = fresh_folder(folder)
     try:
-        source = _module_copy(pin, work, env, out)
+        source = module_copy(pin, work, env, out)
         (source / ARGOCD_EMPTY_EMBED).parent.mkdir(parents=True, exist_ok=True)
         (source / ARGOCD_EMPTY_EMBED).touch()
         engines.argocd_bin.mkdir(parents=True, exist_ok=True)
         version = pin.version.lstrip("v")
-        _build(f"argocd {pin.version}", source, "./cmd", engines.argocd_bin / "argocd",
+        go_build(f"argocd {pin.version}", source, "./cmd", engines.argocd_bin / "argocd",
                f"-s -w -X {pin.module}/common.version={version}", env, out)
         for name in ARGOCD_PROGRAMS:
             link = engines.argocd_bin / name
@@ -343,11 +345,11 @@ def _build_argocd(pin: Pin, engines: Engines, out: IO[str]) -> None:
 
 
 def _build_flux(pin: Pin, binary: Path, crds: Path, out: IO[str]) -> None:
-    env = _go_env(pin.toolchain)
-    work = _fresh(binary.parent)
+    env = go_env(pin.toolchain)
+    work = fresh_folder(binary.parent)
     try:
-        source = _module_copy(pin, work, env, out)
-        _build(f"{pin.name} {pin.version}", source, ".", binary, "-s -w", env, out)
+        source = module_copy(pin, work, env, out)
+        go_build(f"{pin.name} {pin.version}", source, ".", binary, "-s -w", env, out)
         shutil.rmtree(crds, ignore_errors=True)
         shutil.copytree(source / "config" / "crd" / "bases", crds)
     finally:
@@ -355,16 +357,16 @@ def _build_flux(pin: Pin, binary: Path, crds: Path, out: IO[str]) -> None:
 
 
 def _install_kustomize(pin: Pin, binary: Path, out: IO[str]) -> None:
-    env = _go_env(pin.toolchain)
-    work = _fresh(binary.parent)
+    env = go_env(pin.toolchain)
+    work = fresh_folder(binary.parent)
     try:
         env["GOBIN"] = str(work)
         started = time.monotonic()
-        _say(out, f"building kustomize {pin.version}")
+        say(out, f"building kustomize {pin.version}")
         _run_with_progress(["nice", "-n", "19", "go", "install", "-v", "-trimpath", "-ldflags",
                             "-s -w", f"{pin.module}@{pin.version}"], work, env, "kustomize", out)
         os.replace(work / "kustomize", binary)
-        _say(out, f"built kustomize {pin.version} in {time.monotonic() - started:.0f}s")
+        say(out, f"built kustomize {pin.version} in {time.monotonic() - started:.0f}s")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -380,14 +382,14 @@ def _unpack_redis(folder: Path, out: IO[str]) -> None:
     except debian.DebianUnavailable as error:
         raise EngineBuildError(f"redis-server (Argo CD's cache) comes from Debian's packages: "
                                f"{error}") from None
-    _say(out, f"fetching Debian's {', '.join(REDIS_PACKAGES)} (apt-get download)")
+    say(out, f"fetching Debian's {', '.join(REDIS_PACKAGES)} (apt-get download)")
     try:
         versions = debian.unpack(REDIS_PACKAGES, folder)
         (folder / "VERSION").write_text(versions["redis-server"] + "\n")
         return
     except debian.DebianUnavailable as error:
         downloaded = str(error)
-    _say(out, f"{downloaded}; trying apt-get install redis-server")
+    say(out, f"{downloaded}; trying apt-get install redis-server")
     try:
         debian.install("redis-server")
     except debian.DebianUnavailable as error:

@@ -265,20 +265,20 @@ class Bench:
                     for i in indices if f"cap-{i:05d}" in self.inactive]
 
 
-def bare_patches(kubeconfig: Path, n: int, threads: int, value: int) -> float:
-    """The limit: the same n merge patches of one field the controller sends, from the same
-    client configuration (its ServiceAccount, `runtime.kube.load_client`'s pool), with as many
-    threads as it has workers, to n pools nobody governs. Seconds for all of them."""
+def bare_patches(kubeconfig: Path, paths: list[str], threads: int, body: dict[str, Any]) -> float:
+    """The limit: the same merge patches of one field a controller sends, from the same client
+    configuration (`kubeconfig`'s identity, `runtime.kube.load_client`'s pool), with as many
+    threads as it has workers, to objects nobody governs. Seconds for all of them. (Also the
+    peers' benchmark's bare client, bench/peers/run.py.)"""
     api = kube.load_client(kubeconfig)
-    body = {"spec": {"warmReplicas": value}}
 
-    def one(i: int) -> None:
-        kube.merge_patch(api, p(POOLS, f"bare-{i:05d}"), body, field_manager="bench-bare")
+    def one(path: str) -> None:
+        kube.merge_patch(api, path, body, field_manager="bench-bare")
 
     try:
         with ThreadPoolExecutor(threads) as pool:
             started = time.monotonic()
-            list(pool.map(one, range(n)))
+            list(pool.map(one, paths))
             return time.monotonic() - started
     finally:
         api.close()
@@ -338,7 +338,8 @@ def market_open(bench: "Bench", kubeconfig: Path, sa: Path, port: int, log: Path
                 if str(w.get("target", "")).startswith("VirtualMachinePool/agents/bpool-")]
 
     for r in range(rounds):
-        bare_s = bare_patches(sa, n, workers, ACTIVE if r % 2 == 0 else 0)
+        bare_s = bare_patches(sa, [p(POOLS, f"bare-{i:05d}") for i in range(n)], workers,
+                              {"spec": {"warmReplicas": ACTIVE if r % 2 == 0 else 0}})
         mark = log.stat().st_size
         calls_before = {what: metric_value(port, "fivespot_writes_total", f'what="{what}"')
                         for what in ("target", "status")}
