@@ -98,6 +98,20 @@ def _denied(create: Any) -> kube.ApiError:
     return refused.value
 
 
+def _until_in_force(api: client.ApiClient, path: str, body: dict[str, Any]) -> None:
+    """Wait until a dry-run create of `body` is refused: a policy just applied reaches the API
+    server's admission through an informer, a moment after the create of it returned (seconds on
+    a loaded machine), and the first real create must meet the policy, not the gap."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            kube.request(api, "POST", path, body=body, query={"dryRun": "All"})
+        except kube.ApiError:
+            return
+        assert time.monotonic() < deadline, f"no policy refused a create at {path} within 60 s"
+        time.sleep(0.2)
+
+
 def _offline_message(out: Path, obj: dict[str, Any], roles: list[dict[str, Any]],
                      work: Path) -> str | None:
     """What `fivespot check --user-roles` says of creating `obj` by a user holding `roles`."""
@@ -168,6 +182,7 @@ def test_a_scheduledcapacity_is_admitted_only_when_its_author_may_patch_the_targ
     author = client_as_service_account(kubeconfig, NS, AUTHOR)
     scaps = path(SCAP, ns=NS)
     try:
+        _until_in_force(author, scaps, _scap("web", 2))
         refused = _denied(lambda: kube.request(author, "POST", scaps, body=_scap("web", 2)))
         assert refused.status == 403
         expected = ('scheduledcapacities.5spot.finos.org "web" is forbidden: '
@@ -250,6 +265,7 @@ def test_a_scheduledmachine_is_admitted_only_when_its_author_may_create_what_it_
             _grant(kubeconfig, admin, tmp_path, authoring)
             author = client_as_service_account(kubeconfig, "trading", AUTHOR)
             machines = kube.resource_path(*SM, namespace="trading")
+            _until_in_force(author, machines, _machine("rack-1"))
             refused = _denied(lambda: kube.request(author, "POST", machines,
                                                    body=_machine("rack-1")))
             assert refused.status == 403
