@@ -32,6 +32,7 @@ from tests.integration.authorizer import wait_in_force
 from tests.integration.capacity_world import SCAP, World, path
 from tests.integration.conftest import own_control_plane
 from tests.integration.machine_world import CAPI_CRDS, SM, TRADING_DESK
+from tests.integration.test_compiled_example_installs import assert_type_checked
 
 pytestmark = pytest.mark.integration
 
@@ -122,24 +123,6 @@ def _offline_message(out: Path, obj: dict[str, Any], roles: list[dict[str, Any]]
     return result.verdict.status.message if result.verdict.status is not None else None
 
 
-def _assert_type_checked(admin: client.ApiClient, names: list[str]) -> None:
-    """kube-controller-manager type-checked each policy, without a warning."""
-    registration = client.AdmissionregistrationV1Api(admin)
-    pending = set(names)
-    deadline = time.monotonic() + 60
-    while pending and time.monotonic() < deadline:
-        for name in sorted(pending):
-            policy = registration.read_validating_admission_policy(name)
-            status = policy.status
-            if status and status.observed_generation == policy.metadata.generation and \
-                    status.type_checking is not None:
-                warnings = status.type_checking.expression_warnings or []
-                assert not warnings, f"{name}: {[(w.field_ref, w.warning) for w in warnings]}"
-                pending.discard(name)
-        time.sleep(0.2)
-    assert not pending, f"kube-controller-manager never type-checked {sorted(pending)}"
-
-
 # --- ScheduledCapacity ---------------------------------------------------------------------------
 
 
@@ -194,7 +177,7 @@ def test_a_scheduledcapacity_is_admitted_only_when_its_author_may_patch_the_targ
                     "[apps], bound to you in namespace agents")
         assert refused.message == expected
         assert _offline_message(out, _scap("web", 2), [authoring], tmp_path) == expected
-        _assert_type_checked(module_admin, ["fivespot-scap-author-rights", "fivespot-scap-tenancy",
+        assert_type_checked(module_admin, ["fivespot-scap-author-rights", "fivespot-scap-tenancy",
                                             "fivespot-scap-schedule-kinds",
                                             "fivespot-tenant-limits"])
 
@@ -280,7 +263,7 @@ def test_a_scheduledmachine_is_admitted_only_when_its_author_may_create_what_it_
                         "[bootstrap.cluster.x-k8s.io], bound to you in namespace trading")
             assert refused.message == expected
             assert _offline_message(out, _machine("rack-1"), [authoring], tmp_path) == expected
-            _assert_type_checked(admin, ["fivespot-machine-author-rights"])
+            assert_type_checked(admin, ["fivespot-machine-author-rights"])
 
             bootstrapping = _role("bootstrapper", "trading", [
                 {"apiGroups": ["bootstrap.cluster.x-k8s.io"], "resources": ["kubeadmconfigs"],
