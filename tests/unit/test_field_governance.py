@@ -480,9 +480,9 @@ def test_a_keda_scaled_object_is_a_governor_too_and_names_min_replica_count() ->
 
 def test_check_warns_when_a_manifest_in_the_set_sets_the_gated_field_with_the_fix(
         out_dir: Any, tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    spec: dict[str, Any] = {"warmReplicas": 0, "template": {"cpu": 2}}
     pool = {"apiVersion": "pools.agents.example.com/v1alpha1", "kind": "VirtualMachinePool",
-            "metadata": {"name": "sandboxes", "namespace": "agents"},
-            "spec": {"warmReplicas": 0, "template": {"cpu": 2}}}
+            "metadata": {"name": "sandboxes", "namespace": "agents"}, "spec": spec}
     manifest = _file(tmp_path / "pool.yaml", pool)
     objects = _file(tmp_path / "scap.yaml", _file_scap("office-hours"))
     code, found = _check(capsys, objects, manifest, "--policies", out_dir)
@@ -493,7 +493,7 @@ def test_check_warns_when_a_manifest_in_the_set_sets_the_gated_field_with_the_fi
         "spec.warmReplicas, which ScheduledCapacity agents/office-hours governs")
     assert "Take the field out of the manifest in git" in warning
     assert "RespectIgnoreDifferences=true" in warning and warning.endswith(f"defined at {manifest}:4:3")
-    pool["spec"].pop("warmReplicas")
+    spec.pop("warmReplicas")
     _file(tmp_path / "pool.yaml", pool)
     code, found = _check(capsys, objects, manifest, "--policies", out_dir)
     assert code == 0 and found["office-hours"]["warnings"] == []
