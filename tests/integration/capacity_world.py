@@ -261,7 +261,7 @@ class History:
     order): the independent record of what was written, and at which revision."""
 
     def __init__(self, admin: client.ApiClient, kind: tuple[str, str, str], since: str,
-                 ns: str = NS):
+                 ns: str = NS, timeout_s: int = 600):
         import threading
 
         self.events: list[tuple[int, str, str, dict[str, Any]]] = []
@@ -270,7 +270,7 @@ class History:
         self._stop = threading.Event()
         self._response = kube.stream(admin, path(kind, ns=ns), query={
             "watch": "1", "resourceVersion": since, "allowWatchBookmarks": "false",
-            "timeoutSeconds": "600"}, timeout=(5.0, 660.0))
+            "timeoutSeconds": str(timeout_s)}, timeout=(5.0, timeout_s + 60.0))
         self._thread = threading.Thread(target=self._read, daemon=True)
         self._thread.start()
 

@@ -41,7 +41,13 @@ from devcluster.gitops_engines import ENGINE_CONTROLLERS, ArgoCD, Flux
 from devcluster.gitserver import GitServer
 from devcluster.kubectl import kubectl
 from runtime import kube
-from tests.integration.capacity_world import ControllerProcess, World, unique
+from tests.integration.capacity_world import (
+    ControllerProcess,
+    History,
+    World,
+    current_revision,
+    unique,
+)
 from tests.integration.conftest import own_control_plane
 from tests.integration.gitops_world import (
     APPLICATIONS,
@@ -99,45 +105,33 @@ def fivespot(work: Path, argocd: bool) -> Iterator[tuple[Fivespot, ExitStack]]:
         yield Fivespot(plane.kubeconfig, admin, work / "out", controller, server, work), stack
 
 
-class Revisions:
-    """Every revision of the tenant's pools from a known resourceVersion, each with the moment
-    its watch event arrived."""
+class Revisions(History):
+    """Every revision of the tenant's pools from a known resourceVersion (`History`), each with
+    the moment its watch event arrived."""
 
     def __init__(self, admin: Any) -> None:
-        since = str(kube.request(admin, "GET", custom_path(VMP, TENANT), query={"limit": "1"})
-                    ["metadata"]["resourceVersion"])
-        self.events: list[tuple[float, str, Any]] = []
-        """(arrival, name, spec.warmReplicas)."""
+        self.arrivals: list[tuple[float, str, Any]] = []
+        """(arrival, name, spec.warmReplicas) of each ADDED or MODIFIED event."""
         self.owners: list[Any] = []
-        self._lock = threading.Lock()
-        self._response = kube.stream(admin, custom_path(VMP, TENANT), query={
-            "watch": "1", "resourceVersion": since, "timeoutSeconds": "1800"}, timeout=(5.0, 1900.0))
-        self._thread = threading.Thread(target=self._read, daemon=True)
-        self._thread.start()
+        super().__init__(admin, VMP, current_revision(admin, VMP, TENANT), ns=TENANT,
+                         timeout_s=1800)
 
-    def _read(self) -> None:
-        buffer = b""
-        try:
-            for chunk in self._response.response.stream(4096, decode_content=True):
-                buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
-                    if line.strip():
-                        event = json.loads(line)
-                        obj = event.get("object") or {}
-                        if event.get("type") in ("ADDED", "MODIFIED"):
-                            with self._lock:
-                                self.events.append((time.monotonic(), obj["metadata"]["name"],
-                                                    (obj.get("spec") or {}).get("warmReplicas")))
-                                self.owners.append([(m.get("manager"), m.get("operation"), json.dumps(m.get("fieldsV1"))[:200])
-                                                    for m in obj["metadata"].get("managedFields") or []])
-        except Exception:
-            return
+    def _add(self, event: dict[str, Any]) -> None:
+        obj = event.get("object") or {}
+        meta = obj.get("metadata") or {}
+        if event.get("type") in ("ADDED", "MODIFIED") and "name" in meta:
+            with self._lock:
+                self.arrivals.append((time.monotonic(), meta["name"],
+                                      (obj.get("spec") or {}).get("warmReplicas")))
+                self.owners.append([(m.get("manager"), m.get("operation"),
+                                     json.dumps(m.get("fieldsV1"))[:200])
+                                    for m in meta.get("managedFields") or []])
+        super()._add(event)
 
-    def of(self, name: str) -> list[tuple[float, Any]]:
+    def changes(self, name: str) -> list[tuple[float, Any]]:
         """Each change of the field: (arrival, value)."""
         with self._lock:
-            found = [(t, v) for t, n, v in self.events if n == name]
+            found = [(t, v) for t, n, v in self.arrivals if n == name]
         changes: list[tuple[float, Any]] = []
         for moment, value in found:
             if not changes or changes[-1][1] != value:
@@ -147,7 +141,7 @@ class Revisions:
     def reverts(self, name: str) -> list[tuple[float, float | None]]:
         """Each change to git's value after fivespot held the field, with when fivespot's value
         was back (None: not yet)."""
-        changes = self.of(name)
+        changes = self.changes(name)
         found: list[tuple[float, float | None]] = []
         for index, (moment, value) in enumerate(changes):
             if value == GIT_VALUE and index > 0 and changes[index - 1][1] in (0, ACTIVE):
@@ -157,18 +151,7 @@ class Revisions:
 
     def fivespot_writes(self, name: str) -> list[float]:
         """Only fivespot writes 0 or the active value here (git says 1)."""
-        return [t for t, v in self.of(name) if v in (0, ACTIVE)]
-
-    def stop(self) -> None:
-        import socket
-
-        sock = getattr(getattr(self._response.response, "connection", None), "sock", None)
-        if sock is not None:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-        self._thread.join(10)
+        return [t for t, v in self.changes(name) if v in (0, ACTIVE)]
 
 
 def _pool(name: str, warm: int | None, label: str) -> dict[str, Any]:
@@ -276,7 +259,7 @@ def _argo_round(tenant: ArgoTenant, pool: str, revisions: Revisions) -> list[tup
         raise AssertionError(
             f"OutOfSync outside a tenant commit's sync: {[(round(t - first, 2), s) for t, s in out_of_sync[:5]]}"
             f"; commits {[(round(a - first, 2), round(b - first, 2)) for a, b in tenant.pending]}"
-            f"; field {[(round(t - first, 2), v) for t, v in revisions.of(pool)]}\n"
+            f"; field {[(round(t - first, 2), v) for t, v in revisions.changes(pool)]}\n"
             f"resources: {status.get('resources')}\nconditions: {status.get('conditions')}\n"
             f"owners: {revisions.owners[:6]}\n"
             f"argocd-cm: {kube.request(tenant.spot.admin, 'GET', '/api/v1/namespaces/argocd/configmaps/argocd-cm')['data'].get('resource.customizations.ignoreDifferences.all')!r}\n"
