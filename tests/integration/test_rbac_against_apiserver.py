@@ -125,13 +125,18 @@ def intended(identity: str, group: str, where: str) -> set[Permission]:
 
 def isolate(objects: list[dict[str, Any]], suffix: str) -> list[dict[str, Any]]:
     """Cluster-wide RBAC names (and the bindings' references to them) get a per-test suffix (test
-    setup only), so tests never share one."""
+    setup only), so tests never share one; so do the Roles and RoleBindings the tenancy layer puts
+    in tenant namespaces (`agents`), which other tests and `devcluster install` share. `suffix` is
+    the test's install namespace, whose own objects need none."""
     isolated = []
     for obj in objects:
         obj = {**obj, "metadata": dict(obj["metadata"])}
-        if obj["kind"] in ("ClusterRole", "ClusterRoleBinding"):
+        shared = obj["metadata"].get("namespace", suffix) != suffix
+        if obj["kind"] in ("ClusterRole", "ClusterRoleBinding") or (
+                shared and obj["kind"] in ("Role", "RoleBinding")):
             obj["metadata"]["name"] = f"{obj['metadata']['name']}-{suffix}"
-        if obj["kind"].endswith("Binding") and obj["roleRef"]["kind"] == "ClusterRole":
+        if obj["kind"].endswith("Binding") and (obj["roleRef"]["kind"] == "ClusterRole"
+                                                or shared):
             obj["roleRef"] = {**obj["roleRef"], "name": f"{obj['roleRef']['name']}-{suffix}"}
         isolated.append(obj)
     return isolated

@@ -89,6 +89,20 @@ class World:
                                                                      dry_run="All"))
 
 
+def warmed_up(world: World) -> bool | None:
+    """True once the API server has had the webhook judge a write and the worker counted it.
+    A write that merely passes proves nothing: until the API server's informer has the new
+    configuration it calls no webhook, and the worker (which serves the metrics) may still be
+    starting behind the master's listening socket."""
+    try:
+        before = world.reviews()
+    except OSError:
+        return None
+    if world.through_api_server("warm-up") is not None:
+        return None
+    return True if world.reviews() > before else None
+
+
 def client_pair(name: str, ca: KeyPair = CLIENT_CA, key: object = CLIENT_CA_KEY) -> KeyPair:
     return issue(ca, key, name, NOW, client=True)  # type: ignore[arg-type]
 
@@ -136,8 +150,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             HOOK, f"https://127.0.0.1:{port}/validate/host-governance"))
         found = World(plane, server, core, namespace, work)
         try:
-            eventually(lambda: True if found.through_api_server("warm-up") is None else None,
-                       timeout_s=60)
+            eventually(lambda: warmed_up(found), timeout_s=90)
             yield found
         except BaseException:
             print(server.output())
