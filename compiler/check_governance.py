@@ -42,8 +42,7 @@ from api.fieldgovernance import (
 )
 from api.kinds.names import is_scheduled_capacity
 from compiler.diagnostics import Location
-from policies.admission_eval import Verdict, Violation
-from policies.admission_eval.status import Status
+from policies.admission_eval.result import Status, Verdict, Violation
 
 _ALONE: Final = Governs()
 POLICY: Final = "field-governance.5spot.finos.org"

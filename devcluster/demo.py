@@ -20,35 +20,19 @@ import argparse
 import shutil
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
 from devcluster.dev import DevSession
+from devcluster.machine_demo import CAPI_CRDS, MACHINES, MachineStory
+from devcluster.narration import say, wait
 from runtime import kube
 
 ROOT: Final = Path(__file__).resolve().parents[1]
 EXAMPLE: Final = ROOT / "examples" / "agent-sandbox"
 NS = "agents"
 POOL, SCHEDULE, SCAP = "demo-pool", "demo-window", "demo-capacity"
-
-
-def say(text: str) -> None:
-    print(f"\n\033[1m== {text}\033[0m", flush=True)
-
-
-def wait(check: Callable[[], bool], timeout: float, what: str) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if check():
-                return True
-        except kube.ApiError:
-            pass
-        time.sleep(0.1)
-    print(f"   (still waiting for {what} after {timeout:.0f}s)")
-    return False
 
 
 def _path(group: str, plural: str, name: str | None = None, sub: str | None = None) -> str:
@@ -135,7 +119,6 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--keep", action="store_true", help="keep the work folder with the logs")
     args = parser.parse_args(argv)
-    from devcluster.machine_demo import CAPI_CRDS, MACHINES, MachineStory
 
     work = Path(tempfile.mkdtemp(prefix="fivespot-demo-"))
     config = work / "config"

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from devcluster import localrun
-from devcluster.demo import say, wait
+from devcluster.narration import say, wait
 from runtime import kube
 
 NS: Final = "trading"

@@ -43,7 +43,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """The process: check the inputs, start, wait for SIGTERM, stop cleanly."""
     from api.bundle import Bundle
-    from controllers.providers.controller import PROVIDER_TYPES, bundle_lists, provider_manager
+    from controllers.providers.controller import PROVIDER_TYPES, bundle_lists
+    from controllers.providers.setup import provider_manager
 
     provider = PROVIDER_TYPES[args.name]
 

@@ -31,10 +31,8 @@ from controllers.providers import capital_markets, composite, manual, time_based
 from controllers.providers.reconcile import Evaluate, Plan, plan, requeue_delay
 from runtime import kube
 from runtime.cache import Obj
-from runtime.clock import SYSTEM_CLOCK, Clock
 from runtime.controller import Result
-from runtime.kube import ApiClient
-from runtime.manager import Manager, Primary, Settings
+from runtime.manager import Manager, Primary
 
 log = logging.getLogger("fivespot.provider")
 
@@ -125,17 +123,3 @@ class ProviderReconciler:
                 self.mgr.record(obj, event.type, event.reason, event.note)
         # Measured from after the write, so a slow round trip does not push the boundary back.
         return Result(requeue_after_s=requeue_delay(decided.requeue_at, self.mgr.clock.now()))
-
-
-def provider_manager(api: ApiClient, provider: ProviderType, settings: Settings, *,
-                     clock: Clock = SYSTEM_CLOCK) -> tuple[Manager, ProviderReconciler]:
-    """A Manager running `provider`'s reconciler (CompositeSchedule's with its children's kinds
-    watched: every provider kind the bundle installs)."""
-    mgr = Manager(api, settings, component=provider.component,
-                  reporting_controller=f"5spot.finos.org/{provider.component}", clock=clock)
-    if provider.kind.reads_providers:
-        from controllers.providers.composite_controller import CompositeReconciler
-
-        return mgr, CompositeReconciler(
-            mgr, provider, [(p.group, p.kind) for p in settings.bundle.providers])
-    return mgr, ProviderReconciler(mgr, provider)

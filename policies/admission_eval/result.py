@@ -1,4 +1,5 @@
-"""What an admission decision looks like: allowed or not, every violation, every warning.
+"""What an admission decision looks like: allowed or not, every violation, every warning, and
+the `Status` the API server answers a denial with (`status` words it).
 
 `source` says which layer of the API server decided: `schema` (the CRD's structural schema),
 `crd-rule` (its `x-kubernetes-validations`), `vap` (a ValidatingAdmissionPolicy) or `webhook`
@@ -8,17 +9,44 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import Any, Final, Literal
 
 from msgspec import Struct
-
-if TYPE_CHECKING:
-    from policies.admission_eval.status import Status
 
 Source = Literal["schema", "crd-rule", "vap", "webhook"]
 SCHEMA: Final = "schema"
 CRD_RULE: Final = "crd-rule"
 VAP: Final = "vap"
+
+
+class Cause(Struct, frozen=True):
+    """One field error of a `Status` (apimachinery `metav1.StatusCause`)."""
+
+    field: str | None
+    message: str
+    reason: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        shown: dict[str, Any] = {}
+        if self.reason:
+            shown["reason"] = self.reason
+        shown["message"] = self.message
+        if self.field is not None:
+            shown["field"] = self.field
+        return shown
+
+
+class Status(Struct, frozen=True):
+    """A failure `Status` (apimachinery `metav1.Status`): what the API server returns."""
+
+    code: int
+    reason: str
+    message: str
+    causes: tuple[Cause, ...] = ()
+
+    def as_json(self) -> dict[str, Any]:
+        return {"code": self.code, "reason": self.reason, "message": self.message,
+                "causes": [c.as_json() for c in self.causes]}
 
 
 class Violation(Struct, frozen=True):

@@ -1,4 +1,5 @@
-"""The `Status` the API server answers a denied create or update of a custom resource with.
+"""The `Status` (`result.Status`) the API server answers a denied create or update of a custom
+resource with.
 
 `kubectl` prints its `message` (`Error from server (Invalid): error when creating "x.yaml": ...`,
 or for a 422 `The Kind "name" is invalid:` and one line per cause), so this is what a user
@@ -17,45 +18,17 @@ The wording is that of `gotext.SERVER_VERSION`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Final
 
 from msgspec import Struct
 
 from policies.admission_eval.gotext import aggregate
-from policies.admission_eval.result import VAP, Violation
+from policies.admission_eval.result import VAP, Cause, Status, Violation
 
 _VAP_CODES: Final = {"Forbidden": 403, "Invalid": 422, "Unauthorized": 401,
                      "RequestEntityTooLarge": 413}
 NO_FIELD: Final = "<nil>"
 """How a field error without a path (`field.Invalid(nil, ...)`) shows its field."""
-
-
-class Cause(Struct, frozen=True):
-    field: str | None
-    message: str
-    reason: str | None = None
-
-    def as_json(self) -> dict[str, Any]:
-        shown: dict[str, Any] = {}
-        if self.reason:
-            shown["reason"] = self.reason
-        shown["message"] = self.message
-        if self.field is not None:
-            shown["field"] = self.field
-        return shown
-
-
-class Status(Struct, frozen=True):
-    """A failure `Status` (apimachinery `metav1.Status`): what the API server returns."""
-
-    code: int
-    reason: str
-    message: str
-    causes: tuple[Cause, ...] = ()
-
-    def as_json(self) -> dict[str, Any]:
-        return {"code": self.code, "reason": self.reason, "message": self.message,
-                "causes": [c.as_json() for c in self.causes]}
 
 
 class Target(Struct, frozen=True):

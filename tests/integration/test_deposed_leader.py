@@ -27,7 +27,8 @@ from kubernetes import client, config
 
 from api.bundle import load_bundle
 from controllers.capacity.controller import capacity_manager
-from controllers.providers.controller import PROVIDER_TYPES, provider_manager
+from controllers.providers.controller import PROVIDER_TYPES
+from controllers.providers.setup import provider_manager
 from devcluster import localrun
 from devcluster.clients import service_account_kubeconfig
 from runtime import kube

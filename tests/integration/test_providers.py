@@ -35,7 +35,8 @@ from api.kinds.providers import (
     TIMEZONE_MESSAGE,
 )
 from controllers.providers import capital_markets
-from controllers.providers.controller import PROVIDER_TYPES, provider_manager
+from controllers.providers.controller import PROVIDER_TYPES
+from controllers.providers.setup import provider_manager
 from runtime.manager import Manager, Settings
 from controllers.providers.status import rfc3339
 from devcluster import localrun
