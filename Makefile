@@ -94,7 +94,8 @@ typecheck: install
 	$(BIN)/python -m mypy
 	$(BIN)/python -m mypy --strict image/build.py image/supply_chain.py
 
-# The layers (docs/explanation/architecture.md): every contract in .importlinter must hold.
+# The layers (docs/explanation/architecture.md): every contract in .importlinter must hold, the
+# one that forbids import circles inside a package too.
 imports: install
 	$(BIN)/lint-imports
 

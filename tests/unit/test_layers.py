@@ -2,7 +2,8 @@
 process loads only its own layers.
 
 `make test` runs `lint-imports` on the checkout; these tests prove the check can fail (a planted
-import in a temporary copy of the tree breaks the contract it should) and check what the
+import in a temporary copy of the tree breaks the contract it should, a planted import circle
+breaks the acyclic one wherever the import is written) and check what the
 contracts cannot see: the modules a process really has loaded after importing its entry point.
 """
 
@@ -102,6 +103,28 @@ def test_a_planted_forbidden_import_breaks_its_contract(tree: Path, module: str,
     assert result.returncode != 0, result.stdout
     failed = result.stdout.split("Broken contracts", 1)[-1]
     assert broken in failed and module in failed, result.stdout
+
+
+ACYCLIC = "No import cycles"
+
+
+@pytest.mark.parametrize("module,line,package", [
+    ("policies.admission_eval.result", "from policies.admission_eval import status",
+     "policies.admission_eval"),
+    ("controllers.providers.controller",
+     "def _planted() -> None:\n    from controllers.providers import composite_controller",
+     "controllers.providers"),
+    ("devcluster.narration", "import typing\nif typing.TYPE_CHECKING:\n    import devcluster.machine_demo",
+     "devcluster"),
+    ("compiler.emit.base", "import compiler.pipeline", "compiler"),
+], ids=["module-level", "inside-a-function", "under-type-checking", "between-subpackages"])
+def test_an_import_circle_inside_a_package_breaks_the_acyclic_contract(tree: Path, module: str,
+                                                                       line: str, package: str) -> None:
+    plant(tree, module, line)
+    result = lint_imports(tree)
+    assert result.returncode != 0, result.stdout
+    failed = result.stdout.split("Broken contracts", 1)[-1]
+    assert ACYCLIC in failed and f"No cycles are allowed in {package}." in failed, result.stdout
 
 
 def test_no_top_level_package_imports_another_that_imports_it_back() -> None:
