@@ -232,7 +232,7 @@ def _reference(args: argparse.Namespace) -> int:
 
 
 def _run_example(args: argparse.Namespace) -> int:
-    from compiler.offline_check import render_test_table, run_compiled_fixtures
+    from compiler.check.fixtures import render_test_table, run_compiled_fixtures
     from compiler.output import write_tree
     from compiler.ownership import check_target
     from compiler.pipeline import compile_repo
@@ -248,7 +248,8 @@ def _run_example(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from compiler.offline_check import check, render_check_json, render_check_table
+    from compiler.check.objects import check
+    from compiler.check.render import render_check_json, render_check_table
 
     with collector.fewer_collections():
         results = check(args.policies, args.objects, old=args.old, namespaces=args.namespaces,
@@ -259,7 +260,7 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _test(args: argparse.Namespace) -> int:
-    from compiler.offline_check import render_test_json, render_test_table, run_fixtures
+    from compiler.check.fixtures import render_test_json, render_test_table, run_fixtures
 
     with collector.fewer_collections():
         results = run_fixtures(args.config_dir, args.kubernetes_version)

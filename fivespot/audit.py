@@ -4,7 +4,7 @@ would its compiled output deny — and why, in the API server's own words.
 It reads (and only reads) every object of every kind the output's CRDs define, from the cluster
 of a kubeconfig and context as kubectl picks them, or from `kubectl get -o yaml` exports
 (`--from`, for a CI job without cluster access), and decides each as a create of it today would
-be decided by the output's policies (`compiler.audit`). Exit 1 when the output would deny any;
+be decided by the output's policies (`compiler.check.audit`). Exit 1 when the output would deny any;
 read-only RBAC (get, list on those kinds) is enough.
 """
 
@@ -41,9 +41,9 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from compiler import audit
+    from compiler.check import audit
     from compiler.diagnostics import CompileError
-    from compiler.offline_check import InputError
+    from compiler.diagnostics import InputError
     from runtime.kube import ApiError, ConfigError
 
     try:
@@ -98,8 +98,8 @@ def _list(api: Any, path: str) -> Iterator[dict[str, Any]]:
 
 def _kinds(out_dir: Path) -> list[tuple[str, str, str]]:
     """(group, storage version, plural) of every CRD in OUT_DIR."""
-    from compiler.objectyaml import parse_documents, read_file
-    from compiler.offline_check import yaml_files
+    from compiler.check.objectyaml import parse_documents, read_file
+    from compiler.check.objects import yaml_files
 
     found = []
     for path in yaml_files(out_dir):

@@ -33,7 +33,7 @@ from api.kinds.scheduled_capacity import INACTIVE_VALUE, PROVIDER_GROUP, Schedul
 from commandline import exitcodes
 from compiler.diagnostics import CompileError, Diagnostic, InputError, Location
 from compiler.folders import yaml_files
-from compiler.objectyaml import read_documents
+from compiler.check.objectyaml import read_documents
 from controllers.providers.composite import parse_spec, references
 from controllers.providers.timeline import Provider, Timeline, timelines
 

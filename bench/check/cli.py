@@ -7,7 +7,7 @@ with one boundary mutation), and in one run measures:
 1. `fivespot check --policies OUT FILE` started afresh each time (interpreter start-up, imports,
    reading and compiling the policies, reading the file, deciding, printing): several runs after
    a warm-up, wall clock and CPU time (user + system of the process and its workers), median and
-   spread, hyperfine-style. The warm-up fills the check cache (`compiler.checkcache`, in the
+   spread, hyperfine-style. The warm-up fills the check cache (`compiler.check.cache`, in the
    run's own folder), as a user's first run after compiling does; one object is also measured
    with `--no-cache` (the first run after a policy change);
 0. the limit, in the same run: the interpreter alone (`python -c pass`, the same venv), and a

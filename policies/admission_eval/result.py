@@ -4,7 +4,7 @@ the `Status` the API server answers a denial with (`status` words it).
 `source` says which layer of the API server decided: `schema` (the CRD's structural schema),
 `crd-rule` (its `x-kubernetes-validations`), `vap` (a ValidatingAdmissionPolicy) or `webhook`
 (a rule fivespot's admission webhook enforces, applied among the objects given:
-`compiler.check_governance`).
+`compiler.check.governance`).
 """
 
 from __future__ import annotations

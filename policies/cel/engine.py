@@ -9,7 +9,7 @@ and the mapping of error texts to the wording cel-go, and therefore `kubectl`, u
 
 Programs are cached by (expression, variables) and are safe to evaluate from many threads; they
 pickle (as cel-cpp's serialized form and the checked AST), so `fivespot check` can keep them
-between runs (`compiler.checkcache`).
+between runs (`compiler.check.cache`).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from compiler.offline_check import check
+from compiler.check.objects import check
 from devcluster import localrun
 from devcluster.clients import admin_client, client_as_service_account
 from devcluster.controlplane import ControlPlane

@@ -41,9 +41,9 @@ from hypothesis import strategies as st
 from kubernetes import client, dynamic
 from kubernetes.client.rest import ApiException
 
-from compiler.offline_check import user_rules_authorizer
+from compiler.check.fixtures import user_rules_authorizer
 from compiler.pipeline import compile_repo
-from compiler.objectyaml import parse_documents
+from compiler.check.objectyaml import parse_documents
 from compiler.spec import PolicyRule
 from policies import kubeversions
 from policies.admission_eval import Checker, Request, Verdict, status

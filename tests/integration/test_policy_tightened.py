@@ -196,7 +196,7 @@ def _audit(out: Path, *args: str) -> tuple[int, dict[str, Any]]:
 def _dry_run_create(admin: client.ApiClient, stored: dict[str, Any]) -> tuple[int, dict[str, Any]]:
     """The server's answer to creating the stored object today (admission runs before the
     object's existence is looked at: a denial is the policies', a 409 means admitted)."""
-    from compiler.audit import as_created
+    from compiler.check.audit import as_created
 
     meta = stored["metadata"]
     try:

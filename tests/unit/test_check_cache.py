@@ -1,5 +1,5 @@
 """`fivespot check` keeps the policies it read and the CEL it compiled between runs
-(`compiler.checkcache`): by content, private to the user, never stale, never required; and the
+(`compiler.check.cache`): by content, private to the user, never stale, never required; and the
 path of a one-object check imports none of what it does not use."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from compiler import checkcache
+from compiler.check import cache as checkcache
 from compiler.output import write_tree
 from compiler.pipeline import compile_repo
 from fivespot.cli import main
@@ -178,7 +178,7 @@ def test_with_a_kept_entry_a_check_of_plain_objects_never_imports_pyyaml(
 
 def test_with_a_kept_entry_only_the_kinds_checked_have_their_schema_compiled(
         out_dir: Path, tmp_path: Path, cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from compiler.offline_check import load_checker
+    from compiler.check.objects import load_checker
     from policies.admission_eval import Request
 
     first = load_checker([out_dir])  # no entry yet: every schema compiled (and any error raised)
@@ -192,7 +192,7 @@ def test_with_a_kept_entry_only_the_kinds_checked_have_their_schema_compiled(
 
 
 def test_the_yaml_files_of_a_folder_are_read_once_each_in_path_order(tmp_path: Path) -> None:
-    from compiler.offline_check import yaml_files
+    from compiler.check.objects import yaml_files
 
     root = tmp_path / "out"
     for name in ("a/b.yaml", "a-c.yaml", "a/z/y.yml", "b.YAML", "c.yaml.txt", ".hidden/x.yaml",

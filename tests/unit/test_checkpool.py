@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from compiler import checkpool
+from compiler.check import pool as checkpool
 
 pytestmark = pytest.mark.unit
 

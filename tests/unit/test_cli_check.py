@@ -47,7 +47,7 @@ def write(path: Path, *documents: Any) -> Path:
 def forked(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """Whether each `checkpool.run` of the test forked its workers (False: it fell back to one
     process)."""
-    from compiler import checkpool
+    from compiler.check import pool as checkpool
 
     found: list[bool] = []
     real = checkpool.run
@@ -435,7 +435,8 @@ def _many(count: int) -> list[dict[str, Any]]:
 
 def test_a_large_input_read_and_decided_on_workers_gives_the_same_results_as_one_process(
         out_dir: Path, tmp_path: Path, forked: list[bool]) -> None:
-    from compiler import offline_check
+    from compiler.check import render
+    from compiler.check.objects import check
 
     many = _many(1200)
     objects = write(tmp_path / "objects.yaml", *many)
@@ -445,11 +446,11 @@ def test_a_large_input_read_and_decided_on_workers_gives_the_same_results_as_one
                      "spec: {enabled: true, enabled: false}\n")
     old = write(tmp_path / "old.yaml", many[20], many[-1])
     policies = [out_dir]
-    alone = offline_check.check(policies, [objects], old, jobs=1, cache=False)
-    apart = offline_check.check(policies, [objects], old, jobs=2, cache=False)
+    alone = check(policies, [objects], old, jobs=1, cache=False)
+    apart = check(policies, [objects], old, jobs=2, cache=False)
     assert forked == [True]  # one process does not fork; two do, and nothing fell back
-    assert offline_check.render_check_json(apart) == offline_check.render_check_json(alone)
-    assert offline_check.render_check_table(apart) == offline_check.render_check_table(alone)
+    assert render.render_check_json(apart) == render.render_check_json(alone)
+    assert render.render_check_table(apart) == render.render_check_table(alone)
     assert sum(not r.verdict.allowed for r in apart) > 170
     assert any("is defined at" in v.message for r in apart for v in r.verdict.violations)
     assert any("is defined at" in w for r in apart for w in r.verdict.warnings)  # the UPDATE
@@ -457,25 +458,27 @@ def test_a_large_input_read_and_decided_on_workers_gives_the_same_results_as_one
 
 def test_a_large_input_mixing_kinds_no_policy_applies_to_is_still_decided_on_workers(
         out_dir: Path, tmp_path: Path, forked: list[bool]) -> None:
-    from compiler import offline_check
+    from compiler.check import render
+    from compiler.check.objects import check
 
     mixed: list[Any] = []
     for index, obj in enumerate(_many(900)):
         mixed += [obj, {**DEPLOYMENT, "metadata": {"name": f"web-{index}", "namespace": "agents"}}]
     objects = write(tmp_path / "objects.yaml", *mixed)
     old = write(tmp_path / "old.yaml", mixed[1])
-    alone = offline_check.check([out_dir], [objects], old, jobs=1, cache=False)
-    apart = offline_check.check([out_dir], [objects], old, jobs=2, cache=False)
+    alone = check([out_dir], [objects], old, jobs=1, cache=False)
+    apart = check([out_dir], [objects], old, jobs=2, cache=False)
     assert forked == [True]
-    assert offline_check.render_check_table(apart) == offline_check.render_check_table(alone)
-    assert offline_check.render_check_json(apart) == offline_check.render_check_json(alone)
+    assert render.render_check_table(apart) == render.render_check_table(alone)
+    assert render.render_check_json(apart) == render.render_check_json(alone)
     assert [r.skipped != "" for r in apart] == [o["kind"] == "Deployment" for o in mixed]
     assert apart[1].operation == "UPDATE"  # its old version given: an update, still skipped
 
 
 def test_a_problem_in_a_large_input_is_reported_as_one_process_reports_it(
         out_dir: Path, tmp_path: Path) -> None:
-    from compiler import offline_check
+    from compiler.check.objects import check
+    from compiler.diagnostics import InputError
 
     many = _many(1200)
     many[1100]["kind"] = "NoSuchKind"
@@ -484,8 +487,8 @@ def test_a_problem_in_a_large_input_is_reported_as_one_process_reports_it(
         stream.write("---\nkind: [unclosed\n")
     reported = []
     for jobs in (1, 2):
-        with pytest.raises(offline_check.InputError) as raised:
-            offline_check.check([out_dir], [objects], jobs=jobs, cache=False)
+        with pytest.raises(InputError) as raised:
+            check([out_dir], [objects], jobs=jobs, cache=False)
         reported.append([str(d) for d in raised.value.diagnostics])
     assert reported[0] == reported[1]
     assert len(reported[0]) == 1 and "invalid YAML" in reported[0][0]

@@ -370,7 +370,7 @@ def _naive(checked: list[Any]) -> list[bool]:
 
 
 def _checked(objects: list[dict[str, Any]], allowed: list[bool]) -> list[Any]:
-    from compiler.check_governance import Checked, object_claim
+    from compiler.check.governance import Checked, object_claim
     from compiler.diagnostics import Location
     from policies.admission_eval import Verdict
 
@@ -383,7 +383,7 @@ def test_check_decides_each_target_apart_and_gives_the_answer_of_every_claim_aga
 ) -> None:
     import random
 
-    from compiler.check_governance import field_governance
+    from compiler.check.governance import field_governance
 
     rng = random.Random(1405)
     for _ in range(200):
@@ -399,7 +399,7 @@ def test_check_decides_only_the_contested_targets_and_gives_the_same_verdicts_as
 ) -> None:
     import random
 
-    from compiler.check_governance import field_governance, governed
+    from compiler.check.governance import field_governance, governed
 
     rng = random.Random(1406)
     for _ in range(300):
@@ -415,7 +415,7 @@ def test_check_decides_only_the_contested_targets_and_gives_the_same_verdicts_as
 def test_check_over_thousands_of_objects_compares_each_only_with_those_on_its_own_target(
         monkeypatch: pytest.MonkeyPatch) -> None:
     import api.fieldgovernance as rule
-    from compiler.check_governance import field_governance
+    from compiler.check.governance import field_governance
 
     calls = 0
     real = rule.overlaps

@@ -17,7 +17,7 @@ import pytest
 
 from compiler.diagnostics import InputError
 from compiler.kubectlyaml import MERGE, plain_scalar
-from compiler.objectyaml import parse_documents, read_text
+from compiler.check.objectyaml import parse_documents, read_text
 
 _INT64 = 1 << 63
 

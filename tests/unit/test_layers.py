@@ -93,9 +93,12 @@ def test_an_unchanged_copy_keeps_every_contract(tree: Path) -> None:
      "The compiler and the checker run offline"),
     ("controllers.cli", "import flask",
      "Only the webhook serves HTTP admission"),
+    ("compiler.pipeline", "import compiler.check.objects",
+     "compiler/ holds two products"),
 ], ids=["webhook-imports-compiler", "controllers-import-webhook", "api-imports-runtime",
         "runtime-imports-controllers", "shipped-code-imports-devcluster",
-        "controller-imports-the-client", "compiler-imports-runtime", "controller-serves-http"])
+        "controller-imports-the-client", "compiler-imports-runtime", "controller-serves-http",
+        "compiling-imports-the-checker"])
 def test_a_planted_forbidden_import_breaks_its_contract(tree: Path, module: str, line: str,
                                                         broken: str) -> None:
     plant(tree, module, line)
@@ -172,5 +175,5 @@ def test_the_controller_processes_do_not_load_the_compiler_or_the_webhook() -> N
 
 
 def test_the_compiler_does_not_load_the_runtime_or_the_kubernetes_client() -> None:
-    loaded = _loaded_after("import compiler.pipeline, compiler.offline_check")
+    loaded = _loaded_after("import compiler.pipeline, compiler.check.objects")
     assert not loaded & {"runtime", "kubernetes", "webhook", "controllers", "devcluster"}

@@ -15,7 +15,8 @@ import jsonschema
 import pytest
 import yaml
 
-from compiler.offline_check import check, run_fixtures
+from compiler.check.fixtures import run_fixtures
+from compiler.check.objects import check
 from fivespot.cli import main
 from compiler.output import write_tree
 from compiler.pipeline import compile_repo

@@ -46,7 +46,7 @@ MAX_ENTRIES: Final = 32
 _CODE: Final = (
     *sorted((Path(engine.__file__).parent).glob("*.py")),
     Path(__file__).with_name("objectyaml.py"),
-    Path(__file__).with_name("kubectlyaml.py"),
+    Path(__file__).parents[1] / "kubectlyaml.py",
     Path(yamlbounds.__file__),
     Path(__file__),
 )

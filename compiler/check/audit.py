@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any, Final
 
 from commandline.yamlbounds import MAX_FILE_BYTES
-from compiler.objectyaml import parse_documents, read_file
-from compiler.offline_check import Result, assumed_note, check, input_files, pretty_json, _table
+from compiler.check.objectyaml import parse_documents, read_file
+from compiler.check.objects import Result, check, input_files
+from compiler.check.render import assumed_note, pretty_json, table
 
 SERVER_SET: Final = ("resourceVersion", "uid", "generation", "creationTimestamp",
                      "deletionTimestamp", "deletionGracePeriodSeconds", "managedFields", "selfLink")
@@ -98,7 +99,7 @@ def render_table(results: Sequence[Result]) -> str:
         for violation in result.verdict.violations:
             rows.append([result.label, violation.source, violation.policy or "",
                          violation.field or "-", violation.message])
-    lines = [_table(rows)] if len(rows) > 1 else []
+    lines = [table(rows)] if len(rows) > 1 else []
     return "\n".join([*lines, summary(results), *assumed_note(
         [r.verdict for r in results], "stored object", STORED_HINT)])
 

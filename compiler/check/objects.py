@@ -1,33 +1,33 @@
-"""`fivespot check` and `fivespot test`: the API server's admission verdict, without a cluster.
+"""`fivespot check`: the API server's admission verdict on objects, without a cluster.
 
 `check` reads compiled output (CRDs, ValidatingAdmissionPolicies, bindings, params objects) and
-objects to admit; `test` compiles a config repo in memory and runs its Fixtures, comparing each
-verdict with the one the fixture expects, like `gator verify` or `kyverno test`. The decisions
-themselves are `policies.admission_eval`'s; this module reads files, pairs old and new objects,
-and renders tables and JSON. Bad input is never a traceback: it is an InputError carrying
-`FILE:LINE:COL: field: message` diagnostics (exit 2).
+objects to admit. The decisions themselves are `policies.admission_eval`'s; this module reads
+files, pairs old and new objects and decides them (on forked workers for a large input,
+`compiler.check.pool`); `render` shows the results, `fixtures` runs `fivespot test` on the checker
+built here. Bad input is never a traceback: it is an InputError carrying `FILE:LINE:COL: field:
+message` diagnostics (exit 2).
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
-import json
 import operator
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from sys import intern
 from typing import TYPE_CHECKING, Any, Final
 
-import msgspec.json
 from msgspec import Struct
 from msgspec.structs import replace
 
-from compiler import checkcache, checkpool, folders
-from compiler.check_governance import Checked, field_governance, object_claim, object_writer
-from compiler.checkpool import MIN_PER_WORKER, usable_cores
+from compiler import folders
+from compiler.check import cache as checkcache
+from compiler.check import pool
+from compiler.check.governance import Checked, field_governance, object_claim, object_writer
+from compiler.check.pool import MIN_PER_WORKER, usable_cores
 from compiler.diagnostics import Diagnostic, InputError, Location
-from compiler.objectyaml import (
+from compiler.check.objectyaml import (
     Document,
     STDIN,
     Part,
@@ -47,7 +47,6 @@ from policies.admission_eval import (
     SchemaError,
     UnknownKind,
     Verdict,
-    Violation,
     group_of,
 )
 from policies.admission_eval.gotext import quote
@@ -58,8 +57,6 @@ from policies.kubeversions import KubernetesVersion
 
 if TYPE_CHECKING:
     from api.fieldgovernance import Claim, OtherWriter
-    from compiler.pipeline import Compiled
-    from compiler.spec import PolicyRule
 
 
 _POLICY_SUFFIXES: Final = (".yaml", ".yml")
@@ -139,7 +136,7 @@ def load_checker(roots: Sequence[Path], cache: bool = True,
     """A Checker from compiled output folders or files, deciding as the API server of version
     `server` (default: `default_server`); raises InputError. With `cache`, what reading and
     compiling these exact files gave an earlier run is reused and this run's is kept
-    (`compiler.checkcache`)."""
+    (`compiler.check.cache`)."""
     checker, keep = _load_checker(roots, cache, server)
     keep()
     return checker
@@ -492,7 +489,7 @@ def _check_in_workers(checker: Checker, sources: Sequence[_Source], old: Path | 
                       namespaces: Path | None, field_validation: FieldValidation,
                       jobs: int | None, authorizer: Mapping[str, Any]
                       ) -> tuple[list[Result], list[Checked]] | None:
-    """The results of a large input, read and decided on forked workers (`checkpool`), each
+    """The results of a large input, read and decided on forked workers (`pool`), each
     reading its own run of documents; None when the input is small or one core is all there is,
     or when anything in it is a problem: `_check_here` then does it all again and words each
     problem exactly as it always does (bad input costs the time, never the wording)."""
@@ -541,7 +538,7 @@ def _check_in_workers(checker: Checker, sources: Sequence[_Source], old: Path | 
                 _name_in_part, sources[index], number, position), writer)))
         return found
 
-    done = checkpool.run(work, len(runs), jobs, each=taken_in)
+    done = pool.run(work, len(runs), jobs, each=taken_in)
     if done is None:
         return None
     results = [result for result, _ in done]
@@ -685,270 +682,3 @@ def _namespace_needed(document: Document, error: NamespaceRequired, namespaces: 
     return Diagnostic(document.locate("metadata", "namespace"), "metadata.namespace",
                       f"namespace {error.namespace!r} has no Namespace object {source}, and "
                       f"{error.needed_by} needs its labels to decide")
-
-
-# --- fivespot test ---------------------------------------------------------------------------------
-
-
-class FixtureResult(Struct, frozen=True):
-    name: str
-    operation: str
-    expect: Mapping[str, Any]
-    """What the fixture gives (a list it leaves out is not checked, and not shown)."""
-    verdict: Verdict
-    problems: tuple[str, ...]
-    where: Location = Location("", 0, 0)
-    """Where the fixture is defined."""
-
-    @property
-    def passed(self) -> bool:
-        return not self.problems
-
-    def as_json(self) -> dict[str, Any]:
-        return {"name": self.name,
-                "source": {"file": self.where.file, "line": self.where.line},
-                "operation": self.operation, "passed": self.passed,
-                "expected": dict(self.expect), "result": self.verdict.as_json(),
-                "problems": list(self.problems)}
-
-
-def run_fixtures(config_dir: Path, server: KubernetesVersion | None = None) -> list[FixtureResult]:
-    """Compile `config_dir` in memory and run its Fixtures (as `run_compiled_fixtures`); raises
-    CompileError / InputError."""
-    from compiler.pipeline import compile_repo
-
-    return run_compiled_fixtures(compile_repo(config_dir), config_dir, server)
-
-
-def run_compiled_fixtures(compiled: Compiled, config_dir: Path,
-                          server: KubernetesVersion | None = None) -> list[FixtureResult]:
-    """Run the Fixtures of an already compiled repo as the API server of version `server`
-    (default: the newest the Platform targets); raises InputError."""
-    server = server or compiled.repo.platform.spec.kubernetes_versions()[-1]
-    checker = checker_from_objects([a.obj for a in compiled.artifacts], str(config_dir),
-                                   server=server)
-    results = []
-    problems = []
-    for fixture in compiled.repo.fixtures:
-        name = fixture.metadata.name
-        where = compiled.repo.sources.get(("Fixture", name), Location(str(config_dir), 0, 0))
-        spec = fixture.spec
-        malformed = [(f"spec.{side}.{field}", message)
-                     for side, obj in (("object", spec.object), ("oldObject", spec.old_object))
-                     if obj is not None for field, message in envelope_problems(obj)]
-        if malformed:
-            problems += [Diagnostic(where, field, message) for field, message in malformed]
-            continue
-        request = Request(spec.operation, spec.object, spec.old_object,
-                          field_validation=spec.field_validation,
-                          authorizer=user_rules_authorizer(spec.user_rules, spec.object))
-        try:
-            verdict = checker.check(request)
-        except UnknownKind as error:
-            problems.append(Diagnostic(where, "spec.object.kind",
-                                       f"{error.kind} ({error.api_version}) is not a kind the "
-                                       f"compiled policies know (known: {', '.join(error.known)})"))
-            continue
-        except NamespaceRequired as error:
-            problems.append(Diagnostic(where, "spec.object.metadata.namespace",
-                                       f"namespace {error.namespace!r}: {error.needed_by} selects "
-                                       "namespaces by labels a fixture cannot give"))
-            continue
-        expect = spec.expect.model_dump(by_alias=True, exclude_none=True, exclude_unset=True)
-        results.append(FixtureResult(name, spec.operation, expect, verdict,
-                                     tuple(compare(expect, verdict)), where))
-    if problems:
-        raise InputError(problems)
-    return results
-
-
-def user_rules_authorizer(rules: Sequence[PolicyRule] | None, obj: Mapping[str, Any]
-                          ) -> dict[str, Any]:
-    """The authorizer of a fixture's user: its `userRules`, in the object's namespace, else
-    every check assumed allowed."""
-    if rules is None:
-        return authz.assumed()
-    namespace = str((obj.get("metadata") or {}).get("namespace") or "default")
-    return authz.stated((authz.Rule(tuple(r.verbs), tuple(r.api_groups), tuple(r.resources),
-                                    tuple(r.resource_names), namespace=namespace)
-                         for r in rules), "the fixture's userRules")
-
-
-def compare(expect: Mapping[str, Any], verdict: Verdict) -> list[str]:
-    """Why `verdict` is not what `expect` says (empty when it is).
-
-    `allowed` must be equal, and so must `message` (the server's whole message) when given. A
-    `violations` list, when given, must match the actual violations
-    one to one (each entry's policy and field equal, its message contained); likewise a
-    `warnings` list (each text contained in a distinct warning). An omitted list is not checked.
-    """
-    problems = []
-    if bool(expect.get("allowed")) != verdict.allowed:
-        got = "allowed" if verdict.allowed else "denied"
-        want = "allowed" if expect.get("allowed") else "denied"
-        problems.append(f"expected {want}, got {got}")
-    if "message" in expect:
-        got_message = verdict.status.message if verdict.status is not None else None
-        if got_message != expect["message"]:
-            problems.append(f"expected the message {expect['message']!r}, got {got_message!r}")
-    wanted = list(expect.get("violations") or [])
-    if wanted:
-        pairs = _pair(wanted, list(verdict.violations), _violation_matches)
-        for index, entry in enumerate(wanted):
-            if index not in pairs:
-                problems.append(f"expected violation {_describe(entry)} not found")
-        matched = set(pairs.values())
-        for index, actual in enumerate(verdict.violations):
-            if index not in matched:
-                problems.append(f"unexpected violation {_describe(actual.as_json())}")
-    wanted_warnings = list(expect.get("warnings") or [])
-    if wanted_warnings:
-        pairs = _pair(wanted_warnings, list(verdict.warnings), lambda w, a: w in a)
-        for index, text in enumerate(wanted_warnings):
-            if index not in pairs:
-                problems.append(f"expected warning containing {text!r} not found")
-        matched = set(pairs.values())
-        for index, text in enumerate(verdict.warnings):
-            if index not in matched:
-                problems.append(f"unexpected warning {text!r}")
-    return problems
-
-
-def _violation_matches(entry: Mapping[str, Any], actual: Violation) -> bool:
-    if "policy" in entry and entry["policy"] != actual.policy:
-        return False
-    if "field" in entry and entry["field"] != actual.field:
-        return False
-    return "message" not in entry or str(entry["message"]) in actual.message
-
-
-def _pair(wanted: list[Any], actual: list[Any], fits: Any) -> dict[int, int]:
-    """A maximum one-to-one matching wanted index -> actual index (augmenting paths)."""
-    owner: dict[int, int] = {}
-
-    def place(i: int, seen: set[int]) -> bool:
-        for j, candidate in enumerate(actual):
-            if j in seen or not fits(wanted[i], candidate):
-                continue
-            seen.add(j)
-            if j not in owner or place(owner[j], seen):
-                owner[j] = i
-                return True
-        return False
-
-    for i in range(len(wanted)):
-        place(i, set())
-    return {i: j for j, i in owner.items()}
-
-
-def _describe(entry: Mapping[str, Any]) -> str:
-    shown = {k: entry[k] for k in ("source", "policy", "field", "message") if entry.get(k) is not None}
-    return json.dumps(shown, ensure_ascii=False)
-
-
-# --- rendering -------------------------------------------------------------------------------------
-
-
-def _table(rows: list[list[str]]) -> str:
-    """Left-aligned columns two spaces apart, the last one unpadded, each line right-trimmed."""
-    if not rows:
-        return ""
-    widths = [max(map(len, column)) for column in list(zip(*rows))[:-1]]
-    line = "  ".join([*(f"{{:<{width}}}" for width in widths), "{}"]).format
-    return "\n".join([line(*row).rstrip() for row in rows])
-
-
-def render_check_table(results: Sequence[Result]) -> str:
-    """One row per violation or warning (one for an allowed object), then, for each denied
-    object, the API server's whole message, as kubectl prints it after `error when creating`."""
-    rows = [["INPUT", "OBJECT", "OPERATION", "VERDICT", "SOURCE", "POLICY", "FIELD", "MESSAGE"]]
-    errors = []
-    for result in results:
-        verdict = result.verdict
-        where = f"{result.file}:{result.line}"
-        if result.skipped:
-            rows.append([where, result.label, result.operation, "skipped", "", "", "",
-                         result.skipped])
-        elif verdict.allowed:
-            rows.append([where, result.label, result.operation, "allowed", "", "", "", ""])
-        for violation in verdict.violations:
-            rows.append([where, result.label, result.operation, "denied", violation.source,
-                         violation.policy, violation.field or "-", violation.message])
-        for warning in verdict.warnings:
-            rows.append([where, result.label, result.operation, "warning", "", "", "", warning])
-        if verdict.status is not None:
-            errors.append(f"{where}: Error from server ({verdict.status.reason}): "
-                          f"{verdict.status.message}")
-    denied = sum(1 for r in results if not r.verdict.allowed)
-    skipped = sum(1 for r in results if r.skipped)
-    summary = f"{len(results)} object{'s' if len(results) != 1 else ''}: " \
-              f"{len(results) - denied - skipped} allowed, {denied} denied" \
-              + (f", {skipped} skipped" if skipped else "")
-    return "\n".join([_table(rows), *(["", *errors, ""] if errors else []), summary,
-                      *assumed_note([r.verdict for r in results], "object", USER_ROLES_HINT)])
-
-
-USER_ROLES_HINT: Final = "state the user's roles with --user-roles ROLES.yaml"
-USER_RULES_HINT: Final = "state the user's rules with a fixture's spec.userRules"
-
-
-def assumed_note(verdicts: Sequence[Verdict], what: str, hint: str) -> list[str]:
-    """One line saying how many `what`s were decided assuming the user's RBAC allows what a
-    policy asks the authorizer, and how to state it instead (nothing when none was)."""
-    counted = sum(1 for v in verdicts if v.assumed)
-    if not counted:
-        return []
-    policies = ", ".join(sorted({p for v in verdicts for p in v.assumed}))
-    return [f"assumed: {counted} {what}{' was' if counted == 1 else 's were'} decided as if the "
-            f"user's RBAC allowed what {policies} asks the authorizer (nothing offline knows it; "
-            f"the API server asks for real): {hint}"]
-
-
-def pretty_json(value: Any) -> str:
-    """`json.dumps(value, indent=2, ensure_ascii=False)`, byte for byte, written by msgspec's C
-    encoder: the standard library's `indent` path is pure Python (0.15 s of a 10,000-object run's
-    0.6 s, all of it in the parent after the workers are done). The two write every JSON value
-    alike but a float (`1e+20` / `1e20`), which no result holds; a text that is not Unicode (a
-    file name's undecodable bytes, kept as surrogates) is left to `json`, which writes it."""
-    try:
-        return msgspec.json.format(msgspec.json.encode(value), indent=2).decode()
-    except UnicodeEncodeError:
-        return json.dumps(value, indent=2, ensure_ascii=False)
-
-
-def render_check_json(results: Sequence[Result]) -> str:
-    return pretty_json({"results": [r.as_json() for r in results]})
-
-
-def render_test_table(results: Sequence[FixtureResult]) -> str:
-    rows = [["RESULT", "FIXTURE", "OPERATION", "EXPECTED", "GOT", "BY"]]
-    for result in results:
-        expected = "allowed" if result.expect.get("allowed") else "denied"
-        got = "allowed" if result.verdict.allowed else "denied"
-        by = ", ".join(sorted({f"{v.policy}:{v.field or '-'}" for v in result.verdict.violations}))
-        rows.append(["PASS" if result.passed else "FAIL", result.name, result.operation,
-                     expected, got, by])
-    lines = [_table(rows)]
-    for result in results:
-        if result.problems:
-            lines.append(f"FAIL {result.name} ({result.where}):")
-            lines += [f"  - {problem}" for problem in result.problems]
-            for violation in result.verdict.violations:
-                lines.append(f"    got [{violation.source}] {violation.policy} "
-                             f"{violation.field or '-'}: {violation.message}")
-    failed = sum(1 for r in results if not r.passed)
-    lines.append(f"{len(results)} fixtures: {len(results) - failed} passed, {failed} failed")
-    lines += assumed_note([r.verdict for r in results], "fixture", USER_RULES_HINT)
-    return "\n".join(lines)
-
-
-def render_test_json(results: Sequence[FixtureResult]) -> str:
-    failed = sum(1 for r in results if not r.passed)
-    return pretty_json({"fixtures": [r.as_json() for r in results],
-                        "passed": len(results) - failed, "failed": failed})
-
-
-__all__ = [
-    "FixtureResult", "InputError", "Result", "check", "compare", "render_check_json",
-    "render_check_table", "render_test_json", "render_test_table", "run_fixtures",
-]
