@@ -139,7 +139,7 @@ def untested_kubernetes(repo: Repo) -> list[Diagnostic]:
     """A minKubernetesVersion older than the supported range: the output is checked as the
     oldest supported version would take it, which says nothing of older API servers."""
     wanted = repo.platform.spec.min_kubernetes_version
-    if kubeversions.minor_number(wanted) >= kubeversions.OLDEST.number:
+    if repo.platform.spec.min_minor >= kubeversions.OLDEST.number:
         return []
     return [Diagnostic(_platform_location(repo), "spec.minKubernetesVersion",
                        f"{wanted} is older than the Kubernetes versions fivespot supports "

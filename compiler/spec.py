@@ -448,19 +448,19 @@ class PlatformSpec(_Strict):
             )
         newest = self.max_kubernetes_version
         if newest is not None:
-            if _minor(newest) > kubeversions.NEWEST.number[1]:
+            if kubeversions.minor_number(newest) > kubeversions.NEWEST.number:
                 raise ValueError(
                     f"maxKubernetesVersion {newest} is newer than fivespot supports "
                     f"({kubeversions.SUPPORTED_RANGE}): its API server is not known yet")
-            if _minor(newest) < kubeversions.OLDEST.number[1]:
+            if kubeversions.minor_number(newest) < kubeversions.OLDEST.number:
                 raise ValueError(
                     f"maxKubernetesVersion {newest} is older than fivespot supports "
                     f"({kubeversions.SUPPORTED_RANGE})")
-            if _minor(newest) < _minor(self.min_kubernetes_version):
+            if kubeversions.minor_number(newest) < self.min_minor:
                 raise ValueError(
                     f"maxKubernetesVersion {newest} is older than minKubernetesVersion "
                     f"{self.min_kubernetes_version}")
-        elif _minor(self.min_kubernetes_version) > kubeversions.NEWEST.number[1]:
+        elif self.min_minor > kubeversions.NEWEST.number:
             raise ValueError(
                 f"minKubernetesVersion {self.min_kubernetes_version} is newer than fivespot "
                 f"supports ({kubeversions.SUPPORTED_RANGE}): its API server is not known yet")
@@ -469,18 +469,20 @@ class PlatformSpec(_Strict):
     @property
     def serves_vaps(self) -> bool:
         """Every targeted cluster serves ValidatingAdmissionPolicy v1 (Kubernetes 1.30)."""
-        return _minor(self.min_kubernetes_version) >= 30
+        return self.min_minor >= (1, 30)
+
+    @property
+    def min_minor(self) -> kubeversions.Minor:
+        """minKubernetesVersion as numbers, `(1, 30)`."""
+        return kubeversions.minor_number(self.min_kubernetes_version)
 
     def kubernetes_versions(self) -> tuple[kubeversions.KubernetesVersion, ...]:
         """The supported versions the output targets, oldest first: minKubernetesVersion (at
         least the oldest supported) to maxKubernetesVersion (default: the newest supported)."""
-        oldest = max(self.min_kubernetes_version, kubeversions.OLDEST.minor,
-                     key=kubeversions.minor_number)
-        return kubeversions.in_range(oldest, self.max_kubernetes_version or kubeversions.NEWEST.minor)
-
-
-def _minor(version: str) -> int:
-    return int(version.split(".")[1])
+        newest = self.max_kubernetes_version
+        return kubeversions.in_range(
+            max(self.min_minor, kubeversions.OLDEST.number),
+            kubeversions.NEWEST.number if newest is None else kubeversions.minor_number(newest))
 
 
 # --- CapacityConsumer ------------------------------------------------------------------------

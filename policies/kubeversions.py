@@ -18,6 +18,10 @@ from typing import Final
 from msgspec import Struct
 
 
+Minor = tuple[int, int]
+"""A Kubernetes minor as numbers, `(1, 35)`: how versions are compared, supported or not."""
+
+
 class KubernetesVersion(Struct, frozen=True, kw_only=True):
     """One supported minor, and how its API server behaves where the minors differ."""
 
@@ -46,9 +50,8 @@ class KubernetesVersion(Struct, frozen=True, kw_only=True):
     (1.34) or `bytes` (1.35 on; content.MaxLenError). Either way Go counts bytes."""
 
     @property
-    def number(self) -> tuple[int, int]:
-        major, minor = self.minor.split(".")
-        return int(major), int(minor)
+    def number(self) -> Minor:
+        return minor_number(self.minor)
 
     @property
     def cel_compatibility(self) -> tuple[int, int]:
@@ -118,21 +121,34 @@ TARGETS_ANNOTATION: Final = "5spot.finos.org/kubernetes-versions"
 """On each compiled CRD: the versions the output targets (`1.34-1.37`), so `fivespot check` on that
 output decides as the newest of them unless told otherwise."""
 SUPPORTED_RANGE: Final = f"{OLDEST.minor} to {NEWEST.minor}"
-_VERSION: Final = re.compile(r"^v?(1\.\d+)(?:\.\d+)?$")
+_VERSION: Final = re.compile(r"^v?(1\.(\d+))(?:\.\d+)?$")
 
 
 class UnsupportedVersion(ValueError):
     """A Kubernetes version outside the supported range, or not a version at all."""
 
 
-def resolve(text: str) -> KubernetesVersion:
-    """The supported minor `text` names (`1.34`, `v1.34`, `1.34.4`); raises UnsupportedVersion
-    naming the supported range."""
+def _parse(text: str) -> re.Match[str]:
+    """The one reading of a version's text (`1.34`, `v1.34`, `1.34.4`): group 1 the minor as
+    written (`1.34`), group 2 its minor number; raises UnsupportedVersion."""
     found = _VERSION.match(text.strip())
     if found is None:
         raise UnsupportedVersion(
             f"Kubernetes version {text!r} is not MAJOR.MINOR (e.g. {DEFAULT.minor}); "
             f"supported: {SUPPORTED_RANGE}")
+    return found
+
+
+def minor_number(text: str) -> Minor:
+    """`(1, 34)` of `1.34` (or `v1.34`, `1.34.4`), supported or not; raises UnsupportedVersion
+    when `text` is not a version."""
+    return 1, int(_parse(text).group(2))
+
+
+def resolve(text: str) -> KubernetesVersion:
+    """The supported minor `text` names (`1.34`, `v1.34`, `1.34.4`); raises UnsupportedVersion
+    naming the supported range."""
+    found = _parse(text)
     version = BY_MINOR.get(found.group(1))
     if version is None:
         raise UnsupportedVersion(
@@ -148,16 +164,9 @@ def selected() -> KubernetesVersion:
     return resolve(text) if text else DEFAULT
 
 
-def minor_number(text: str) -> tuple[int, int]:
-    """(1, 34) of `1.34`."""
-    major, minor = text.split(".")[:2]
-    return int(major), int(minor)
-
-
-def in_range(oldest: str, newest: str) -> tuple[KubernetesVersion, ...]:
-    """The supported versions from `oldest` to `newest` (minors, either may be outside)."""
-    low, high = minor_number(oldest), minor_number(newest)
-    return tuple(v for v in SUPPORTED if low <= v.number <= high)
+def in_range(oldest: Minor, newest: Minor) -> tuple[KubernetesVersion, ...]:
+    """The supported versions from `oldest` to `newest` (either may be outside)."""
+    return tuple(v for v in SUPPORTED if oldest <= v.number <= newest)
 
 
 def targets_text(versions: tuple[KubernetesVersion, ...]) -> str:

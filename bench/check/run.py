@@ -44,6 +44,7 @@ from policies.admission_eval import Checker, Request  # noqa: E402
 from policies.admission_eval.vap import _cel_request  # noqa: E402
 from policies.cel import ADMISSION_VARIABLES, CRD_VARIABLES, CelEvaluationError, Program, compile_expression  # noqa: E402
 from policies.cel import authz  # noqa: E402
+from policies import kubeversions  # noqa: E402
 
 EXAMPLE = ROOT / "examples" / "agent-sandbox" / "config"
 RESULTS = ROOT / "bench" / "RESULTS.md"
@@ -227,7 +228,7 @@ def main() -> int:
 
     pinned = pin_to_one_core()
     compiled = compile_repo(EXAMPLE)
-    checker = Checker.compile(a.obj for a in compiled.artifacts)
+    checker = Checker.compile((a.obj for a in compiled.artifacts), server=kubeversions.DEFAULT)
     requests = corpus(args.objects)
     denied = sum(not checker.check(r).allowed for r in requests)
 

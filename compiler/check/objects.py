@@ -142,7 +142,7 @@ def load_checker(roots: Sequence[Path], cache: bool = True,
     return checker
 
 
-def _load_checker(roots: Sequence[Path], cache: bool, server: KubernetesVersion | None = None
+def _load_checker(roots: Sequence[Path], cache: bool, server: KubernetesVersion | None
                   ) -> tuple[Checker, Callable[[], None]]:
     """The Checker, and what keeps its work for later runs: called after deciding, so the CEL
     compiled on first use (the batches of the policies a request matches) is kept too."""

@@ -145,7 +145,7 @@ def consumer_rules(repo: Repo) -> list[dict[str, Any]]:
     return [_rule(group, sorted(resources), ["*"]) for group, resources in sorted(by_group.items())]
 
 
-MATCH_CONDITIONS_MINOR: Final = 28
+MATCH_CONDITIONS: Final = (1, 28)
 """matchConditions are on by default from Kubernetes 1.28 (beta; GA in 1.30). Older API servers
 drop them, and then every identity's writes would reach the target guard."""
 
@@ -154,8 +154,8 @@ def target_guard_namespaces(repo: Repo) -> dict[str, Any]:
     """Every namespace where the match condition narrows the guard to the capacity identity; on
     clusters too old to honour it, the install namespace and kube-system stay out, so nobody's
     recovery there waits on the webhook (that identity is then unguarded there: docs/explanation/webhook.md)."""
-    minor = int(repo.platform.spec.min_kubernetes_version.split(".")[1])
-    return {} if minor >= MATCH_CONDITIONS_MINOR else excluding_own_namespaces(repo)
+    matched = repo.platform.spec.min_minor >= MATCH_CONDITIONS
+    return {} if matched else excluding_own_namespaces(repo)
 
 
 def capacity_identity_condition(repo: Repo) -> dict[str, str]:

@@ -31,7 +31,7 @@ from policies.admission_eval.structural import (
 )
 from policies.admission_eval.gotext import OMIT, error_body
 from policies.cel import ABSENT, CelEvaluationError
-from policies.kubeversions import DEFAULT, KubernetesVersion
+from policies.kubeversions import KubernetesVersion
 
 def validate_rules(value: Any, old: Any, node: Node, path: str, errors: list[FieldError],
                    *, root: bool = False, schema_ok: bool = False) -> None:
@@ -46,7 +46,7 @@ def validate_rules(value: Any, old: Any, node: Node, path: str, errors: list[Fie
         node.check_rules(value, old, path, errors, root, schema_ok)
 
 
-def build_rule_walker(node: Node, server: KubernetesVersion = DEFAULT) -> RuleWalker:
+def build_rule_walker(node: Node, server: KubernetesVersion) -> RuleWalker:
     """The rule walk of a node with rules at or below it: its own rules, then only the children
     that have rules below them; failures worded as the API server of version `server` words
     them."""

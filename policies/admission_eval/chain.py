@@ -17,7 +17,7 @@ from policies.admission_eval.crd import CustomResourceKind
 from policies.admission_eval.result import SCHEMA, Verdict, Violation
 from policies.admission_eval.vap import PolicySet
 from policies.cel import authz
-from policies.kubeversions import DEFAULT, KubernetesVersion
+from policies.kubeversions import KubernetesVersion
 
 DEFAULT_NAMESPACE: Final = "default"
 DEFAULT_USER: Final[Mapping[str, Any]] = {"username": "fivespot-check",
@@ -92,12 +92,12 @@ class Checker(Struct, frozen=True, eq=False):
 
     kinds: dict[tuple[str, str], CustomResourceKind]
     policies: PolicySet
-    server: KubernetesVersion = DEFAULT
+    server: KubernetesVersion
     """The API server version whose decisions and messages this checker gives."""
 
     @classmethod
     def compile(cls, objects: Iterable[Mapping[str, Any]], *, lazy_schemas: bool = False,
-                server: KubernetesVersion = DEFAULT) -> Checker:
+                server: KubernetesVersion) -> Checker:
         """From every object of a compiled output; CRDs, VAPs, bindings and the policies'
         params objects are used, the rest ignored; requests are decided as the API server of
         version `server` decides them. Raises SchemaError / PolicyConfigError (`lazy_schemas`:

@@ -20,7 +20,7 @@ from policies.admission_eval import celrules, objectmeta, pruning, structural, v
 from policies.admission_eval.result import CRD_RULE, SCHEMA, Violation
 from policies.admission_eval.structural import BLOCKED_MESSAGE, BLOCKING, FieldError, Node
 from policies.cel import ABSENT
-from policies.kubeversions import DEFAULT, KubernetesVersion
+from policies.kubeversions import KubernetesVersion
 
 class CustomResourceKind(Struct, frozen=True, eq=False):
     """One served version of a CRD, compiled (its schema compiled now, or on first use)."""
@@ -34,7 +34,7 @@ class CustomResourceKind(Struct, frozen=True, eq=False):
     status_subresource: bool
     openapi: Mapping[str, Any]
     """The version's `openAPIV3Schema`, with the root fields (`with_root_fields`)."""
-    server: KubernetesVersion = DEFAULT
+    server: KubernetesVersion
     """The API server version whose validation the compiled schema reproduces."""
     compiled: Node | None = None
 
@@ -65,7 +65,7 @@ class Admitted(Struct, frozen=True):
 
 
 def compile_crds(crds: Iterable[Mapping[str, Any]], *, lazy: bool = False,
-                 server: KubernetesVersion = DEFAULT) -> dict[tuple[str, str], CustomResourceKind]:
+                 server: KubernetesVersion) -> dict[tuple[str, str], CustomResourceKind]:
     """(apiVersion, kind) -> compiled kind, for every served version of every CRD, validated as
     the API server of version `server` validates.
 
@@ -100,7 +100,7 @@ def compile_crds(crds: Iterable[Mapping[str, Any]], *, lazy: bool = False,
 
 
 def compile_schema(schema: Mapping[str, Any], *, root: bool = True,
-                   server: KubernetesVersion = DEFAULT) -> Node:
+                   server: KubernetesVersion) -> Node:
     """An `openAPIV3Schema` compiled (`structural`), with each pass's closure on every node, as
     the API server of version `server` validates.
 

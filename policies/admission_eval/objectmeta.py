@@ -21,7 +21,7 @@ from typing import Any, Final
 from policies.admission_eval import gotext, structural
 from policies.admission_eval.regex import Pattern
 from policies.admission_eval.structural import FieldError
-from policies.kubeversions import DEFAULT, KubernetesVersion
+from policies.kubeversions import KubernetesVersion
 
 _KEY_FMT: Final = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
 _KEY: Final = Pattern(f"^{_KEY_FMT}$")
@@ -70,7 +70,7 @@ def _subdomain(value: str, server: KubernetesVersion) -> list[str]:
     return problems
 
 
-def qualified_name(value: str, server: KubernetesVersion = DEFAULT) -> list[str]:
+def qualified_name(value: str, server: KubernetesVersion) -> list[str]:
     """`content.IsLabelKey` (IsQualifiedName): an optional DNS subdomain prefix and `/`, then a
     name of at most 63 bytes."""
     parts = value.split("/")
@@ -105,7 +105,7 @@ def _invalid(path: str, value: Any, detail: str) -> FieldError:
                       gotext.error_body(structural.INVALID, value, detail))
 
 
-def errors(meta: Mapping[str, Any], create: bool, server: KubernetesVersion = DEFAULT
+def errors(meta: Mapping[str, Any], create: bool, *, server: KubernetesVersion
            ) -> list[FieldError]:
     """The errors of the labels, annotations and (on a create) finalizers, in the server's order
     (its maps are walked in no fixed order; here in the order given), as `server` words them."""
@@ -139,7 +139,7 @@ def errors(meta: Mapping[str, Any], create: bool, server: KubernetesVersion = DE
 
 
 def warnings(meta: Mapping[str, Any], old_meta: Mapping[str, Any] | None,
-             server: KubernetesVersion = DEFAULT) -> list[str]:
+             server: KubernetesVersion) -> list[str]:
     """The CRD handler's warnings for the finalizers a request adds, sorted: each problem of its
     name, and a name that is not domain-qualified."""
     finalizers = meta.get("finalizers")

@@ -36,7 +36,7 @@ from policies.admission_eval.structural import (
 )
 from policies.admission_eval.gotext import bad_value, json_marshal, number_v, quote
 from policies.cel import ABSENT
-from policies.kubeversions import DEFAULT, KubernetesVersion
+from policies.kubeversions import KubernetesVersion
 
 def validate(value: Any, old: Any, node: Node, path: str, errors: list[FieldError]) -> None:
     """Structural checks of `value` (and everything below it) against `node`.
@@ -51,7 +51,7 @@ def validate(value: Any, old: Any, node: Node, path: str, errors: list[FieldErro
 _SIMPLE_TYPES: Final[Mapping[str, type]] = {"object": dict, "array": list, "string": str, "boolean": bool}
 
 
-def build_validator(node: Node, server: KubernetesVersion = DEFAULT) -> Validator:
+def build_validator(node: Node, server: KubernetesVersion) -> Validator:
     """The node's structural check: ratcheting, null, type, enum, then the checks of its kind,
     as the API server of version `server` makes them."""
     null_ok = node.nullable or (node.type is None and not node.int_or_string)

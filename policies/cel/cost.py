@@ -23,7 +23,7 @@ from typing import Any, Final
 from policies.cel import checked
 from policies.cel.checked import CheckedAst, Expr
 from policies.cel.engine import CRD_VARIABLES, compile_expression
-from policies.kubeversions import DEFAULT, KubernetesVersion
+from policies.kubeversions import KubernetesVersion
 
 PER_RULE_LIMIT: Final = 10_000_000
 PER_CRD_LIMIT: Final = 100_000_000
@@ -242,8 +242,8 @@ class CostEstimate:
 
 
 def estimate_cost(
-    expr: str, self_schema: Mapping[str, Any], root_is_object: bool = False,
-    server: KubernetesVersion = DEFAULT,
+    expr: str, self_schema: Mapping[str, Any], root_is_object: bool = False, *,
+    server: KubernetesVersion,
 ) -> CostEstimate:
     """The worst-case estimate the API server of version `server` makes for rule `expr` on the
     schema node `self_schema`.

@@ -19,6 +19,7 @@ from policies.admission_eval import (
 from policies.admission_eval.crd import compile_schema, with_root_fields
 from policies.admission_eval.pruning import prune_and_default
 from policies.admission_eval.regex import _MEMO_TEXT, Pattern
+from policies.kubeversions import DEFAULT
 from policies.memo import LIMIT as _MEMO_ENTRIES
 
 import re2
@@ -48,7 +49,7 @@ def spec_schema(properties: dict[str, Any], **extra: Any) -> dict[str, Any]:
 
 
 def decide(schema: dict[str, Any], spec: Any, old_spec: Any = None, **kw: Any) -> Any:
-    checker = Checker.compile([crd(schema, **kw)])
+    checker = Checker.compile([crd(schema, **kw)], server=DEFAULT)
     old = widget(old_spec) if old_spec is not None else None
     return checker.check(Request("UPDATE" if old else "CREATE", widget(spec), old))
 
@@ -98,7 +99,7 @@ def test_required_field_is_denied_and_stops_the_rules_like_the_api_server() -> N
 def test_unknown_fields_are_pruned_with_a_warning_and_defaults_applied() -> None:
     node = compile_schema(with_root_fields(spec_schema({"on": {"type": "boolean", "default": True},
                                        "free": {"type": "object",
-                                                "x-kubernetes-preserve-unknown-fields": True}})))
+                                                "x-kubernetes-preserve-unknown-fields": True}})), server=DEFAULT)
     warnings: list[str] = []
     out = prune_and_default(widget({"x": 1, "free": {"y": 2}}, extra="z"), node, warnings)
     assert out["spec"] == {"free": {"y": 2}, "on": True}
@@ -122,7 +123,7 @@ def test_a_value_of_another_shape_is_pruned_as_the_api_server_walks_it(
         "flag": {"type": "boolean"}, "box": {"type": "object", "properties": {"a": {"type": "integer"}}},
         "names": {"type": "array", "items": {"type": "string"}},
         "free": {"type": "array", "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
-    })))
+    })), server=DEFAULT)
     warnings: list[str] = []
     prune_and_default(widget(value), node, warnings)
     assert warnings == [f'unknown field "{field}"' for field in unknown]
@@ -186,7 +187,7 @@ def test_status_is_dropped_on_create_and_kept_from_the_old_object_on_update() ->
     schema = spec_schema({"n": {"type": "integer"}})
     schema["properties"]["status"] = {"type": "object", "properties": {"phase": {"type": "string", "enum": ["A"]}}}
     assert decide(schema, {"n": 1}, status=True).allowed
-    checker = Checker.compile([crd(schema, status=True)])
+    checker = Checker.compile([crd(schema, status=True)], server=DEFAULT)
     new = widget({"n": 1}) | {"status": {"phase": "Bogus"}}
     assert checker.check(Request("CREATE", new)).allowed
     assert checker.check(Request("UPDATE", new, widget({"n": 1}))).allowed
@@ -194,7 +195,8 @@ def test_status_is_dropped_on_create_and_kept_from_the_old_object_on_update() ->
 
 def test_a_rule_that_does_not_compile_is_a_schema_error() -> None:
     with pytest.raises(SchemaError, match="x-kubernetes-validations rule"):
-        Checker.compile([crd(spec_schema({}, **{"x-kubernetes-validations": [{"rule": "self.("}]}))])
+        Checker.compile([crd(spec_schema({}, **{"x-kubernetes-validations": [{"rule": "self.("}]}))],
+                        server=DEFAULT)
 
 
 @pytest.mark.parametrize("text", ["a", "spec.x", "spec..x", "é", "x\n", "", "spec.a.b.c.d.e.f.g.h"])

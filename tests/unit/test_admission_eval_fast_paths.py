@@ -21,6 +21,7 @@ from policies.admission_eval.crd import compile_schema, with_root_fields
 from policies.admission_eval.structural import FieldError
 from policies.admission_eval.validation import validate
 from policies.cel import ABSENT, ADMISSION_VARIABLES, CelEvaluationError, compile_expression
+from policies.kubeversions import DEFAULT
 
 GROUP = "example.com"
 
@@ -198,7 +199,7 @@ VALUES = ["ab", "abcde", "a", "AB", "abc\n", "", None, 3, 10, 0, -1, 2.0, True, 
 
 def test_leaf_fast_paths_report_exactly_what_the_full_checks_report() -> None:
     node = compile_schema(with_root_fields({"type": "object", "properties": {
-        "spec": {"type": "object", "properties": LEAVES}}}))
+        "spec": {"type": "object", "properties": LEAVES}}}), server=DEFAULT)
     spec = node.properties["spec"] if node.properties else None
     assert spec is not None and spec.properties is not None
     for key, value, old in itertools.product(LEAVES, VALUES, [ABSENT, "ab", 3]):
@@ -227,7 +228,7 @@ def test_pattern_rules_proven_by_the_schema_still_deny_when_the_schema_denies() 
         "metadata": {"name": f"widgets.{GROUP}"},
         "spec": {"group": GROUP, "scope": "Namespaced", "names": {"kind": "Widget", "plural": "widgets"},
                  "versions": [{"name": "v1", "served": True, "storage": True,
-                               "schema": {"openAPIV3Schema": schema}}]}}])
+                               "schema": {"openAPIV3Schema": schema}}]}}], server=DEFAULT)
 
     def check(value: str, old: str | None = None) -> list[tuple[str, str | None, str]]:
         def widget(p: str) -> dict[str, Any]:

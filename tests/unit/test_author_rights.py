@@ -22,6 +22,7 @@ from policies import admission
 from policies.admission_eval import Checker, Request, review
 from policies.cel import ADMISSION_VARIABLES, CRD_VARIABLES, CelCompileError, authz
 from policies.cel import compile_expression
+from policies.kubeversions import DEFAULT
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "agent-sandbox" / "config"
@@ -58,12 +59,12 @@ PATCH_POOLS = authz.Rule(("patch",), ("pools.agents.example.com",), ("virtualmac
 
 @pytest.fixture(scope="module")
 def capacity() -> Checker:
-    return Checker.compile([a.obj for a in compile_repo(EXAMPLE).artifacts])
+    return Checker.compile([a.obj for a in compile_repo(EXAMPLE).artifacts], server=DEFAULT)
 
 
 @pytest.fixture(scope="module")
 def machines() -> Checker:
-    return Checker.compile([a.obj for a in compile_repo(TRADING_DESK).artifacts])
+    return Checker.compile([a.obj for a in compile_repo(TRADING_DESK).artifacts], server=DEFAULT)
 
 
 def with_spec(obj: dict[str, Any], **changes: Any) -> dict[str, Any]:

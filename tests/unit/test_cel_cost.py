@@ -22,6 +22,7 @@ from policies.cel import (
     budget_violation,
     estimate_cost,
 )
+from policies.kubeversions import DEFAULT
 
 Schema = dict[str, Any]
 Generator = Callable[[int | None], Schema]
@@ -151,12 +152,12 @@ KUBERNETES_COST_TABLE: list[tuple[str, Generator, str, int | None, int, int]] = 
 def test_estimates_equal_the_api_servers(
     generator: Generator, rule: str, unbounded_cost: int | None, bound: int, bounded_cost: int
 ) -> None:
-    unbounded = estimate_cost(rule, generator(None)).max
+    unbounded = estimate_cost(rule, generator(None), server=DEFAULT).max
     if unbounded_cost is None:
         assert unbounded > PER_CRD_LIMIT
     else:
         assert unbounded == unbounded_cost
-    assert estimate_cost(rule, generator(bound)).max == bounded_cost
+    assert estimate_cost(rule, generator(bound), server=DEFAULT).max == bounded_cost
 
 
 # --- budgets and messages -----------------------------------------------------------------------
@@ -165,7 +166,7 @@ ALL_MATCH = "self.all(x, x.matches('^[a-z]+(-[a-z]+)*$'))"
 
 
 def test_matching_every_string_of_an_unbounded_list_blows_the_budget() -> None:
-    estimate = estimate_cost(ALL_MATCH, array(string(None), None))
+    estimate = estimate_cost(ALL_MATCH, array(string(None), None), server=DEFAULT)
     assert estimate.max > 100 * PER_RULE_LIMIT
     message = budget_violation(estimate, PER_RULE_LIMIT)
     assert message is not None
@@ -179,7 +180,7 @@ def test_matching_every_string_of_an_unbounded_list_blows_the_budget() -> None:
 
 
 def test_bounding_the_list_and_its_strings_brings_the_rule_under_budget() -> None:
-    estimate = estimate_cost(ALL_MATCH, array(string(63), 100))
+    estimate = estimate_cost(ALL_MATCH, array(string(63), 100), server=DEFAULT)
     # 100 items × (condition 2 + step: @result 1 + x 1 + regex ceil((4×63+1)×0.1)=26 × ceil(18×0.25)=5)
     assert estimate.max == 1 + 100 * (2 + 1 + 1 + 26 * 5) + 1
     assert budget_violation(estimate, PER_RULE_LIMIT) is None
@@ -187,7 +188,7 @@ def test_bounding_the_list_and_its_strings_brings_the_rule_under_budget() -> Non
 
 
 def test_bounding_only_the_list_names_the_strings_as_the_bound_to_add() -> None:
-    estimate = estimate_cost(ALL_MATCH, array(string(None), 10))
+    estimate = estimate_cost(ALL_MATCH, array(string(None), 10), server=DEFAULT)
     # 10 items × (2 + 1 + 1 + ceil((3,145,726+1)×0.1)=314,573 × 5) + 2 = 15,728,692
     assert estimate.max == 15_728_692
     message = budget_violation(estimate, PER_RULE_LIMIT)
@@ -213,7 +214,7 @@ def test_the_crd_total_budget_uses_the_total_wording() -> None:
 
 
 def test_a_rule_run_once_per_list_item_is_scaled_by_the_cardinality() -> None:
-    estimate = estimate_cost("self.startsWith('a')", string(None))
+    estimate = estimate_cost("self.startsWith('a')", string(None), server=DEFAULT)
     assert estimate.times(1000).max == 1000 * estimate.max
 
 
@@ -242,34 +243,34 @@ SPEC_SCHEMA: Schema = {
     "rule", [case[1] for case in CHEAP_RULES], ids=[case[0] for case in CHEAP_RULES]
 )
 def test_ordinary_rules_are_far_under_budget(rule: str) -> None:
-    estimate = estimate_cost(rule, SPEC_SCHEMA)
+    estimate = estimate_cost(rule, SPEC_SCHEMA, server=DEFAULT)
     assert estimate.max < PER_RULE_LIMIT // 1000
     assert budget_violation(estimate) is None
 
 
 def test_presence_tests_are_free_and_field_selection_costs_one() -> None:
-    assert estimate_cost("has(self.minReplicas)", SPEC_SCHEMA).max == 1
-    assert estimate_cost("self.minReplicas == 1", SPEC_SCHEMA).max == 2
+    assert estimate_cost("has(self.minReplicas)", SPEC_SCHEMA, server=DEFAULT).max == 1
+    assert estimate_cost("self.minReplicas == 1", SPEC_SCHEMA, server=DEFAULT).max == 2
 
 
 def test_rules_that_do_not_compile_raise_compile_errors() -> None:
     with pytest.raises(CelCompileError):
-        estimate_cost("self.metadata.name.", {"type": "object"}, root_is_object=True)
+        estimate_cost("self.metadata.name.", {"type": "object"}, root_is_object=True, server=DEFAULT)
 
 
 def test_resource_roots_declare_metadata_name_unbounded() -> None:
     rule = "self.metadata.name.startsWith('fivespot-')"
     root = estimate_cost("self.metadata.name.contains('x')", {"type": "object"},
-                         root_is_object=True)
+                         root_is_object=True, server=DEFAULT)
     assert root.max == 1 + 1 + 1 + 314573
-    assert estimate_cost(rule, {"type": "object"}, root_is_object=True).max == 4
+    assert estimate_cost(rule, {"type": "object"}, root_is_object=True, server=DEFAULT).max == 4
 
 
 def test_list_literals_and_map_literals_have_creation_costs() -> None:
-    assert estimate_cost("[1, 2].size() == 2", {"type": "object"}).max == 10 + 1 + 1
-    assert estimate_cost("{'a': 1}.size() == 1", {"type": "object"}).max == 30 + 1 + 1
+    assert estimate_cost("[1, 2].size() == 2", {"type": "object"}, server=DEFAULT).max == 10 + 1 + 1
+    assert estimate_cost("{'a': 1}.size() == 1", {"type": "object"}, server=DEFAULT).max == 30 + 1 + 1
 
 
 def test_costs_saturate_at_uint64_max() -> None:
     rule = "self.all(a, self.all(b, self.all(c, self.all(d, a.matches(b)))))"
-    assert estimate_cost(rule, array(string(None), None)).max == 2**64 - 1
+    assert estimate_cost(rule, array(string(None), None), server=DEFAULT).max == 2**64 - 1

@@ -25,6 +25,21 @@ def test_a_minor_is_named_with_or_without_v_and_patch(text: str) -> None:
     assert kubeversions.resolve(text).minor == "1.34"
 
 
+@pytest.mark.parametrize("text,number", [("1.29", (1, 29)), ("v1.34", (1, 34)), ("1.40.2", (1, 40))])
+def test_any_minor_supported_or_not_reads_as_numbers_the_way_resolve_reads_it(
+        text: str, number: tuple[int, int]) -> None:
+    assert kubeversions.minor_number(text) == number
+    known = kubeversions.BY_MINOR.get(f"1.{number[1]}")
+    if known is not None:
+        assert kubeversions.resolve(text).number == number == known.number
+
+
+@pytest.mark.parametrize("text", ["2.0", "latest", "1", ""])
+def test_text_that_is_not_a_version_is_refused_by_the_one_reading(text: str) -> None:
+    with pytest.raises(kubeversions.UnsupportedVersion, match="is not MAJOR.MINOR"):
+        kubeversions.minor_number(text)
+
+
 @pytest.mark.parametrize("text", ["1.33", "1.38", "2.0", "latest", ""])
 def test_a_version_outside_the_range_is_refused_naming_the_range(text: str) -> None:
     with pytest.raises(kubeversions.UnsupportedVersion, match="supported.* 1.34 to 1.37"):

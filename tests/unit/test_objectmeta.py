@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from policies.admission_eval import objectmeta
+from policies.kubeversions import DEFAULT
 
 KEY_RULE = ("name part must consist of alphanumeric characters, '-', '_' or '.', and must start and "
             "end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex "
@@ -26,11 +27,11 @@ KEY_RULE = ("name part must consist of alphanumeric characters, '-', '_' or '.',
 ])
 def test_a_qualified_name_is_checked_as_content_is_label_key_checks_it(
         key: str, problems: list[str]) -> None:
-    assert objectmeta.qualified_name(key) == problems
+    assert objectmeta.qualified_name(key, server=DEFAULT) == problems
 
 
 def test_each_bad_label_key_and_value_is_one_invalid_value_of_metadata_labels() -> None:
-    found = objectmeta.errors({"labels": {"bad key!": "ok", "team": "z" * 64}}, create=True)
+    found = objectmeta.errors({"labels": {"bad key!": "ok", "team": "z" * 64}}, create=True, server=DEFAULT)
     assert [(e.path, e.message[:33]) for e in found] == [
         ("metadata.labels", 'Invalid value: "bad key!": name p'),
         ("metadata.labels", 'Invalid value: "zzzzzzzzzzzzzzzzz'),
@@ -39,22 +40,22 @@ def test_each_bad_label_key_and_value_is_one_invalid_value_of_metadata_labels() 
 
 
 def test_annotation_keys_are_checked_lowercased_and_all_of_them_together_are_bounded() -> None:
-    assert objectmeta.errors({"annotations": {"Example.COM/Upper": "y"}}, create=True) == []
+    assert objectmeta.errors({"annotations": {"Example.COM/Upper": "y"}}, create=True, server=DEFAULT) == []
     at_limit = {"big": "x" * (objectmeta.ANNOTATIONS_MAX_BYTES - 3)}
-    assert objectmeta.errors({"annotations": at_limit}, create=True) == []
+    assert objectmeta.errors({"annotations": at_limit}, create=True, server=DEFAULT) == []
     over = objectmeta.errors({"annotations": {"big": "é" * (objectmeta.ANNOTATIONS_MAX_BYTES // 2)}},
-                             create=True)  # bytes, not characters
+                             create=True, server=DEFAULT)  # bytes, not characters
     assert [e.message for e in over] == ["Too long: may not be more than 262144 bytes"]
 
 
 def test_finalizers_are_checked_on_a_create_only_and_warned_about_unless_domain_qualified() -> None:
     meta = {"finalizers": ["cleanup", "a.b", "example.com/x", "orphan"]}
-    assert objectmeta.errors(meta, create=False) == []
-    assert objectmeta.errors(meta, create=True) == []
-    assert objectmeta.warnings(meta, None) == [
+    assert objectmeta.errors(meta, create=False, server=DEFAULT) == []
+    assert objectmeta.errors(meta, create=True, server=DEFAULT) == []
+    assert objectmeta.warnings(meta, None, server=DEFAULT) == [
         'metadata.finalizers: "a.b": prefer a domain-qualified finalizer name including a path (/) '
         "to avoid accidental conflicts with other finalizer writers",
         'metadata.finalizers: "cleanup": prefer a domain-qualified finalizer name to avoid '
         "accidental conflicts with other finalizer writers",
     ]
-    assert objectmeta.warnings(meta, {"finalizers": ["cleanup", "a.b"]}) == []  # none added
+    assert objectmeta.warnings(meta, {"finalizers": ["cleanup", "a.b"]}, server=DEFAULT) == []  # none added

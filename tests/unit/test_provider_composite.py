@@ -34,6 +34,7 @@ from compiler.pipeline import compile_repo
 from controllers.providers.composite_controller import child_keys
 from policies.admission_eval import Checker, Request
 from policies.cel import compile_crd_rule, compile_expression
+from policies.kubeversions import DEFAULT
 
 pytestmark = pytest.mark.unit
 
@@ -380,7 +381,7 @@ def test_the_self_reference_rule_is_at_the_root_of_the_compiled_crd_and_its_mess
 
 def test_fivespot_check_refuses_a_self_reference_with_the_api_servers_answer() -> None:
     example = Path(__file__).resolve().parents[2] / "examples" / "agent-sandbox" / "config"
-    checker = Checker.compile([a.obj for a in compile_repo(example).artifacts])
+    checker = Checker.compile([a.obj for a in compile_repo(example).artifacts], server=DEFAULT)
     obj = {**_composite("desk", {"allOf": [{"anyOf": [ref("office"), SELF]}]}),
            "metadata": {"name": "desk", "namespace": "agents"}}
     verdict = checker.check(Request("CREATE", obj))

@@ -20,6 +20,7 @@ from compiler.emit.crds import builtin_provider, crd
 from controllers.providers import time_based as tb
 from controllers.providers import timeline
 from policies.admission_eval import Checker, Request
+from policies.kubeversions import DEFAULT
 
 pytestmark = pytest.mark.unit
 
@@ -51,7 +52,7 @@ def z(y: int, mo: int, d: int, h: int = 0, mi: int = 0) -> dt.datetime:
 
 @pytest.fixture(scope="module")
 def checker() -> Checker:
-    return Checker.compile([crd(builtin_provider(BuiltinProvider.TIME_BASED))])
+    return Checker.compile([crd(builtin_provider(BuiltinProvider.TIME_BASED))], server=DEFAULT)
 
 
 def tbss(spec_: dict[str, Any]) -> dict[str, Any]:
