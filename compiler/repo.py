@@ -24,7 +24,6 @@ from compiler.spec import (
     Fixture,
     MachineProvisioning,
     Platform,
-    ScheduleProvider,
     TenantPolicy,
 )
 

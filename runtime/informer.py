@@ -370,10 +370,6 @@ class Informer:
             except Exception:  # already closed
                 pass
 
-    def restart_watch(self) -> None:
-        """Drop the current watch connection (it resumes from the kept resourceVersion)."""
-        self._interrupt()
-
     def _touch(self, proof: bool = True) -> None:
         """Record life. After a stall only an event, bookmark or list proves the new watch works
         (a connection that answers can still go silent), so only those clear the stall."""

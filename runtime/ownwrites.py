@@ -141,8 +141,3 @@ class OwnWrites:
         if own is None:
             return cached
         return newer(cached, own.obj) if cached is not None else own.obj
-
-    def forget_all(self) -> None:
-        """Drop every stored write (a partition handed over: its objects are another's now)."""
-        with self._lock:
-            self._last.clear()

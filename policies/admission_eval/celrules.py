@@ -16,9 +16,7 @@ from typing import Any, Final
 
 from policies.admission_eval.structural import (
     DUPLICATE,
-    FORBIDDEN,
     INVALID,
-    REQUIRED,
     FieldError,
     Node,
     Rule,

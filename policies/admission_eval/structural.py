@@ -347,20 +347,6 @@ def json_type(value: Any) -> str:
     return type(value).__name__
 
 
-def go_value(value: Any) -> str:
-    """A value as Go's %#v-ish rendering in field errors: strings quoted, numbers bare."""
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value) if isinstance(value, float) and not value.is_integer() else str(
-            int(value) if isinstance(value, float) else value)
-    if value is None:
-        return "null"
-    return f'"{json_type(value)}"'
-
-
 _MAX_JSON_INTEGER: Final = float(2**53 - 1)
 
 
