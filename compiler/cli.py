@@ -13,10 +13,14 @@ import argparse
 import functools
 import sys
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from commandline import collector, exitcodes
 from compiler.diagnostics import CompileError, InputError
+
+if TYPE_CHECKING:  # imported by the handlers that need them: `check` of one object pays for none
+    from compiler.pipeline import Compiled
+    from policies.kubeversions import KubernetesVersion
 
 EXIT_OK, EXIT_NEGATIVE, EXIT_BAD_INPUT = exitcodes.OK, exitcodes.NEGATIVE, exitcodes.BAD_INPUT
 
@@ -47,10 +51,7 @@ def _compile(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _summary(compiled: object, out: Path) -> str:
-    from compiler.pipeline import Compiled
-
-    assert isinstance(compiled, Compiled)
+def _summary(compiled: Compiled, out: Path) -> str:
     counts: dict[str, int] = {}
     for artifact in compiled.artifacts:
         counts[artifact.kind] = counts.get(artifact.kind, 0) + 1
@@ -171,7 +172,7 @@ def _supported_range() -> str:
     return SUPPORTED_RANGE
 
 
-def _kubernetes_version(text: str) -> object:
+def _kubernetes_version(text: str) -> KubernetesVersion:
     """A supported Kubernetes minor (`1.34`, `v1.34`, `1.34.4`)."""
     from policies import kubeversions
 
