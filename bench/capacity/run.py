@@ -420,9 +420,13 @@ def market_open(bench: "Bench", kubeconfig: Path, sa: Path, port: int, log: Path
                  for what, before in calls_before.items()}
         reconciles = int(reconcile_totals(port)[1] - reconciles_before)
         mark = log.stat().st_size
+        status_before = metric_value(port, "fivespot_writes_total", 'what="status"')
+        close_started = time.monotonic()
         bench.shared_burst(n, 0)
         bench.wait_phases([f"bcap-{i:05d}" for i in range(n)], {"Inactive"}, 300)
+        inactive_s = time.monotonic() - close_started
         time.sleep(1.0)
+        close_statuses = metric_value(port, "fivespot_writes_total", 'what="status"') - status_before
         closed = check_flip(market_writes(mark), n, 0, conflicted)
         results.append({
             "bare_s": round(bare_s, 2), "controller_s": round(controller_s, 2),
@@ -431,6 +435,7 @@ def market_open(bench: "Bench", kubeconfig: Path, sa: Path, port: int, log: Path
             "reconciles": reconciles, "controller_cpu_s": round(cpu, 2),
             "controller_cpu_s_to_last_target": round(burst_cpu, 2),
             "server_ms": {"bare": bare_server, "controller": controller_server},
+            "close_all_inactive_s": round(inactive_s, 2), "close_status_patches": int(close_statuses),
             "invariants": {key: opened[key] and closed[key] for key in opened},
         })
         print(f"  market open {r + 1}: bare client {bare_s:.2f} s, controller {controller_s:.2f} s, "

@@ -93,7 +93,7 @@ from runtime.controller import Result
 from runtime.fresh import fresh_list
 from runtime.kube import ApiClient, ResolvedKind
 from runtime.manager import Manager, Primary, Settings
-from runtime.ownwrites import OwnWrites, Seen
+from runtime.ownwrites import OwnWrites, Seen, revision
 from runtime.schedules import read_schedule
 
 log = logging.getLogger("fivespot.capacity")
@@ -404,15 +404,16 @@ class CapacityReconciler:
         partition = self.mgr.partition_of(namespace)
         if partition is None or not self.mgr.leading(partition):
             return Result()
-        if not self._flush(key, partition):
+        held, sent = self._held_back(key, partition)
+        if not sent:
             return Result(retry=True)
-        obj = self.mgr.current(key)
+        obj = held.obj if held is not None else self.mgr.current(key)
         if obj is None:
             return Result()
         meta = _mapping(obj.get("metadata"))
         spec = parse_spec(obj.get("spec"))
         raw_status = obj.get("status") if isinstance(obj.get("status"), Mapping) else None
-        prior = parse_status(raw_status)
+        prior = held.status if held is not None else parse_status(raw_status)
         entry = None
         schedule: ScheduleObservation = LookupFailed("not read: the spec is refused")
         target: TargetObservation = TargetNotFound()
@@ -452,6 +453,12 @@ class CapacityReconciler:
                 fresh, machines_rv = self._observe_machines_fresh(namespace)
                 inp = replace(inp, machines=fresh)
                 decision = decide(inp)
+        if held is not None and (decision.transient is not None or decision.write is not None):
+            # More than the record of the held-back write to complete: send that record first,
+            # then decide again on the object as it is now.
+            if not self._send_held(key, partition, held):
+                return Result(retry=True)
+            return self.reconcile(key)
         if decision.transient is not None:
             log.info("transient lookup failure; nothing changed, retrying",
                      extra={"key": key, "why": decision.transient})
@@ -460,28 +467,71 @@ class CapacityReconciler:
             outcome = self._write_target(key, partition, spec, entry, decision, inp, machines_rv)
             if outcome is not None:
                 return outcome
-            if status_patch(raw_status, decision.status) is not None or decision.events:
-                with self._pending_lock:
-                    self._pending[key] = PendingStatus(obj, raw_status, decision.status, prior,
-                                                       decision.events)
-                self.mgr.queue.add_later(key)
+            # Held back as it is: whether it changes anything is worked out when it is sent
+            # (`status_patch`), not here, between this target write and the next.
+            with self._pending_lock:
+                self._pending[key] = PendingStatus(obj, raw_status, decision.status, prior,
+                                                   decision.events)
+            self.mgr.queue.add_later(key)
             return self.mgr.requeue_at(decision.requeue_at)
+        if held is not None:
+            return self._complete_held(key, held, decision)
         if self._write_status(key, obj, raw_status, decision.status, prior) is not None:
             return Result(retry=True)
         for event in decision.events:
             self._record(obj, event)
         return self.mgr.requeue_at(decision.requeue_at)
 
-    def _flush(self, key: str, partition: str) -> bool:
-        """Send `key`'s held-back status and Events, if any; False to retry (kept for then).
+    def _held_back(self, key: str, partition: str) -> tuple[PendingStatus | None, bool]:
+        """`key`'s held-back status, taken out to be completed by this reconcile — when the object
+        is still the version that status was decided on (nothing else has written it since) —
+        and False to retry when it had to be sent first and that failed.
 
-        A conflict means the object changed since the decision (its spec, or a status written by
-        another hand): the held-back status is dropped and the reconcile decides on what is there
-        now, as after any status write that failed."""
+        Completing it means deciding with the held-back status as the prior and sending one
+        status patch for both: after a zero write, the later reconcile that sees the write's
+        answer finds the handback complete (HandingBack, then Inactive) and writes the object's
+        status once per flip instead of twice. Any other case sends it first (`_flush`)."""
+        with self._pending_lock:
+            pending = self._pending.pop(key, None)
+        if pending is None:
+            return None, True
+        current = self.mgr.current(key)
+        if current is not None and revision(current) == revision(pending.obj) \
+                and self.mgr.holds(partition):
+            return pending, True
+        return None, self._send_held(key, partition, pending)
+
+    def _complete_held(self, key: str, held: PendingStatus, decision: Decision) -> Result:
+        """One status patch from the status the held-back write was decided on to what this
+        decision (made on that held-back status) says, then both decisions' Events. On a
+        failure other than a conflict the held-back status is kept for the retry, as `_flush`
+        keeps it; a conflict means someone else wrote the object: decide again on that."""
+        failed = self._write_status(key, held.obj, held.raw, decision.status, held.status,
+                                    held=True)
+        if failed is not None:
+            if not failed.conflict:
+                with self._pending_lock:
+                    self._pending.setdefault(key, held)
+            return Result(retry=True)
+        self._count_transitions(held.prior, held.status)
+        for event in (*held.events, *decision.events):
+            self._record(held.obj, event)
+        return self.mgr.requeue_at(decision.requeue_at)
+
+    def _flush(self, key: str, partition: str) -> bool:
+        """Send `key`'s held-back status and Events, if any; False to retry (kept for then)."""
         with self._pending_lock:
             pending = self._pending.pop(key, None)
         if pending is None:
             return True
+        return self._send_held(key, partition, pending)
+
+    def _send_held(self, key: str, partition: str, pending: PendingStatus) -> bool:
+        """Send a held-back status and its Events; False to retry (kept for then).
+
+        A conflict means the object changed since the decision (its spec, or a status written by
+        another hand): the held-back status is dropped and the reconcile decides on what is there
+        now, as after any status write that failed."""
         if not self.mgr.holds(partition):
             return True  # not ours any more: the partition's leader decides afresh
         failed = self._write_status(key, pending.obj, pending.raw, pending.status,
