@@ -18,7 +18,9 @@ One reconcile of one ScheduledCapacity:
    the resourceVersion the decision read), then Kubernetes Events, then a requeue at the
    decision's deadline (a handback timeout). After a target write the status and Events are
    held back (`PendingStatus`, the queue's later lane) so a burst's target writes go first; the
-   next reconcile of the object sends them before deciding anything.
+   next reconcile of the object decides with the held-back status as the prior and sends one
+   patch for both (a close whose drain counter already reads 0 goes to Inactive in one status
+   write), or sends it first when the object changed since or another write is due.
 
 Event-driven reactions map provider, target and ScheduledMachine events back to the
 ScheduledCapacities that reference them through cache indexes, and the informers' slow resync
@@ -156,8 +158,9 @@ def machine_node(obj: Obj | None) -> str | None:
 class PendingStatus:
     """The status patch (and Events) of a decision whose target write has landed, held back so
     that a burst's target writes go first (`WorkQueue.add_later`). The next reconcile of the key,
-    whichever lane it comes from, sends it before deciding anything, so no decision is ever made
-    on a status that is missing a write already made."""
+    whichever lane it comes from, decides with it as the prior status (and sends one patch for
+    both) or sends it before deciding anything, so no decision is ever made on a status that is
+    missing a write already made."""
 
     obj: Obj
     """The object as the decision read it: the patch is conditional on its resourceVersion."""
@@ -490,7 +493,7 @@ class CapacityReconciler:
         Completing it means deciding with the held-back status as the prior and sending one
         status patch for both: after a zero write, the later reconcile that sees the write's
         answer finds the handback complete (HandingBack, then Inactive) and writes the object's
-        status once per flip instead of twice. Any other case sends it first (`_flush`)."""
+        status once per flip instead of twice. Any other case sends it first (`_send_held`)."""
         with self._pending_lock:
             pending = self._pending.pop(key, None)
         if pending is None:
