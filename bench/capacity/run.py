@@ -13,8 +13,13 @@ separate process with its compiled ServiceAccount:
   active value, against the limit measured in the same run — a bare client (the controller's
   client configuration and connection pool, its ServiceAccount, as many threads as it has
   workers) sending the same N merge patches to N other pools as fast as the API server takes
-  them. Reported: both times, their ratio, when every object's status read Active (the
-  statuses follow the target writes), the controller's API calls per flip (from its metrics). `--conflicted K` of the pools get a second, younger ScheduledCapacity on the same
+  them, just before the flip and again just after the statuses (so a load spike during one of
+  the three shows as a spread between the two bare times). Reported: the times, the ratio to
+  the mean of the two bare runs, when every object's status read Active (the statuses follow the
+  target writes), the controller's API calls per flip (from its metrics), the API server's own
+  mean time per pool patch in each run (from its metrics: the server's share against the
+  client's), the controller's CPU up to the last target write, and the close (every status
+  Inactive, and the status patches it took). `--conflicted K` of the pools get a second, younger ScheduledCapacity on the same
   field and schedule (the one-governor rule: it must never write). The invariants are checked
   from the controller's audit log over the open and the close of every round, and the run
   fails (exit 1) when one does not hold: only 0 or activeValue is ever written, every target
@@ -43,7 +48,10 @@ import argparse
 import json
 import os
 import platform
+import shutil
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -284,6 +292,41 @@ def bare_patches(kubeconfig: Path, paths: list[str], threads: int, body: dict[st
         api.close()
 
 
+SERVER_SERIES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "patch": ("apiserver_request_duration_seconds",
+              ('verb="PATCH"', 'resource="virtualmachinepools"', 'subresource=""')),
+    "admission": ("apiserver_admission_step_admission_duration_seconds",
+                  ('operation="UPDATE"', 'rejected="false"')),
+    "vap": ("apiserver_validating_admission_policy_check_duration_seconds", ()),
+}
+"""What the API server says about the pool patches (sum and count of seconds): the whole
+request, its admission steps (every UPDATE of the cluster, the controller's status patches
+included), the ValidatingAdmissionPolicy checks."""
+
+
+def server_totals(kubeconfig: Path) -> dict[str, tuple[float, float]]:
+    """The API server's own time for each of SERVER_SERIES, as (sum s, count) so far."""
+    text = subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig), "get", "--raw", "/metrics"],
+                          capture_output=True, text=True, check=True, timeout=60).stdout
+    found = {what: [0.0, 0.0] for what in SERVER_SERIES}
+    for line in text.splitlines():
+        for what, (name, labels) in SERVER_SERIES.items():
+            for suffix, slot in (("_sum{", 0), ("_count{", 1)):
+                if line.startswith(name + suffix) and all(label in line for label in labels):
+                    found[what][slot] += float(line.split()[-1])
+    return {what: (total, count) for what, (total, count) in found.items()}
+
+
+def server_ms(before: dict[str, tuple[float, float]], after: dict[str, tuple[float, float]],
+              ) -> dict[str, Any]:
+    """Mean server milliseconds and count per series between two `server_totals`."""
+    out: dict[str, Any] = {}
+    for what in SERVER_SERIES:
+        total, count = (after[what][0] - before[what][0]), (after[what][1] - before[what][1])
+        out[what] = {"n": int(count), "mean_ms": round(1000 * total / count, 2) if count else None}
+    return out
+
+
 def metric_value(port: int, name: str, labels: str) -> float:
     status, body = localrun.http_get(port, "/metrics")
     for line in body.splitlines():
@@ -327,10 +370,28 @@ def check_flip(writes: list[dict[str, Any]], n: int, value: int,
     }
 
 
+def start_profile(pid: int, out: Path) -> subprocess.Popen[bytes]:
+    """py-spy (`pip install py-spy`) sampling the controller's thread that holds the GIL (its
+    Python CPU; not pausing it) until stopped, as collapsed stacks (one line per stack and its
+    sample count) in `out`."""
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    return subprocess.Popen([spy, "record", "--pid", str(pid), "--rate", "200", "--threads",
+                             "--gil", "--nonblocking", "--format", "raw", "--output", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def stop_profile(spy: subprocess.Popen[bytes] | None) -> None:
+    if spy is not None:
+        spy.send_signal(signal.SIGINT)
+        spy.wait(60)
+
+
 def market_open(bench: "Bench", kubeconfig: Path, sa: Path, port: int, log: Path, n: int,
-                workers: int, rounds: int, conflicted: set[str]) -> dict[str, Any]:
+                workers: int, rounds: int, conflicted: set[str], profile: tuple[int, Path] | None = None,
+                ) -> dict[str, Any]:
     """`rounds` market opens of n objects on one schedule, each after a bare-client run, each
-    followed by the close (every target back to 0, drained, Inactive)."""
+    followed by the close (every target back to 0, drained, Inactive). `profile`: the
+    controller's pid and a folder for py-spy's stacks of each open (target writes and statuses)."""
     results = []
 
     def market_writes(mark: int) -> list[dict[str, Any]]:
@@ -338,36 +399,64 @@ def market_open(bench: "Bench", kubeconfig: Path, sa: Path, port: int, log: Path
                 if str(w.get("target", "")).startswith("VirtualMachinePool/agents/bpool-")]
 
     for r in range(rounds):
-        bare_s = bare_patches(sa, [p(POOLS, f"bare-{i:05d}") for i in range(n)], workers,
-                              {"spec": {"warmReplicas": ACTIVE if r % 2 == 0 else 0}})
+        server_before = server_totals(kubeconfig)
+        bare_paths = [p(POOLS, f"bare-{i:05d}") for i in range(n)]
+        bench_cpu = sum(os.times()[:2])
+        bare_s = bare_patches(sa, bare_paths, workers, {"spec": {"warmReplicas": ACTIVE}})
+        bench_cpu = sum(os.times()[:2]) - bench_cpu
+        bare_server = server_ms(server_before, server_totals(kubeconfig))
         mark = log.stat().st_size
         calls_before = {what: metric_value(port, "fivespot_writes_total", f'what="{what}"')
                         for what in ("target", "status")}
         reconciles_before = reconcile_totals(port)[1]
         cpu_before = process_metric(port, "process_cpu_seconds_total")
+        spy = start_profile(profile[0], profile[1] / f"open-{r + 1}.txt") if profile else None
+        if spy is not None:
+            time.sleep(1.0)  # py-spy attached
+        server_before = server_totals(kubeconfig)
         controller_s = bench.shared_burst(n, ACTIVE)
+        burst_cpu = process_metric(port, "process_cpu_seconds_total") - cpu_before
+        controller_server = server_ms(server_before, server_totals(kubeconfig))
         # the statuses follow the target writes: every object's phase reads Active
         status_s = controller_s + bench.wait_phases([f"bcap-{i:05d}" for i in range(n)], {"Active"}, 120)
+        stop_profile(spy)
         time.sleep(1.0)  # let the last status patches and reconciles finish
         cpu = process_metric(port, "process_cpu_seconds_total") - cpu_before
+        # The bare client again, right after (each of its patches a change: back to 0), so the
+        # controller's burst is bracketed by two bare runs and a load spike during one of the
+        # three shows as a spread between the two bare times instead of as a ratio.
+        bare_after_s = bare_patches(sa, bare_paths, workers, {"spec": {"warmReplicas": 0}})
+        bare_mean_s = (bare_s + bare_after_s) / 2
         opened = check_flip(market_writes(mark), n, ACTIVE, conflicted)
         calls = {what: metric_value(port, "fivespot_writes_total", f'what="{what}"') - before
                  for what, before in calls_before.items()}
         reconciles = int(reconcile_totals(port)[1] - reconciles_before)
         mark = log.stat().st_size
+        status_before = metric_value(port, "fivespot_writes_total", 'what="status"')
+        close_started = time.monotonic()
         bench.shared_burst(n, 0)
         bench.wait_phases([f"bcap-{i:05d}" for i in range(n)], {"Inactive"}, 300)
+        inactive_s = time.monotonic() - close_started
         time.sleep(1.0)
+        close_statuses = metric_value(port, "fivespot_writes_total", 'what="status"') - status_before
         closed = check_flip(market_writes(mark), n, 0, conflicted)
         results.append({
-            "bare_s": round(bare_s, 2), "controller_s": round(controller_s, 2),
-            "ratio": round(controller_s / bare_s, 2), "all_statuses_active_s": round(status_s, 2),
+            "bare_s": round(bare_s, 2), "bare_after_s": round(bare_after_s, 2),
+            "controller_s": round(controller_s, 2),
+            "ratio": round(controller_s / bare_mean_s, 2),
+            "ratio_to_bare_before": round(controller_s / bare_s, 2),
+            "all_statuses_active_s": round(status_s, 2),
             "target_patches": int(calls["target"]), "status_patches": int(calls["status"]),
             "reconciles": reconciles, "controller_cpu_s": round(cpu, 2),
+            "controller_cpu_s_to_last_target": round(burst_cpu, 2),
+            "bench_cpu_s_during_bare": round(bench_cpu, 2),
+            "server_ms": {"bare": bare_server, "controller": controller_server},
+            "close_all_inactive_s": round(inactive_s, 2), "close_status_patches": int(close_statuses),
             "invariants": {key: opened[key] and closed[key] for key in opened},
         })
-        print(f"  market open {r + 1}: bare client {bare_s:.2f} s, controller {controller_s:.2f} s, "
-              f"ratio {controller_s / bare_s:.2f}; {results[-1]}", flush=True)
+        print(f"  market open {r + 1}: bare client {bare_s:.2f} s / {bare_after_s:.2f} s, "
+              f"controller {controller_s:.2f} s, ratio {controller_s / bare_mean_s:.2f}; "
+              f"{results[-1]}", flush=True)
     failed = sorted({key for r in results for key, held in r["invariants"].items() if not held})
     return {"objects": n, "workers": workers, "conflicted": len(conflicted), "rounds": results,
             "controller_s_median": statistics.median(r["controller_s"] for r in results),
@@ -437,6 +526,9 @@ def main() -> int:
     parser.add_argument("--idle", type=float, default=20.0, metavar="S",
                         help="measure the settled controller's CPU over this long (0: skip)")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--profile", type=Path, metavar="DIR",
+                        help="py-spy the controller during each market open (stacks into DIR; "
+                             "the sampling costs CPU, so no ratio from such a run)")
     args = parser.parse_args()
     started_machine = machine()
     work = Path(tempfile.mkdtemp(prefix="fivespot-bench-capacity-"))
@@ -530,9 +622,12 @@ def main() -> int:
             print(f"  {len(burst)} separate schedules flipped at once: {result['burst_separate']}",
                   flush=True)
         if args.burst:
+            if args.profile:
+                args.profile.mkdir(parents=True, exist_ok=True)
             result["market_open"] = market_open(
                 bench, kubeconfig, sa, port, log, args.burst, args.workers, args.burst_rounds,
-                {f"{NS}/bdup-{i:05d}" for i in conflicted})
+                {f"{NS}/bdup-{i:05d}" for i in conflicted},
+                (controller.pid, args.profile) if args.profile else None)
         if args.grow_to > args.objects:
             print(f"growing to {args.grow_to} objects...", flush=True)
             grow_start = time.monotonic()

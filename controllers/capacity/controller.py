@@ -18,7 +18,9 @@ One reconcile of one ScheduledCapacity:
    the resourceVersion the decision read), then Kubernetes Events, then a requeue at the
    decision's deadline (a handback timeout). After a target write the status and Events are
    held back (`PendingStatus`, the queue's later lane) so a burst's target writes go first; the
-   next reconcile of the object sends them before deciding anything.
+   next reconcile of the object decides with the held-back status as the prior and sends one
+   patch for both (a close whose drain counter already reads 0 goes to Inactive in one status
+   write), or sends it first when the object changed since or another write is due.
 
 Event-driven reactions map provider, target and ScheduledMachine events back to the
 ScheduledCapacities that reference them through cache indexes, and the informers' slow resync
@@ -93,7 +95,7 @@ from runtime.controller import Result
 from runtime.fresh import fresh_list
 from runtime.kube import ApiClient, ResolvedKind
 from runtime.manager import Manager, Primary, Settings
-from runtime.ownwrites import OwnWrites, Seen
+from runtime.ownwrites import OwnWrites, Seen, revision
 from runtime.schedules import read_schedule
 
 log = logging.getLogger("fivespot.capacity")
@@ -156,8 +158,9 @@ def machine_node(obj: Obj | None) -> str | None:
 class PendingStatus:
     """The status patch (and Events) of a decision whose target write has landed, held back so
     that a burst's target writes go first (`WorkQueue.add_later`). The next reconcile of the key,
-    whichever lane it comes from, sends it before deciding anything, so no decision is ever made
-    on a status that is missing a write already made."""
+    whichever lane it comes from, decides with it as the prior status (and sends one patch for
+    both) or sends it before deciding anything, so no decision is ever made on a status that is
+    missing a write already made."""
 
     obj: Obj
     """The object as the decision read it: the patch is conditional on its resourceVersion."""
@@ -404,15 +407,16 @@ class CapacityReconciler:
         partition = self.mgr.partition_of(namespace)
         if partition is None or not self.mgr.leading(partition):
             return Result()
-        if not self._flush(key, partition):
+        held, sent = self._held_back(key, partition)
+        if not sent:
             return Result(retry=True)
-        obj = self.mgr.current(key)
+        obj = held.obj if held is not None else self.mgr.current(key)
         if obj is None:
             return Result()
         meta = _mapping(obj.get("metadata"))
         spec = parse_spec(obj.get("spec"))
         raw_status = obj.get("status") if isinstance(obj.get("status"), Mapping) else None
-        prior = parse_status(raw_status)
+        prior = held.status if held is not None else parse_status(raw_status)
         entry = None
         schedule: ScheduleObservation = LookupFailed("not read: the spec is refused")
         target: TargetObservation = TargetNotFound()
@@ -452,6 +456,12 @@ class CapacityReconciler:
                 fresh, machines_rv = self._observe_machines_fresh(namespace)
                 inp = replace(inp, machines=fresh)
                 decision = decide(inp)
+        if held is not None and (decision.transient is not None or decision.write is not None):
+            # More than the record of the held-back write to complete: send that record first,
+            # then decide again on the object as it is now.
+            if not self._send_held(key, partition, held):
+                return Result(retry=True)
+            return self.reconcile(key)
         if decision.transient is not None:
             log.info("transient lookup failure; nothing changed, retrying",
                      extra={"key": key, "why": decision.transient})
@@ -460,28 +470,71 @@ class CapacityReconciler:
             outcome = self._write_target(key, partition, spec, entry, decision, inp, machines_rv)
             if outcome is not None:
                 return outcome
-            if status_patch(raw_status, decision.status) is not None or decision.events:
-                with self._pending_lock:
-                    self._pending[key] = PendingStatus(obj, raw_status, decision.status, prior,
-                                                       decision.events)
-                self.mgr.queue.add_later(key)
+            # Held back as it is: whether it changes anything is worked out when it is sent
+            # (`status_patch`), not here, between this target write and the next.
+            with self._pending_lock:
+                self._pending[key] = PendingStatus(obj, raw_status, decision.status, prior,
+                                                   decision.events)
+            self.mgr.queue.add_later(key)
             return self.mgr.requeue_at(decision.requeue_at)
+        if held is not None:
+            return self._complete_held(key, held, decision)
         if self._write_status(key, obj, raw_status, decision.status, prior) is not None:
             return Result(retry=True)
         for event in decision.events:
             self._record(obj, event)
         return self.mgr.requeue_at(decision.requeue_at)
 
-    def _flush(self, key: str, partition: str) -> bool:
-        """Send `key`'s held-back status and Events, if any; False to retry (kept for then).
+    def _held_back(self, key: str, partition: str) -> tuple[PendingStatus | None, bool]:
+        """`key`'s held-back status, taken out to be completed by this reconcile — when the object
+        is still the version that status was decided on (nothing else has written it since) —
+        and False to retry when it had to be sent first and that failed.
 
-        A conflict means the object changed since the decision (its spec, or a status written by
-        another hand): the held-back status is dropped and the reconcile decides on what is there
-        now, as after any status write that failed."""
+        Completing it means deciding with the held-back status as the prior and sending one
+        status patch for both: after a zero write, the later reconcile that sees the write's
+        answer finds the handback complete (HandingBack, then Inactive) and writes the object's
+        status once per flip instead of twice. Any other case sends it first (`_send_held`)."""
+        with self._pending_lock:
+            pending = self._pending.pop(key, None)
+        if pending is None:
+            return None, True
+        current = self.mgr.current(key)
+        if current is not None and revision(current) == revision(pending.obj) \
+                and self.mgr.holds(partition):
+            return pending, True
+        return None, self._send_held(key, partition, pending)
+
+    def _complete_held(self, key: str, held: PendingStatus, decision: Decision) -> Result:
+        """One status patch from the status the held-back write was decided on to what this
+        decision (made on that held-back status) says, then both decisions' Events. On a
+        failure other than a conflict the held-back status is kept for the retry, as `_flush`
+        keeps it; a conflict means someone else wrote the object: decide again on that."""
+        failed = self._write_status(key, held.obj, held.raw, decision.status, held.status,
+                                    held=True)
+        if failed is not None:
+            if not failed.conflict:
+                with self._pending_lock:
+                    self._pending.setdefault(key, held)
+            return Result(retry=True)
+        self._count_transitions(held.prior, held.status)
+        for event in (*held.events, *decision.events):
+            self._record(held.obj, event)
+        return self.mgr.requeue_at(decision.requeue_at)
+
+    def _flush(self, key: str, partition: str) -> bool:
+        """Send `key`'s held-back status and Events, if any; False to retry (kept for then)."""
         with self._pending_lock:
             pending = self._pending.pop(key, None)
         if pending is None:
             return True
+        return self._send_held(key, partition, pending)
+
+    def _send_held(self, key: str, partition: str, pending: PendingStatus) -> bool:
+        """Send a held-back status and its Events; False to retry (kept for then).
+
+        A conflict means the object changed since the decision (its spec, or a status written by
+        another hand): the held-back status is dropped and the reconcile decides on what is there
+        now, as after any status write that failed."""
         if not self.mgr.holds(partition):
             return True  # not ours any more: the partition's leader decides afresh
         failed = self._write_status(key, pending.obj, pending.raw, pending.status,

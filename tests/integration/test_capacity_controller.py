@@ -16,8 +16,11 @@ from devcluster import localrun
 from runtime import kube
 from tests.integration.capacity_world import (
     MANUAL,
+    SCAP,
     ControllerProcess,
+    History,
     World,
+    current_revision,
     eventually,
     path,
     unique,
@@ -93,6 +96,25 @@ def test_schedule_off_writes_zero_then_the_drained_counter_completes_the_handbac
     # in bench/capacity, on a quiet one).
     assert time.monotonic() - drained_at < 10.0, "drain counter 0 -> Inactive is event-driven"
     assert world.condition(name, "HandbackComplete")["status"] == "True"
+
+
+def test_a_close_with_the_counter_already_at_zero_writes_the_status_once_straight_to_inactive(
+    controller: ControllerProcess, world: World, admin: client.ApiClient
+) -> None:
+    name, schedule, pool = activated(world, handback={"drainedPath": "status.inUse", "timeout": "5m"},
+                                     in_use=0)
+    history = History(admin, SCAP, current_revision(admin, SCAP))
+    try:
+        world.set_active(schedule, False)
+        world.wait_phase(name, "Inactive")
+        time.sleep(2.0)  # room for a second status write, had one been sent
+        revisions = history.of(name)
+    finally:
+        history.stop()
+    assert world.warm(pool) == 0
+    phases = [(obj.get("status") or {}).get("phase") for _, _, obj in revisions]
+    assert phases == ["Inactive"], "one status patch per object per flip, not HandingBack first"
+    assert world.condition(name, "HandbackComplete")["reason"] == "Drained"
 
 
 def test_an_undrained_handback_times_out_and_holds_zero_without_escalating(
