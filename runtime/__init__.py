@@ -9,7 +9,6 @@ takes an injected clock.
 
 from runtime.cache import ADDED, DELETED, MODIFIED, RESYNC, Cache, Delta
 from runtime.clock import SYSTEM_CLOCK, Clock, SystemClock
-from runtime.controller import Controller, Result
 from runtime.health import HealthServer
 from runtime.informer import EventHandler, Informer
 from runtime.kube import ApiError, ResolvedKind, load_client, merge_patch, resolve_kind
@@ -24,12 +23,14 @@ from runtime.leaderelection import (
     leases_for,
 )
 from runtime.partitions import Partitions
+from runtime.reconcile import Request, Result
+from runtime.workers import Workers
 from runtime.workqueue import ExponentialBackoff, WorkQueue
 
 __all__ = [
     "ADDED", "DELETED", "MODIFIED", "RESYNC", "SYSTEM_CLOCK",
-    "Action", "ApiError", "Cache", "Clock", "Controller", "Delta", "EventHandler",
+    "Action", "ApiError", "Cache", "Clock", "Delta", "EventHandler",
     "ExponentialBackoff", "HealthServer", "Informer", "LeaderElector", "LeaseView", "Partitions",
-    "ResolvedKind", "Result", "SystemClock", "Timing", "Verdict", "WorkQueue", "decide",
+    "Request", "ResolvedKind", "Result", "SystemClock", "Timing", "Verdict", "WorkQueue", "Workers", "decide",
     "default_identity", "leases_for", "load_client", "merge_patch", "resolve_kind",
 ]

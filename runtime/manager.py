@@ -4,7 +4,7 @@ Manager owns everything around it:
 
 - the informers (`informer`, `kind_watches`), started and synced before any work, stopped last,
   and together the readiness probe (a stalled watch is not ready);
-- the work queue and its workers (`runtime.controller`), and the primary kind's event handling
+- the work queue and its worker pool (`runtime.workers`), and the primary kind's event handling
   (`reconcile`): the controller's own writes coming back are not reconciled, a predicate (say,
   "the generation changed") filters the rest, and a `related` hook queues other keys an event
   concerns;
@@ -26,18 +26,19 @@ watches.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 from api.bundle import Bundle
+from api.identities import reporting_controller
 from runtime import kube, metrics
 from runtime.cache import DELETED, Obj, strip
 from runtime.clock import SYSTEM_CLOCK, Clock
-from runtime.controller import Controller, Result
 from runtime.events import EventRecorder, EventType, reference
 from runtime.health import HealthServer
 from runtime.informer import DEFAULT_STALL_AFTER_S, DEFAULT_WATCH_TIMEOUT_S, EventHandler, Informer
@@ -46,6 +47,8 @@ from runtime.kube import ApiClient, ResolvedKind
 from runtime.leaderelection import LeaderElector, Timing, leases_for
 from runtime.ownwrites import OwnWrites, Seen
 from runtime.partitions import Partitions
+from runtime.reconcile import Reconciler, Request, Result, requeue_after
+from runtime.workers import Workers
 from runtime.workqueue import WorkQueue
 
 log = logging.getLogger("fivespot.manager")
@@ -72,10 +75,6 @@ class Settings:
     resolve_retry_s: float = 5.0
 
 
-class Reconciler(Protocol):
-    def reconcile(self, key: str) -> Result | None: ...
-
-
 Predicate = Callable[[str, Obj, Obj | None], bool]
 """`(event type, object, old object)`: does this event of the primary kind need a reconcile?"""
 Related = Callable[[str, Obj, Obj | None], None]
@@ -100,7 +99,7 @@ class Manager:
     """One per controller process: informers, queue, workers, leases, own writes, events."""
 
     def __init__(self, api: ApiClient, settings: Settings, *, component: str,
-                 reporting_controller: str, clock: Clock = SYSTEM_CLOCK):
+                 clock: Clock = SYSTEM_CLOCK):
         self.api = api
         self.settings = settings
         self.component = component
@@ -108,7 +107,8 @@ class Manager:
         self.partitions = settings.partitions
         self.queue = WorkQueue(component, clock=clock)
         self.own = OwnWrites()
-        self.events = EventRecorder(api, reporting_controller, settings.identity, clock=clock)
+        self.events = EventRecorder(api, reporting_controller(component), settings.identity,
+                                    clock=clock)
         self.elector = LeaderElector(
             api, settings.namespace, leases_for(component, settings.partitions.campaign),
             settings.identity, timing=settings.timing, clock=clock, controller=component,
@@ -118,7 +118,7 @@ class Manager:
         self._kind_watches: list[KindWatches] = []
         self._primary: Informer | None = None
         self._kind: Primary | None = None
-        self._workers: Controller | None = None
+        self._workers: Workers | None = None
         self._reconciler: Reconciler | None = None
         self._on_started: list[Callable[[str], None]] = []
         self._on_stopped: list[Callable[[str], None]] = []
@@ -177,8 +177,8 @@ class Manager:
                 self.enqueue(own_key)
 
         primary.add_handler(on_event)
-        self._workers = Controller(self.component, self.queue, reconciler.reconcile,
-                                   workers=self.settings.workers)
+        self._workers = Workers(self.component, self.queue, self.reconcile_key,
+                                workers=self.settings.workers)
         return primary
 
     def on_started_leading(self, hook: Callable[[str], None]) -> None:
@@ -225,6 +225,26 @@ class Manager:
     def holds(self, partition: str | None) -> bool:
         """Still holding `partition`'s lease (leading, or handing it back with work finishing)."""
         return partition is not None and self.elector.holds(partition)
+
+    def request(self, key: str) -> Request | None:
+        """The Request for a queued key, or None when this replica must not reconcile it now: a
+        key without a namespace, one of a namespace no partition of ours takes, or one of a
+        partition this replica does not lead (keys queued before it stopped leading)."""
+        namespace, name = kube.split_key(key)
+        if namespace is None:
+            return None
+        partition = self.partition_of(namespace)
+        if partition is None or not self.leading(partition):
+            return None
+        return Request(namespace, name, partition, functools.partial(self.current, key))
+
+    def reconcile_key(self, key: str) -> Result | None:
+        """One reconcile of a queued key (what the workers run): the reconciler is called only
+        with a Request of a partition this replica leads."""
+        request = self.request(key)
+        if request is None:
+            return None
+        return self.reconciler.reconcile(request)
 
     def enqueue(self, key: str, *, later: bool = False) -> None:
         """Queue `key` if this replica leads its partition (`later`: behind the rest)."""
@@ -283,12 +303,10 @@ class Manager:
         self.events.record(regarding if regarding is not None else reference(obj), type_, reason,
                            note)
 
-    def requeue_at(self, at: datetime | None) -> Result:
-        """A Result that looks again just after `at` (None: only on an event)."""
-        if at is None:
-            return Result()
-        return Result(requeue_after_s=max((at - self.clock.now()).total_seconds(), 0.0)
-                      + REQUEUE_SLACK_S)
+    def requeue_at(self, at: datetime | None, *, slack_s: float = REQUEUE_SLACK_S) -> Result:
+        """A Result that looks again `slack_s` after `at`, measured from now (None: only on an
+        event)."""
+        return Result(requeue_after_s=requeue_after(at, self.clock.now(), slack_s))
 
     # --- leadership -----------------------------------------------------------------------------
 
@@ -304,7 +322,7 @@ class Manager:
                  extra={"controller": self.component, "partition": partition})
 
     def _stopped_leading(self, partition: str) -> None:
-        # Keys already queued are dropped by the reconcile, which checks leadership first.
+        # Keys already queued are dropped by `reconcile_key`, which checks leadership first.
         for hook in self._on_stopped:
             hook(partition)
         log.info("no longer leading partition",
@@ -393,7 +411,7 @@ class Manager:
         return self._health.port
 
     @property
-    def workers(self) -> Controller:
+    def workers(self) -> Workers:
         assert self._workers is not None, "call reconcile() first"
         return self._workers
 

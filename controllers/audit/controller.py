@@ -32,14 +32,13 @@ from controllers.inforce import PoliciesInForce
 from runtime import kube, metrics
 from runtime.cache import Obj
 from runtime.clock import SYSTEM_CLOCK, Clock
-from runtime.controller import Result
+from runtime.reconcile import Request, Result
 from runtime.kube import ApiClient
 from runtime.manager import Manager, Primary, Settings
 
 log = logging.getLogger("fivespot.audit")
 
 KIND: Final = Primary(scap.GROUP, scap.VERSION, scap.PLURAL)
-REPORTING_CONTROLLER: Final = "5spot.finos.org/audit-controller"
 APPLY: Final = "application/apply-patch+yaml"
 RECHECK_CRD_S: Final = 60.0
 """How often a missing PolicyReport CRD is looked for again."""
@@ -86,7 +85,7 @@ class AuditReconciler:
         for item in listed.get("items") or []:
             namespace = (item.get("metadata") or {}).get("namespace")
             if self.mgr.partition_of(namespace) == partition:
-                self.mgr.queue.add(f"{namespace}/{reports.NAME}")
+                self.mgr.enqueue(f"{namespace}/{reports.NAME}")
 
     def _stopped(self, partition: str) -> None:
         """Another replica counts these namespaces now."""
@@ -97,10 +96,8 @@ class AuditReconciler:
 
     # --- the reconcile ------------------------------------------------------------------------
 
-    def reconcile(self, key: str) -> Result | None:
-        namespace, _ = kube.split_key(key)
-        if namespace is None or not self.mgr.leading(self.mgr.partition_of(namespace)):
-            return None
+    def reconcile(self, request: Request) -> Result | None:
+        namespace = request.namespace
         if isinstance(self.in_force.policy_set(), LookupFailed):
             return Result(retry=True)
         objects = sorted(self.scaps.list(namespace),
@@ -171,7 +168,6 @@ class AuditReconciler:
 
 def audit_manager(api: ApiClient, settings: Settings, *, clock: Clock = SYSTEM_CLOCK) -> Manager:
     """A Manager running the audit controller."""
-    mgr = Manager(api, settings, component=AUDIT_CONTROLLER,
-                  reporting_controller=REPORTING_CONTROLLER, clock=clock)
+    mgr = Manager(api, settings, component=AUDIT_CONTROLLER, clock=clock)
     AuditReconciler(mgr)
     return mgr

@@ -89,7 +89,7 @@ from controllers.capacity.patches import status_patch, target_patch
 from runtime import kube, metrics
 from runtime.cache import DELETED, MODIFIED, Obj, strip
 from runtime.clock import SYSTEM_CLOCK, Clock
-from runtime.controller import Result
+from runtime.reconcile import Request, Result
 from runtime.fresh import fresh_list
 from runtime.kube import ApiClient, ResolvedKind
 from runtime.manager import Manager, Primary, Settings
@@ -99,7 +99,6 @@ from runtime.schedules import read_schedule
 log = logging.getLogger("fivespot.capacity")
 
 FIELD_MANAGER: Final = CAPACITY_CONTROLLER
-REPORTING_CONTROLLER: Final = "5spot.finos.org/capacity-controller"
 KIND: Final = Primary(scap.GROUP, scap.VERSION, scap.PLURAL)
 ACTIVE: Final = "active"
 """A target write of the active value: its watch event needs no reconcile."""
@@ -397,16 +396,12 @@ class CapacityReconciler:
 
     # --- the reconcile --------------------------------------------------------------------------
 
-    def reconcile(self, key: str) -> Result:
-        namespace, name = kube.split_key(key)
-        if namespace is None:
-            return Result()
-        partition = self.mgr.partition_of(namespace)
-        if partition is None or not self.mgr.leading(partition):
-            return Result()
+    def reconcile(self, request: Request) -> Result:
+        key, namespace, name, partition = request.key, request.namespace, request.name, \
+            request.partition
         if not self._flush(key, partition):
             return Result(retry=True)
-        obj = self.mgr.current(key)
+        obj = request.current()
         if obj is None:
             return Result()
         meta = _mapping(obj.get("metadata"))
@@ -464,7 +459,7 @@ class CapacityReconciler:
                 with self._pending_lock:
                     self._pending[key] = PendingStatus(obj, raw_status, decision.status, prior,
                                                        decision.events)
-                self.mgr.queue.add_later(key)
+                self.mgr.enqueue(key, later=True)
             return self.mgr.requeue_at(decision.requeue_at)
         if self._write_status(key, obj, raw_status, decision.status, prior) is not None:
             return Result(retry=True)
@@ -651,8 +646,7 @@ def _generation_changed(event: str, obj: Obj, old: Obj | None) -> bool:
 
 def capacity_manager(api: ApiClient, settings: Settings, *, clock: Clock = SYSTEM_CLOCK) -> Manager:
     """A Manager running the capacity controller."""
-    mgr = Manager(api, settings, component=CAPACITY_CONTROLLER,
-                  reporting_controller=REPORTING_CONTROLLER, clock=clock)
+    mgr = Manager(api, settings, component=CAPACITY_CONTROLLER, clock=clock)
     CapacityReconciler(mgr)
     return mgr
 

@@ -78,7 +78,7 @@ from controllers.machine.observations import (
 from runtime import kube, metrics
 from runtime.cache import MODIFIED, Obj
 from runtime.clock import SYSTEM_CLOCK, Clock
-from runtime.controller import Result
+from runtime.reconcile import Request, Result
 from runtime.informer import Informer
 from runtime.kube import ApiClient
 from runtime.kubeconfig import KubeconfigRefused
@@ -88,7 +88,6 @@ from runtime.schedules import read_schedule
 log = logging.getLogger("fivespot.machine")
 
 FIELD_MANAGER: Final = MACHINE_CONTROLLER
-REPORTING_CONTROLLER: Final = "5spot.finos.org/machine-controller"
 BY_SCHEDULE: Final = "schedule"
 KIND: Final = Primary(sm.GROUP, sm.VERSION, sm.PLURAL)
 
@@ -255,14 +254,10 @@ class MachineReconciler:
 
     # --- the reconcile --------------------------------------------------------------------------
 
-    def reconcile(self, key: str) -> Result:
-        namespace, name = kube.split_key(key)
-        if namespace is None:
-            return Result()
-        partition = self.mgr.partition_of(namespace)
-        if not self.mgr.leading(partition):
-            return Result()
-        obj = self.mgr.current(key)
+    def reconcile(self, request: Request) -> Result:
+        key, namespace, name, partition = request.key, request.namespace, request.name, \
+            request.partition
+        obj = request.current()
         if obj is None:
             return Result()
         meta = _mapping(obj.get("metadata"))
@@ -481,8 +476,7 @@ def _needs_reconcile(event: str, obj: Obj, old: Obj | None) -> bool:
 
 def machine_manager(api: ApiClient, settings: Settings, *, clock: Clock = SYSTEM_CLOCK) -> Manager:
     """A Manager running the machine controller."""
-    mgr = Manager(api, settings, component=MACHINE_CONTROLLER,
-                  reporting_controller=REPORTING_CONTROLLER, clock=clock)
+    mgr = Manager(api, settings, component=MACHINE_CONTROLLER, clock=clock)
     MachineReconciler(mgr)
     return mgr
 

@@ -28,11 +28,10 @@ from typing import Final
 from api.bundle import Bundle
 from api.providers import BUILTIN_PROVIDERS, BuiltinProvider, ProviderKind
 from controllers.providers import capital_markets, composite, manual, time_based
-from controllers.providers.reconcile import Evaluate, Plan, plan, requeue_delay
-from runtime import kube
+from controllers.providers.reconcile import Evaluate, Plan, plan
 from runtime.cache import Obj
 from runtime.clock import SYSTEM_CLOCK, Clock
-from runtime.controller import Result
+from runtime.reconcile import Request, Result
 from runtime.kube import ApiClient
 from runtime.manager import Manager, Primary, Settings
 
@@ -98,17 +97,13 @@ class ProviderReconciler:
         reconciler adds what it observed of the children)."""
         return plan(obj, self.provider.evaluate, now)
 
-    def reconcile(self, key: str) -> Result | None:
-        namespace, _ = kube.split_key(key)
-        partition = self.mgr.partition_of(namespace)
-        if not self.mgr.leading(partition):
-            return None
-        obj = self.mgr.current(key)
+    def reconcile(self, request: Request) -> Result | None:
+        obj = request.current()
         if obj is None:
             return None
         decided = self.plan(obj, self.mgr.clock.now())
         if decided.patch is not None:
-            error = self.mgr.write(key, obj, decided.patch)
+            error = self.mgr.write(request.key, obj, decided.patch)
             if error is not None:
                 if error.not_found:
                     return None
@@ -117,22 +112,23 @@ class ProviderReconciler:
                 raise error
             status = decided.patch.get("status", {})
             log.info("status written", extra={
-                "controller": self.mgr.component, "key": key, "partition": partition,
+                "controller": self.mgr.component, "key": request.key,
+                "partition": request.partition,
                 "active": status.get("active"),
                 "nextTransitionTime": status.get("nextTransitionTime"),
             })
             for event in decided.events:
                 self.mgr.record(obj, event.type, event.reason, event.note)
-        # Measured from after the write, so a slow round trip does not push the boundary back.
-        return Result(requeue_after_s=requeue_delay(decided.requeue_at, self.mgr.clock.now()))
+        # Measured from after the write, so a slow round trip does not push the boundary back;
+        # exactly at the boundary (the kinds' boundaries are exact, not whole seconds).
+        return self.mgr.requeue_at(decided.requeue_at, slack_s=0.0)
 
 
 def provider_manager(api: ApiClient, provider: ProviderType, settings: Settings, *,
                      clock: Clock = SYSTEM_CLOCK) -> tuple[Manager, ProviderReconciler]:
     """A Manager running `provider`'s reconciler (CompositeSchedule's with its children's kinds
     watched: every provider kind the bundle installs)."""
-    mgr = Manager(api, settings, component=provider.component,
-                  reporting_controller=f"5spot.finos.org/{provider.component}", clock=clock)
+    mgr = Manager(api, settings, component=provider.component, clock=clock)
     if provider.kind.reads_providers:
         from controllers.providers.composite_controller import CompositeReconciler
 

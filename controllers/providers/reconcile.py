@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from controllers.providers.override import Event, events
+from runtime.reconcile import requeue_after
 
 Evaluate = Callable[
     [Mapping[str, Any] | None, int, Mapping[str, Any] | None, dt.datetime],
@@ -58,11 +59,4 @@ def plan(obj: Mapping[str, Any], evaluate: Evaluate, now: dt.datetime) -> Plan:
     told = tuple(events(status, patch, now))
     if patch is not None and meta.get("resourceVersion") is not None:
         patch = {"metadata": {"resourceVersion": str(meta["resourceVersion"])}, **patch}
-    return Plan(patch, requeue_delay(requeue_at, now), requeue_at, told)
-
-
-def requeue_delay(requeue_at: dt.datetime | None, now: dt.datetime) -> float | None:
-    """Seconds from `now` until `requeue_at`: 0 when already due, None when there is none."""
-    if requeue_at is None:
-        return None
-    return max(0.0, (requeue_at - now).total_seconds())
+    return Plan(patch, requeue_after(requeue_at, now), requeue_at, told)

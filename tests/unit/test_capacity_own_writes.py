@@ -117,7 +117,7 @@ class World:
         return stored
 
     def reconcile(self) -> None:
-        self.controller.reconcile(f"{NS}/cap")
+        self.mgr.reconcile_key(f"{NS}/cap")
 
     def queued(self) -> list[str]:
         keys = []

@@ -14,7 +14,8 @@ from compiler.pipeline import load
 from controllers.providers import manual, time_based
 from controllers.providers.cli import main
 from controllers.providers.controller import PROVIDER_TYPES, bundle_lists
-from controllers.providers.reconcile import plan, requeue_delay
+from controllers.providers.reconcile import plan
+from runtime.reconcile import requeue_after
 
 UTC = dt.timezone.utc
 ROOT = Path(__file__).resolve().parents[2]
@@ -86,9 +87,9 @@ def test_an_object_without_resource_version_is_patched_without_a_precondition() 
 
 
 def test_a_boundary_already_past_is_due_at_once() -> None:
-    assert requeue_delay(NOW - dt.timedelta(seconds=2), NOW) == 0.0
-    assert requeue_delay(NOW + dt.timedelta(milliseconds=250), NOW) == 0.25
-    assert requeue_delay(None, NOW) is None
+    assert requeue_after(NOW - dt.timedelta(seconds=2), NOW) == 0.0
+    assert requeue_after(NOW + dt.timedelta(milliseconds=250), NOW) == 0.25
+    assert requeue_after(None, NOW) is None
 
 
 def test_the_example_bundle_installs_all_four_providers_and_nothing_else_is_assumed() -> None:

@@ -9,7 +9,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from runtime.controller import Controller, Result
+from runtime.reconcile import Result
+from runtime.workers import Workers
 from runtime.workqueue import ExponentialBackoff, WorkQueue
 
 
@@ -123,7 +124,7 @@ def test_two_workers_never_reconcile_the_same_key_concurrently() -> None:
             active.discard(key)
         return Result()
 
-    controller = Controller("t8", queue, reconcile, workers=4)
+    controller = Workers("t8", queue, reconcile, workers=4)
     controller.start()
     for i in range(300):
         queue.add(f"k{i % 3}")
@@ -146,7 +147,7 @@ def test_a_reconcile_that_raises_is_retried_with_backoff_and_a_success_resets_it
             raise outcome
         return Result(requeue_after_s=7)
 
-    controller = Controller("t9", queue, reconcile)
+    controller = Workers("t9", queue, reconcile)
     queue.add("k")
     assert controller.process_one(0)
     assert queue.delayed()["k"] == pytest.approx(clock.t + 1)

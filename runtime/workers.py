@@ -1,4 +1,4 @@
-"""The worker loop: take a key from the queue, reconcile it, and decide when to see it again.
+"""The worker pool: take a key from the queue, reconcile it, and decide when to see it again.
 
 A reconcile is level-triggered: it gets only a key, reads the current state (from caches and
 the API server) and acts on the difference, so it does not matter how many events led to it or
@@ -13,28 +13,20 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from runtime import metrics
+from runtime.reconcile import Result
 from runtime.workqueue import WorkQueue
 
 log = logging.getLogger("fivespot.controller")
 
 
-@dataclass(frozen=True)
-class Result:
-    """What a reconcile asks for next: nothing, a requeue after a delay, or a backoff retry."""
-
-    requeue_after_s: float | None = None
-    retry: bool = False
-    """Re-queue with backoff (a transient failure); the backoff is reset by the next success."""
-
-
 Reconcile = Callable[[str], Result | None]
 
 
-class Controller:
-    """`workers` threads draining `queue` into `reconcile(key)`."""
+class Workers:
+    """A pool of `workers` threads draining `queue` into `reconcile(key)`: the part of a
+    controller that runs reconciles (the Manager hands it the reconcile to run)."""
 
     def __init__(self, name: str, queue: WorkQueue, reconcile: Reconcile, *, workers: int = 2):
         self.name = name
