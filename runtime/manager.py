@@ -13,8 +13,9 @@ Manager owns everything around it:
   handing one back its in-flight reconciles finish (`drain`);
 - the one own-writes mechanism (`runtime.ownwrites`): decisions rest on the newer of the cache and
   our own last write (`current`), and `write` records each answer;
-- the status writer (`write`): every write of the primary object is a merge patch conditional on
-  the resourceVersion the decision read, so a write decided on anything older — above all one
+- the one conditional writer (`writes`, `runtime.writes`) every write a controller makes goes
+  through, and on it the primary object's writer (`write`): a merge patch conditional on the
+  resourceVersion the decision read, so a write decided on anything older — above all one
   from a replica that lost its lease while the write was on its way — fails with 409 instead of
   overwriting a newer one (the guarantee `runtime.leaderelection` rests on);
 - the event recorder (`record`), the health server (`serve_probes`) and the `fivespot_*` metrics.
@@ -50,6 +51,7 @@ from runtime.partitions import Partitions
 from runtime.reconcile import Reconciler, Request, Result, requeue_after
 from runtime.workers import Workers
 from runtime.workqueue import WorkQueue
+from runtime.writes import Writes
 
 log = logging.getLogger("fivespot.manager")
 
@@ -107,6 +109,8 @@ class Manager:
         self.partitions = settings.partitions
         self.queue = WorkQueue(component, clock=clock)
         self.own = OwnWrites()
+        self.writes = Writes(api, component, self._may_act)
+        """The one conditional writer: every write this controller makes (`runtime.writes`)."""
         self.events = EventRecorder(api, reporting_controller(component), settings.identity,
                                     clock=clock)
         self.elector = LeaderElector(
@@ -246,6 +250,9 @@ class Manager:
             return None
         return self.reconciler.reconcile(request)
 
+    def _may_act(self, partition: str, held: bool) -> bool:
+        return self.holds(partition) if held else self.leading(partition)
+
     def enqueue(self, key: str, *, later: bool = False) -> None:
         """Queue `key` if this replica leads its partition (`later`: behind the rest)."""
         if self.leading(self.partition_of(kube.split_key(key)[0])):
@@ -268,24 +275,23 @@ class Manager:
               timeout: float | tuple[float, float] | None = kube.DEFAULT_TIMEOUT,
               ) -> kube.ApiError | None:
         """A merge patch of the primary object `key` (its status, or with `subresource` None
-        the object itself), conditional on the resourceVersion of `obj`, the version the
-        decision read. None when it landed — or was not sent because this replica no longer
-        leads the partition (`held`: still holds the lease, for the record of work already
-        done) — else the error (409: the object changed since; decide again)."""
-        partition = self.partition_of(kube.split_key(key)[0])
-        if not (self.holds(partition) if held else self.leading(partition)):
-            return None
-        meta = obj.get("metadata")
-        version = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
-        body = {**patch, "metadata": {**dict(patch.get("metadata") or {}),
-                                      "resourceVersion": version}}
+        the object itself) through the conditional writer (`writes`), conditional on the
+        resourceVersion of `obj`, the version the decision read, and recorded as our own write.
+        None when it landed — or was not sent because this replica no longer leads the
+        partition (`held`: still holds the lease, for the record of work already done) — else
+        the error (409: the object changed since; decide again)."""
         namespace, name = kube.split_key(key)
+        partition = self.partition_of(namespace)
+        if partition is None:
+            return None
         assert self._kind is not None
         self.own.begin(key)
         answer: Obj | None = None
         try:
-            answer = strip(kube.merge_patch(self.api, self._kind.path(namespace, name, subresource),
-                                            body, field_manager=self.component, timeout=timeout))
+            sent = self.writes.patch(partition, self._kind.path(namespace, name, subresource),
+                                     patch, resource_version(obj), what=what, held=held,
+                                     timeout=timeout)
+            answer = strip(sent) if sent is not None else None
         except kube.ApiError as error:
             level = logging.INFO if error.conflict or error.not_found else logging.WARNING
             log.log(level, f"{what} write failed; retrying",
@@ -294,7 +300,6 @@ class Manager:
         finally:
             if self.own.landed(key, answer):
                 self.enqueue(key)
-        metrics.WRITES.labels(controller=self.component, what=what).inc()
         return None
 
     def record(self, obj: Obj, type_: EventType, reason: str, note: str,
@@ -415,3 +420,13 @@ class Manager:
         assert self._workers is not None, "call reconcile() first"
         return self._workers
 
+
+def resource_version(obj: Obj) -> str:
+    """The resourceVersion a write of `obj` is conditional on (every object the API server or a
+    cache hands out has one)."""
+    meta = obj.get("metadata")
+    version = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
+    if not isinstance(version, str) or not version:
+        raise ValueError(f"{kube.object_key(obj)} has no metadata.resourceVersion: a write of it "
+                         "cannot be conditional")
+    return version

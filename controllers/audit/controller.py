@@ -12,7 +12,8 @@ A namespace is reconciled when one of its ScheduledCapacities changes, when any 
 or one of fivespot's policies or bindings change (every namespace then), and on taking a partition (namespaces with objects, and those with
 an earlier report to clear); the informers' resync is the backstop. Each reconcile judges every
 object of the namespace (`controllers.inforce`: as `fivespot check` decides a create of it
-today), and applies the report server-side, only when it differs from the stored one. Where the
+today), and writes the report only when it differs from the stored one: created when there is
+none, else applied server-side on the resourceVersion read (the Manager's conditional writer). Where the
 PolicyReport CRD is not installed there is no report; the metric is kept anyway.
 """
 
@@ -33,13 +34,13 @@ from runtime import kube, metrics
 from runtime.cache import Obj
 from runtime.clock import SYSTEM_CLOCK, Clock
 from runtime.reconcile import Request, Result
+from runtime.writes import APPLY
 from runtime.kube import ApiClient
 from runtime.manager import Manager, Primary, Settings
 
 log = logging.getLogger("fivespot.audit")
 
 KIND: Final = Primary(scap.GROUP, scap.VERSION, scap.PLURAL)
-APPLY: Final = "application/apply-patch+yaml"
 RECHECK_CRD_S: Final = 60.0
 """How often a missing PolicyReport CRD is looked for again."""
 
@@ -115,32 +116,39 @@ class AuditReconciler:
         if stored is not None and (stored.get("results") or []) == body["results"] \
                 and stored.get("summary") == body["summary"]:
             return None
-        if not self.mgr.leading(self.mgr.partition_of(namespace)):
-            return None
-        if stored is not None:  # conditional, as every write: a deposed replica's late one fails
-            body["metadata"]["resourceVersion"] = (stored.get("metadata") or {}).get("resourceVersion")
         try:
-            kube.request(self.mgr.api, "PATCH", self._path(namespace), body=body,
-                         content_type=APPLY,
-                         query={"fieldManager": AUDIT_CONTROLLER, "force": "true"})
+            if not self._write(request.partition, namespace, body, stored):
+                return None  # no longer ours to write
         except kube.ApiError as error:
             if error.conflict:
-                return Result(retry=True)  # changed since it was read: judge again
+                return Result(retry=True)  # created or changed since it was read: judge again
             raise
-        metrics.WRITES.labels(controller=AUDIT_CONTROLLER, what="policyreport").inc()
         log.info("policy report written", extra={"namespace": namespace,
                                                  "fail": body["summary"]["fail"],
                                                  "pass": body["summary"]["pass"]})
         return None
+
+    def _write(self, partition: str, namespace: str, body: dict[str, Any],
+               stored: Mapping[str, Any] | None) -> bool:
+        """The report through the conditional writer: applied on the version read, or created
+        when there was none (a create is conditional by nature: one made meanwhile answers
+        AlreadyExists); False when not sent."""
+        if stored is None:
+            return self.mgr.writes.create(partition, self._path(namespace, named=False), body,
+                                          what="policyreport") is not None
+        version = str((stored.get("metadata") or {}).get("resourceVersion"))
+        return self.mgr.writes.patch(partition, self._path(namespace), body, version,
+                                     what="policyreport", content_type=APPLY,
+                                     force=True) is not None
 
     def _count(self, namespace: str, failing: int) -> None:
         with self._lock:
             self._counted[namespace] = failing
             metrics.OUT_OF_POLICY.labels(namespace=namespace).set(failing)
 
-    def _path(self, namespace: str) -> str:
+    def _path(self, namespace: str, *, named: bool = True) -> str:
         return kube.resource_path(reports.GROUP, reports.VERSION, reports.PLURAL, namespace,
-                                  reports.NAME)
+                                  reports.NAME if named else None)
 
     def _stored(self, namespace: str) -> dict[str, Any] | None:
         if not self._reports_served():

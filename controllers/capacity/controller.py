@@ -514,20 +514,22 @@ class CapacityReconciler:
         resolved, _ = self._target_kind(spec)
         if resolved is None:
             return Result(retry=True)
-        if not self.mgr.leading(partition):
-            return Result()
+        if not isinstance(inp.target, TargetFound) or inp.target.resource_version is None:
+            return Result(retry=True)  # nothing observed to make the write conditional on
         path = kube.resource_path(resolved.group, resolved.version, resolved.plural, inp.namespace,
                                   spec.target_ref.name)
-        body = target_patch(spec.capacity.path, decision.write)
-        if isinstance(inp.target, TargetFound) and inp.target.resource_version is not None:
-            body["metadata"] = {"resourceVersion": inp.target.resource_version}
         written_key = ref_key(inp.namespace, spec.target_ref.api_version, spec.target_ref.kind,
                               spec.target_ref.name)
         tag = ACTIVE if decision.write == spec.capacity.active_value else ZERO
         written: Obj | None = None
         self.target_writes.begin(written_key)
         try:
-            written = strip(kube.merge_patch(self.api, path, body, field_manager=FIELD_MANAGER))
+            sent = self.mgr.writes.patch(partition, path,
+                                         target_patch(spec.capacity.path, decision.write),
+                                         inp.target.resource_version, what="target")
+            if sent is None:
+                return Result()  # no longer ours to write
+            written = strip(sent)
         except kube.ApiError as error:
             if error.not_found or error.conflict:
                 # gone, or changed since we looked (by anyone: a newer view decides again)
@@ -539,7 +541,6 @@ class CapacityReconciler:
         finally:
             if self.target_writes.landed(written_key, written, tag):
                 self.mgr.enqueue_objects(self.scaps.by_index(BY_TARGET, written_key))
-        metrics.WRITES.labels(controller=self._label, what="target").inc()
         audit: dict[str, object] = {
             "key": key, "partition": partition, "identity": self.settings.identity,
             "target": f"{spec.target_ref.kind}/{inp.namespace}/{spec.target_ref.name}",

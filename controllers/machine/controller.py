@@ -66,6 +66,7 @@ from controllers.machine.observations import (
     DecisionInput,
     LookupFailed,
     NodeObservation,
+    NodeSeen,
     ObjectObservation,
     RefusedKubeconfig,
     ScheduleObservation,
@@ -87,7 +88,6 @@ from runtime.schedules import read_schedule
 
 log = logging.getLogger("fivespot.machine")
 
-FIELD_MANAGER: Final = MACHINE_CONTROLLER
 BY_SCHEDULE: Final = "schedule"
 KIND: Final = Primary(sm.GROUP, sm.VERSION, sm.PLURAL)
 
@@ -300,9 +300,7 @@ class MachineReconciler:
             log.info("transient lookup failure; nothing changed, retrying",
                      extra={"key": key, "why": decision.transient})
             return Result(retry=True)
-        if not self.mgr.leading(partition):
-            return Result()
-        done, report = self._act(key, inp, decision)
+        done, report = self._act(request, inp, decision)
         if any(isinstance(action, AddFinalizer) for action in decision.actions):
             obj = self.mgr.current(key) or obj  # our own finalizer write: the status goes on top
         if not done:
@@ -320,25 +318,28 @@ class MachineReconciler:
 
     # --- acting ---------------------------------------------------------------------------------
 
-    def _act(self, key: str, inp: DecisionInput, decision: Decision) -> tuple[bool, Decision | None]:
-        """Perform the actions in order: (True, None) when all landed; (False, report) at the
-        first that failed, where `report` is the decision to write for a refusal a retry alone
-        will not fix (None for a transient failure: then nothing is written)."""
-        spec = inp.spec
+    def _act(self, request: Request, inp: DecisionInput,
+             decision: Decision) -> tuple[bool, Decision | None]:
+        """Perform the actions in order, each through the Manager's conditional writer (nothing
+        is sent once this replica no longer leads the partition): (True, None) when all landed;
+        (False, report) at the first that failed, where `report` is the decision to write for a
+        refusal a retry alone will not fix (None for a transient failure: then nothing is
+        written)."""
+        spec, key, partition = inp.spec, request.key, request.partition
         for action in decision.actions:
             try:
                 if isinstance(action, Create):
                     assert isinstance(spec, MachineSpec)
-                    self._create(inp, spec, action.part)
+                    self._create(partition, inp, spec, action.part)
                 elif isinstance(action, Delete):
                     assert isinstance(spec, MachineSpec)
-                    self._delete(inp, spec, action.part)
+                    self._delete(partition, inp, spec, action.part)
                 elif isinstance(action, Cordon):
                     assert isinstance(spec, MachineSpec)
-                    self._cordon(inp.namespace, spec.cluster_name, action.node)
+                    self._cordon(partition, inp, spec.cluster_name, action.node)
                 elif isinstance(action, Evict):
                     assert isinstance(spec, MachineSpec)
-                    self._evict(key, inp.namespace, spec.cluster_name, action)
+                    self._evict(partition, key, inp.namespace, spec.cluster_name, action)
                 elif isinstance(action, AddFinalizer) and not self._finalize(key, add=True):
                     return False, None
             except (kube.ApiError, kube.KubeconfigError, KubeconfigRefused) as error:
@@ -363,7 +364,7 @@ class MachineReconciler:
         return self._embedded_path(spec.infrastructure_spec, inp.namespace,
                                    n.infrastructure if named else None, False), n.infrastructure
 
-    def _create(self, inp: DecisionInput, spec: MachineSpec, part: Part) -> None:
+    def _create(self, partition: str, inp: DecisionInput, spec: MachineSpec, part: Part) -> None:
         path, name = self._part_path(inp, spec, part, named=False)
         if part is Part.MACHINE:
             body = objects.machine(spec, inp.name, inp.uid, inp.namespace,
@@ -372,17 +373,17 @@ class MachineReconciler:
             template = spec.bootstrap_spec if part is Part.BOOTSTRAP else spec.infrastructure_spec
             body = objects.embedded(template, spec, inp.name, inp.uid, name, inp.namespace)
         try:
-            kube.request(self.api, "POST", path, body=body, query={"fieldManager": FIELD_MANAGER})
+            if self.mgr.writes.create(partition, path, body, what=part.value) is None:
+                return
         except kube.ApiError as error:
             if error.conflict:
                 return  # it exists: the next reconcile reads it and judges its owner
             raise
-        metrics.WRITES.labels(controller=MACHINE_CONTROLLER, what=part.value).inc()
         log.info("created", extra={"key": f"{inp.namespace}/{inp.name}", "part": part.value,
                                    "object": f"{body['kind']}/{inp.namespace}/{name}",
                                    "identity": self.mgr.settings.identity})
 
-    def _delete(self, inp: DecisionInput, spec: MachineSpec, part: Part) -> None:
+    def _delete(self, partition: str, inp: DecisionInput, spec: MachineSpec, part: Part) -> None:
         observed = {Part.MACHINE: inp.machine, Part.BOOTSTRAP: inp.bootstrap,
                     Part.INFRASTRUCTURE: inp.infrastructure}[part]
         uid = getattr(observed, "uid", None)
@@ -390,36 +391,50 @@ class MachineReconciler:
             return
         path, name = self._part_path(inp, spec, part, named=True)
         try:
-            kube.request(self.api, "DELETE", path, body=objects.delete_options(
-                uid, getattr(observed, "resource_version", None)))
+            if not self.mgr.writes.delete(partition, path, uid,
+                                          getattr(observed, "resource_version", None),
+                                          what=f"delete-{part.value}"):
+                return
         except kube.ApiError as error:
             if error.not_found:
                 return  # gone already
             raise  # 409: replaced by another object, or changed since observed: decide again
-        metrics.WRITES.labels(controller=MACHINE_CONTROLLER, what=f"delete-{part.value}").inc()
         log.info("deleted", extra={"key": f"{inp.namespace}/{inp.name}", "part": part.value,
                                    "object": f"{inp.namespace}/{name}", "uid": uid,
                                    "identity": self.mgr.settings.identity})
 
-    def _cordon(self, namespace: str, cluster: str, node: str) -> None:
-        workload = self.workload_client(namespace, cluster)
-        kube.request(workload, "PATCH", kube.resource_path("", "v1", "nodes", None, node),
-                     body=objects.cordon_patch(), content_type=kube.STRATEGIC_MERGE_PATCH,
-                     query={"fieldManager": FIELD_MANAGER})
-        log.info("cordoned and tainted", extra={"node": node, "cluster": f"{namespace}/{cluster}"})
+    def _cordon(self, partition: str, inp: DecisionInput, cluster: str, node: str) -> None:
+        """One strategic merge patch of the node, conditional on its resourceVersion as the
+        decision observed it (a node changed since is looked at again: 409, retried)."""
+        seen = inp.node
+        assert isinstance(seen, NodeSeen) and seen.resource_version is not None, \
+            "the decision cordons only a node it observed"
+        workload = self.workload_client(inp.namespace, cluster)
+        if self.mgr.writes.patch(partition, kube.resource_path("", "v1", "nodes", None, node),
+                                 objects.cordon_patch(), seen.resource_version, what="cordon",
+                                 client=workload, content_type=kube.STRATEGIC_MERGE_PATCH) is None:
+            return
+        log.info("cordoned and tainted",
+                 extra={"node": node, "cluster": f"{inp.namespace}/{cluster}"})
 
-    def _evict(self, key: str, namespace: str, cluster: str, action: Evict) -> None:
+    def _evict(self, partition: str, key: str, namespace: str, cluster: str,
+               action: Evict) -> None:
         workload = self.workload_client(namespace, cluster)
         for pod in action.pods:
-            path = kube.resource_path("", "v1", "pods", pod.namespace, pod.name, "eviction")
             try:
-                kube.request(workload, "POST", path, body=objects.eviction(pod.namespace, pod.name))
+                if not self.mgr.writes.evict(partition, workload, pod.namespace, pod.name, pod.uid,
+                                             pod.resource_version):
+                    return
             except kube.ApiError as error:
                 if error.not_found:
                     continue
                 if error.status == 429:  # a PodDisruptionBudget allows no disruption right now
                     log.info("eviction refused by a disruption budget; retrying", extra={
                         "key": key, "pod": f"{pod.namespace}/{pod.name}", "error": error.message[:200]})
+                    continue
+                if error.conflict:  # the pod changed or was replaced since it was observed
+                    log.info("pod changed since observed; evicted at the next poll", extra={
+                        "key": key, "pod": f"{pod.namespace}/{pod.name}"})
                     continue
                 if error.transient:
                     raise
