@@ -46,7 +46,7 @@ from typing import Any, Final
 
 from api.bundle import Machines
 from api.identities import KUBECONFIG_SECRET_KEY, MACHINE_CONTROLLER, kubeconfig_secret
-from api.kinds import machine_lifecycle as sm
+from api.kinds import machine_lifecycle as lifecycle
 from api.kinds.machine_lifecycle import MachineSpec
 from api.kinds.scheduled_capacity import api_group
 from controllers.machine import objects
@@ -89,7 +89,7 @@ from runtime.schedules import read_schedule
 log = logging.getLogger("fivespot.machine")
 
 BY_SCHEDULE: Final = "schedule"
-KIND: Final = Primary(sm.GROUP, sm.VERSION, sm.PLURAL)
+KIND: Final = Primary(lifecycle.GROUP, lifecycle.VERSION, lifecycle.PLURAL)
 
 
 def _mapping(value: object) -> Mapping[str, Any]:
@@ -158,7 +158,7 @@ class MachineReconciler:
     def _on_owned(self, event: str, obj: Obj, old: Obj | None) -> None:
         meta = _mapping(obj.get("metadata"))
         for ref in meta.get("ownerReferences") or []:
-            if isinstance(ref, Mapping) and ref.get("kind") == sm.KIND:
+            if isinstance(ref, Mapping) and ref.get("kind") == lifecycle.KIND:
                 self.mgr.enqueue(f"{meta.get('namespace')}/{ref.get('name')}")
 
     def _on_provider(self, event: str, obj: Obj, old: Obj | None) -> None:
@@ -190,14 +190,14 @@ class MachineReconciler:
             return LookupFailed("the Machine cache has not synced yet")
         return observe_owned(informer.get(namespace, name), uid)
 
-    def _embedded_path(self, obj: sm.EmbeddedObject, namespace: str, name: str | None = None,
+    def _embedded_path(self, obj: lifecycle.EmbeddedObject, namespace: str, name: str | None = None,
                        bootstrap: bool = True) -> str:
         kinds = self.machines_cfg.bootstrap if bootstrap else self.machines_cfg.infrastructure
         kind = next(k for k in kinds if (k.group, k.kind) == (obj.group, obj.kind))
         version = obj.api_version.rpartition("/")[2]
         return kube.resource_path(kind.group, version, kind.resource, namespace, name)
 
-    def _observe_embedded(self, obj: sm.EmbeddedObject, namespace: str, name: str, uid: str,
+    def _observe_embedded(self, obj: lifecycle.EmbeddedObject, namespace: str, name: str, uid: str,
                           bootstrap: bool) -> ObjectObservation:
         try:
             found = kube.request(self.api, "GET", self._embedded_path(obj, namespace, name, bootstrap))
@@ -272,7 +272,7 @@ class MachineReconciler:
             provider_generation=None, prior=prior, machine=None, bootstrap=None,
             infrastructure=None, node=None, now=self.mgr.clock.now(),
             machine_api_version=f"{objects.CAPI_GROUP}/{self.machines_cfg.machine_version}",
-            finalizer=sm.FINALIZER in (meta.get("finalizers") or ()),
+            finalizer=lifecycle.FINALIZER in (meta.get("finalizers") or ()),
             deleting_since=_deleting_since(obj))
         if isinstance(spec, MachineSpec):
             why = refusal(self.machines_cfg, namespace, spec)
@@ -452,8 +452,8 @@ class MachineReconciler:
             return True
         meta = _mapping(obj.get("metadata"))
         present = [str(f) for f in meta.get("finalizers") or ()]
-        wanted = ([*present, sm.FINALIZER] if sm.FINALIZER not in present else present) if add \
-            else [f for f in present if f != sm.FINALIZER]
+        wanted = ([*present, lifecycle.FINALIZER] if lifecycle.FINALIZER not in present else present) if add \
+            else [f for f in present if f != lifecycle.FINALIZER]
         if wanted == present:
             return True
         error = self.mgr.write(key, obj, {"metadata": {"finalizers": wanted or None}},

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from api.kinds import machine_lifecycle as sm
+from api.kinds import machine_lifecycle as lifecycle
 from api.kinds.machine_lifecycle import EmbeddedObject, MachineSpec, MachineStatus, bounded
 from controllers.machine.observations import SHUTDOWN_TAINT_KEY
 
@@ -37,7 +37,7 @@ def names(scheduled_machine: str) -> Names:
 
 
 def owner_reference(name: str, uid: str) -> dict[str, Any]:
-    return {"apiVersion": f"{sm.GROUP}/{sm.VERSION}", "kind": sm.KIND, "name": name, "uid": uid,
+    return {"apiVersion": f"{lifecycle.GROUP}/{lifecycle.VERSION}", "kind": lifecycle.KIND, "name": name, "uid": uid,
             "controller": True}
 
 
