@@ -7,7 +7,7 @@ process runs until SIGTERM, then stops acting, releases its leases and exits 0. 
 bundle does not install, or a bundle that cannot be read, is refused with exit code 2 before
 anything is started: its CRD and RBAC would not exist.
 
-The flags are the ones every controller shares (`runtime.process.add_runtime_flags`: bundle,
+The flags are the ones every controller shares (`runtime.controllerprocess.add_runtime_flags`: bundle,
 kubeconfig, identity, partitions, lease timings, resync, probes), so a provider is operated
 exactly like the capacity controller. `register(subparsers)` adds the command to any argparse
 CLI (the `fivespot` one, or `python -m controllers.providers`).
@@ -21,7 +21,7 @@ import sys
 from typing import Any
 
 from commandline import boundary
-from runtime.process import add_runtime_flags, serve
+from runtime.controllerprocess import add_runtime_flags, serve
 
 log = logging.getLogger("fivespot.provider")
 
