@@ -46,7 +46,7 @@ def run_machine(args: argparse.Namespace) -> int:
 
 
 def run_audit(args: argparse.Namespace) -> int:
-    from controllers.audit.controller import audit_manager
+    from controllers.policyreports.controller import audit_manager
 
     return serve(args, "audit controller", audit_manager)
 

@@ -2,7 +2,7 @@
 name (bundle, partitions, lease timing), and `serve` — build the Manager, serve its probes, log the
 start line, run until SIGTERM, stop in order. The capacity controller, the machine controller and
 each provider are this with their own reconciler; `controllers.cli` and
-`controllers.providers.cli` only name which. (Not to be confused with `runtime.processes`, which
+`controllers.spotschedules.cli` only name which. (Not to be confused with `runtime.processes`, which
 keeps child processes from outliving their parent.)
 """
 

@@ -84,7 +84,7 @@ def test_an_unchanged_copy_keeps_every_contract(tree: Path) -> None:
      "Layers: fivespot > devcluster > compiler | webhook | controllers"),
     ("runtime.cache", "import controllers.cli",
      "Layers: fivespot > devcluster > compiler | webhook | controllers"),
-    ("controllers.providers.manual", "import devcluster.kubectl",
+    ("controllers.spotschedules.manual", "import devcluster.kubectl",
      "Layers: fivespot > devcluster > compiler | webhook | controllers"),
     ("controllers.capacity.decide", "from kubernetes import client",
      "Only the runtime talks to the API server"),
@@ -143,7 +143,7 @@ def test_the_webhook_process_does_not_load_the_compiler_or_the_controllers() -> 
 
 def test_the_controller_processes_do_not_load_the_compiler_or_the_webhook() -> None:
     loaded = _loaded_after("import controllers.cli, controllers.capacity.controller, "
-                           "controllers.providers.cli, controllers.providers.controller")
+                           "controllers.spotschedules.cli, controllers.spotschedules.controller")
     assert "controllers" in loaded and "runtime" in loaded
     assert not loaded & {"compiler", "webhook", "devcluster", "flask", "gunicorn"}
 

@@ -25,7 +25,7 @@ from api.kinds.providers import (
     SessionTimes,
     TradingSession,
 )
-from controllers.providers import capital_markets as cm
+from controllers.spotschedules import capital_markets as cm
 
 UTC = dt.timezone.utc
 NY = ZoneInfo("America/New_York")

@@ -27,11 +27,11 @@ from api.kinds.composite import (
 )
 from api.providers import BuiltinProvider
 from api.provider_contract import LookupFailed, Resolved, ScheduleObservation, Unresolved, UnresolvedReason
-from controllers.providers import composite
-from controllers.providers.composite import AllOf, AnyOf, Children, Not, Ref, Truth, truth
+from controllers.spotschedules import composite
+from controllers.spotschedules.composite import AllOf, AnyOf, Children, Not, Ref, Truth, truth
 from compiler.emit.crds import builtin_provider, crd
 from compiler.pipeline import compile_repo
-from controllers.providers.composite_controller import child_keys
+from controllers.spotschedules.composite_controller import child_keys
 from policies.admission_eval import Checker, Request
 from policies.cel import compile_crd_rule, compile_expression
 

@@ -17,7 +17,7 @@ from compiler.calendars import (
     expand_exchange,
     resolve_exchange,
 )
-from controllers.providers import capital_markets as cm
+from controllers.spotschedules import capital_markets as cm
 
 NY = ZoneInfo("America/New_York")
 UTC = dt.timezone.utc

@@ -14,7 +14,7 @@ import pytest
 
 from api.kinds.providers import CapitalMarketsScheduleSpec
 from compiler.calendars import ExchangeSession, expand_exchange
-from controllers.providers import capital_markets as cm
+from controllers.spotschedules import capital_markets as cm
 
 pytestmark = pytest.mark.unit
 

@@ -22,9 +22,9 @@ from api.kinds.providers import (
 from api.provider_contract import LookupFailed, Resolved, Unresolved, UnresolvedReason
 from api.providers import BUILTIN_PROVIDERS
 from compiler.emit.crds import builtin_provider
-from controllers.providers import capital_markets, composite, manual, override, time_based
-from controllers.providers.composite import Children
-from controllers.providers.reconcile import plan
+from controllers.spotschedules import capital_markets, composite, manual, override, time_based
+from controllers.spotschedules.composite import Children
+from controllers.spotschedules.reconcile import plan
 from tests.celgo import cel_accepts
 
 pytestmark = pytest.mark.unit

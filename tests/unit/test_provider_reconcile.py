@@ -11,10 +11,10 @@ import pytest
 
 from compiler.emit.bundle import bundle
 from compiler.pipeline import load
-from controllers.providers import manual, time_based
-from controllers.providers.cli import main
-from controllers.providers.controller import PROVIDER_TYPES, bundle_lists
-from controllers.providers.reconcile import plan
+from controllers.spotschedules import manual, time_based
+from controllers.spotschedules.cli import main
+from controllers.spotschedules.controller import PROVIDER_TYPES, bundle_lists
+from controllers.spotschedules.reconcile import plan
 from runtime.reconcile import requeue_after
 
 UTC = dt.timezone.utc

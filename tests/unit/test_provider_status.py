@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from api.kinds.providers import Condition, ProviderStatus
-from controllers.providers import capital_markets, time_based
-from controllers.providers.status import (
+from controllers.spotschedules import capital_markets, time_based
+from controllers.spotschedules.status import (
     MAX_MESSAGE_LENGTH,
     desired_status,
     read_prior_status,

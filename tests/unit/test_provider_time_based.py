@@ -19,7 +19,7 @@ from api.kinds.providers import (
     parse_days,
     parse_hours,
 )
-from controllers.providers import time_based as tb
+from controllers.spotschedules import time_based as tb
 from tests.celgo import cel_accepts
 
 UTC = dt.timezone.utc
@@ -342,7 +342,7 @@ def test_repeated_hour_is_active_both_times() -> None:
 def test_hour_ending_inside_a_repeated_stretch_is_not_active_twice() -> None:
     # Chatham falls back from 03:45 (+13:45) to 02:45 (+12:45) on Apr 5 2026, at 14:00Z: hour 2
     # ends inside the repeated 02:45-03:44, so the boundary at 03:00 takes effect once and the
-    # second pass through 02:45-02:59 stays closed (documented in controllers.providers.intervals).
+    # second pass through 02:45-02:59 stays closed (documented in controllers.spotschedules.intervals).
     chatham = spec(["sun"], ["2"], "Pacific/Chatham")
     assert tb.is_active(chatham, z(2026, 4, 4, 13, 0))  # 02:45 +13:45
     assert not tb.is_active(chatham, z(2026, 4, 4, 14, 5))  # 02:50 +12:45

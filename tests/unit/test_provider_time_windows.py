@@ -17,8 +17,8 @@ from api.holiday_calendars import Unanswerable, holiday_year
 from api.kinds.providers import AbsoluteRange, TimeBasedSpotScheduleSpec, parse_days
 from api.providers import BuiltinProvider
 from compiler.emit.crds import builtin_provider, crd
-from controllers.providers import time_based as tb
-from controllers.providers import timeline
+from controllers.spotschedules import time_based as tb
+from controllers.spotschedules import timeline
 from policies.admission_eval import Checker, Request
 
 pytestmark = pytest.mark.unit

@@ -10,7 +10,7 @@ anything is started: its CRD and RBAC would not exist.
 The flags are the ones every controller shares (`runtime.controllerprocess.add_runtime_flags`: bundle,
 kubeconfig, identity, partitions, lease timings, resync, probes), so a provider is operated
 exactly like the capacity controller. `register(subparsers)` adds the command to any argparse
-CLI (the `fivespot` one, or `python -m controllers.providers`).
+CLI (the `fivespot` one, or `python -m controllers.spotschedules`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ log = logging.getLogger("fivespot.provider")
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add `provider <name> ...` to an argparse sub-parser set; returns the added parser."""
-    from controllers.providers.controller import DEFAULT_RESYNC_S, DEFAULT_WORKERS, PROVIDER_TYPES
+    from controllers.spotschedules.controller import DEFAULT_RESYNC_S, DEFAULT_WORKERS, PROVIDER_TYPES
 
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "provider", help="run a built-in schedule provider controller",
@@ -43,7 +43,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """The process: check the inputs, start, wait for SIGTERM, stop cleanly."""
     from api.bundle import Bundle
-    from controllers.providers.controller import PROVIDER_TYPES, bundle_lists, provider_manager
+    from controllers.spotschedules.controller import PROVIDER_TYPES, bundle_lists
+    from controllers.spotschedules.managers import provider_manager
 
     provider = PROVIDER_TYPES[args.name]
 
@@ -57,8 +58,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m controllers.providers NAME ...`: the arguments of `fivespot provider`."""
-    parser = argparse.ArgumentParser(prog="python -m controllers.providers")
+    """`python -m controllers.spotschedules NAME ...`: the arguments of `fivespot provider`."""
+    parser = argparse.ArgumentParser(prog="python -m controllers.spotschedules")
     subparsers = parser.add_subparsers(dest="command", required=True)
     register(subparsers)
     boundary.add_debug_flag(parser)

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from controllers.providers.override import Event, events
+from controllers.spotschedules.override import Event, events
 from runtime.reconcile import requeue_after
 
 Evaluate = Callable[

@@ -27,13 +27,11 @@ from typing import Final
 
 from api.bundle import Bundle
 from api.providers import BUILTIN_PROVIDERS, BuiltinProvider, ProviderKind
-from controllers.providers import capital_markets, composite, manual, time_based
-from controllers.providers.reconcile import Evaluate, Plan, plan
+from controllers.spotschedules import capital_markets, composite, manual, time_based
+from controllers.spotschedules.reconcile import Evaluate, Plan, plan
 from runtime.cache import Obj
-from runtime.clock import SYSTEM_CLOCK, Clock
+from runtime.manager import Manager, Primary
 from runtime.reconcile import Request, Result
-from runtime.kube import ApiClient
-from runtime.manager import Manager, Primary, Settings
 
 log = logging.getLogger("fivespot.provider")
 
@@ -122,16 +120,3 @@ class ProviderReconciler:
         # Measured from after the write, so a slow round trip does not push the boundary back;
         # exactly at the boundary (the kinds' boundaries are exact, not whole seconds).
         return self.mgr.requeue_at(decided.requeue_at, slack_s=0.0)
-
-
-def provider_manager(api: ApiClient, provider: ProviderType, settings: Settings, *,
-                     clock: Clock = SYSTEM_CLOCK) -> tuple[Manager, ProviderReconciler]:
-    """A Manager running `provider`'s reconciler (CompositeSchedule's with its children's kinds
-    watched: every provider kind the bundle installs)."""
-    mgr = Manager(api, settings, component=provider.component, clock=clock)
-    if provider.kind.reads_providers:
-        from controllers.providers.composite_controller import CompositeReconciler
-
-        return mgr, CompositeReconciler(
-            mgr, provider, [(p.group, p.kind) for p in settings.bundle.providers])
-    return mgr, ProviderReconciler(mgr, provider)

@@ -44,11 +44,11 @@ from api.kinds.providers import (
     parse_days,
     parse_hours,
 )
-from controllers.providers import intervals
-from controllers.providers.intervals import Interval
-from controllers.providers.marks import Mark
-from controllers.providers.override import with_override
-from controllers.providers.status import Decision, evaluate_spec
+from controllers.spotschedules import intervals
+from controllers.spotschedules.intervals import Interval
+from controllers.spotschedules.marks import Mark
+from controllers.spotschedules.override import with_override
+from controllers.spotschedules.status import Decision, evaluate_spec
 
 REASON_OPEN: Final = "WindowOpen"
 REASON_CLOSED: Final = "WindowClosed"

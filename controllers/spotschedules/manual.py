@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from api.kinds.providers import ManualScheduleSpec
-from controllers.providers.override import with_override
-from controllers.providers.status import Decision, evaluate_spec
+from controllers.spotschedules.override import with_override
+from controllers.spotschedules.status import Decision, evaluate_spec
 
 REASON_RECONCILED: Final = "Reconciled"
 MESSAGE: Final = "manual toggle applied"

@@ -34,10 +34,10 @@ from api.kinds.providers import (
     TimeBasedSpotScheduleSpec,
 )
 from api.kinds.scheduled_capacity import PROVIDER_GROUP
-from controllers.providers import capital_markets, composite, manual, time_based
-from controllers.providers.marks import Mark
-from controllers.providers.override import with_override
-from controllers.providers.status import Decision, rfc3339
+from controllers.spotschedules import capital_markets, composite, manual, time_based
+from controllers.spotschedules.marks import Mark
+from controllers.spotschedules.override import with_override
+from controllers.spotschedules.status import Decision, rfc3339
 
 MAX_TRANSITIONS: Final = 1000
 
@@ -160,7 +160,7 @@ def _timeline(provider: Provider, by_key: Mapping[tuple[str, str, str, str], Pro
 
 
 def _invalid(window: _Window, error: ValidationError) -> Timeline:
-    from controllers.providers.status import spec_error_message
+    from controllers.spotschedules.status import spec_error_message
 
     return Timeline(window.start, None, (), problem=spec_error_message(error))
 

@@ -3,7 +3,7 @@
 A holiday, an early close, an override: each is an interval, a kind and a label (`Mark`), nothing
 more, so the text preview lists them and the picture draws them without knowing where they come
 from. A provider kind with something to mark has one function `marks(spec, start, end)`
-registered in `controllers.providers.timeline.MARK_SOURCES`; an override is marked for every
+registered in `controllers.spotschedules.timeline.MARK_SOURCES`; an override is marked for every
 built-in kind by the timeline itself. A new source of marks is one more function and one
 registry entry, and the picture draws it (a TimeBasedSpotSchedule's public holidays and other
 dated closures came so).

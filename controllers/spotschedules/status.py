@@ -28,8 +28,8 @@ from pydantic import BaseModel, ValidationError
 from api import conditions as kstatus
 from api.kinds.providers import Condition, ProviderStatus
 from api.kinds.scheduled_capacity import ConditionStatus
-from controllers.providers import intervals
-from controllers.providers.intervals import require_aware
+from controllers.spotschedules import intervals
+from controllers.spotschedules.intervals import require_aware
 
 READY: Final = kstatus.READY
 STALLED: Final = kstatus.STALLED
@@ -66,7 +66,7 @@ class Decision:
     ready: bool = True
     requeue_at: dt.datetime | None = None
     override_until: dt.datetime | None = None
-    """Set while `spec.override` decides (`controllers.providers.override`)."""
+    """Set while `spec.override` decides (`controllers.spotschedules.override`)."""
 
     @property
     def wake_at(self) -> dt.datetime | None:

@@ -28,7 +28,7 @@ from typing import Any, Final
 from api.identities import AUDIT_CONTROLLER
 from api.kinds import scheduled_capacity as scap
 from api.provider_contract import LookupFailed
-from controllers.audit import reports
+from controllers.policyreports import reports
 from controllers.inforce import PoliciesInForce
 from runtime import kube, metrics
 from runtime.cache import Obj

@@ -22,10 +22,10 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final
 
 from api.kinds.providers import CapitalMarketsScheduleSpec
-from controllers.providers import intervals
-from controllers.providers.marks import Mark
-from controllers.providers.override import with_override
-from controllers.providers.status import Decision, evaluate_spec, window_decision
+from controllers.spotschedules import intervals
+from controllers.spotschedules.marks import Mark
+from controllers.spotschedules.override import with_override
+from controllers.spotschedules.status import Decision, evaluate_spec, window_decision
 
 REASON_OPEN: Final = "SessionOpen"
 REASON_CLOSED: Final = "SessionClosed"

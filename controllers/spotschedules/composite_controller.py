@@ -24,9 +24,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final
 
 from api.kinds.scheduled_capacity import api_group
-from controllers.providers import composite
-from controllers.providers.controller import ProviderReconciler, ProviderType
-from controllers.providers.reconcile import Plan, plan
+from controllers.spotschedules import composite
+from controllers.spotschedules.controller import ProviderReconciler, ProviderType
+from controllers.spotschedules.reconcile import Plan, plan
 from runtime.cache import Obj
 from runtime.manager import Manager
 from runtime.schedules import read_next_transition, read_schedule

@@ -41,8 +41,8 @@ from api.kinds.composite import KIND as COMPOSITE_KIND
 from api.kinds.providers import Override
 from api.kinds.scheduled_capacity import PROVIDER_GROUP, api_group
 from api.provider_contract import LookupFailed, Resolved, ScheduleObservation, Unresolved
-from controllers.providers.override import in_force, overridden
-from controllers.providers.status import (
+from controllers.spotschedules.override import in_force, overridden
+from controllers.spotschedules.status import (
     REASON_INVALID_SPEC,
     Decision,
     desired_status,

@@ -25,7 +25,7 @@ from typing import Any, Final, Literal, TypeVar
 from pydantic import BaseModel
 
 from api.kinds.providers import Override, parse_until
-from controllers.providers.status import READY, Decision, rfc3339
+from controllers.spotschedules.status import READY, Decision, rfc3339
 
 REASON_OVERRIDDEN: Final = "Overridden"
 EVENT_STARTED: Final = "OverrideStarted"
