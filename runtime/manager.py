@@ -37,7 +37,7 @@ from typing import Any, Final
 
 from api.bundle import Bundle
 from api.identities import reporting_controller
-from runtime import kube, metrics
+from runtime import kube
 from runtime.cache import DELETED, Obj, strip
 from runtime.clock import SYSTEM_CLOCK, Clock
 from runtime.events import EventRecorder, EventType, reference
