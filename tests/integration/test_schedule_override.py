@@ -7,7 +7,7 @@ as a person would run it, a process with a kubeconfig. The acceptance of issue 3
 flips the schedule on, survives a provider restart (SIGKILL, a new process), and is handed back
 at its expiry within the stated bound, by the provider's own timer, with the Events saying so. A
 3-hour override and a short one take the same code path; the short one is waited out here, the
-3 hours are walked through with an injected clock in tests/unit/test_provider_override.py.
+3 hours are walked through with an injected clock in tests/unit/controllers/spotschedules/test_override.py.
 """
 
 from __future__ import annotations

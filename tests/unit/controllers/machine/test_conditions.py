@@ -27,7 +27,7 @@ from controllers.machine.observations import (
 )
 from tests import kstatus
 from tests.unit.test_health_lua import ARGO_OF_KSTATUS, argo_health
-from tests.unit.test_machine_decide import (
+from tests.unit.controllers.machine.test_decide import (
     BOOT,
     INFRA,
     MACHINE,

@@ -379,7 +379,7 @@ def test_the_self_reference_rule_is_at_the_root_of_the_compiled_crd_and_its_mess
 
 
 def test_fivespot_check_refuses_a_self_reference_with_the_api_servers_answer() -> None:
-    example = Path(__file__).resolve().parents[2] / "examples" / "agent-sandbox" / "config"
+    example = Path(__file__).resolve().parents[4] / "examples" / "agent-sandbox" / "config"
     checker = Checker.compile([a.obj for a in compile_repo(example).artifacts])
     obj = {**_composite("desk", {"allOf": [{"anyOf": [ref("office"), SELF]}]}),
            "metadata": {"name": "desk", "namespace": "agents"}}

@@ -62,7 +62,7 @@ from controllers.capacity.observations import (
     parse_status,
 )
 
-GOLDEN_BUNDLE = Path(__file__).parent / "golden" / "agent-sandbox" / "bundle.json"
+GOLDEN_BUNDLE = Path(__file__).resolve().parents[2] / "golden" / "agent-sandbox" / "bundle.json"
 NOW = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 TIMEOUT = timedelta(minutes=15)
 ACTIVE_VALUE = 10

@@ -27,7 +27,7 @@ from runtime.kube import ApiClient, ResolvedKind
 from runtime.manager import Manager, Settings
 from runtime.partitions import Partitions
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 NS = "agents"
 POOL = f"/apis/pools.agents.example.com/v1alpha1/namespaces/{NS}/virtualmachinepools/pool"
 SCHEDULE = f"/apis/spotschedules.5spot.finos.org/v1alpha1/namespaces/{NS}/manualschedules/desk"

@@ -11,7 +11,7 @@ import pytest
 from api.bundle import Bundle, parse_bundle
 from runtime.partitions import Partitions
 
-GOLDEN_BUNDLE = Path(__file__).parent / "golden" / "agent-sandbox" / "bundle.json"
+GOLDEN_BUNDLE = Path(__file__).resolve().parents[1] / "golden" / "agent-sandbox" / "bundle.json"
 
 
 def bundle_with(partitions: list[dict[str, Any]]) -> Bundle:

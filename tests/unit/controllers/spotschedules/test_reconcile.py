@@ -18,7 +18,7 @@ from controllers.spotschedules.reconcile import plan
 from runtime.reconcile import requeue_after
 
 UTC = dt.timezone.utc
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 NOW = dt.datetime(2026, 3, 4, 10, 15, 30, tzinfo=UTC)  # a Wednesday
 
 
