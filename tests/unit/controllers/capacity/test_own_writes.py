@@ -26,6 +26,7 @@ from runtime.informer import Informer, handle_watch_event
 from runtime.kube import ApiClient, ResolvedKind
 from runtime.manager import Manager, Settings
 from runtime.partitions import Partitions
+from tests.unit.fakeapi import FakeApiServer
 
 ROOT = Path(__file__).resolve().parents[4]
 NS = "agents"
@@ -41,51 +42,9 @@ KINDS = {
 }
 
 
-def _merge(into: dict[str, Any], patch: Mapping[str, Any]) -> None:
-    for key, value in patch.items():
-        if value is None:
-            into.pop(key, None)
-        elif isinstance(value, Mapping) and isinstance(into.get(key), dict):
-            _merge(into[key], value)
-        else:
-            into[key] = copy.deepcopy(value)
-
-
-class FakeApiServer:
-    """Objects by path, one revision counter, merge patches applied and recorded."""
-
-    def __init__(self) -> None:
-        self.revision = 100
-        self.objects: dict[str, dict[str, Any]] = {}
-        self.target_writes: list[object] = []
-        self.calls: list[tuple[str, str]] = []
-
-    def put(self, path: str, obj: dict[str, Any]) -> dict[str, Any]:
-        self.revision += 1
-        obj = copy.deepcopy(obj)
-        obj["metadata"]["resourceVersion"] = str(self.revision)
-        self.objects[path] = obj
-        return copy.deepcopy(obj)
-
-    def request(self, api: object, method: str, path: str, *, body: Any = None, **_: Any) -> dict[str, Any]:
-        self.calls.append((method, path))
-        if method == "POST" and path.endswith("/events"):
-            return dict(body)
-        if method == "GET" and path in self.objects:
-            return copy.deepcopy(self.objects[path])
-        if method == "GET" and path == MACHINES:
-            items = [copy.deepcopy(o) for p, o in self.objects.items() if p.startswith(MACHINES + "/")]
-            return {"items": items, "metadata": {"resourceVersion": str(self.revision)}}
-        if method == "PATCH":
-            base = path.removesuffix("/status")
-            if base not in self.objects:
-                raise kube.ApiError(404, "NotFound", path)
-            updated = copy.deepcopy(self.objects[base])
-            _merge(updated, {k: v for k, v in body.items() if k != "metadata"})
-            if base == POOL:
-                self.target_writes.append(updated["spec"].get("warmReplicas"))
-            return self.put(base, updated)
-        raise kube.ApiError(404, "NotFound", f"{method} {path}")
+def target_writes(server: FakeApiServer) -> list[object]:
+    """The values our patches of the pool left in its field, in order."""
+    return [obj["spec"].get("warmReplicas") for path, obj in server.patched if path == POOL]
 
 
 class World:
@@ -132,7 +91,7 @@ class World:
 
 @pytest.fixture
 def world(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
-    server = FakeApiServer()
+    server = FakeApiServer(collections=(MACHINES,))
     monkeypatch.setattr(kube, "request", server.request)
     monkeypatch.setattr(kube, "resolve_kind", lambda api, group, kind: KINDS.get(kind))
     monkeypatch.setattr(Informer, "start", lambda self: self._synced.set())  # fed by hand, never watches
@@ -179,7 +138,7 @@ def _land_machine(world: World) -> None:
 
 def _write_active_value_and_hold_its_echo(world: World) -> dict[str, Any]:
     world.reconcile()
-    assert world.server.target_writes == [7]
+    assert target_writes(world.server) == [7]
     world.deliver("scaps", world.server.objects[SCAP])  # our status write (Active) is seen
     world.queued()
     return copy.deepcopy(world.server.objects[POOL])  # what the target watch has not delivered yet
@@ -191,7 +150,7 @@ def test_a_machine_taking_the_node_before_our_active_writes_echo_arrives_is_stil
     _land_machine(world)
     assert world.queued() == [f"{NS}/cap"], "the machine event re-queues the ScheduledCapacity"
     world.reconcile()  # the target cache still reads 0: the decision must rest on our write of 7
-    assert world.server.target_writes == [7, 0]
+    assert target_writes(world.server) == [7, 0]
     world.deliver("VirtualMachinePool", echo)
     assert world.server.objects[POOL]["spec"]["warmReplicas"] == 0
 
@@ -202,7 +161,7 @@ def test_a_schedule_closing_before_our_active_writes_echo_arrives_is_still_hande
     closed["status"]["active"] = False
     world.deliver("ManualSchedule", world.server.put(SCHEDULE, closed))
     world.reconcile()
-    assert world.server.target_writes == [7, 0]
+    assert target_writes(world.server) == [7, 0]
     world.deliver("VirtualMachinePool", echo)
     assert world.server.objects[POOL]["spec"]["warmReplicas"] == 0
 
@@ -213,13 +172,13 @@ def test_the_echo_of_our_own_active_write_is_skipped_and_our_copy_dropped_once_t
     world.deliver("VirtualMachinePool", echo)
     assert world.queued() == [], "our own active write coming back needs no reconcile"
     world.reconcile()
-    assert world.server.target_writes == [7], "an unchanged world writes nothing"
+    assert target_writes(world.server) == [7], "an unchanged world writes nothing"
     someone = copy.deepcopy(echo)
     someone["spec"]["warmReplicas"] = 3
     world.deliver("VirtualMachinePool", world.server.put(POOL, someone))
     assert world.queued() == [f"{NS}/cap"], "anyone else's change is reconciled"
     world.reconcile()
-    assert world.server.target_writes == [7, 7]
+    assert target_writes(world.server) == [7, 7]
 
 
 def test_a_deleted_target_drops_our_copy_of_it(world: World) -> None:
@@ -234,7 +193,7 @@ def test_a_target_writes_status_is_held_back_in_the_later_lane_and_sent_before_t
         world: World) -> None:
     world.queued()  # the creation's own add
     world.reconcile()
-    assert world.server.target_writes == [7]
+    assert target_writes(world.server) == [7]
     assert ("PATCH", SCAP + "/status") not in world.server.calls, "the status waits behind the burst"
     assert world.mgr.queue.later() == [f"{NS}/cap"]
     assert "status" not in world.server.objects[SCAP]
@@ -245,7 +204,7 @@ def test_a_target_writes_status_is_held_back_in_the_later_lane_and_sent_before_t
     world.server.calls.clear()
     world.reconcile()
     assert world.server.calls[0] == ("PATCH", SCAP + "/status"), "the held-back status goes first"
-    assert world.server.target_writes == [7, 0]
+    assert target_writes(world.server) == [7, 0]
     # decided on the status that records the active write: the handback of what was given (the
     # zero write landed; no spec.handback), not "nothing was ever given"
     world.deliver("scaps", world.server.objects[SCAP])
@@ -261,7 +220,7 @@ def test_no_write_reads_the_target_from_the_api_server(world: World) -> None:
     closed["status"]["active"] = False
     world.deliver("ManualSchedule", world.server.put(SCHEDULE, closed))
     world.reconcile()
-    assert world.server.target_writes == [7, 0]
+    assert target_writes(world.server) == [7, 0]
     assert ("GET", POOL) not in world.server.calls
 
 
@@ -275,7 +234,7 @@ def test_the_echo_of_our_own_zero_write_is_reconciled_in_the_later_lane(world: W
     world.deliver("ManualSchedule", world.server.put(SCHEDULE, closed))
     world.queued()
     world.reconcile()
-    assert world.server.target_writes == [7, 0]
+    assert target_writes(world.server) == [7, 0]
     world.deliver("VirtualMachinePool", world.server.objects[POOL])
     assert world.mgr.queue.later() == [f"{NS}/cap"]
     assert len(world.mgr.queue) == 1
