@@ -76,7 +76,8 @@ SCHEDULED_CAPACITY: Final = KindInfo(
 )
 
 SCHEDULED_MACHINE: Final = KindInfo(
-    group=scheduled_machine.GROUP, version=scheduled_machine.VERSION, kind=scheduled_machine.KIND, plural=scheduled_machine.PLURAL,
+    group=scheduled_machine.GROUP, version=scheduled_machine.VERSION, kind=scheduled_machine.KIND,
+    plural=scheduled_machine.PLURAL,
     short_names=scheduled_machine.SHORT_NAMES,
     description="A machine 5-Spot adds to and removes from the cluster by a spot schedule. "
                 "fivespot installs this CRD because ScheduledCapacity reads status.nodeRef for "
@@ -116,7 +117,8 @@ def reconciled_machine(repo: Repo) -> KindInfo:
             f"spec.{field}", [(k.group, k.kind) for k in kinds])
         spec["properties"][field].setdefault("x-kubernetes-validations", []).append(rule)
     return KindInfo(
-        group=scheduled_machine.GROUP, version=scheduled_machine.VERSION, kind=scheduled_machine.KIND, plural=scheduled_machine.PLURAL,
+        group=scheduled_machine.GROUP, version=scheduled_machine.VERSION, kind=scheduled_machine.KIND,
+    plural=scheduled_machine.PLURAL,
         short_names=scheduled_machine.SHORT_NAMES,
         description="A CAPI Machine fivespot creates while a spot schedule says active, and "
                     "drains (cordon, evictions honouring PodDisruptionBudgets, nodeDrainTimeout) "

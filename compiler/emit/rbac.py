@@ -340,7 +340,8 @@ def _params_installed(repo: Repo) -> bool:
 
 
 def webhook_rules(repo: Repo) -> list[Rule]:
-    rules = [Rule(scheduled_machine.GROUP, (scheduled_machine.PLURAL,), READ), Rule(scap.GROUP, (scap.PLURAL,), READ),
+    rules = [Rule(scheduled_machine.GROUP, (scheduled_machine.PLURAL,), READ),
+             Rule(scap.GROUP, (scap.PLURAL,), READ),
              *(Rule(group, (plural,), ("list",)) for group, plural in AUTOSCALER_RESOURCES)]
     if repo.polyfill:
         rules.append(Rule("", ("namespaces",), READ))

@@ -196,7 +196,8 @@ class CapacityReconciler:
                                    related=self._enqueue_rivals)
         for index in (BY_SCHEDULE, BY_TARGET, BY_NODE):
             self.scaps.add_index(index, _indexer(index))
-        self.machines = mgr.informer(scheduled_machine.GROUP, scheduled_machine.VERSION, scheduled_machine.PLURAL)
+        self.machines = mgr.informer(scheduled_machine.GROUP, scheduled_machine.VERSION,
+                                     scheduled_machine.PLURAL)
         self.machines.add_handler(self._on_machine)
         self.providers = mgr.kind_watches(self._on_provider, on_change=self._on_kind_changed)
         self.targets = mgr.kind_watches(self._on_target, on_change=self._on_kind_changed)
@@ -384,7 +385,8 @@ class CapacityReconciler:
         """The namespace's ScheduledMachines read from the API server now (`runtime.fresh`: the
         cache can lag), and the etcd revision the list reflects."""
         try:
-            found = fresh_list(self.api, scheduled_machine.GROUP, scheduled_machine.VERSION, scheduled_machine.PLURAL, namespace)
+            found = fresh_list(self.api, scheduled_machine.GROUP, scheduled_machine.VERSION,
+                               scheduled_machine.PLURAL, namespace)
         except kube.ApiError as failure:
             return LookupFailed(f"listing ScheduledMachines: {failure}"), None
         return observe_machines(found.items), found.resource_version
