@@ -4,7 +4,8 @@ writes, events, probes).
 
 One reconcile of one ScheduledCapacity:
 
-1. only if this replica leads the object's partition (checked again right before each write);
+1. only if this replica leads the object's partition (the Manager hands a `Request` only then,
+   and its conditional writer checks again right before each write);
 2. observe: the object and its prior status, the provider's status, the target's field and
    drain counter, the namespace's ScheduledMachines — from informer caches, turning "cache not
    synced" and API errors into LookupFailed, never into "absent"; where the cache has not yet

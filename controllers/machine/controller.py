@@ -3,7 +3,8 @@ on the shared Manager (`runtime.manager`: informers, queue, workers, leases, own
 
 One reconcile of one ScheduledMachine:
 
-1. only if this replica leads the namespace's partition (checked again before acting);
+1. only if this replica leads the namespace's partition (the Manager hands a `Request` only
+   then, and the writer checks again before each action);
 2. observe, in the management cluster: the object and its prior status, the provider's status
    (group + kind through discovery, any served version), the Machine (from a per-namespace
    watch: the identity may read Machines only in the declared clusters' namespaces), the
@@ -22,10 +23,12 @@ One reconcile of one ScheduledMachine:
    at the decision's deadline.
 
 What a replica that lost its lease while a write was on its way can do when that write lands
-late: nothing that overwrites. The status and finalizer writes are conditional on the
-ScheduledMachine's resourceVersion, and a Machine's delete on its uid and resourceVersion, so a
-late one fails with 409 once the new leader has written. Creates cannot be conditional: the
-names are fixed, so a late create of an object that exists is an AlreadyExists, and one of an
+late: nothing that overwrites. Every action goes out through the Manager's conditional writer
+(`runtime.writes`): the status and finalizer writes are conditional on the ScheduledMachine's
+resourceVersion, a Machine's delete on its uid and resourceVersion, the cordon on the node's
+resourceVersion and each eviction on its pod's uid and resourceVersion, so a late one fails with
+409 once the new leader has written (or the node or pod changed). A create cannot carry a
+precondition but is conditional by nature: the names are fixed, so a late create of an object that exists is an AlreadyExists, and one of an
 object the new leader decided against is seen by its Machine watch and taken out again (a
 Machine that never got a node is deleted after the grace period with nothing to drain).
 
