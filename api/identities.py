@@ -34,6 +34,12 @@ def provider_identity(command: str) -> str:
     return f"fivespot-provider-{command}"
 
 
+def reporting_controller(component: str) -> str:
+    """The `reportingController` of a component's Events: `5spot.finos.org/` and the component
+    name without its `fivespot-` prefix (`5spot.finos.org/capacity-controller`)."""
+    return f"5spot.finos.org/{component.removeprefix('fivespot-')}"
+
+
 def service_account_user(namespace: str, name: str) -> str:
     """The username the API server gives requests made by that ServiceAccount."""
     return f"system:serviceaccount:{namespace}:{name}"

@@ -4,7 +4,7 @@ Every place that knows about a built-in provider reads this registry: the config
 `ScheduleProvider.spec.builtin` (its values), the CRD emitter (plural, short names, models), the
 component list and the RBAC (command, identity), the provider controllers (which kind a command
 reconciles) and the bundle. Adding a built-in provider is one entry here, its models in
-`api.kinds`, and its decision function in `controllers.providers`.
+`api.kinds`, and its decision function in `controllers.spotschedules`.
 """
 
 from __future__ import annotations

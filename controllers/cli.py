@@ -2,7 +2,7 @@
 
 `register(subparsers)` adds the `controller` command to any argparse parser (the `fivespot` CLI
 wires it in with one line). The flags, inputs and process are every controller's
-(`runtime.process`): this only names which reconciler runs.
+(`runtime.controllerprocess`): this only names which reconciler runs.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from api.bundle import Bundle
-from runtime.process import EXIT_BAD_INPUT, EXIT_OK, add_runtime_flags, runtime_inputs, serve
+from runtime.controllerprocess import EXIT_BAD_INPUT, EXIT_OK, add_runtime_flags, runtime_inputs, serve
 
 __all__ = ["CONTROLLERS", "EXIT_BAD_INPUT", "EXIT_OK", "add_controllers", "add_runtime_flags", "register",
            "runtime_inputs", "serve"]
@@ -46,7 +46,7 @@ def run_machine(args: argparse.Namespace) -> int:
 
 
 def run_audit(args: argparse.Namespace) -> int:
-    from controllers.audit.controller import audit_manager
+    from controllers.policyreports.controller import audit_manager
 
     return serve(args, "audit controller", audit_manager)
 

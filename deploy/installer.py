@@ -20,7 +20,7 @@ from typing import Any, Final
 
 from api.identities import CREATE_ONLY, MACHINE_CONTROLLER
 from commandline import docs
-from api.kinds import machine_lifecycle as sm
+from api.kinds import machine_lifecycle as lifecycle
 from runtime import kube
 from deploy.health import Health, judge
 from deploy.manifests import Manifest, Wave, waves
@@ -222,7 +222,7 @@ class Installer:
         controller's finalizer (its machine leaves the cluster drained first): so with
         --delete-crds they are deleted while the controller still runs, and waited for; without
         it they stay, and a later delete of one waits for a machine controller to come back."""
-        path = kube.resource_path(sm.GROUP, sm.VERSION, sm.PLURAL)
+        path = kube.resource_path(lifecycle.GROUP, lifecycle.VERSION, lifecycle.PLURAL)
         try:
             names = self._machine_names(path)
         except kube.ApiError as error:
@@ -234,7 +234,7 @@ class Installer:
         if not delete_crds:
             self.report(f"kept {len(names)} ScheduledMachines: with the machine controller "
                         "uninstalled, deleting one waits until it is installed again (or its "
-                        f"finalizer {sm.FINALIZER} is removed by hand: "
+                        f"finalizer {lifecycle.FINALIZER} is removed by hand: "
                         f"{docs.DELETING_A_SCHEDULED_MACHINE})")
             return
         if self.dry_run:
@@ -247,7 +247,7 @@ class Installer:
             namespace, _, short = name.partition("/")
             try:
                 kube.request(self.cluster.api, "DELETE", kube.resource_path(
-                    sm.GROUP, sm.VERSION, sm.PLURAL, namespace, short),
+                    lifecycle.GROUP, lifecycle.VERSION, lifecycle.PLURAL, namespace, short),
                     query={"propagationPolicy": "Background"})
             except kube.ApiError as error:
                 if not error.not_found:

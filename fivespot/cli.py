@@ -21,7 +21,7 @@ from compiler import cli as compiler_cli
 
 RUNTIME_COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "controller": ("controllers.cli", "run a controller (capacity)"),
-    "provider": ("controllers.providers.cli", "run a built-in schedule provider"),
+    "provider": ("controllers.spotschedules.cli", "run a built-in schedule provider"),
     "webhook": ("webhook.cli", "serve the admission webhook"),
     "install": ("deploy.cli:register_install", "apply a compiled OUT_DIR to a cluster, wave by wave"),
     "uninstall": ("deploy.cli:register_uninstall", "delete what `fivespot install` applied"),

@@ -23,7 +23,7 @@ from html import escape
 from typing import Any, Final
 from zoneinfo import ZoneInfo
 
-from controllers.providers.marks import MARK_KINDS
+from controllers.spotschedules.marks import MARK_KINDS
 
 WIDTH: Final = 1200
 LABEL_WIDTH: Final = 330

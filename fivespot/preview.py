@@ -9,7 +9,7 @@ those between `--from` and `--until`), in the schedule's own time zone and in UT
 ScheduledCapacity following it the value it would write then, and its marks: holidays, early
 closes, late opens, special sessions, an override. `-o svg` and `-o html` draw the same as a
 week's picture (or `--from` to `--until`), one row per schedule, a composite's children under it.
-The transitions come from `controllers.providers.timeline`, that is, from the decision functions
+The transitions come from `controllers.spotschedules.timeline`, that is, from the decision functions
 the provider controllers run, so the preview says what the cluster will do.
 
 Exit codes: 0 printed, 2 bad input (FILE:LINE:COL: field: message).
@@ -34,8 +34,8 @@ from commandline import exitcodes
 from compiler.diagnostics import CompileError, Diagnostic, InputError, Location
 from compiler.folders import yaml_files
 from compiler.check.objectyaml import read_documents
-from controllers.providers.composite import parse_spec, references
-from controllers.providers.timeline import Provider, Timeline, timelines
+from controllers.spotschedules.composite import parse_spec, references
+from controllers.spotschedules.timeline import Provider, Timeline, timelines
 
 PROVIDER_KINDS: Final = ("ManualSchedule", "TimeBasedSpotSchedule", "CapitalMarketsSchedule",
                          "CompositeSchedule")

@@ -4,7 +4,7 @@ Manager owns everything around it:
 
 - the informers (`informer`, `kind_watches`), started and synced before any work, stopped last,
   and together the readiness probe (a stalled watch is not ready);
-- the work queue and its workers (`runtime.controller`), and the primary kind's event handling
+- the work queue and its worker pool (`runtime.workers`), and the primary kind's event handling
   (`reconcile`): the controller's own writes coming back are not reconciled, a predicate (say,
   "the generation changed") filters the rest, and a `related` hook queues other keys an event
   concerns;
@@ -13,8 +13,9 @@ Manager owns everything around it:
   handing one back its in-flight reconciles finish (`drain`);
 - the one own-writes mechanism (`runtime.ownwrites`): decisions rest on the newer of the cache and
   our own last write (`current`), and `write` records each answer;
-- the status writer (`write`): every write of the primary object is a merge patch conditional on
-  the resourceVersion the decision read, so a write decided on anything older — above all one
+- the one conditional writer (`writes`, `runtime.writes`) every write a controller makes goes
+  through, and on it the primary object's writer (`write`): a merge patch conditional on the
+  resourceVersion the decision read, so a write decided on anything older — above all one
   from a replica that lost its lease while the write was on its way — fails with 409 instead of
   overwriting a newer one (the guarantee `runtime.leaderelection` rests on);
 - the event recorder (`record`), the health server (`serve_probes`) and the `fivespot_*` metrics.
@@ -26,18 +27,19 @@ watches.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 from api.bundle import Bundle
-from runtime import kube, metrics
+from api.identities import reporting_controller
+from runtime import kube
 from runtime.cache import DELETED, Obj, strip
 from runtime.clock import SYSTEM_CLOCK, Clock
-from runtime.controller import Controller, Result
 from runtime.events import EventRecorder, EventType, reference
 from runtime.health import HealthServer
 from runtime.informer import DEFAULT_STALL_AFTER_S, DEFAULT_WATCH_TIMEOUT_S, EventHandler, Informer
@@ -46,7 +48,10 @@ from runtime.kube import ApiClient, ResolvedKind
 from runtime.leaderelection import LeaderElector, Timing, leases_for
 from runtime.ownwrites import OwnWrites, Seen
 from runtime.partitions import Partitions
+from runtime.reconcile import Reconciler, Request, Result, requeue_after
+from runtime.workers import Workers
 from runtime.workqueue import WorkQueue
+from runtime.writes import Writes
 
 log = logging.getLogger("fivespot.manager")
 
@@ -70,10 +75,6 @@ class Settings:
     stall_after_s: float = DEFAULT_STALL_AFTER_S
     watch_timeout_s: float = DEFAULT_WATCH_TIMEOUT_S
     resolve_retry_s: float = 5.0
-
-
-class Reconciler(Protocol):
-    def reconcile(self, key: str) -> Result | None: ...
 
 
 Predicate = Callable[[str, Obj, Obj | None], bool]
@@ -100,7 +101,7 @@ class Manager:
     """One per controller process: informers, queue, workers, leases, own writes, events."""
 
     def __init__(self, api: ApiClient, settings: Settings, *, component: str,
-                 reporting_controller: str, clock: Clock = SYSTEM_CLOCK):
+                 clock: Clock = SYSTEM_CLOCK):
         self.api = api
         self.settings = settings
         self.component = component
@@ -108,7 +109,10 @@ class Manager:
         self.partitions = settings.partitions
         self.queue = WorkQueue(component, clock=clock)
         self.own = OwnWrites()
-        self.events = EventRecorder(api, reporting_controller, settings.identity, clock=clock)
+        self.writes = Writes(api, component, self._may_act)
+        """The one conditional writer: every write this controller makes (`runtime.writes`)."""
+        self.events = EventRecorder(api, reporting_controller(component), settings.identity,
+                                    clock=clock)
         self.elector = LeaderElector(
             api, settings.namespace, leases_for(component, settings.partitions.campaign),
             settings.identity, timing=settings.timing, clock=clock, controller=component,
@@ -118,7 +122,7 @@ class Manager:
         self._kind_watches: list[KindWatches] = []
         self._primary: Informer | None = None
         self._kind: Primary | None = None
-        self._workers: Controller | None = None
+        self._workers: Workers | None = None
         self._reconciler: Reconciler | None = None
         self._on_started: list[Callable[[str], None]] = []
         self._on_stopped: list[Callable[[str], None]] = []
@@ -177,8 +181,8 @@ class Manager:
                 self.enqueue(own_key)
 
         primary.add_handler(on_event)
-        self._workers = Controller(self.component, self.queue, reconciler.reconcile,
-                                   workers=self.settings.workers)
+        self._workers = Workers(self.component, self.queue, self.reconcile_key,
+                                workers=self.settings.workers)
         return primary
 
     def on_started_leading(self, hook: Callable[[str], None]) -> None:
@@ -226,6 +230,29 @@ class Manager:
         """Still holding `partition`'s lease (leading, or handing it back with work finishing)."""
         return partition is not None and self.elector.holds(partition)
 
+    def request(self, key: str) -> Request | None:
+        """The Request for a queued key, or None when this replica must not reconcile it now: a
+        key without a namespace, one of a namespace no partition of ours takes, or one of a
+        partition this replica does not lead (keys queued before it stopped leading)."""
+        namespace, name = kube.split_key(key)
+        if namespace is None:
+            return None
+        partition = self.partition_of(namespace)
+        if partition is None or not self.leading(partition):
+            return None
+        return Request(namespace, name, partition, functools.partial(self.current, key))
+
+    def reconcile_key(self, key: str) -> Result | None:
+        """One reconcile of a queued key (what the workers run): the reconciler is called only
+        with a Request of a partition this replica leads."""
+        request = self.request(key)
+        if request is None:
+            return None
+        return self.reconciler.reconcile(request)
+
+    def _may_act(self, partition: str, held: bool) -> bool:
+        return self.holds(partition) if held else self.leading(partition)
+
     def enqueue(self, key: str, *, later: bool = False) -> None:
         """Queue `key` if this replica leads its partition (`later`: behind the rest)."""
         if self.leading(self.partition_of(kube.split_key(key)[0])):
@@ -248,24 +275,23 @@ class Manager:
               timeout: float | tuple[float, float] | None = kube.DEFAULT_TIMEOUT,
               ) -> kube.ApiError | None:
         """A merge patch of the primary object `key` (its status, or with `subresource` None
-        the object itself), conditional on the resourceVersion of `obj`, the version the
-        decision read. None when it landed — or was not sent because this replica no longer
-        leads the partition (`held`: still holds the lease, for the record of work already
-        done) — else the error (409: the object changed since; decide again)."""
-        partition = self.partition_of(kube.split_key(key)[0])
-        if not (self.holds(partition) if held else self.leading(partition)):
-            return None
-        meta = obj.get("metadata")
-        version = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
-        body = {**patch, "metadata": {**dict(patch.get("metadata") or {}),
-                                      "resourceVersion": version}}
+        the object itself) through the conditional writer (`writes`), conditional on the
+        resourceVersion of `obj`, the version the decision read, and recorded as our own write.
+        None when it landed — or was not sent because this replica no longer leads the
+        partition (`held`: still holds the lease, for the record of work already done) — else
+        the error (409: the object changed since; decide again)."""
         namespace, name = kube.split_key(key)
+        partition = self.partition_of(namespace)
+        if partition is None:
+            return None
         assert self._kind is not None
         self.own.begin(key)
         answer: Obj | None = None
         try:
-            answer = strip(kube.merge_patch(self.api, self._kind.path(namespace, name, subresource),
-                                            body, field_manager=self.component, timeout=timeout))
+            sent = self.writes.patch(partition, self._kind.path(namespace, name, subresource),
+                                     patch, resource_version(obj), what=what, held=held,
+                                     timeout=timeout)
+            answer = strip(sent) if sent is not None else None
         except kube.ApiError as error:
             level = logging.INFO if error.conflict or error.not_found else logging.WARNING
             log.log(level, f"{what} write failed; retrying",
@@ -274,7 +300,6 @@ class Manager:
         finally:
             if self.own.landed(key, answer):
                 self.enqueue(key)
-        metrics.WRITES.labels(controller=self.component, what=what).inc()
         return None
 
     def record(self, obj: Obj, type_: EventType, reason: str, note: str,
@@ -283,12 +308,10 @@ class Manager:
         self.events.record(regarding if regarding is not None else reference(obj), type_, reason,
                            note)
 
-    def requeue_at(self, at: datetime | None) -> Result:
-        """A Result that looks again just after `at` (None: only on an event)."""
-        if at is None:
-            return Result()
-        return Result(requeue_after_s=max((at - self.clock.now()).total_seconds(), 0.0)
-                      + REQUEUE_SLACK_S)
+    def requeue_at(self, at: datetime | None, *, slack_s: float = REQUEUE_SLACK_S) -> Result:
+        """A Result that looks again `slack_s` after `at`, measured from now (None: only on an
+        event)."""
+        return Result(requeue_after_s=requeue_after(at, self.clock.now(), slack_s))
 
     # --- leadership -----------------------------------------------------------------------------
 
@@ -304,7 +327,7 @@ class Manager:
                  extra={"controller": self.component, "partition": partition})
 
     def _stopped_leading(self, partition: str) -> None:
-        # Keys already queued are dropped by the reconcile, which checks leadership first.
+        # Keys already queued are dropped by `reconcile_key`, which checks leadership first.
         for hook in self._on_stopped:
             hook(partition)
         log.info("no longer leading partition",
@@ -393,7 +416,17 @@ class Manager:
         return self._health.port
 
     @property
-    def workers(self) -> Controller:
+    def workers(self) -> Workers:
         assert self._workers is not None, "call reconcile() first"
         return self._workers
 
+
+def resource_version(obj: Obj) -> str:
+    """The resourceVersion a write of `obj` is conditional on (every object the API server or a
+    cache hands out has one)."""
+    meta = obj.get("metadata")
+    version = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
+    if not isinstance(version, str) or not version:
+        raise ValueError(f"{kube.object_key(obj)} has no metadata.resourceVersion: a write of it "
+                         "cannot be conditional")
+    return version

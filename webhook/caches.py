@@ -13,7 +13,7 @@ from typing import Any, Final
 
 from api.fieldgovernance import claim_of
 from api.kinds import scheduled_capacity as scap
-from api.kinds import scheduled_machine as sm
+from api.kinds import scheduled_machine
 from runtime import kube
 from runtime.informer import Informer
 from runtime.kube import ApiClient
@@ -45,7 +45,7 @@ class MachinesByNamespace(Mapping[str, list[dict[str, Any]]]):
 
 
 def machine_informer(api: ApiClient) -> Informer:
-    informer = Informer(api, sm.GROUP, sm.VERSION, sm.PLURAL)
+    informer = Informer(api, scheduled_machine.GROUP, scheduled_machine.VERSION, scheduled_machine.PLURAL)
     informer.add_index(BY_NAMESPACE, _namespace_of)
     return informer
 

@@ -91,7 +91,7 @@ FIVESPOT_CONTROLLERS: Final = ("fivespot-capacity-controller", "fivespot-provide
                                "fivespot-audit-controller")
 """What the outage kills of fivespot: its controllers (the webhook is a separate Deployment)."""
 CAPACITY_WORKERS: Final = 4
-"""The capacity controller's default --workers (runtime/process.py): the bare client's threads."""
+"""The capacity controller's default --workers (runtime/controllerprocess.py): the bare client's threads."""
 OUTAGE_BEFORE_S: Final = 20.0
 OUTAGE_AFTER_S: Final = 70.0
 RIGHT_AFTER_S: Final = 60.0

@@ -3,7 +3,7 @@ writes each status within a second of its boundary.
 
 Not a test. Against the real control plane (started here), with the compiled example installed,
 the capital-markets provider runs as its own process and ServiceAccount (`python -m
-controllers.providers capital-markets`, default flags) over 1,000 CapitalMarketsSchedule objects,
+controllers.spotschedules capital-markets`, default flags) over 1,000 CapitalMarketsSchedule objects,
 each with one session a day in a fixed-offset zone (local noon-ish, so no midnight falls inside
 the run). After every object has its first status:
 
@@ -59,8 +59,8 @@ sys.path.insert(0, str(ROOT))
 
 from compiler.output import write_tree  # noqa: E402
 from compiler.pipeline import compile_repo  # noqa: E402
-from controllers.providers import capital_markets  # noqa: E402
-from controllers.providers.controller import DEFAULT_WORKERS as DEFAULT_PROVIDER_WORKERS  # noqa: E402
+from controllers.spotschedules import capital_markets  # noqa: E402
+from controllers.spotschedules.controller import DEFAULT_WORKERS as DEFAULT_PROVIDER_WORKERS  # noqa: E402
 from devcluster.build import cached_binaries, ensure_binaries  # noqa: E402
 from devcluster.clients import admin_client, service_account_kubeconfig  # noqa: E402
 from devcluster.controlplane import ControlPlane  # noqa: E402
@@ -208,13 +208,13 @@ def main() -> None:
 
             sa_config = service_account_kubeconfig(kubeconfig, INSTALL_NS, COMPONENT,
                                                    work / "provider.kubeconfig")
-            command = [sys.executable, "-m", "controllers.providers", "capital-markets",
+            command = [sys.executable, "-m", "controllers.spotschedules", "capital-markets",
                        "--bundle", str(out / "bundle.json"), "--kubeconfig", str(sa_config),
                        "--lease-namespace", INSTALL_NS, "--identity", "bench",
                        "--metrics-port", "0"]
             if args.workers is not None:
                 command += ["--workers", str(args.workers)]
-            print("provider: python -m controllers.providers capital-markets --bundle "
+            print("provider: python -m controllers.spotschedules capital-markets --bundle "
                   "OUT/bundle.json --kubeconfig SA.kubeconfig --lease-namespace 5spot-system "
                   "--identity bench --metrics-port 0"
                   + (f" --workers {args.workers}" if args.workers is not None else "")
@@ -370,7 +370,7 @@ def bare_status_patches(sa_config: Path, api: Any, instant: dt.datetime, threads
     (the same bodies, resourceVersion precondition included, computed beforehand), sent by the
     provider's own client configuration (`runtime.kube.load_client`: its ServiceAccount, its
     connection pool) from as many threads as the provider has workers. Seconds, patches sent."""
-    from controllers.providers.reconcile import plan
+    from controllers.spotschedules.reconcile import plan
     from runtime import kube
 
     items = api.list_namespaced_custom_object(GROUP, VERSION, BARE_NS, PLURAL)["items"]
@@ -435,7 +435,7 @@ def market_open(args: argparse.Namespace) -> int:
             sa_config = service_account_kubeconfig(kubeconfig, INSTALL_NS, COMPONENT,
                                                    work / "provider.kubeconfig")
             for replica in range(args.replicas):
-                command = [sys.executable, "-m", "controllers.providers", "capital-markets",
+                command = [sys.executable, "-m", "controllers.spotschedules", "capital-markets",
                            "--bundle", str(out / "bundle.json"), "--kubeconfig", str(sa_config),
                            "--lease-namespace", INSTALL_NS, "--identity", f"bench-{replica}",
                            "--metrics-port", "0", "--partitions", "default,agents",
@@ -446,7 +446,7 @@ def market_open(args: argparse.Namespace) -> int:
                 processes.append(process)
                 readers.append(LogReader(process.stdout))
                 readers[-1].start()
-            print(f"provider: {args.replicas} x python -m controllers.providers capital-markets "
+            print(f"provider: {args.replicas} x python -m controllers.spotschedules capital-markets "
                   f"--partitions default,agents --workers {workers} (other flags default)", flush=True)
 
             admin = admin_client(kubeconfig)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from api.kinds import machine_lifecycle as sm
+from api.kinds import machine_lifecycle as lifecycle
 from api.kinds import scheduled_capacity as scap
 from api.kinds import tenant_limit
 from compiler.emit.base import ADMISSION, Artifact, metadata
@@ -41,7 +41,7 @@ def _match(group: str, version: str, plural: str) -> dict[str, Any]:
 
 
 _MATCH_SCAP: Final = (scap.GROUP, scap.VERSION, scap.PLURAL)
-_MATCH_MACHINES: Final = (sm.GROUP, sm.VERSION, sm.PLURAL)
+_MATCH_MACHINES: Final = (lifecycle.GROUP, lifecycle.VERSION, lifecycle.PLURAL)
 
 
 def _policy(name: str, validations: list[rules.Validation] | tuple[rules.Validation, ...],

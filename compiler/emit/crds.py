@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from api.kinds import providers as provider_kinds
 from api.kinds import scheduled_capacity as scap
 from api.kinds import machine_lifecycle
-from api.kinds import scheduled_machine as sm
+from api.kinds import scheduled_machine
 from api.kinds import tenant_limit
 from api.providers import BUILTIN_PROVIDERS, BuiltinProvider
 from compiler.emit.base import CRDS, Artifact, labels
@@ -76,13 +76,14 @@ SCHEDULED_CAPACITY: Final = KindInfo(
 )
 
 SCHEDULED_MACHINE: Final = KindInfo(
-    group=sm.GROUP, version=sm.VERSION, kind=sm.KIND, plural=sm.PLURAL,
-    short_names=sm.SHORT_NAMES,
+    group=scheduled_machine.GROUP, version=scheduled_machine.VERSION, kind=scheduled_machine.KIND,
+    plural=scheduled_machine.PLURAL,
+    short_names=scheduled_machine.SHORT_NAMES,
     description="A machine 5-Spot adds to and removes from the cluster by a spot schedule. "
                 "fivespot installs this CRD because ScheduledCapacity reads status.nodeRef for "
                 "host governance; 5-Spot's own controller reconciles it.",
-    spec=structural_schema(sm.ScheduledMachineSpec),
-    status=structural_schema(sm.ScheduledMachineStatus),
+    spec=structural_schema(scheduled_machine.ScheduledMachineSpec),
+    status=structural_schema(scheduled_machine.ScheduledMachineStatus),
     columns=(
         {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
         {"name": "Node", "type": "string", "jsonPath": ".status.nodeRef.name"},
@@ -116,8 +117,9 @@ def reconciled_machine(repo: Repo) -> KindInfo:
             f"spec.{field}", [(k.group, k.kind) for k in kinds])
         spec["properties"][field].setdefault("x-kubernetes-validations", []).append(rule)
     return KindInfo(
-        group=sm.GROUP, version=sm.VERSION, kind=sm.KIND, plural=sm.PLURAL,
-        short_names=sm.SHORT_NAMES,
+        group=scheduled_machine.GROUP, version=scheduled_machine.VERSION, kind=scheduled_machine.KIND,
+    plural=scheduled_machine.PLURAL,
+        short_names=scheduled_machine.SHORT_NAMES,
         description="A CAPI Machine fivespot creates while a spot schedule says active, and "
                     "drains (cordon, evictions honouring PodDisruptionBudgets, nodeDrainTimeout) "
                     "and deletes when it does not.",

@@ -122,7 +122,7 @@ from api.identities import (
     kubeconfig_secret,
 )
 from api.kinds import scheduled_capacity as scap
-from api.kinds import scheduled_machine as sm
+from api.kinds import scheduled_machine
 from api.providers import BUILTIN_PROVIDERS
 from compiler.emit import crds
 from compiler.emit.admission import tenant_namespaces
@@ -210,7 +210,7 @@ def capacity_rules(repo: Repo) -> list[Rule]:
         *(Rule(group, (plural,), READ) for group, plural in AUTOSCALER_RESOURCES),
         Rule(scap.GROUP, (scap.PLURAL,), READ),
         Rule(scap.GROUP, (f"{scap.PLURAL}/status",), WRITE_STATUS),
-        Rule(sm.GROUP, (sm.PLURAL,), READ),
+        Rule(scheduled_machine.GROUP, (scheduled_machine.PLURAL,), READ),
         _events(),
     ]
     if plurals := _provider_plurals(repo):
@@ -272,8 +272,8 @@ def tenant_binding_path(namespace: str, name: str) -> str:
 
 def machine_rules(repo: Repo) -> list[Rule]:
     rules = [
-        Rule(sm.GROUP, (sm.PLURAL,), READ),
-        Rule(sm.GROUP, (f"{sm.PLURAL}/status",), WRITE_STATUS),
+        Rule(scheduled_machine.GROUP, (scheduled_machine.PLURAL,), READ),
+        Rule(scheduled_machine.GROUP, (f"{scheduled_machine.PLURAL}/status",), WRITE_STATUS),
         _events(),
     ]
     if plurals := _provider_plurals(repo):
@@ -286,7 +286,7 @@ def machine_namespace_rules(repo: Repo, namespace: str) -> list[Rule]:
     assert repo.machines is not None
     spec = repo.machines.spec
     rules = [Rule(CAPI_GROUP, (MACHINES,), READ + ("create", "delete")),
-             Rule(sm.GROUP, (sm.PLURAL,), ("patch",))]
+             Rule(scheduled_machine.GROUP, (scheduled_machine.PLURAL,), ("patch",))]
     for kind in spec.bootstrap + spec.infrastructure:
         rules.append(Rule(kind.group, (kind.resource,), CREATE_DELETE))
     secrets = tuple(sorted(kubeconfig_secret(c.name) for c in spec.clusters
@@ -340,7 +340,8 @@ def _params_installed(repo: Repo) -> bool:
 
 
 def webhook_rules(repo: Repo) -> list[Rule]:
-    rules = [Rule(sm.GROUP, (sm.PLURAL,), READ), Rule(scap.GROUP, (scap.PLURAL,), READ),
+    rules = [Rule(scheduled_machine.GROUP, (scheduled_machine.PLURAL,), READ),
+             Rule(scap.GROUP, (scap.PLURAL,), READ),
              *(Rule(group, (plural,), ("list",)) for group, plural in AUTOSCALER_RESOURCES)]
     if repo.polyfill:
         rules.append(Rule("", ("namespaces",), READ))

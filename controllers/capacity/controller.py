@@ -4,7 +4,8 @@ writes, events, probes).
 
 One reconcile of one ScheduledCapacity:
 
-1. only if this replica leads the object's partition (checked again right before each write);
+1. only if this replica leads the object's partition (the Manager hands a `Request` only then,
+   and its conditional writer checks again right before each write);
 2. observe: the object and its prior status, the provider's status, the target's field and
    drain counter, the namespace's ScheduledMachines — from informer caches, turning "cache not
    synced" and API errors into LookupFailed, never into "absent"; where the cache has not yet
@@ -60,7 +61,7 @@ from api.fieldgovernance import (
 )
 from api.identities import CAPACITY_CONTROLLER
 from api.kinds import scheduled_capacity as scap
-from api.kinds import scheduled_machine as sm
+from api.kinds import scheduled_machine
 from api.kinds.scheduled_capacity import (
     INACTIVE_VALUE,
     ConditionStatus,
@@ -91,7 +92,7 @@ from controllers.capacity.patches import status_patch, target_patch
 from runtime import kube, metrics
 from runtime.cache import DELETED, MODIFIED, Obj, strip
 from runtime.clock import SYSTEM_CLOCK, Clock
-from runtime.controller import Result
+from runtime.reconcile import Request, Result
 from runtime.fresh import fresh_list
 from runtime.kube import ApiClient, ResolvedKind
 from runtime.manager import Manager, Primary, Settings
@@ -101,7 +102,6 @@ from runtime.schedules import read_schedule
 log = logging.getLogger("fivespot.capacity")
 
 FIELD_MANAGER: Final = CAPACITY_CONTROLLER
-REPORTING_CONTROLLER: Final = "5spot.finos.org/capacity-controller"
 KIND: Final = Primary(scap.GROUP, scap.VERSION, scap.PLURAL)
 ACTIVE: Final = "active"
 """A target write of the active value: its watch event needs no reconcile."""
@@ -200,7 +200,8 @@ class CapacityReconciler:
                                    related=self._enqueue_rivals)
         for index in (BY_SCHEDULE, BY_TARGET, BY_NODE):
             self.scaps.add_index(index, _indexer(index))
-        self.machines = mgr.informer(sm.GROUP, sm.VERSION, sm.PLURAL)
+        self.machines = mgr.informer(scheduled_machine.GROUP, scheduled_machine.VERSION,
+                                     scheduled_machine.PLURAL)
         self.machines.add_handler(self._on_machine)
         self.providers = mgr.kind_watches(self._on_provider, on_change=self._on_kind_changed)
         self.targets = mgr.kind_watches(self._on_target, on_change=self._on_kind_changed)
@@ -388,7 +389,8 @@ class CapacityReconciler:
         """The namespace's ScheduledMachines read from the API server now (`runtime.fresh`: the
         cache can lag), and the etcd revision the list reflects."""
         try:
-            found = fresh_list(self.api, sm.GROUP, sm.VERSION, sm.PLURAL, namespace)
+            found = fresh_list(self.api, scheduled_machine.GROUP, scheduled_machine.VERSION,
+                               scheduled_machine.PLURAL, namespace)
         except kube.ApiError as failure:
             return LookupFailed(f"listing ScheduledMachines: {failure}"), None
         return observe_machines(found.items), found.resource_version
@@ -400,17 +402,13 @@ class CapacityReconciler:
 
     # --- the reconcile --------------------------------------------------------------------------
 
-    def reconcile(self, key: str) -> Result:
-        namespace, name = kube.split_key(key)
-        if namespace is None:
-            return Result()
-        partition = self.mgr.partition_of(namespace)
-        if partition is None or not self.mgr.leading(partition):
-            return Result()
+    def reconcile(self, request: Request) -> Result:
+        key, namespace, name, partition = request.key, request.namespace, request.name, \
+            request.partition
         held, sent = self._held_back(key, partition)
         if not sent:
             return Result(retry=True)
-        obj = held.obj if held is not None else self.mgr.current(key)
+        obj = held.obj if held is not None else request.current()
         if obj is None:
             return Result()
         meta = _mapping(obj.get("metadata"))
@@ -461,7 +459,7 @@ class CapacityReconciler:
             # then decide again on the object as it is now.
             if not self._send_held(key, partition, held):
                 return Result(retry=True)
-            return self.reconcile(key)
+            return self.reconcile(request)
         if decision.transient is not None:
             log.info("transient lookup failure; nothing changed, retrying",
                      extra={"key": key, "why": decision.transient})
@@ -475,7 +473,7 @@ class CapacityReconciler:
             with self._pending_lock:
                 self._pending[key] = PendingStatus(obj, raw_status, decision.status, prior,
                                                    decision.events)
-            self.mgr.queue.add_later(key)
+            self.mgr.enqueue(key, later=True)
             return self.mgr.requeue_at(decision.requeue_at)
         if held is not None:
             return self._complete_held(key, held, decision)
@@ -572,20 +570,22 @@ class CapacityReconciler:
         resolved, _ = self._target_kind(spec)
         if resolved is None:
             return Result(retry=True)
-        if not self.mgr.leading(partition):
-            return Result()
+        if not isinstance(inp.target, TargetFound) or inp.target.resource_version is None:
+            return Result(retry=True)  # nothing observed to make the write conditional on
         path = kube.resource_path(resolved.group, resolved.version, resolved.plural, inp.namespace,
                                   spec.target_ref.name)
-        body = target_patch(spec.capacity.path, decision.write)
-        if isinstance(inp.target, TargetFound) and inp.target.resource_version is not None:
-            body["metadata"] = {"resourceVersion": inp.target.resource_version}
         written_key = ref_key(inp.namespace, spec.target_ref.api_version, spec.target_ref.kind,
                               spec.target_ref.name)
         tag = ACTIVE if decision.write == spec.capacity.active_value else ZERO
         written: Obj | None = None
         self.target_writes.begin(written_key)
         try:
-            written = strip(kube.merge_patch(self.api, path, body, field_manager=FIELD_MANAGER))
+            sent = self.mgr.writes.patch(partition, path,
+                                         target_patch(spec.capacity.path, decision.write),
+                                         inp.target.resource_version, what="target")
+            if sent is None:
+                return Result()  # no longer ours to write
+            written = strip(sent)
         except kube.ApiError as error:
             if error.not_found or error.conflict:
                 # gone, or changed since we looked (by anyone: a newer view decides again)
@@ -597,7 +597,6 @@ class CapacityReconciler:
         finally:
             if self.target_writes.landed(written_key, written, tag):
                 self.mgr.enqueue_objects(self.scaps.by_index(BY_TARGET, written_key))
-        metrics.WRITES.labels(controller=self._label, what="target").inc()
         audit: dict[str, object] = {
             "key": key, "partition": partition, "identity": self.settings.identity,
             "target": f"{spec.target_ref.kind}/{inp.namespace}/{spec.target_ref.name}",
@@ -704,8 +703,7 @@ def _generation_changed(event: str, obj: Obj, old: Obj | None) -> bool:
 
 def capacity_manager(api: ApiClient, settings: Settings, *, clock: Clock = SYSTEM_CLOCK) -> Manager:
     """A Manager running the capacity controller."""
-    mgr = Manager(api, settings, component=CAPACITY_CONTROLLER,
-                  reporting_controller=REPORTING_CONTROLLER, clock=clock)
+    mgr = Manager(api, settings, component=CAPACITY_CONTROLLER, clock=clock)
     CapacityReconciler(mgr)
     return mgr
 

@@ -52,6 +52,14 @@ class TargetFound:
     writer: str | None = field(default=None, compare=False)
     """The field manager owning the capacity path, read from the target's managedFields only
     when `decide` asks (`Decision.ask_writer`: a repair); "" when it could not be read."""
+    count: int | None = field(init=False, compare=False, repr=False)
+    """`value` as a whole number (None: absent, or not one), converted once here."""
+    drained_count: int | None = field(init=False, compare=False, repr=False)
+    """`drained` as a whole number (None: absent, or not one)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "count", as_count(self.value))
+        object.__setattr__(self, "drained_count", as_count(self.drained))
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@ on the shared Manager (`runtime.manager`: informers, queue, workers, leases, own
 
 One reconcile of one ScheduledMachine:
 
-1. only if this replica leads the namespace's partition (checked again before acting);
+1. only if this replica leads the namespace's partition (the Manager hands a `Request` only
+   then, and the writer checks again before each action);
 2. observe, in the management cluster: the object and its prior status, the provider's status
    (group + kind through discovery, any served version), the Machine (from a per-namespace
    watch: the identity may read Machines only in the declared clusters' namespaces), the
@@ -22,10 +23,12 @@ One reconcile of one ScheduledMachine:
    at the decision's deadline.
 
 What a replica that lost its lease while a write was on its way can do when that write lands
-late: nothing that overwrites. The status and finalizer writes are conditional on the
-ScheduledMachine's resourceVersion, and a Machine's delete on its uid and resourceVersion, so a
-late one fails with 409 once the new leader has written. Creates cannot be conditional: the
-names are fixed, so a late create of an object that exists is an AlreadyExists, and one of an
+late: nothing that overwrites. Every action goes out through the Manager's conditional writer
+(`runtime.writes`): the status and finalizer writes are conditional on the ScheduledMachine's
+resourceVersion, a Machine's delete on its uid and resourceVersion, the cordon on the node's
+resourceVersion and each eviction on its pod's uid and resourceVersion, so a late one fails with
+409 once the new leader has written (or the node or pod changed). A create cannot carry a
+precondition but is conditional by nature: the names are fixed, so a late create of an object that exists is an AlreadyExists, and one of an
 object the new leader decided against is seen by its Machine watch and taken out again (a
 Machine that never got a node is deleted after the grace period with nothing to drain).
 
@@ -46,7 +49,7 @@ from typing import Any, Final
 
 from api.bundle import Machines
 from api.identities import KUBECONFIG_SECRET_KEY, MACHINE_CONTROLLER, kubeconfig_secret
-from api.kinds import machine_lifecycle as sm
+from api.kinds import machine_lifecycle as lifecycle
 from api.kinds.machine_lifecycle import MachineSpec
 from api.kinds.scheduled_capacity import api_group
 from controllers.machine import objects
@@ -66,6 +69,7 @@ from controllers.machine.observations import (
     DecisionInput,
     LookupFailed,
     NodeObservation,
+    NodeSeen,
     ObjectObservation,
     RefusedKubeconfig,
     ScheduleObservation,
@@ -78,7 +82,7 @@ from controllers.machine.observations import (
 from runtime import kube, metrics
 from runtime.cache import MODIFIED, Obj
 from runtime.clock import SYSTEM_CLOCK, Clock
-from runtime.controller import Result
+from runtime.reconcile import Request, Result
 from runtime.informer import Informer
 from runtime.kube import ApiClient
 from runtime.kubeconfig import KubeconfigRefused
@@ -87,10 +91,8 @@ from runtime.schedules import read_schedule
 
 log = logging.getLogger("fivespot.machine")
 
-FIELD_MANAGER: Final = MACHINE_CONTROLLER
-REPORTING_CONTROLLER: Final = "5spot.finos.org/machine-controller"
 BY_SCHEDULE: Final = "schedule"
-KIND: Final = Primary(sm.GROUP, sm.VERSION, sm.PLURAL)
+KIND: Final = Primary(lifecycle.GROUP, lifecycle.VERSION, lifecycle.PLURAL)
 
 
 def _mapping(value: object) -> Mapping[str, Any]:
@@ -159,7 +161,7 @@ class MachineReconciler:
     def _on_owned(self, event: str, obj: Obj, old: Obj | None) -> None:
         meta = _mapping(obj.get("metadata"))
         for ref in meta.get("ownerReferences") or []:
-            if isinstance(ref, Mapping) and ref.get("kind") == sm.KIND:
+            if isinstance(ref, Mapping) and ref.get("kind") == lifecycle.KIND:
                 self.mgr.enqueue(f"{meta.get('namespace')}/{ref.get('name')}")
 
     def _on_provider(self, event: str, obj: Obj, old: Obj | None) -> None:
@@ -191,14 +193,14 @@ class MachineReconciler:
             return LookupFailed("the Machine cache has not synced yet")
         return observe_owned(informer.get(namespace, name), uid)
 
-    def _embedded_path(self, obj: sm.EmbeddedObject, namespace: str, name: str | None = None,
+    def _embedded_path(self, obj: lifecycle.EmbeddedObject, namespace: str, name: str | None = None,
                        bootstrap: bool = True) -> str:
         kinds = self.machines_cfg.bootstrap if bootstrap else self.machines_cfg.infrastructure
         kind = next(k for k in kinds if (k.group, k.kind) == (obj.group, obj.kind))
         version = obj.api_version.rpartition("/")[2]
         return kube.resource_path(kind.group, version, kind.resource, namespace, name)
 
-    def _observe_embedded(self, obj: sm.EmbeddedObject, namespace: str, name: str, uid: str,
+    def _observe_embedded(self, obj: lifecycle.EmbeddedObject, namespace: str, name: str, uid: str,
                           bootstrap: bool) -> ObjectObservation:
         try:
             found = kube.request(self.api, "GET", self._embedded_path(obj, namespace, name, bootstrap))
@@ -255,14 +257,10 @@ class MachineReconciler:
 
     # --- the reconcile --------------------------------------------------------------------------
 
-    def reconcile(self, key: str) -> Result:
-        namespace, name = kube.split_key(key)
-        if namespace is None:
-            return Result()
-        partition = self.mgr.partition_of(namespace)
-        if not self.mgr.leading(partition):
-            return Result()
-        obj = self.mgr.current(key)
+    def reconcile(self, request: Request) -> Result:
+        key, namespace, name, partition = request.key, request.namespace, request.name, \
+            request.partition
+        obj = request.current()
         if obj is None:
             return Result()
         meta = _mapping(obj.get("metadata"))
@@ -277,7 +275,7 @@ class MachineReconciler:
             provider_generation=None, prior=prior, machine=None, bootstrap=None,
             infrastructure=None, node=None, now=self.mgr.clock.now(),
             machine_api_version=f"{objects.CAPI_GROUP}/{self.machines_cfg.machine_version}",
-            finalizer=sm.FINALIZER in (meta.get("finalizers") or ()),
+            finalizer=lifecycle.FINALIZER in (meta.get("finalizers") or ()),
             deleting_since=_deleting_since(obj))
         if isinstance(spec, MachineSpec):
             why = refusal(self.machines_cfg, namespace, spec)
@@ -305,9 +303,7 @@ class MachineReconciler:
             log.info("transient lookup failure; nothing changed, retrying",
                      extra={"key": key, "why": decision.transient})
             return Result(retry=True)
-        if not self.mgr.leading(partition):
-            return Result()
-        done, report = self._act(key, inp, decision)
+        done, report = self._act(request, inp, decision)
         if any(isinstance(action, AddFinalizer) for action in decision.actions):
             obj = self.mgr.current(key) or obj  # our own finalizer write: the status goes on top
         if not done:
@@ -325,25 +321,28 @@ class MachineReconciler:
 
     # --- acting ---------------------------------------------------------------------------------
 
-    def _act(self, key: str, inp: DecisionInput, decision: Decision) -> tuple[bool, Decision | None]:
-        """Perform the actions in order: (True, None) when all landed; (False, report) at the
-        first that failed, where `report` is the decision to write for a refusal a retry alone
-        will not fix (None for a transient failure: then nothing is written)."""
-        spec = inp.spec
+    def _act(self, request: Request, inp: DecisionInput,
+             decision: Decision) -> tuple[bool, Decision | None]:
+        """Perform the actions in order, each through the Manager's conditional writer (nothing
+        is sent once this replica no longer leads the partition): (True, None) when all landed;
+        (False, report) at the first that failed, where `report` is the decision to write for a
+        refusal a retry alone will not fix (None for a transient failure: then nothing is
+        written)."""
+        spec, key, partition = inp.spec, request.key, request.partition
         for action in decision.actions:
             try:
                 if isinstance(action, Create):
                     assert isinstance(spec, MachineSpec)
-                    self._create(inp, spec, action.part)
+                    self._create(partition, inp, spec, action.part)
                 elif isinstance(action, Delete):
                     assert isinstance(spec, MachineSpec)
-                    self._delete(inp, spec, action.part)
+                    self._delete(partition, inp, spec, action.part)
                 elif isinstance(action, Cordon):
                     assert isinstance(spec, MachineSpec)
-                    self._cordon(inp.namespace, spec.cluster_name, action.node)
+                    self._cordon(partition, inp, spec.cluster_name, action.node)
                 elif isinstance(action, Evict):
                     assert isinstance(spec, MachineSpec)
-                    self._evict(key, inp.namespace, spec.cluster_name, action)
+                    self._evict(partition, key, inp.namespace, spec.cluster_name, action)
                 elif isinstance(action, AddFinalizer) and not self._finalize(key, add=True):
                     return False, None
             except (kube.ApiError, kube.KubeconfigError, KubeconfigRefused) as error:
@@ -368,7 +367,7 @@ class MachineReconciler:
         return self._embedded_path(spec.infrastructure_spec, inp.namespace,
                                    n.infrastructure if named else None, False), n.infrastructure
 
-    def _create(self, inp: DecisionInput, spec: MachineSpec, part: Part) -> None:
+    def _create(self, partition: str, inp: DecisionInput, spec: MachineSpec, part: Part) -> None:
         path, name = self._part_path(inp, spec, part, named=False)
         if part is Part.MACHINE:
             body = objects.machine(spec, inp.name, inp.uid, inp.namespace,
@@ -377,17 +376,17 @@ class MachineReconciler:
             template = spec.bootstrap_spec if part is Part.BOOTSTRAP else spec.infrastructure_spec
             body = objects.embedded(template, spec, inp.name, inp.uid, name, inp.namespace)
         try:
-            kube.request(self.api, "POST", path, body=body, query={"fieldManager": FIELD_MANAGER})
+            if self.mgr.writes.create(partition, path, body, what=part.value) is None:
+                return
         except kube.ApiError as error:
             if error.conflict:
                 return  # it exists: the next reconcile reads it and judges its owner
             raise
-        metrics.WRITES.labels(controller=MACHINE_CONTROLLER, what=part.value).inc()
         log.info("created", extra={"key": f"{inp.namespace}/{inp.name}", "part": part.value,
                                    "object": f"{body['kind']}/{inp.namespace}/{name}",
                                    "identity": self.mgr.settings.identity})
 
-    def _delete(self, inp: DecisionInput, spec: MachineSpec, part: Part) -> None:
+    def _delete(self, partition: str, inp: DecisionInput, spec: MachineSpec, part: Part) -> None:
         observed = {Part.MACHINE: inp.machine, Part.BOOTSTRAP: inp.bootstrap,
                     Part.INFRASTRUCTURE: inp.infrastructure}[part]
         uid = getattr(observed, "uid", None)
@@ -395,36 +394,50 @@ class MachineReconciler:
             return
         path, name = self._part_path(inp, spec, part, named=True)
         try:
-            kube.request(self.api, "DELETE", path, body=objects.delete_options(
-                uid, getattr(observed, "resource_version", None)))
+            if not self.mgr.writes.delete(partition, path, uid,
+                                          getattr(observed, "resource_version", None),
+                                          what=f"delete-{part.value}"):
+                return
         except kube.ApiError as error:
             if error.not_found:
                 return  # gone already
             raise  # 409: replaced by another object, or changed since observed: decide again
-        metrics.WRITES.labels(controller=MACHINE_CONTROLLER, what=f"delete-{part.value}").inc()
         log.info("deleted", extra={"key": f"{inp.namespace}/{inp.name}", "part": part.value,
                                    "object": f"{inp.namespace}/{name}", "uid": uid,
                                    "identity": self.mgr.settings.identity})
 
-    def _cordon(self, namespace: str, cluster: str, node: str) -> None:
-        workload = self.workload_client(namespace, cluster)
-        kube.request(workload, "PATCH", kube.resource_path("", "v1", "nodes", None, node),
-                     body=objects.cordon_patch(), content_type=kube.STRATEGIC_MERGE_PATCH,
-                     query={"fieldManager": FIELD_MANAGER})
-        log.info("cordoned and tainted", extra={"node": node, "cluster": f"{namespace}/{cluster}"})
+    def _cordon(self, partition: str, inp: DecisionInput, cluster: str, node: str) -> None:
+        """One strategic merge patch of the node, conditional on its resourceVersion as the
+        decision observed it (a node changed since is looked at again: 409, retried)."""
+        seen = inp.node
+        assert isinstance(seen, NodeSeen) and seen.resource_version is not None, \
+            "the decision cordons only a node it observed"
+        workload = self.workload_client(inp.namespace, cluster)
+        if self.mgr.writes.patch(partition, kube.resource_path("", "v1", "nodes", None, node),
+                                 objects.cordon_patch(), seen.resource_version, what="cordon",
+                                 client=workload, content_type=kube.STRATEGIC_MERGE_PATCH) is None:
+            return
+        log.info("cordoned and tainted",
+                 extra={"node": node, "cluster": f"{inp.namespace}/{cluster}"})
 
-    def _evict(self, key: str, namespace: str, cluster: str, action: Evict) -> None:
+    def _evict(self, partition: str, key: str, namespace: str, cluster: str,
+               action: Evict) -> None:
         workload = self.workload_client(namespace, cluster)
         for pod in action.pods:
-            path = kube.resource_path("", "v1", "pods", pod.namespace, pod.name, "eviction")
             try:
-                kube.request(workload, "POST", path, body=objects.eviction(pod.namespace, pod.name))
+                if not self.mgr.writes.evict(partition, workload, pod.namespace, pod.name, pod.uid,
+                                             pod.resource_version):
+                    return
             except kube.ApiError as error:
                 if error.not_found:
                     continue
                 if error.status == 429:  # a PodDisruptionBudget allows no disruption right now
                     log.info("eviction refused by a disruption budget; retrying", extra={
                         "key": key, "pod": f"{pod.namespace}/{pod.name}", "error": error.message[:200]})
+                    continue
+                if error.conflict:  # the pod changed or was replaced since it was observed
+                    log.info("pod changed since observed; evicted at the next poll", extra={
+                        "key": key, "pod": f"{pod.namespace}/{pod.name}"})
                     continue
                 if error.transient:
                     raise
@@ -442,8 +455,8 @@ class MachineReconciler:
             return True
         meta = _mapping(obj.get("metadata"))
         present = [str(f) for f in meta.get("finalizers") or ()]
-        wanted = ([*present, sm.FINALIZER] if sm.FINALIZER not in present else present) if add \
-            else [f for f in present if f != sm.FINALIZER]
+        wanted = ([*present, lifecycle.FINALIZER] if lifecycle.FINALIZER not in present else present) if add \
+            else [f for f in present if f != lifecycle.FINALIZER]
         if wanted == present:
             return True
         error = self.mgr.write(key, obj, {"metadata": {"finalizers": wanted or None}},
@@ -481,8 +494,7 @@ def _needs_reconcile(event: str, obj: Obj, old: Obj | None) -> bool:
 
 def machine_manager(api: ApiClient, settings: Settings, *, clock: Clock = SYSTEM_CLOCK) -> Manager:
     """A Manager running the machine controller."""
-    mgr = Manager(api, settings, component=MACHINE_CONTROLLER,
-                  reporting_controller=REPORTING_CONTROLLER, clock=clock)
+    mgr = Manager(api, settings, component=MACHINE_CONTROLLER, clock=clock)
     MachineReconciler(mgr)
     return mgr
 

@@ -521,140 +521,193 @@ def _out_of_schedule(inp: DecisionInput, spec: MachineSpec, spot: SpotSchedule,
     return _remove(inp, spec, spot, final, reason, why)
 
 
-def _remove(inp: DecisionInput, spec: MachineSpec, spot: SpotSchedule, final: MachinePhase,
-            reason: str, why: str) -> Decision:
-    """The safe path out: grace, cordon and taint, evictions, nodeDrainTimeout, delete."""
-    prior = inp.prior or MachineStatus()
-    machine = _owned(inp.machine)
-    schedule_obs = _schedule_condition(spot)
-    events: list[Event] = []
-    common: dict[str, object] = {"in_schedule": False, "spot_schedule": spot}
+@dataclass(frozen=True)
+class _Shutdown:
+    """What every step of the way out shares: the reconcile's input, why the machine goes, the
+    phase it ends in, and the Machine as observed."""
 
-    def shutting(message: str, drained: Observation, actions: tuple[Action, ...],
+    inp: DecisionInput
+    spec: MachineSpec
+    spot: SpotSchedule
+    final: MachinePhase
+    reason: str
+    why: str
+    prior: MachineStatus
+    machine: Owned | None
+
+    def decision(self, message: str, drained: Observation, actions: tuple[Action, ...],
                  requeue: datetime | None, more: list[Event], **fields: object) -> Decision:
         """ShuttingDown: Reconciling=True, its reason the step under way — the Machine's deletion
         once it is asked for, the NodeDrained reason before."""
+        machine = self.machine
         deleting = Delete(Part.MACHINE) in actions or (machine is not None and machine.deleting)
         step = Reason.MACHINE_DELETING if deleting else drained.reason
-        status = _status(inp, MachinePhase.SHUTTING_DOWN, message, [
-            *cond.working(reason, step, message), schedule_obs,
+        status = _status(self.inp, MachinePhase.SHUTTING_DOWN, message, [
+            *cond.working(self.reason, step, message), _schedule_condition(self.spot),
             cond.true(MACHINE_CREATED, Reason.CREATED, "the Machine exists"), drained],
-            **common, node_ref=_node_ref(machine), **fields)
-        return Decision(actions, status, requeue, tuple(events + more))
+            in_schedule=False, spot_schedule=self.spot, node_ref=_node_ref(machine), **fields)
+        return Decision(actions, status, requeue, tuple(more))
 
+
+@dataclass(frozen=True)
+class _Drain:
+    """The drain's clocks, latched in status, and the Events the step adds."""
+
+    node: str
+    deadline: datetime
+    more: list[Event]
+    fields: dict[str, object]
+
+
+def _remove(inp: DecisionInput, spec: MachineSpec, spot: SpotSchedule, final: MachinePhase,
+            reason: str, why: str) -> Decision:
+    """The safe path out: grace, cordon and taint, evictions, nodeDrainTimeout, delete — one
+    function per step."""
+    out = _Shutdown(inp, spec, spot, final, reason, why, inp.prior or MachineStatus(),
+                    _owned(inp.machine))
+    machine = out.machine
     if machine is None:
-        cleanup = _cleanup(inp)
-        leftovers = any(isinstance(o, Owned) for o in (inp.bootstrap, inp.infrastructure))
-        message = (f"{why}: the machine is not in the cluster" if not leftovers
-                   else f"{why}: the Machine is gone; deleting its bootstrap and infrastructure objects")
-        phase_events = [] if leftovers else _phase_event(inp, final, reason, message)
-        deleted = ([Event("Normal", Reason.MACHINE_DELETED, "the Machine is deleted")]
-                   if prior.machine_ref is not None and prior.phase is MachinePhase.SHUTTING_DOWN
-                   and not leftovers else [])
-        drained_before = prior.condition(NODE_DRAINED)
-        drained = (cond.kept(prior.conditions, cond.false(NODE_DRAINED, Reason.NO_NODE, message))
-                   if drained_before is not None else
-                   cond.false(NODE_DRAINED, Reason.NO_NODE, "the machine has no node"))
-        if leftovers:
-            ready = cond.working(reason, Reason.OBJECTS_DELETING, message)
-        elif reason == Reason.SCHEDULE_NEVER_RESOLVED:
-            # as ScheduledCapacity: waiting for a provider that has never answered is not settled
-            ready = cond.working(reason, reason, message)
-        else:
-            ready = cond.settled(reason, message)
-        status = _status(inp, final, message, [
-            *ready, schedule_obs,
-            cond.false(MACHINE_CREATED, reason, message), drained],
-            **common, node_ref=None, shutdown_started_at=None, drain_started_at=None)
-        return Decision(cleanup, status, inp.now + POLL if leftovers else None,
-                        tuple(events + phase_events + deleted))
+        return _machine_gone(out)
     if machine.deleting:
         message = f"{why}: waiting for the Machine to be deleted"
-        return shutting(message, cond.kept(prior.conditions, cond.false(
+        return out.decision(message, cond.kept(out.prior.conditions, cond.false(
             NODE_DRAINED, Reason.DRAINING, message)), (), inp.now + POLL, [],
-            shutdown_started_at=prior.shutdown_started_at or inp.now,
-            drain_started_at=prior.drain_started_at)
-    started = prior.shutdown_started_at or inp.now
+            shutdown_started_at=out.prior.shutdown_started_at or inp.now,
+            drain_started_at=out.prior.drain_started_at)
+    started = out.prior.shutdown_started_at or inp.now
     more: list[Event] = []
-    if prior.shutdown_started_at is None:
+    if out.prior.shutdown_started_at is None:
         more.append(Event("Normal", Reason.SHUTDOWN_STARTED,
                           f"{why}: the node is drained after the graceful shutdown period "
                           f"({spec.graceful_shutdown_timeout}), then the Machine is deleted"))
     grace_ends = started + spec.grace
-    if inp.now < grace_ends and prior.drain_started_at is None:
+    if inp.now < grace_ends and out.prior.drain_started_at is None:
         message = (f"{why}: graceful shutdown period until {grace_ends.isoformat()}, then the node "
                    "is cordoned and drained")
-        return shutting(message, cond.false(NODE_DRAINED, Reason.GRACE_PERIOD, message), (),
-                        grace_ends, more, shutdown_started_at=started, drain_started_at=None)
-    drain_started = prior.drain_started_at or inp.now
-    deadline = drain_started + spec.drain_timeout
+        return out.decision(message, cond.false(NODE_DRAINED, Reason.GRACE_PERIOD, message), (),
+                            grace_ends, more, shutdown_started_at=started, drain_started_at=None)
+    drain_started = out.prior.drain_started_at or inp.now
     fields: dict[str, object] = {"shutdown_started_at": started, "drain_started_at": drain_started}
     if machine.node is None:
         message = f"{why}: the Machine never got a node, so there is nothing to drain; deleting it"
-        return shutting(message, cond.true(NODE_DRAINED, Reason.NO_NODE, message),
-                        (Delete(Part.MACHINE),), inp.now + POLL, more, **fields)
+        return out.decision(message, cond.true(NODE_DRAINED, Reason.NO_NODE, message),
+                            (Delete(Part.MACHINE),), inp.now + POLL, more, **fields)
     if inp.node is None:
         return Decision((), MachineStatus(), None, (), needs_node=True)
-    if prior.drain_started_at is None:
+    drain = _Drain(machine.node, drain_started + spec.drain_timeout, more, fields)
+    if out.prior.drain_started_at is None:
         more.append(Event("Normal", Reason.DRAIN_STARTED,
-                          f"cordoning node {machine.node} and evicting its pods; the Machine is "
-                          f"deleted once it is drained, or at {deadline.isoformat()} "
+                          f"cordoning node {drain.node} and evicting its pods; the Machine is "
+                          f"deleted once it is drained, or at {drain.deadline.isoformat()} "
                           f"(nodeDrainTimeout {spec.node_drain_timeout})"))
-    node = inp.node
+    return _drain_step(out, drain, inp.node)
+
+
+def _machine_gone(out: _Shutdown) -> Decision:
+    """No Machine (any more): its bootstrap and infrastructure objects go, then it is settled."""
+    inp, prior, reason, why = out.inp, out.prior, out.reason, out.why
+    leftovers = any(isinstance(o, Owned) for o in (inp.bootstrap, inp.infrastructure))
+    message = (f"{why}: the machine is not in the cluster" if not leftovers
+               else f"{why}: the Machine is gone; deleting its bootstrap and infrastructure objects")
+    phase_events = [] if leftovers else _phase_event(inp, out.final, reason, message)
+    deleted = ([Event("Normal", Reason.MACHINE_DELETED, "the Machine is deleted")]
+               if prior.machine_ref is not None and prior.phase is MachinePhase.SHUTTING_DOWN
+               and not leftovers else [])
+    drained = (cond.kept(prior.conditions, cond.false(NODE_DRAINED, Reason.NO_NODE, message))
+               if prior.condition(NODE_DRAINED) is not None else
+               cond.false(NODE_DRAINED, Reason.NO_NODE, "the machine has no node"))
+    if leftovers:
+        ready = cond.working(reason, Reason.OBJECTS_DELETING, message)
+    elif reason == Reason.SCHEDULE_NEVER_RESOLVED:
+        # as ScheduledCapacity: waiting for a provider that has never answered is not settled
+        ready = cond.working(reason, reason, message)
+    else:
+        ready = cond.settled(reason, message)
+    status = _status(inp, out.final, message, [
+        *ready, _schedule_condition(out.spot),
+        cond.false(MACHINE_CREATED, reason, message), drained],
+        in_schedule=False, spot_schedule=out.spot, node_ref=None, shutdown_started_at=None,
+        drain_started_at=None)
+    return Decision(_cleanup(inp), status, inp.now + POLL if leftovers else None,
+                    tuple(phase_events + deleted))
+
+
+def _drain_step(out: _Shutdown, drain: _Drain, node: NodeSeen | NodeGone | LookupFailed
+                | RefusedKubeconfig) -> Decision:
+    """The drain, by what was observed of the node."""
     if isinstance(node, LookupFailed | RefusedKubeconfig):
-        refused = isinstance(node, RefusedKubeconfig)
-        step = Reason.KUBECONFIG_REFUSED if refused else Reason.WORKLOAD_UNREACHABLE
-        if inp.now >= deadline:
-            message = (f"{why}: node {machine.node} could not be drained within nodeDrainTimeout "
-                       f"{spec.node_drain_timeout} ({node.message}); deleting the Machine anyway"
-                       if refused else
-                       f"{why}: the workload cluster could not be reached to drain node "
-                       f"{machine.node} ({node.message}) within nodeDrainTimeout "
-                       f"{spec.node_drain_timeout}; deleting the Machine anyway")
-            return shutting(message, cond.false(NODE_DRAINED, step, message),
-                            (Delete(Part.MACHINE),), inp.now + POLL,
-                            more + [Event("Warning", Reason.DRAIN_TIMED_OUT, message)], **fields)
-        if refused:
-            message = (f"{why}: cannot drain node {machine.node}: {node.message}. Nothing is sent "
-                       "to the workload cluster until the Secret is fixed; retrying until "
-                       f"{deadline.isoformat()}, then the Machine is deleted anyway")
-        else:
-            message = (f"{why}: cannot reach the workload cluster to drain node {machine.node} "
-                       f"({node.message}); retrying until {deadline.isoformat()}")
-        drained = cond.false(NODE_DRAINED, step, message)
-        return shutting(message, drained, (), min(inp.now + POLL, deadline),
-                        (more + _refusal_event(prior, drained)) if refused else more, **fields)
+        return _node_unreachable(out, drain, node)
     if isinstance(node, NodeSeen) and not (node.cordoned and node.tainted):
-        # Cordon first, and look at the pods again only once nothing new can be scheduled there.
-        evictable = tuple(p for p in node.pods if not p.terminating)
-        message = (f"{why}: cordoning node {machine.node} and evicting its pods; the Machine is "
-                   f"deleted at {deadline.isoformat()} at the latest")
-        return shutting(message, cond.false(NODE_DRAINED, Reason.DRAINING, message),
-                        (Cordon(node.name),) + ((Evict(evictable),) if evictable else ()),
-                        inp.now + RECHECK, more, **fields)
+        return _cordon(out, drain, node)
     if isinstance(node, NodeGone) or not node.pods:
-        message = f"{why}: node {machine.node} is drained; deleting the Machine"
-        return shutting(message, cond.true(NODE_DRAINED, Reason.DRAINED, message),
-                        (Delete(Part.MACHINE),), inp.now + POLL,
-                        more + [Event("Normal", Reason.DRAINED, message)], **fields)
-    assert isinstance(node, NodeSeen)
+        message = f"{out.why}: node {drain.node} is drained; deleting the Machine"
+        return out.decision(message, cond.true(NODE_DRAINED, Reason.DRAINED, message),
+                            (Delete(Part.MACHINE),), out.inp.now + POLL,
+                            drain.more + [Event("Normal", Reason.DRAINED, message)], **drain.fields)
+    return _draining(out, drain, node)
+
+
+def _node_unreachable(out: _Shutdown, drain: _Drain,
+                      node: LookupFailed | RefusedKubeconfig) -> Decision:
+    """The workload cluster could not be read, or its kubeconfig is refused: retried until
+    nodeDrainTimeout, then the Machine is deleted anyway."""
+    inp, why, spec = out.inp, out.why, out.spec
+    refused = isinstance(node, RefusedKubeconfig)
+    step = Reason.KUBECONFIG_REFUSED if refused else Reason.WORKLOAD_UNREACHABLE
+    if inp.now >= drain.deadline:
+        message = (f"{why}: node {drain.node} could not be drained within nodeDrainTimeout "
+                   f"{spec.node_drain_timeout} ({node.message}); deleting the Machine anyway"
+                   if refused else
+                   f"{why}: the workload cluster could not be reached to drain node "
+                   f"{drain.node} ({node.message}) within nodeDrainTimeout "
+                   f"{spec.node_drain_timeout}; deleting the Machine anyway")
+        return out.decision(message, cond.false(NODE_DRAINED, step, message),
+                            (Delete(Part.MACHINE),), inp.now + POLL,
+                            drain.more + [Event("Warning", Reason.DRAIN_TIMED_OUT, message)],
+                            **drain.fields)
+    if refused:
+        message = (f"{why}: cannot drain node {drain.node}: {node.message}. Nothing is sent "
+                   "to the workload cluster until the Secret is fixed; retrying until "
+                   f"{drain.deadline.isoformat()}, then the Machine is deleted anyway")
+    else:
+        message = (f"{why}: cannot reach the workload cluster to drain node {drain.node} "
+                   f"({node.message}); retrying until {drain.deadline.isoformat()}")
+    drained = cond.false(NODE_DRAINED, step, message)
+    return out.decision(message, drained, (), min(inp.now + POLL, drain.deadline),
+                        (drain.more + _refusal_event(out.prior, drained)) if refused
+                        else drain.more, **drain.fields)
+
+
+def _cordon(out: _Shutdown, drain: _Drain, node: NodeSeen) -> Decision:
+    """Cordon first, and look at the pods again only once nothing new can be scheduled there."""
+    evictable = tuple(p for p in node.pods if not p.terminating)
+    message = (f"{out.why}: cordoning node {drain.node} and evicting its pods; the Machine is "
+               f"deleted at {drain.deadline.isoformat()} at the latest")
+    return out.decision(message, cond.false(NODE_DRAINED, Reason.DRAINING, message),
+                        (Cordon(node.name),) + ((Evict(evictable),) if evictable else ()),
+                        out.inp.now + RECHECK, drain.more, **drain.fields)
+
+
+def _draining(out: _Shutdown, drain: _Drain, node: NodeSeen) -> Decision:
+    """Pods left on the cordoned node: evict them, until nodeDrainTimeout deletes it anyway."""
+    inp, why = out.inp, out.why
     pods = ", ".join(f"{p.namespace}/{p.name}" for p in node.pods[:10])
     if len(node.pods) > 10:
         pods += f" and {len(node.pods) - 10} more"
-    if inp.now >= deadline:
-        message = (f"{why}: node {machine.node} did not drain within nodeDrainTimeout "
-                   f"{spec.node_drain_timeout} (still running: {pods}); deleting the Machine anyway")
-        return shutting(message, cond.false(NODE_DRAINED, Reason.DRAIN_TIMED_OUT, message),
-                        (Delete(Part.MACHINE),), inp.now + POLL,
-                        more + [Event("Warning", Reason.DRAIN_TIMED_OUT, message)], **fields)
-    actions: list[Action] = []
+    if inp.now >= drain.deadline:
+        message = (f"{why}: node {drain.node} did not drain within nodeDrainTimeout "
+                   f"{out.spec.node_drain_timeout} (still running: {pods}); deleting the Machine "
+                   "anyway")
+        return out.decision(message, cond.false(NODE_DRAINED, Reason.DRAIN_TIMED_OUT, message),
+                            (Delete(Part.MACHINE),), inp.now + POLL,
+                            drain.more + [Event("Warning", Reason.DRAIN_TIMED_OUT, message)],
+                            **drain.fields)
     evictable = tuple(p for p in node.pods if not p.terminating)
-    if evictable:
-        actions.append(Evict(evictable))
-    message = (f"{why}: draining node {machine.node}: {len(node.pods)} pod(s) left ({pods}); "
-               f"the Machine is deleted at {deadline.isoformat()} at the latest")
-    return shutting(message, cond.false(NODE_DRAINED, Reason.DRAINING, message), tuple(actions),
-                    min(inp.now + POLL, deadline), more, **fields)
+    actions: tuple[Action, ...] = (Evict(evictable),) if evictable else ()
+    message = (f"{why}: draining node {drain.node}: {len(node.pods)} pod(s) left ({pods}); "
+               f"the Machine is deleted at {drain.deadline.isoformat()} at the latest")
+    return out.decision(message, cond.false(NODE_DRAINED, Reason.DRAINING, message), actions,
+                        min(inp.now + POLL, drain.deadline), drain.more, **drain.fields)
 
 
 def _refusal_event(prior: MachineStatus, drained: Observation) -> list[Event]:

@@ -3,8 +3,9 @@
 Every object it creates has a fixed name derived from the ScheduledMachine (so a retried or
 repeated create is an AlreadyExists, never a second Machine), an ownerReference to the
 ScheduledMachine with its UID (so ownership is checkable and garbage collection follows it), and
-the labels that tie it to its ScheduledMachine and its CAPI Cluster. Deletions carry a UID
-precondition: an object deleted and re-created by someone else in between is never deleted.
+the labels that tie it to its ScheduledMachine and its CAPI Cluster. The preconditions of
+deletions and evictions are the conditional writer's (`runtime.writes`): an object deleted and
+re-created by someone else in between is never deleted.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from api.kinds import machine_lifecycle as sm
+from api.kinds import machine_lifecycle as lifecycle
 from api.kinds.machine_lifecycle import EmbeddedObject, MachineSpec, MachineStatus, bounded
 from controllers.machine.observations import SHUTDOWN_TAINT_KEY
 
@@ -36,7 +37,7 @@ def names(scheduled_machine: str) -> Names:
 
 
 def owner_reference(name: str, uid: str) -> dict[str, Any]:
-    return {"apiVersion": f"{sm.GROUP}/{sm.VERSION}", "kind": sm.KIND, "name": name, "uid": uid,
+    return {"apiVersion": f"{lifecycle.GROUP}/{lifecycle.VERSION}", "kind": lifecycle.KIND, "name": name, "uid": uid,
             "controller": True}
 
 
@@ -87,22 +88,6 @@ def cordon_patch() -> dict[str, Any]:
     merge by key, so the node's other taints stay)."""
     return {"spec": {"unschedulable": True,
                      "taints": [{"key": SHUTDOWN_TAINT_KEY, "effect": "NoSchedule"}]}}
-
-
-def eviction(namespace: str, name: str) -> dict[str, Any]:
-    return {"apiVersion": "policy/v1", "kind": "Eviction",
-            "metadata": {"name": name, "namespace": namespace}}
-
-
-def delete_options(uid: str, resource_version: str | None = None) -> dict[str, Any]:
-    """Delete exactly the object observed: its uid, and (when known) its resourceVersion, so a
-    delete decided on an older view of it — one sent by a replica that has since lost its
-    lease, say — fails with 409 instead of acting on what changed."""
-    preconditions = {"uid": uid}
-    if resource_version:
-        preconditions["resourceVersion"] = resource_version
-    return {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background",
-            "preconditions": preconditions}
 
 
 def status_json(status: MachineStatus) -> dict[str, Any]:

@@ -11,7 +11,7 @@ would evict, whether the node is already cordoned. As on the capacity side, "cou
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
@@ -71,6 +71,9 @@ class PodOnNode:
     namespace: str
     name: str
     terminating: bool = False
+    uid: str = field(default="", compare=False)
+    resource_version: str | None = field(default=None, compare=False)
+    """The pod as observed: its eviction is conditional on both (decision record 0011)."""
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,8 @@ class NodeSeen:
     cordoned: bool
     tainted: bool
     pods: tuple[PodOnNode, ...]
+    resource_version: str | None = field(default=None, compare=False)
+    """The node as observed: the cordon is conditional on it (decision record 0011)."""
 
 
 @dataclass(frozen=True)
@@ -199,10 +204,18 @@ def observe_node(node: Mapping[str, Any] | None, pods: Iterable[Mapping[str, Any
             continue
         meta = _mapping(pod.get("metadata"))
         remaining.append(PodOnNode(str(meta.get("namespace", "")), str(meta.get("name", "")),
-                                   terminating=bool(meta.get("deletionTimestamp"))))
-    return NodeSeen(name=str(_mapping(node.get("metadata")).get("name", "")),
+                                   terminating=bool(meta.get("deletionTimestamp")),
+                                   uid=str(meta.get("uid", "")),
+                                   resource_version=_version(meta)))
+    node_meta = _mapping(node.get("metadata"))
+    return NodeSeen(name=str(node_meta.get("name", "")),
                     cordoned=bool(spec.get("unschedulable")), tainted=tainted,
-                    pods=tuple(sorted(remaining)))
+                    pods=tuple(sorted(remaining)), resource_version=_version(node_meta))
+
+
+def _version(meta: Mapping[str, Any]) -> str | None:
+    version = meta.get("resourceVersion")
+    return str(version) if version is not None else None
 
 
 def provider_generation(provider: Mapping[str, Any] | None) -> int | None:

@@ -73,8 +73,8 @@ _ROW = re.compile(r"^  (?:from|    ) \S+ \S+ \S+ (\S+Z)  (active|inactive|unreso
 _MARK = re.compile(r"^  mark (\S+ \S+ \S+) to (\S+ \S+ \S+)  (.+)$")
 _LABELS = {"holiday ": "holiday", "early close ": "early-close", "late open ": "late-open",
            "special session ": "special-session", "override: ": "override"}
-"""How the table's mark labels begin, by mark kind (`controllers/providers/capital_markets.py`
-`marks`, `controllers/providers/timeline.py`)."""
+"""How the table's mark labels begin, by mark kind (`controllers/spotschedules/capital_markets.py`
+`marks`, `controllers/spotschedules/timeline.py`)."""
 
 
 def _local(text: str) -> dt.datetime:

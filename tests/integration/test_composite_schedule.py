@@ -21,8 +21,8 @@ from kubernetes import client
 
 from api.bundle import parse_bundle
 from api.kinds.composite import NODE_FORM_MESSAGE, REFERENCE_API_VERSION_MESSAGE
-from controllers.providers.controller import PROVIDER_TYPES
-from controllers.providers.setup import provider_manager
+from controllers.spotschedules.controller import PROVIDER_TYPES
+from controllers.spotschedules.managers import provider_manager
 from runtime.manager import Manager, Settings
 from devcluster import localrun
 from devcluster.clients import client_as_service_account

@@ -27,8 +27,8 @@ from kubernetes import client, config
 
 from api.bundle import load_bundle
 from controllers.capacity.controller import capacity_manager
-from controllers.providers.controller import PROVIDER_TYPES
-from controllers.providers.setup import provider_manager
+from controllers.spotschedules.controller import PROVIDER_TYPES
+from controllers.spotschedules.managers import provider_manager
 from devcluster import localrun
 from devcluster.clients import service_account_kubeconfig
 from runtime import kube
@@ -178,7 +178,7 @@ def test_a_deposed_providers_status_write_landing_late_is_refused(
     def start_b() -> None:
         with open(tmp_path / "b.log", "ab") as log:
             b.append(subprocess.Popen(
-                [sys.executable, "-m", "controllers.providers", "manual", "--bundle", str(bundle_path),
+                [sys.executable, "-m", "controllers.spotschedules", "manual", "--bundle", str(bundle_path),
                  "--kubeconfig", str(sa), "--identity", b_identity, "--metrics-port", "0",
                  "--partitions", "agents", *FAST_LEASES], stdout=log, stderr=subprocess.STDOUT,
                 cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True))

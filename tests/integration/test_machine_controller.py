@@ -633,7 +633,7 @@ def test_seed_001_guide_step_5_and_6_with_the_manual_provider_running(
                                     "fivespot-provider-manual", tmp_path / "provider.kubeconfig")
     log = open(tmp_path / "provider.log", "ab")
     provider = subprocess.Popen(
-        [sys.executable, "-m", "controllers.providers", "manual", "--bundle", str(installed),
+        [sys.executable, "-m", "controllers.spotschedules", "manual", "--bundle", str(installed),
          "--kubeconfig", str(sa), "--metrics-port", "0", *FAST_LEASES],
         stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
         start_new_session=True)

@@ -34,11 +34,11 @@ from api.kinds.providers import (
     SESSION_ORDER_MESSAGE,
     TIMEZONE_MESSAGE,
 )
-from controllers.providers import capital_markets
-from controllers.providers.controller import PROVIDER_TYPES
-from controllers.providers.setup import provider_manager
+from controllers.spotschedules import capital_markets
+from controllers.spotschedules.controller import PROVIDER_TYPES
+from controllers.spotschedules.managers import provider_manager
 from runtime.manager import Manager, Settings
-from controllers.providers.status import rfc3339
+from controllers.spotschedules.status import rfc3339
 from devcluster import localrun
 from devcluster.clients import client_as_service_account, service_account_kubeconfig
 from devcluster.kubectl import kubectl
@@ -463,7 +463,7 @@ def test_the_provider_command_runs_as_its_service_account_and_releases_its_lease
     config = service_account_kubeconfig(kubeconfig, INSTALL_NS, "fivespot-provider-manual",
                                         tmp_path / "manual.kubeconfig")
     process = subprocess.Popen(
-        [sys.executable, "-m", "controllers.providers", "manual",
+        [sys.executable, "-m", "controllers.spotschedules", "manual",
          "--bundle", str(installed / "bundle.json"), "--kubeconfig", str(config),
          "--lease-namespace", INSTALL_NS, "--identity", "cli-test", "--metrics-port", "0"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -530,8 +530,8 @@ def test_the_providers_own_status_write_coming_back_is_not_reconciled_but_a_fore
 def test_a_status_computed_from_a_stale_object_is_refused_not_written(
     installed: Path, kubeconfig: Path, admin: client.ApiClient, namespace: str
 ) -> None:
-    from controllers.providers import manual
-    from controllers.providers.reconcile import plan
+    from controllers.spotschedules import manual
+    from controllers.spotschedules.reconcile import plan
     from runtime import kube
 
     stale = _create(admin, namespace, "manualschedules", "ManualSchedule", "raced", {"enabled": True})

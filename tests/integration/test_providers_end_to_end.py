@@ -45,7 +45,7 @@ def manual_provider(kubeconfig: Path, bundle: Path, tmp_path_factory: pytest.Tem
                                     "fivespot-provider-manual", work / "manual.kubeconfig")
     with open(work / "manual.log", "ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "controllers.providers", "manual", "--bundle", str(bundle),
+            [sys.executable, "-m", "controllers.spotschedules", "manual", "--bundle", str(bundle),
              "--kubeconfig", str(sa), "--identity", unique("manual-e2e"),
              "--lease-namespace", localrun.INSTALL_NAMESPACE, "--metrics-port", "0"],
             cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)

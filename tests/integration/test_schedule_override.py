@@ -1,13 +1,13 @@
 """`fivespot schedule override` against the real API server, honoured by the real provider process.
 
 The compiled example is installed; the time-based provider runs as `python -m
-controllers.providers time-based`, its own process under its own ServiceAccount (the compiled
+controllers.spotschedules time-based`, its own process under its own ServiceAccount (the compiled
 RBAC decides), with short leases so a restarted one takes over within seconds; the command runs
 as a person would run it, a process with a kubeconfig. The acceptance of issue 38: an override
 flips the schedule on, survives a provider restart (SIGKILL, a new process), and is handed back
 at its expiry within the stated bound, by the provider's own timer, with the Events saying so. A
 3-hour override and a short one take the same code path; the short one is waited out here, the
-3 hours are walked through with an injected clock in tests/unit/test_provider_override.py.
+3 hours are walked through with an injected clock in tests/unit/controllers/spotschedules/test_override.py.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def bundle(kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 class Provider:
-    """`python -m controllers.providers time-based` as its ServiceAccount, restartable."""
+    """`python -m controllers.spotschedules time-based` as its ServiceAccount, restartable."""
 
     def __init__(self, bundle: Path, kubeconfig: Path, log: Path):
         self.bundle, self.kubeconfig, self.log = bundle, kubeconfig, log
@@ -58,7 +58,7 @@ class Provider:
     def start(self) -> None:
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "controllers.providers", "time-based",
+                [sys.executable, "-m", "controllers.spotschedules", "time-based",
                  "--bundle", str(self.bundle), "--kubeconfig", str(self.kubeconfig),
                  "--identity", f"override-{uuid.uuid4().hex[:8]}",
                  "--lease-namespace", localrun.INSTALL_NAMESPACE, "--metrics-port", "0",

@@ -137,7 +137,7 @@ def test_every_long_running_entry_point_refuses_a_kubeconfig_that_does_not_load_
     from collections.abc import Callable
 
     from controllers.__main__ import main as controllers_main
-    from controllers.providers.cli import main as providers_main
+    from controllers.spotschedules.cli import main as providers_main
     from webhook.cli import main as webhook_main
 
     bundle = _write_bundle(tmp_path)

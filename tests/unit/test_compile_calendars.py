@@ -21,7 +21,7 @@ from compiler.diagnostics import CompileError
 from compiler.emit.base import LAYERS, SCHEDULES, SYNC_WAVES, WORKLOADS
 from compiler.emit.schedules import EXCHANGE_ANNOTATION, YEARS_ANNOTATION
 from compiler.pipeline import compile_repo
-from controllers.providers import capital_markets
+from controllers.spotschedules import capital_markets
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "agent-sandbox" / "config"

@@ -15,7 +15,7 @@ from api.kinds.scheduled_capacity import Phase
 from compiler.emit import health
 from controllers.capacity.decide import decide
 from tests import kstatus
-from tests.unit.test_capacity_decide import TABLE
+from tests.unit.controllers.capacity.test_decide import TABLE
 
 pytestmark = pytest.mark.unit
 

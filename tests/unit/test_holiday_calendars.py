@@ -14,7 +14,7 @@ import holidays
 import pytest
 
 from api.kinds.providers import TimeBasedSpotScheduleSpec
-from controllers.providers import time_based as tb
+from controllers.spotschedules import time_based as tb
 
 pytestmark = pytest.mark.unit
 

@@ -85,7 +85,7 @@ def test_an_unchanged_copy_keeps_every_contract(tree: Path) -> None:
      "Layers: fivespot > devcluster > compiler | webhook | controllers"),
     ("runtime.cache", "import controllers.cli",
      "Layers: fivespot > devcluster > compiler | webhook | controllers"),
-    ("controllers.providers.manual", "import devcluster.kubectl",
+    ("controllers.spotschedules.manual", "import devcluster.kubectl",
      "Layers: fivespot > devcluster > compiler | webhook | controllers"),
     ("controllers.capacity.decide", "from kubernetes import client",
      "Only the runtime talks to the API server"),
@@ -114,9 +114,9 @@ ACYCLIC = "No import cycles"
 @pytest.mark.parametrize("module,line,package", [
     ("policies.admission_eval.result", "from policies.admission_eval import status",
      "policies.admission_eval"),
-    ("controllers.providers.controller",
-     "def _planted() -> None:\n    from controllers.providers import composite_controller",
-     "controllers.providers"),
+    ("controllers.spotschedules.controller",
+     "def _planted() -> None:\n    from controllers.spotschedules import composite_controller",
+     "controllers.spotschedules"),
     ("devcluster.narration", "import typing\nif typing.TYPE_CHECKING:\n    import devcluster.machine_demo",
      "devcluster"),
     ("compiler.emit.base", "import compiler.pipeline", "compiler"),
@@ -169,7 +169,7 @@ def test_the_webhook_process_does_not_load_the_compiler_or_the_controllers() -> 
 
 def test_the_controller_processes_do_not_load_the_compiler_or_the_webhook() -> None:
     loaded = _loaded_after("import controllers.cli, controllers.capacity.controller, "
-                           "controllers.providers.cli, controllers.providers.controller")
+                           "controllers.spotschedules.cli, controllers.spotschedules.controller")
     assert "controllers" in loaded and "runtime" in loaded
     assert not loaded & {"compiler", "webhook", "devcluster", "flask", "gunicorn"}
 

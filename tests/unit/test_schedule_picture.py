@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from controllers.providers.marks import MARK_KINDS, Mark
-from controllers.providers.timeline import Provider, timelines
+from controllers.spotschedules.marks import MARK_KINDS, Mark
+from controllers.spotschedules.timeline import Provider, timelines
 from fivespot import picture
 from fivespot.cli import main
 

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from api.kinds.providers import CapitalMarketsScheduleSpec, TimeBasedSpotScheduleSpec
-from controllers.providers import capital_markets, composite, time_based
-from controllers.providers.timeline import Provider, timelines
+from controllers.spotschedules import capital_markets, composite, time_based
+from controllers.spotschedules.timeline import Provider, timelines
 from fivespot.cli import main
 
 pytestmark = pytest.mark.unit

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from api.kinds.providers import TimeBasedSpotScheduleSpec
-from controllers.providers import time_based as tb
+from controllers.spotschedules import time_based as tb
 
 pytestmark = pytest.mark.unit
 
