@@ -181,7 +181,17 @@ def test_argocd_cm_leaves_what_the_capacity_controller_owns_out_of_every_applica
     others = {k: v for k, v in config_map["data"].items()
               if not k.startswith(health.HEALTH_KEY_PREFIX)}
     assert others == {"resource.customizations.ignoreDifferences.all":
-                      "managedFieldsManagers:\n- fivespot-capacity-controller\n"}
+                      "managedFieldsManagers:\n- fivespot-capacity-controller\n",
+                      "resource.customizations.ignoreDifferences.pools.agents.example.com_VirtualMachinePool":
+                      "jqPathExpressions:\n- '.spec | select(. == null)'\n"}
+
+
+def test_each_parent_of_a_gated_field_is_ignored_when_null_deepest_first() -> None:
+    # Argo CD's managedFieldsManagers normalization leaves a parent holding nothing but the gated
+    # field null; these expressions delete it from both sides of the diff
+    assert gitops.null_parents(["spec.replicas"]) == [".spec | select(. == null)"]
+    assert gitops.null_parents(["spec.scaling.warm", "spec.scaling.cold", "spec.size"]) == [
+        ".spec.scaling | select(. == null)", ".spec | select(. == null)"]
 
 
 def test_a_kind_that_never_gets_a_status_has_no_health_check_so_argo_cd_does_not_wait_on_it(
