@@ -23,6 +23,7 @@ resourceVersion, every revision with the moment it arrived — never from fivesp
 
 from __future__ import annotations
 
+import re
 import subprocess
 import threading
 import time
@@ -327,6 +328,26 @@ def _argo_round(tenant: ArgoTenant, gated: list[Gated]) -> None:
             f"resources: {status.get('resources')}\nconditions: {status.get('conditions')}")
 
 
+TENANT_PAGE: Final = Path(__file__).resolve().parents[2] / "docs" / "how-to" / "tenant-gitops.md"
+
+
+def documented_application(name: str, repo_url: str, option: str | None) -> dict[str, Any]:
+    """The tenant's Application exactly as docs/how-to/tenant-gitops.md writes it, pointed at this
+    test's repository and namespace; without `option`, its sync options left out."""
+    blocks = re.findall(r"```yaml\n(.*?)```", TENANT_PAGE.read_text(), re.S)
+    app: dict[str, Any] = next(d for d in map(yaml.safe_load, blocks) if d.get("kind") == "Application")
+    assert app["spec"]["syncPolicy"] == {"automated": {"selfHeal": True},
+                                         "syncOptions": ["RespectIgnoreDifferences=true"]}, app
+    app["metadata"]["name"] = name
+    app["spec"]["source"].update(repoURL=repo_url, path="agents")
+    app["spec"]["destination"]["namespace"] = TENANT
+    if option is None:
+        del app["spec"]["syncPolicy"]["syncOptions"]
+    else:
+        assert app["spec"]["syncPolicy"]["syncOptions"] == [option]
+    return app
+
+
 def test_argo_cd_with_selfheal_and_the_field_in_git_never_drifts_never_self_heals_and_reverts_it_once_per_commit(
         tmp_path: Path) -> None:
     with fivespot(tmp_path, argocd=True) as (spot, stack):
@@ -343,15 +364,8 @@ def test_argo_cd_with_selfheal_and_the_field_in_git_never_drifts_never_self_heal
             tenant.write("zero")
             repo.commit("agents: a Deployment and a pool")
             revision = repo.push()
-            sync_options = [option] if option else []
-            kubectl(spot.plane_kubeconfig, "apply", "--server-side", "-f", "-", stdin=yaml.safe_dump({
-                "apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
-                "metadata": {"name": name, "namespace": "argocd"},
-                "spec": {"project": "default",
-                         "source": {"repoURL": repo.url, "targetRevision": "HEAD", "path": "agents"},
-                         "destination": {"server": "https://kubernetes.default.svc", "namespace": TENANT},
-                         "syncPolicy": {"automated": {"prune": False, "selfHeal": True},
-                                        "syncOptions": sync_options}}}))
+            kubectl(spot.plane_kubeconfig, "apply", "--server-side", "-f", "-",
+                    stdin=yaml.safe_dump(documented_application(name, repo.url, option)))
             eventually(lambda: (tenant.app().get("status") or {}).get("sync", {}).get("revision") == revision
                        and get_or_none(spot.admin, custom_path(DEPLOYMENTS, TENANT, f"{name}-web")),
                        300, f"{name} synced")

@@ -3,7 +3,9 @@ and health ConfigMap, the Flux source / entry / layer chain, and the compile war
 
 from __future__ import annotations
 
+import re
 import shutil
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -327,3 +329,14 @@ def test_a_namespace_that_leaves_every_tenant_policy_is_a_warning_naming_its_kep
     assert warning.message.endswith("`kubectl -n agents-gpu delete rolebinding "
                                     "fivespot-audit-controller-tenants "
                                     "fivespot-capacity-controller-tenants`")
+
+
+def test_the_platform_docs_show_the_ignore_differences_keys_the_example_compiles_to(
+        example: Compiled) -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "operations" / "gitops.md").read_text()
+    blocks = [textwrap.dedent(b) for b in re.findall(r"```yaml\n(.*?)```", page, re.S)]
+    shown = [yaml.safe_load(b) for b in blocks if gitops.IGNORE_DIFFERENCES_ALL in b]
+    config_map = load(example, "argocd/argocd-cm.health.yaml")
+    compiled = {k: v for k, v in config_map["data"].items()
+                if k.startswith(gitops.IGNORE_DIFFERENCES_PREFIX)}
+    assert shown == [compiled]
