@@ -164,8 +164,8 @@ def test_a_scheduled_capacity_on_a_deployment_an_autoscaler_scales_is_refused_li
     live = denial(lambda: objects.create_namespaced_custom_object(*SCAP[:2], TENANT, SCAP[2], scap))
     assert live is not None and live.startswith(HOOK), live
     message = live.removeprefix(HOOK)
-    assert f"gate its {'spec.minReplicas' if autoscaler == 'hpa' else 'spec.minReplicaCount'} instead" \
-        in message.lower(), message
+    assert f"Gate its {'spec.minReplicas' if autoscaler == 'hpa' else 'spec.minReplicaCount'} instead" \
+        in message, message
     # offline, the same words, then where the autoscaler is defined
     assert f"{message}. {scaler['kind']}." in checked, (message, checked)
 
