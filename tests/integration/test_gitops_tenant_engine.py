@@ -62,6 +62,7 @@ from tests.integration.gitops_world import (
     WatchedRepo,
     copy_config,
     custom_path,
+    describe_application,
     engines,
     eventually,
     get_or_none,
@@ -259,7 +260,8 @@ class ArgoTenant:
                 (status.get("operationState") or {}).get("phase") == "Succeeded" and \
                 (status.get("sync") or {}).get("status") == "Synced"
 
-        eventually(synced, 300, f"{self.name} synced at {revision}", every_s=0.5)
+        eventually(synced, 300, f"{self.name} synced at {revision}",
+                   on_timeout=lambda: describe_application(self.app()), every_s=0.5)
         time.sleep(2)
         self.pending.append((pushed_at, time.monotonic()))
 
@@ -397,6 +399,8 @@ def test_argo_cd_with_selfheal_and_the_field_in_git_never_drifts_never_self_heal
                   f"{ {n: [(round(b - a, 3) if b else None) for a, b in r] for n, r in reverts.items()} } s")
             per_commit = [tenant.started_within(a, b) for a, b in tenant.pending]
             print(f"{name}: sync operations per commit {per_commit}")
+            if any(n > 1 for n in per_commit):
+                print(f"{name}: more than one sync operation for a commit:\n{tenant.autosync_log()}")
             context = (tenant.operations, tenant.pending, reverts, tenant.autosync_log())
             # self-heal never ran, so it never reverted a field; each commit was synced
             assert tenant.self_heals() == [], context
