@@ -9,13 +9,15 @@ reports OutOfSync: compiler/emit/gitops.py, NULL_PARENT). The acceptance of deci
 each count from the API server's record — a watch of the tenant's objects from a known
 resourceVersion, every revision with the moment it arrived — never from fivespot's logs:
 
-- Argo CD: a tenant Application (automated, `selfHeal: true`), with nothing but what the compiled
-  platform output installs (argocd-cm): through four schedule flips and two unrelated tenant
-  commits, the Application is never OutOfSync but while a commit is being synced, Argo CD starts
-  exactly one sync operation per commit and no self-heal at all (each operation's
-  `selfHealAttemptsCount`, sampled), no revert happens outside a commit's sync, each commit's sync
-  reverts each gated field at most once, and fivespot's value is back within 1 s. With
-  `RespectIgnoreDifferences=true` (the documented tenant option), no revert at all.
+- Argo CD: a tenant Application (automated, `selfHeal: true`, as docs/how-to/tenant-gitops.md
+  writes it), with nothing but what the compiled platform output installs (argocd-cm): through
+  four schedule flips and two unrelated tenant commits, the Application is never OutOfSync but
+  while a commit is being synced, Argo CD starts no operation at all between commits, each
+  commit's sync operations (its sync, and at most one self-heal right after it: each
+  operation's `autoHealAttemptsCount`, sampled) revert each gated field at most once each, no
+  revert happens outside a commit's sync, and fivespot's value is back within 1 s. With
+  `RespectIgnoreDifferences=true` (the documented tenant option), no revert at all, that
+  self-heal included.
 - Flux: a tenant Kustomization with the field out of git (the documented option): no revert over
   five intervals. With the field in git: the ScheduledCapacity names `kustomize-controller`
   within three rewrites, and fivespot's writes stay within the stated bound per minute.
@@ -226,7 +228,8 @@ class ArgoTenant:
     samples: list[tuple[float, str]] = field(default_factory=list)
     """(moment, sync status) of the Application, sampled every 0.25 s."""
     operations: dict[str, tuple[float, int]] = field(default_factory=dict)
-    """Each sync operation seen (its startedAt): when first sampled, its selfHealAttemptsCount."""
+    """Each sync operation seen (its startedAt): when first sampled, and its self-heal attempt
+    (`autoHealAttemptsCount`: 0 for the sync of a new revision)."""
     pending: list[tuple[float, float]] = field(default_factory=list)
     """(push, synced at the pushed revision): the windows in which OutOfSync is git's change."""
 
@@ -266,17 +269,25 @@ class ArgoTenant:
         self.pending.append((pushed_at, time.monotonic()))
 
     def self_heals(self) -> list[str]:
-        """The sync operations Argo CD started as self-heal (selfHealAttemptsCount > 0)."""
+        """The sync operations Argo CD started as self-heal (autoHealAttemptsCount > 0)."""
         return sorted(started for started, (_, attempts) in self.operations.items() if attempts > 0)
 
-    def started_within(self, start: float, end: float) -> int:
-        return sum(1 for seen, _ in self.operations.values() if start <= seen <= end + 1)
+    def started_within(self, start: float, end: float, self_heal: bool | None = None) -> int:
+        """Sync operations first seen between `start` and `end` (plus a sample's lag), only the
+        self-heals (or only the others) if `self_heal` says."""
+        return sum(1 for seen, attempts in self.operations.values() if start <= seen <= end + 1
+                   and (self_heal is None or (attempts > 0) == self_heal))
+
+    def between_commits(self) -> list[str]:
+        """The operations first seen outside every commit's window."""
+        return [started for started, (seen, _) in self.operations.items()
+                if seen > self.samples[0][0] and not any(a <= seen <= b + 1 for a, b in self.pending)]
 
     def autosync_log(self) -> str:
         """Argo CD's own account of its automated syncs of this Application."""
         log = self.argocd.processes.log("argocd-application-controller")
         lines = log.read_text(errors="replace").splitlines() if log.exists() else []
-        found = [line for line in lines if f"argocd/{self.name}" in line and any(
+        found = [line for line in lines if f"application={self.name} " in line and any(
             word in line for word in ("auto-sync", "automated sync", "Already attempted", "Initiated",
                                       "self heal", "Sync operation"))]
         return "\n".join(found[-40:])
@@ -294,7 +305,7 @@ def sampling(tenant: ArgoTenant) -> Iterator[None]:
             if operation.get("startedAt") and str(operation["startedAt"]) not in tenant.operations:
                 sync = (operation.get("operation") or {}).get("sync") or {}
                 tenant.operations[str(operation["startedAt"])] = (
-                    time.monotonic(), int(sync.get("selfHealAttemptsCount") or 0))
+                    time.monotonic(), int(sync.get("autoHealAttemptsCount") or 0))
             stop.wait(0.25)
 
     thread = threading.Thread(target=sample, daemon=True)
@@ -350,7 +361,7 @@ def documented_application(name: str, repo_url: str, option: str | None) -> dict
     return app
 
 
-def test_argo_cd_with_selfheal_and_the_field_in_git_never_drifts_never_self_heals_and_reverts_it_once_per_commit(
+def test_argo_cd_with_selfheal_and_the_field_in_git_never_drifts_and_each_sync_reverts_it_once_at_most(
         tmp_path: Path) -> None:
     with fivespot(tmp_path, argocd=True) as (spot, stack):
         # the platform side, exactly as the docs say: the argocd-cm keys under fivespot's manager
@@ -398,15 +409,24 @@ def test_argo_cd_with_selfheal_and_the_field_in_git_never_drifts_never_self_heal
                   f"reverts restored after "
                   f"{ {n: [(round(b - a, 3) if b else None) for a, b in r] for n, r in reverts.items()} } s")
             per_commit = [tenant.started_within(a, b) for a, b in tenant.pending]
-            print(f"{name}: sync operations per commit {per_commit}")
+            first = tenant.samples[0][0]
+            print(f"{name}: sync operations per commit {per_commit}; operations seen "
+                  f"{ {k: (round(t - first, 2), n) for k, (t, n) in tenant.operations.items()} }, commits "
+                  f"{[(round(a - first, 2), round(b - first, 2)) for a, b in tenant.pending]}")
             if any(n > 1 for n in per_commit):
-                print(f"{name}: more than one sync operation for a commit:\n{tenant.autosync_log()}")
+                print(f"{name}: more than one sync operation for a commit "
+                      f"(self-heals per commit {[tenant.started_within(a, b, True) for a, b in tenant.pending]}):"
+                      f"\n{tenant.autosync_log()}")
             context = (tenant.operations, tenant.pending, reverts, tenant.autosync_log())
-            # self-heal never ran, so it never reverted a field; each commit was synced
-            assert tenant.self_heals() == [], context
+            # each commit synced; no operation at all between commits (self-heal never touches the
+            # field then); at most one self-heal per commit, right after its sync (Argo CD's first
+            # self-heal attempt has no backoff, and its comparison after a sync can still read the
+            # objects from before the sync's own writes: decision record 0029)
             assert syncs >= 2 and all(n >= 1 for n in per_commit), context
+            assert tenant.between_commits() == [], context
+            assert all(tenant.started_within(a, b, self_heal=True) <= 1 for a, b in tenant.pending), context
             if option is None:
-                # only a commit's sync operation applies git's value, at most once each, and
+                # only a commit's sync operations apply git's value, at most once each, and
                 # fivespot's value is back within a second
                 for one in gated:
                     for moment, back in reverts[one.name]:
@@ -416,6 +436,7 @@ def test_argo_cd_with_selfheal_and_the_field_in_git_never_drifts_never_self_heal
                         assert sum(1 for m, _ in reverts[one.name] if a <= m <= b) <= operations, \
                             (one.name, context)
             else:
+                # the tenant's one line: not even that self-heal applies git's value
                 assert reverts == {one.name: [] for one in gated}, context
 
 
