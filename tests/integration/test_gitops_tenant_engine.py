@@ -29,6 +29,7 @@ import re
 import subprocess
 import threading
 import time
+from datetime import datetime
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -232,14 +233,26 @@ class ArgoTenant:
     (`autoHealAttemptsCount`: 0 for the sync of a new revision)."""
     pending: list[tuple[float, float]] = field(default_factory=list)
     """(push, synced at the pushed revision): the windows in which OutOfSync is git's change."""
+    commits: list[tuple[str, float, float]] = field(default_factory=list)
+    """(revision, push, end of its window) of each commit, in wall-clock seconds (as Events)."""
 
-    def sync_operations(self) -> int:
-        """How many sync operations Argo CD started for the Application (its OperationStarted
-        Events, repeated ones counted)."""
+    def started(self) -> list[tuple[float, str]]:
+        """(when, revision) of each sync operation Argo CD started for the Application: its
+        OperationStarted Events ("Initiated automated sync to 'REVISION'"), one per operation.
+        A self-heal is one too, of the revision already synced (Argo CD's revision history
+        leaves self-heals out)."""
         items = kube.request(self.spot.admin, "GET", "/api/v1/namespaces/argocd/events")["items"]
-        return sum(int(e.get("count") or 1) for e in items
-                   if (e.get("involvedObject") or {}).get("name") == self.name
-                   and e.get("reason") == "OperationStarted")
+        found = []
+        for event in items:
+            if (event.get("involvedObject") or {}).get("name") != self.name or \
+                    event.get("reason") != "OperationStarted":
+                continue
+            revision = re.search(r"'([0-9a-f]{40})'", str(event.get("message")))
+            stamp = event.get("firstTimestamp") or event.get("eventTime")
+            assert revision and stamp and int(event.get("count") or 1) == 1, event
+            moment = datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
+            found.append((moment, revision.group(1)))
+        return sorted(found)
 
     def app(self) -> dict[str, Any]:
         return kube.request(self.spot.admin, "GET", custom_path(APPLICATIONS, "argocd", self.name))
@@ -252,7 +265,7 @@ class ArgoTenant:
     def commit(self, label: str) -> None:
         self.write(label)
         assert self.repo.commit(f"agents: {label}").returncode == 0
-        pushed_at = time.monotonic()
+        pushed_at, pushed_wall = time.monotonic(), time.time()
         revision = self.repo.push()
         refresh(self.spot.admin, self.name)
 
@@ -267,21 +280,7 @@ class ArgoTenant:
                    on_timeout=lambda: describe_application(self.app()), every_s=0.5)
         time.sleep(2)
         self.pending.append((pushed_at, time.monotonic()))
-
-    def self_heals(self) -> list[str]:
-        """The sync operations Argo CD started as self-heal (autoHealAttemptsCount > 0)."""
-        return sorted(started for started, (_, attempts) in self.operations.items() if attempts > 0)
-
-    def started_within(self, start: float, end: float, self_heal: bool | None = None) -> int:
-        """Sync operations first seen between `start` and `end` (plus a sample's lag), only the
-        self-heals (or only the others) if `self_heal` says."""
-        return sum(1 for seen, attempts in self.operations.values() if start <= seen <= end + 1
-                   and (self_heal is None or (attempts > 0) == self_heal))
-
-    def between_commits(self) -> list[str]:
-        """The operations first seen outside every commit's window."""
-        return [started for started, (seen, _) in self.operations.items()
-                if seen > self.samples[0][0] and not any(a <= seen <= b + 1 for a, b in self.pending)]
+        self.commits.append((revision, pushed_wall, time.time()))
 
     def autosync_log(self) -> str:
         """Argo CD's own account of its automated syncs of this Application."""
@@ -398,33 +397,29 @@ def test_argo_cd_with_selfheal_and_the_field_in_git_never_drifts_and_each_sync_r
                 _gate(spot.world, name, gated)
                 for one in gated:
                     spot.world.wait_phase(one.name, "Inactive", 60)
-                syncs_before = tenant.sync_operations()
+                round_started = time.time()
                 _argo_round(tenant, gated)
-                syncs = tenant.sync_operations() - syncs_before
             finally:
                 for one in gated:
                     one.revisions.stop()
             reverts = {one.name: one.revisions.reverts(one.name) for one in gated}
-            print(f"{name}: {syncs} sync operations for 2 commits, self-heals {tenant.self_heals()}, "
-                  f"reverts restored after "
-                  f"{ {n: [(round(b - a, 3) if b else None) for a, b in r] for n, r in reverts.items()} } s")
-            per_commit = [tenant.started_within(a, b) for a, b in tenant.pending]
+            started = [(t, r) for t, r in tenant.started() if t >= round_started - 1]
+            per_commit = [sum(1 for _, r in started if r == revision) for revision, _, _ in tenant.commits]
             first = tenant.samples[0][0]
-            print(f"{name}: sync operations per commit {per_commit}; operations seen "
-                  f"{ {k: (round(t - first, 2), n) for k, (t, n) in tenant.operations.items()} }, commits "
-                  f"{[(round(a - first, 2), round(b - first, 2)) for a, b in tenant.pending]}")
-            if any(n > 1 for n in per_commit):
-                print(f"{name}: more than one sync operation for a commit "
-                      f"(self-heals per commit {[tenant.started_within(a, b, True) for a, b in tenant.pending]}):"
-                      f"\n{tenant.autosync_log()}")
-            context = (tenant.operations, tenant.pending, reverts, tenant.autosync_log())
-            # each commit synced; no operation at all between commits (self-heal never touches the
-            # field then); at most one self-heal per commit, right after its sync (Argo CD's first
-            # self-heal attempt has no backoff, and its comparison after a sync can still read the
-            # objects from before the sync's own writes: decision record 0029)
-            assert syncs >= 2 and all(n >= 1 for n in per_commit), context
-            assert tenant.between_commits() == [], context
-            assert all(tenant.started_within(a, b, self_heal=True) <= 1 for a, b in tenant.pending), context
+            print(f"{name}: sync operations per commit {per_commit} (of {len(started)}); reverts "
+                  f"restored after { {n: [(round(b - a, 3) if b else None) for a, b in r] for n, r in reverts.items()} } s; "
+                  f"operations sampled (startedAt: seen, autoHealAttemptsCount) "
+                  f"{ {k: (round(t - first, 2), n) for k, (t, n) in tenant.operations.items()} }")
+            context = (started, tenant.commits, reverts, tenant.autosync_log())
+            # every operation is a commit's, started in its window: none between commits (so
+            # self-heal never touches the field then); each commit synced once, and self-healed
+            # at most once right after (Argo CD's first comparison after a sync can read its cache
+            # from before the sync's own writes, and its first self-heal attempt has no backoff:
+            # decision record 0029)
+            assert sum(per_commit) == len(started), context
+            assert all(1 <= n <= 2 for n in per_commit), context
+            for moment, revision in started:
+                assert any(r == revision and a - 1 <= moment <= b + 1 for r, a, b in tenant.commits), context
             if option is None:
                 # only a commit's sync operations apply git's value, at most once each, and
                 # fivespot's value is back within a second
