@@ -114,7 +114,8 @@ test-versions: install controlplane-versions
 	done
 
 # The real GitOps engines the end-to-end tests sync with (Argo CD, Flux, kustomize, redis), pinned
-# in tools/engines/versions and built once into ~/.cache/fivespot/engines (devcluster/engines.py).
+# in tools/engines/versions and built once into ~/.cache/fivespot/engines (devcluster/engines.py);
+# and KEDA's ScaledObject CRD, pinned in tools/crds/versions (devcluster/upstream_crds.py).
 engines: install
 	$(BIN)/python -m devcluster engines
 

@@ -20,6 +20,7 @@ from policies import kubeversions
 from policies.kubeversions import KubernetesVersion
 from devcluster.engines import ensure_engines
 from devcluster.peers import ensure_peers
+from devcluster.upstream_crds import ensure_keda_scaledobject_crd
 from devcluster.controlplane import ControlPlane, ControlPlaneError, Record, _alive, stop_recorded
 
 
@@ -56,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     versions.add_argument("--others", action="store_true",
                           help="all but the selected one (KUBERNETES_VERSION, else the default)")
     sub.add_parser("engines", help="build (or reuse) Argo CD, Flux, kustomize and redis "
-                                   "(pinned in tools/engines/versions)")
+                                   "(pinned in tools/engines/versions), and fetch (or reuse) the "
+                                   "upstream CRDs the tests install (tools/crds/versions)")
     sub.add_parser("peers", help="build (or reuse) kube-green and GoKubeDownscaler, the tools "
                                  "`make bench-peers` runs (pinned in tools/peers/versions)")
     for name in ("up", "down"):
@@ -106,6 +108,7 @@ def _command(args: argparse.Namespace) -> int:
     if args.command == "engines":
         engines = ensure_engines()
         print("\n".join(str(program) for program in engines.programs()))
+        print(ensure_keda_scaledobject_crd())
         return 0
     if args.command == "peers":
         peers = ensure_peers()

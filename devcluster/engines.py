@@ -237,15 +237,21 @@ def _go(args: list[str], cwd: Path, env: dict[str, str], what: str) -> str:
     return done.stdout
 
 
-def module_copy(pin: Pin, work: Path, env: dict[str, str], out: IO[str]) -> Path:
-    """A writable copy of the pinned module's source, its go.mod edited to build on its own."""
+def module_dir(pin: Pin, work: Path, env: dict[str, str], out: IO[str]) -> Path:
+    """The pinned module's source in the Go module cache (read-only), downloaded from the module
+    proxy (its hash checked against the checksum database) unless already there."""
     say(out, f"downloading {pin.module}@{pin.version} from the module proxy")
     info = json.loads(_go(["mod", "download", "-json", f"{pin.module}@{pin.version}"], work, env,
                           f"downloading {pin.module}@{pin.version}"))
     if info.get("Error") or not info.get("Dir"):
         raise EngineBuildError(f"downloading {pin.module}@{pin.version}: {info.get('Error')}")
+    return Path(info["Dir"])
+
+
+def module_copy(pin: Pin, work: Path, env: dict[str, str], out: IO[str]) -> Path:
+    """A writable copy of the pinned module's source, its go.mod edited to build on its own."""
     source = work / "src"
-    shutil.copytree(info["Dir"], source, symlinks=True)
+    shutil.copytree(module_dir(pin, work, env, out), source, symlinks=True)
     for folder, dirs, files in os.walk(source):
         for name in [*dirs, *files]:
             path = Path(folder) / name

@@ -69,6 +69,15 @@ IGNORE_DIFFERENCES_ALL: Final = "resource.customizations.ignoreDifferences.all"
 """The argocd-cm key whose `managedFieldsManagers` Argo CD leaves out of every Application's diff:
 a field the capacity controller owns (the gated field, after its write) is then never drift to a
 tenant's Application, so self-heal never reverts it (decision record 0029)."""
+IGNORE_DIFFERENCES_PREFIX: Final = "resource.customizations.ignoreDifferences."
+NULL_PARENT: Final = "{parent} | select(. == null)"
+"""A jq path expression of Argo CD's ignoreDifferences: the parent of a gated field, when it is
+null. Argo CD v3.6 leaves a field `managedFieldsManagers` names out of the diff by removing it from
+the live and desired objects (util/argo/managedfields), and a map left empty by that removal
+becomes `null`, not absent; the three-way diff's patch from the last-applied configuration (which
+still holds the field) then deletes that parent, and the predicted object (no parent) differs from
+the live one (`parent: null`): OutOfSync, though nothing but the ignored field differs. Deleting
+the null parent from both sides makes them equal again (decision record 0029)."""
 
 
 def decorate(artifacts: list[Artifact]) -> list[Artifact]:
@@ -209,6 +218,27 @@ def argocd_project(repo: Repo, artifacts: list[Artifact]) -> list[Artifact]:
     return [Artifact("", "argocd/appproject.yaml", project)]
 
 
+def null_parents(paths: list[str]) -> list[str]:
+    """The jq path expressions (NULL_PARENT) of every parent of the gated `paths` but the object
+    itself, deepest first."""
+    parents = {".".join(path.split(".")[:end]) for path in paths for end in range(1, path.count(".") + 1)}
+    return [NULL_PARENT.format(parent=f".{parent}")
+            for parent in sorted(parents, key=lambda p: (-p.count("."), p))]
+
+
+def null_parents_ignored(repo: Repo) -> dict[str, str]:
+    """One `ignoreDifferences.<group>_<Kind>` key per CapacityConsumer kind: its gated fields'
+    null parents (NULL_PARENT), so that an object whose parent map holds nothing but gated
+    fields is not OutOfSync. Per kind, not in `.all`: Argo CD runs each jq expression on every
+    object its key matches, at every comparison."""
+    keys: dict[str, str] = {}
+    for consumer in repo.consumers:
+        spec = consumer.spec
+        expressions = "".join(f"- '{e}'\n" for e in null_parents(list(spec.capacity_paths)))
+        keys[f"{IGNORE_DIFFERENCES_PREFIX}{spec.group}_{spec.kind}"] = f"jqPathExpressions:\n{expressions}"
+    return dict(sorted(keys.items()))
+
+
 def argocd_health(repo: Repo, artifacts: list[Artifact]) -> list[Artifact]:
     """The health Lua as the keys of argocd-cm to add: apply it server-side under fivespot's own
     field manager (it then owns only these keys; ARGOCD_CM_FIELD_MANAGER says why it must be its
@@ -223,11 +253,13 @@ def argocd_health(repo: Repo, artifacts: list[Artifact]) -> list[Artifact]:
                      "labels": {"app.kubernetes.io/name": ARGOCD_CM,
                                 "app.kubernetes.io/part-of": "argocd"}},
         "data": {**health.argocd_health(reporting_kinds(artifacts), repo.has_webhook),
-                 IGNORE_DIFFERENCES_ALL: f"managedFieldsManagers:\n- {CAPACITY_CONTROLLER}\n"},
+                 IGNORE_DIFFERENCES_ALL: f"managedFieldsManagers:\n- {CAPACITY_CONTROLLER}\n",
+                 **null_parents_ignored(repo)},
     }
     comment = (
         "fivespot's health checks, and the gated fields left out of every Application's diff\n"
-        "(ignoreDifferences.all: what fivespot's capacity controller owns), to add to Argo CD's\n"
+        "(ignoreDifferences.all: what fivespot's capacity controller owns; ignoreDifferences of\n"
+        "each gated kind: a gated field's parent left null by that), to add to Argo CD's\n"
         "argocd-cm (not synced by the Application).\n"
         f"Apply from the output folder: {ARGOCD_CM_APPLY}\n"
         f"The field manager must be fivespot's own ({ARGOCD_CM_FIELD_MANAGER}): under kubectl's\n"

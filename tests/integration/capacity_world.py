@@ -13,8 +13,9 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
+import yaml
 from kubernetes import client
 
 from devcluster import localrun
@@ -33,6 +34,33 @@ FAST_LEASES = ("--lease-duration", f"{FAST_TIMING.lease_duration_s:g}",
                "--renew-deadline", f"{FAST_TIMING.renew_deadline_s:g}",
                "--retry-period", f"{FAST_TIMING.retry_period_s:g}")
 """FAST_TIMING as a controller process's flags."""
+
+
+DEPLOYMENTS: Final = ("apps", "v1", "deployments")
+DEPLOYMENT_CONSUMER: Final = """\
+apiVersion: config.5spot.finos.org/v1alpha1
+kind: CapacityConsumer
+metadata: {name: deployments}
+spec:
+  group: apps
+  version: v1
+  kind: Deployment
+  resource: deployments
+  capacityPaths: [spec.replicas]
+  maxActiveValue: 10
+"""
+
+
+def allow_deployments(config: Path, tenant: str = NS) -> None:
+    """A config repo with a CapacityConsumer for Deployments' `spec.replicas`, allowed to the
+    TenantPolicy named `tenant`."""
+    tenants = config / "tenants.yaml"
+    documents = list(yaml.safe_load_all(tenants.read_text()))
+    for document in documents:
+        if (document or {}).get("metadata", {}).get("name") == tenant:
+            document["spec"]["consumers"].append("deployments")
+    tenants.write_text(yaml.safe_dump_all(documents, sort_keys=False))
+    (config / "deployments.yaml").write_text(DEPLOYMENT_CONSUMER)
 
 
 def unique(prefix: str) -> str:

@@ -29,7 +29,7 @@ from devcluster.controlplane import ControlPlane
 from devcluster.kubectl import apply, kubectl, wait_established
 from runtime import kube
 from tests.integration.authorizer import wait_in_force
-from tests.integration.capacity_world import SCAP, World, path
+from tests.integration.capacity_world import SCAP, World, allow_deployments, path
 from tests.integration.conftest import own_control_plane
 from tests.integration.machine_world import CAPI_CRDS, SM, TRADING_DESK
 from tests.integration.test_compiled_example_installs import assert_type_checked
@@ -40,19 +40,6 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "agent-sandbox" / "config"
 NS = "agents"
 AUTHOR = "author"
-
-DEPLOYMENTS = """
-apiVersion: config.5spot.finos.org/v1alpha1
-kind: CapacityConsumer
-metadata: {name: deployments}
-spec:
-  group: apps
-  version: v1
-  kind: Deployment
-  resource: deployments
-  capacityPaths: [spec.replicas]
-  maxActiveValue: 10
-"""
 
 
 def _role(name: str, namespace: str, rules: list[dict[str, Any]]) -> dict[str, Any]:
@@ -133,13 +120,7 @@ def capacity_plane(module_plane: ControlPlane, module_admin: client.ApiClient,
     work = tmp_path_factory.mktemp("author-rights")
     config = work / "config"
     shutil.copytree(EXAMPLE, config)
-    tenants = config / "tenants.yaml"
-    documents = list(yaml.safe_load_all(tenants.read_text()))
-    for document in documents:
-        if (document or {}).get("metadata", {}).get("name") == NS:
-            document["spec"]["consumers"].append("deployments")
-    tenants.write_text(yaml.safe_dump_all(documents, sort_keys=False))
-    (config / "deployments.yaml").write_text(DEPLOYMENTS)
+    allow_deployments(config, NS)
     out = work / "out"
     localrun.compile_and_install(module_plane.kubeconfig, out, config)
     yield module_plane.kubeconfig, out

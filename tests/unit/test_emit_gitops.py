@@ -3,7 +3,9 @@ and health ConfigMap, the Flux source / entry / layer chain, and the compile war
 
 from __future__ import annotations
 
+import re
 import shutil
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -181,7 +183,17 @@ def test_argocd_cm_leaves_what_the_capacity_controller_owns_out_of_every_applica
     others = {k: v for k, v in config_map["data"].items()
               if not k.startswith(health.HEALTH_KEY_PREFIX)}
     assert others == {"resource.customizations.ignoreDifferences.all":
-                      "managedFieldsManagers:\n- fivespot-capacity-controller\n"}
+                      "managedFieldsManagers:\n- fivespot-capacity-controller\n",
+                      "resource.customizations.ignoreDifferences.pools.agents.example.com_VirtualMachinePool":
+                      "jqPathExpressions:\n- '.spec | select(. == null)'\n"}
+
+
+def test_each_parent_of_a_gated_field_is_ignored_when_null_deepest_first() -> None:
+    # Argo CD's managedFieldsManagers normalization leaves a parent holding nothing but the gated
+    # field null; these expressions delete it from both sides of the diff
+    assert gitops.null_parents(["spec.replicas"]) == [".spec | select(. == null)"]
+    assert gitops.null_parents(["spec.scaling.warm", "spec.scaling.cold", "spec.size"]) == [
+        ".spec.scaling | select(. == null)", ".spec | select(. == null)"]
 
 
 def test_a_kind_that_never_gets_a_status_has_no_health_check_so_argo_cd_does_not_wait_on_it(
@@ -317,3 +329,14 @@ def test_a_namespace_that_leaves_every_tenant_policy_is_a_warning_naming_its_kep
     assert warning.message.endswith("`kubectl -n agents-gpu delete rolebinding "
                                     "fivespot-audit-controller-tenants "
                                     "fivespot-capacity-controller-tenants`")
+
+
+def test_the_platform_docs_show_the_ignore_differences_keys_the_example_compiles_to(
+        example: Compiled) -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "operations" / "gitops.md").read_text()
+    blocks = [textwrap.dedent(b) for b in re.findall(r"```yaml\n(.*?)```", page, re.S)]
+    shown = [yaml.safe_load(b) for b in blocks if gitops.IGNORE_DIFFERENCES_ALL in b]
+    config_map = load(example, "argocd/argocd-cm.health.yaml")
+    compiled = {k: v for k, v in config_map["data"].items()
+                if k.startswith(gitops.IGNORE_DIFFERENCES_PREFIX)}
+    assert shown == [compiled]
