@@ -315,7 +315,7 @@ def parse_timespan(text: str) -> Span:
         if text.lower().startswith(prefix):
             instant = text[len(prefix):].strip()
             _instant(instant)
-            return Span(**{key: instant})
+            return Span(start=instant) if key == "start" else Span(end=instant)
     found = _ABSOLUTE.fullmatch(text)
     if found:
         start, end = found.groups()
@@ -621,8 +621,7 @@ def _replicas_to_zero(patch: Any) -> bool:
         operations = yaml.safe_load(str(patch.get("patch", "")))
     except yaml.YAMLError:
         return False
-    return operations == [{"path": "/spec/replicas", "op": "replace", "value": 0}] or operations == [
-        {"op": "replace", "path": "/spec/replicas", "value": 0}]
+    return bool(operations == [{"op": "replace", "path": "/spec/replicas", "value": 0}])
 
 
 def _matches(ref: Any, workload: Workload) -> bool:
@@ -650,7 +649,7 @@ def _scaledobject(document: Document, context: _Context, namespace: str) -> None
     parsed: list[tuple[str, list[tuple[int, int]], int]] = []
     problems = len(errors.found)
     for i, trigger in crons:
-        meta = trigger.get("metadata") if isinstance(trigger.get("metadata"), Mapping) else {}
+        meta: Mapping[str, Any] = trigger["metadata"] if isinstance(trigger.get("metadata"), Mapping) else {}
         path = ("spec", "triggers")
         missing = [k for k in ("timezone", "start", "end", "desiredReplicas") if not meta.get(k)]
         if missing:
@@ -743,6 +742,8 @@ def _cron_pair(start: str, end: str) -> tuple[set[int], set[int], bool]:
     for which, parts in zip(("start", "end"), fields):
         if len(parts) != 5:
             raise ValueError(f"{which} {cut(' '.join(parts))!r} is not a 5-field cron expression")
+    if fields[0] == fields[1]:
+        raise ValueError("start and end are the same, which KEDA refuses")
     weekly = all(parts[2] == "*" and parts[3] == "*" for parts in fields)
     result = [firings(parts[0], parts[1], weekdays(parts[4])) for parts in fields]
     for parts in fields:
