@@ -18,11 +18,14 @@ cores; an exclusive lock keeps parallel callers from building twice.
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Final
+from typing import IO, Any, Final
 
 from devcluster.build import cache_root, exclusive
 from devcluster.engines import (EngineBuildError, Pin, fresh_folder, go_build, go_env, module_copy,
@@ -101,3 +104,72 @@ def _build_peer(pin: Pin, binary: Path, out: IO[str], copy: dict[str, Path] | No
             shutil.copyfile(source / origin, target)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+# --- the peers as processes ----------------------------------------------------------------------
+
+
+@dataclass
+class PeerProcess:
+    """A peer's process: started, killed (an outage) and started again with the same arguments."""
+
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    log: Path
+    process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        from runtime.processes import die_with_parent
+
+        with open(self.log, "ab") as log:
+            self.process = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL, env=self.env,
+                                            start_new_session=True, preexec_fn=die_with_parent)
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, 9)
+            self.process.wait(10)
+        self.process = None
+
+
+def peer_processes(peers: Peers, work: Path, kube_green_config: Path, downscaler_config: Path,
+                   tls_dir: Path, downscaler_flags: Sequence[str] = ("--grace-period=0",),
+                   ) -> dict[str, PeerProcess]:
+    """The peers with their documented flags (kube-green: the webhook server it always starts
+    needs a certificate, `tls_dir`'s tls.crt and tls.key; nothing calls it, as no webhook
+    configuration is installed). GoKubeDownscaler's `--grace-period 0`: its default 15 minutes
+    would ignore freshly created Deployments."""
+    from devcluster.dev import free_port
+
+    env = dict(os.environ)
+    green = PeerProcess("kube-green", [
+        str(peers.kube_green), f"--health-probe-bind-address=127.0.0.1:{free_port()}", "--webhook-host=127.0.0.1",
+        f"--webhook-server-port={free_port()}", f"--webhook-cert-path={tls_dir}"],
+        {**env, "KUBECONFIG": str(kube_green_config)}, work / "kube-green.log")
+    downscaler = PeerProcess("gokubedownscaler", [
+        str(peers.gokubedownscaler), "-k", str(downscaler_config), *downscaler_flags],
+        env, work / "gokubedownscaler.log")
+    return {"kube-green": green, "gokubedownscaler": downscaler}
+
+
+def cluster_admin(kubeconfig: Path, api: Any, namespace: str, name: str) -> Path:
+    """A kubeconfig (beside `kubeconfig`) for ServiceAccount NAMESPACE/NAME bound to
+    cluster-admin, as each peer runs in the benchmark and the import tests."""
+    from devcluster.clients import service_account_kubeconfig
+    from runtime import kube
+
+    out = kubeconfig.parent / f"{name}.kubeconfig"
+    path = service_account_kubeconfig(kubeconfig, namespace, name, out)
+    try:
+        kube.request(api, "POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+                     body={"metadata": {"name": f"bench-{name}"},
+                           "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
+                                       "kind": "ClusterRole", "name": "cluster-admin"},
+                           "subjects": [{"kind": "ServiceAccount", "name": name,
+                                         "namespace": namespace}]})
+    except kube.ApiError as error:
+        if not error.conflict:
+            raise
+    return path
