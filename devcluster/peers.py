@@ -118,6 +118,8 @@ class PeerProcess:
     env: dict[str, str]
     log: Path
     process: subprocess.Popen[bytes] | None = None
+    relay: Any = None
+    """A `netbridge.HostRelay` when it runs in a network namespace of its own (`stop` closes it)."""
 
     def start(self) -> None:
         from runtime.processes import die_with_parent
@@ -133,14 +135,23 @@ class PeerProcess:
             self.process.wait(10)
         self.process = None
 
+    def stop(self) -> None:
+        """Killed for good: its relay closed too."""
+        self.kill()
+        if self.relay is not None:
+            self.relay.close()
+            self.relay = None
+
 
 def peer_processes(peers: Peers, work: Path, kube_green_config: Path, downscaler_config: Path,
                    tls_dir: Path, downscaler_flags: Sequence[str] = ("--grace-period=0",),
-                   ) -> dict[str, PeerProcess]:
+                   isolated: bool = True) -> dict[str, PeerProcess]:
     """The peers with their documented flags (kube-green: the webhook server it always starts
     needs a certificate, `tls_dir`'s tls.crt and tls.key; nothing calls it, as no webhook
     configuration is installed). GoKubeDownscaler's `--grace-period 0`: its default 15 minutes
-    would ignore freshly created Deployments."""
+    would ignore freshly created Deployments. With `isolated`, GoKubeDownscaler runs in a
+    network namespace of its own (`devcluster.netbridge`): its health server binds :8081,
+    hard-coded, and exits when another program holds it."""
     from devcluster.dev import free_port
 
     env = dict(os.environ)
@@ -148,10 +159,27 @@ def peer_processes(peers: Peers, work: Path, kube_green_config: Path, downscaler
         str(peers.kube_green), f"--health-probe-bind-address=127.0.0.1:{free_port()}", "--webhook-host=127.0.0.1",
         f"--webhook-server-port={free_port()}", f"--webhook-cert-path={tls_dir}"],
         {**env, "KUBECONFIG": str(kube_green_config)}, work / "kube-green.log")
-    downscaler = PeerProcess("gokubedownscaler", [
-        str(peers.gokubedownscaler), "-k", str(downscaler_config), *downscaler_flags],
-        env, work / "gokubedownscaler.log")
+    argv = [str(peers.gokubedownscaler), "-k", str(downscaler_config), *downscaler_flags]
+    relay = None
+    if isolated:
+        from devcluster.netbridge import HostRelay, isolated as in_namespace
+
+        address = api_server_address(downscaler_config)
+        relay = HostRelay(work / "gokubedownscaler.sock", address)
+        argv = in_namespace(argv, relay, address)
+    downscaler = PeerProcess("gokubedownscaler", argv, env, work / "gokubedownscaler.log", relay=relay)
     return {"kube-green": green, "gokubedownscaler": downscaler}
+
+
+def api_server_address(kubeconfig: Path) -> tuple[str, int]:
+    """The (host, port) of the kubeconfig's first cluster (a local control plane's)."""
+    from urllib.parse import urlsplit
+
+    import yaml
+
+    server = urlsplit(yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]["server"])
+    assert server.hostname is not None and server.port is not None, server
+    return server.hostname, server.port
 
 
 def cluster_admin(kubeconfig: Path, api: Any, namespace: str, name: str) -> Path:

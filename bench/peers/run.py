@@ -643,7 +643,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for informer in informers:
             informer.stop()
         for peer in peer_map.values():
-            peer.kill()
+            peer.stop()
         session.stop()
 
 

@@ -10,7 +10,8 @@ peer sleeps at a whole minute a minute or two ahead and wakes two minutes later;
 of each peer is exempt (kube-green's `excludeRef`, the downscaler's `exclude` annotation) and
 must never flip. A watch per namespace from a known resourceVersion records every change of
 `spec.replicas` with its arrival time, and each Deployment's changes, by minute, must be the
-peer's twin's. GoKubeDownscaler scans every `--interval` (10 s here, its default 30 s) and
+peer's twin's. GoKubeDownscaler runs in a network namespace of its own (`devcluster.netbridge`:
+its health server binds :8081, hard-coded) and scans every `--interval` (10 s here, its default 30 s) and
 kube-green fires at the cron instant, so minutes are compared, not seconds.
 
 KEDA's cron scaler is not run (no KEDA here: it needs the HPA controller and an external-metrics
@@ -150,7 +151,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[DevSession
         yield session, work, processes
     finally:
         for process in processes.values():
-            process.kill()
+            process.stop()
         session.stop()
 
 
@@ -160,6 +161,13 @@ def _create(api: Any, document: dict[str, Any]) -> None:
     plural = {"Deployment": "deployments", "SleepInfo": "sleepinfos"}[document["kind"]]
     kube.request(api, "POST", kube.resource_path(group, version, plural, namespace=meta["namespace"]),
                  body=document)
+
+
+def _running(session: DevSession, processes: dict[str, PeerProcess]) -> None:
+    session.check_processes()
+    for process in processes.values():
+        assert process.process is not None and process.process.poll() is None, \
+            f"{process.name} exited: {process.log.read_text()[-2000:]}"
 
 
 def test_the_imported_objects_flip_the_same_deployments_at_the_same_minutes_as_the_peers(
@@ -190,11 +198,9 @@ def test_the_imported_objects_flip_the_same_deployments_at_the_same_minutes_as_t
         for tenant in sorted((imported / "tenant").glob("*.yaml")):
             apply(session.kubeconfig, tenant)  # type: ignore[arg-type]
         assert dt.datetime.now(UTC) < sleep - dt.timedelta(seconds=15), "set up too late for the boundary"
+        _running(session, processes)
         time.sleep(max(0.0, (wake - dt.datetime.now(UTC)).total_seconds() + 50))
-        session.check_processes()
-        for process in processes.values():
-            assert process.process is not None and process.process.poll() is None, \
-                f"{process.name} exited: {process.log.read_text()[-2000:]}"
+        _running(session, processes)
     finally:
         for watch in watches.values():
             watch.stop()
