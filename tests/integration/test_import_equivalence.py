@@ -213,3 +213,35 @@ def test_the_imported_objects_flip_the_same_deployments_at_the_same_minutes_as_t
             assert seen[name][0] == [(at_sleep, 0), (at_wake, REPLICAS[name])], (tool, name, report)
             assert seen[name][1] == seen[name][0], (tool, name, report)
         assert seen["keep"] == ([], []), (tool, report)
+
+
+def test_importing_from_the_cluster_gives_what_importing_the_same_objects_from_files_gives(
+        world: tuple[DevSession, Path, dict[str, PeerProcess]], tmp_path: Path) -> None:
+    """`--from-cluster` reads the SleepInfos, Namespaces and Deployments the API server serves
+    (and no ScaledObject: the kind is not served here) and writes what the files would."""
+    session, _, _ = world
+    assert session.kubeconfig is not None
+    later = dt.datetime.now(UTC).replace(second=0, microsecond=0) + dt.timedelta(hours=5)
+    kg, kd = "kg-cluster", "kd-cluster"
+    objects = [_namespace(kg), _namespace(kd, **{"downscaler/downtime": _downtime(later, later + dt.timedelta(hours=1))}),
+               _sleepinfo(kg, later, later + dt.timedelta(hours=2)),
+               *(_deployment(n, kg) for n in REPLICAS), _deployment("web", kd), _deployment("api", kd),
+               _deployment("keep", kd, **{"downscaler/exclude": "true"})]
+    source = tmp_path / "objects.yaml"
+    source.write_text(yaml.safe_dump_all(objects, sort_keys=False))
+    apply(session.kubeconfig, source)
+    runs = {}
+    for name, args in (("files", [str(source)]),
+                       ("cluster", ["--from-cluster", "--kubeconfig", str(session.kubeconfig)])):
+        done = subprocess.run([sys.executable, "-m", "fivespot", "import", *args, "--out",
+                               str(tmp_path / name)], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        runs[name] = tmp_path / name
+    for namespace in (kg, kd):
+        from_files, from_cluster = (list(yaml.safe_load_all((runs[r] / "tenant" / f"{namespace}.yaml").read_text()))
+                                    for r in ("files", "cluster"))
+        assert from_cluster == from_files and len(from_files) >= 2, namespace
+    files_tenants = yaml.safe_load_all((runs["files"] / "config" / "tenants.yaml").read_text())
+    cluster_tenants = yaml.safe_load_all((runs["cluster"] / "config" / "tenants.yaml").read_text())
+    assert {t["metadata"]["name"]: t for t in files_tenants}.items() <= \
+        {t["metadata"]["name"]: t for t in cluster_tenants}.items()
