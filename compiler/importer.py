@@ -1009,17 +1009,18 @@ def render(imported: Imported, read: Sequence[str]) -> dict[str, str]:
         files["config/tenants.yaml"] = _yaml(tenants, f"{CONFIG_HEADER}: one tenant per namespace the "
                                              "peers' objects were in.")
     for namespace in namespaces:
-        documents, comments = [], []
-        for schedule in (s for s in imported.schedules if s.namespace == namespace):
-            documents.append({"apiVersion": TBSS[0], "kind": TBSS[1],
-                              "metadata": {"name": schedule.name, "namespace": namespace},
-                              "spec": dict(schedule.spec)})
-            comments.append(f"from {schedule.source}")
-        for capacity in (c for c in imported.capacities if c.namespace == namespace):
-            documents.append(_capacity_object(capacity, imported.capacities))
-            comments.append(f"{capacity.kind} {capacity.target}, as {capacity.source} scaled it")
-        files[f"tenant/{namespace}.yaml"] = "---\n".join(
-            f"# {comment}\n{_yaml([document])}" for comment, document in zip(comments, documents))
+        schedules = [({"apiVersion": TBSS[0], "kind": TBSS[1],
+                       "metadata": {"name": s.name, "namespace": namespace}, "spec": dict(s.spec)},
+                      f"from {s.source}") for s in imported.schedules if s.namespace == namespace]
+        capacities = [(_capacity_object(c, imported.capacities),
+                       f"{c.kind} {c.target}, as {c.source} scaled it")
+                      for c in imported.capacities if c.namespace == namespace]
+        # Two steps: a ScheduledCapacity whose schedule has never answered is inactive (it
+        # writes 0), so the schedules go first and the capacities once they report.
+        for step, documents in (("schedules", schedules), ("capacities", capacities)):
+            if documents:
+                files[f"tenant/{step}/{namespace}.yaml"] = "---\n".join(
+                    f"# {comment}\n{_yaml([document])}" for document, comment in documents)
     if imported.capacities:
         files["config/fixtures/imported.yaml"] = _yaml(
             [{"apiVersion": "config.5spot.finos.org/v1alpha1", "kind": "Fixture",
@@ -1051,12 +1052,14 @@ def report(imported: Imported, read: Sequence[str]) -> str:
     """REPORT.md: what was read, what was written, and every note."""
     lines = ["# What `fivespot import` carried over", "",
              f"Read: {', '.join(read) if read else 'nothing'}.", "",
-             f"Wrote {len(imported.schedules)} TimeBasedSpotSchedule(s) and "
-             f"{len(imported.capacities)} ScheduledCapacity(ies) in `tenant/`, and the config repo "
-             "in `config/`.", "",
+             f"Wrote {len(imported.schedules)} TimeBasedSpotSchedule(s) in `tenant/schedules/` and "
+             f"{len(imported.capacities)} ScheduledCapacity(ies) in `tenant/capacities/`, and the "
+             "config repo in `config/`.", "",
              "Before you apply them, remove the peer's objects (SleepInfos, ScaledObjects, the "
              "`downscaler/*` annotations) for these workloads, or stop the peer: two controllers "
-             "writing one field fight over it.", ""]
+             "writing one field fight over it. Apply `tenant/schedules/` first and "
+             "`tenant/capacities/` once the schedules are Ready: a ScheduledCapacity whose "
+             "schedule has not answered yet writes 0.", ""]
     if imported.capacities:
         lines += ["## Imported", ""]
         lines += [f"- `{c.namespace}` {c.kind} `{c.target}`: {c.value} replicas while "

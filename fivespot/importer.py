@@ -36,7 +36,8 @@ def register(subparsers: Any) -> None:
         description="Read kube-green SleepInfos, kube-downscaler annotations (on Namespaces, "
                     "Deployments, StatefulSets) and KEDA ScaledObjects' cron triggers from files "
                     "or a cluster; write into OUT_DIR (new or empty) the config repo (config/), "
-                    "each namespace's TimeBasedSpotSchedules and ScheduledCapacities (tenant/) "
+                    "each namespace's TimeBasedSpotSchedules (tenant/schedules/) and "
+                    "ScheduledCapacities (tenant/capacities/, to apply once the schedules are Ready) "
                     "and REPORT.md, which lists what could not be carried over and why. Give the "
                     "workloads' manifests with the peer's objects: the value to wake each to is "
                     "its replicas.")

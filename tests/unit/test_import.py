@@ -377,8 +377,9 @@ def test_the_imported_repo_passes_test_compile_and_check_as_a_user_runs_them(tmp
     out = tmp_path / "imported"
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == [
         "REPORT.md", "config/consumers.yaml", "config/fixtures/imported.yaml", "config/platform.yaml",
-        "config/providers.yaml", "config/tenants.yaml", "tenant/k.yaml", "tenant/night.yaml",
-        "tenant/shop.yaml"]
+        "config/providers.yaml", "config/tenants.yaml", "tenant/capacities/k.yaml",
+        "tenant/capacities/night.yaml", "tenant/capacities/shop.yaml", "tenant/schedules/k.yaml",
+        "tenant/schedules/night.yaml", "tenant/schedules/shop.yaml"]
     tested = _fivespot("test", "imported/config", cwd=tmp_path)
     assert tested.returncode == 0 and "3 fixtures: 3 passed" in tested.stdout, tested.stdout + tested.stderr
     compiled = _fivespot("compile", "imported/config", "--out", "deploy", cwd=tmp_path)
