@@ -29,7 +29,7 @@ VERSION_TESTS := tests/integration/test_kubernetes_versions.py \
 CLUSTER_DIR := .cluster
 EXAMPLE := examples/agent-sandbox
 
-.PHONY: soak-governance install run test unit-then-lowest unit integration test-lowest typecheck imports controlplane engines cluster cluster-down clean golden demo bench bench-compile bench-check bench-webhook bench-capacity bench-providers bench-market-open bench-peers peers bench-composite bench-deploy bench-gitops bench-audit bench-informers bench-faults image image-lock reference kind
+.PHONY: soak-governance install run test unit-then-lowest unit integration test-lowest typecheck imports controlplane engines engines-then-peers cluster cluster-down clean golden demo bench bench-compile bench-check bench-webhook bench-capacity bench-providers bench-market-open bench-peers peers bench-composite bench-deploy bench-gitops bench-audit bench-informers bench-faults image image-lock reference kind
 
 .PHONY: controlplane-versions test-versions docs test-docs
 
@@ -54,7 +54,8 @@ $(LOWEST_STAMP): pyproject.toml tools/lower_bounds.py $(STAMP)
 
 # Builds (or reuses) the control plane, then the whole suite: the type check, the layer contracts,
 # unit tests, the docs site and the lower bounds, then integration tests. The GitOps engines the last integration
-# tests sync with (`make engines`) build (or are reused) beside the unit tests and the lower
+# tests sync with (`make engines`), then the peers the import equivalence test runs (`make peers`,
+# ~5 minutes cold), build (or are reused) beside the unit tests and the lower
 # bounds, which leave a core mostly idle: a cold engine build is ~20 CPU-minutes (~10 minutes of
 # both cores, plus 5 GB of modules; bench/RESULTS.md). pytest exits 5 when it collects no test; make
 # treats that as a failure.
@@ -62,7 +63,7 @@ $(LOWEST_STAMP): pyproject.toml tools/lower_bounds.py $(STAMP)
 # cold) build beside the integration tests, niced: those wait on servers and use about a quarter of
 # the machine. The versions' own tests (`test-versions`) run last.
 test: install controlplane typecheck imports
-	$(MAKE) --no-print-directory -j2 unit-then-lowest engines
+	$(MAKE) --no-print-directory -j2 unit-then-lowest engines-then-peers
 	$(MAKE) --no-print-directory -j2 integration controlplane-versions
 	$(MAKE) --no-print-directory test-versions
 
@@ -87,7 +88,7 @@ test-lowest: $(LOWEST_STAMP) controlplane
 unit: install
 	$(BIN)/python -m pytest -m unit
 
-integration: install controlplane engines
+integration: install controlplane engines peers
 	$(BIN)/python -m pytest -m integration
 
 typecheck: install
@@ -118,6 +119,12 @@ test-versions: install controlplane-versions
 # and KEDA's ScaledObject CRD, pinned in tools/crds/versions (devcluster/upstream_crds.py).
 engines: install
 	$(BIN)/python -m devcluster engines
+
+# The engines, then the peers `fivespot import`'s equivalence test runs (marker `peers`; about 5
+# minutes cold, cached like the engines): one Go build at a time, beside the unit tests.
+engines-then-peers: install
+	$(MAKE) --no-print-directory engines
+	$(MAKE) --no-print-directory peers
 
 cluster: controlplane
 	$(BIN)/python -m devcluster up --state-dir $(CLUSTER_DIR)

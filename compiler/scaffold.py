@@ -174,11 +174,17 @@ def scaffold_files() -> dict[str, str]:
 
 def init(directory: Path) -> list[str]:
     """Write the scaffold into `directory` (absent or empty); the paths written."""
+    return write_new(directory, scaffold_files(), "fivespot init")
+
+
+def write_new(directory: Path, files: dict[str, str], command: str) -> list[str]:
+    """Write `files` (relative path -> text) into `directory`, which must be absent or empty
+    (ScaffoldError if not): a command that writes a user's starting point never replaces
+    anything of theirs. The paths written."""
     if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
         what = "a file" if not directory.is_dir() else "a folder that is not empty"
-        raise ScaffoldError(f"{directory} is {what}; fivespot init writes only into a new or "
+        raise ScaffoldError(f"{directory} is {what}; {command} writes only into a new or "
                             "empty folder, so nothing of yours is replaced")
-    files = scaffold_files()
     directory.mkdir(parents=True, exist_ok=True)
     for relative, text in sorted(files.items()):
         target = directory / relative

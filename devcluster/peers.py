@@ -18,11 +18,14 @@ cores; an exclusive lock keeps parallel callers from building twice.
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Final
+from typing import IO, Any, Final
 
 from devcluster.build import cache_root, exclusive
 from devcluster.engines import (EngineBuildError, Pin, fresh_folder, go_build, go_env, module_copy,
@@ -101,3 +104,100 @@ def _build_peer(pin: Pin, binary: Path, out: IO[str], copy: dict[str, Path] | No
             shutil.copyfile(source / origin, target)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+# --- the peers as processes ----------------------------------------------------------------------
+
+
+@dataclass
+class PeerProcess:
+    """A peer's process: started, killed (an outage) and started again with the same arguments."""
+
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    log: Path
+    process: subprocess.Popen[bytes] | None = None
+    relay: Any = None
+    """A `netbridge.HostRelay` when it runs in a network namespace of its own (`stop` closes it)."""
+
+    def start(self) -> None:
+        from runtime.processes import die_with_parent
+
+        with open(self.log, "ab") as log:
+            self.process = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL, env=self.env,
+                                            start_new_session=True, preexec_fn=die_with_parent)
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, 9)
+            self.process.wait(10)
+        self.process = None
+
+    def stop(self) -> None:
+        """Killed for good: its relay closed too."""
+        self.kill()
+        if self.relay is not None:
+            self.relay.close()
+            self.relay = None
+
+
+def peer_processes(peers: Peers, work: Path, kube_green_config: Path, downscaler_config: Path,
+                   tls_dir: Path, downscaler_flags: Sequence[str] = ("--grace-period=0",),
+                   isolated: bool = True) -> dict[str, PeerProcess]:
+    """The peers with their documented flags (kube-green: the webhook server it always starts
+    needs a certificate, `tls_dir`'s tls.crt and tls.key; nothing calls it, as no webhook
+    configuration is installed). GoKubeDownscaler's `--grace-period 0`: its default 15 minutes
+    would ignore freshly created Deployments. With `isolated`, GoKubeDownscaler runs in a
+    network namespace of its own (`devcluster.netbridge`): its health server binds :8081,
+    hard-coded, and exits when another program holds it."""
+    from devcluster.dev import free_port
+
+    env = dict(os.environ)
+    green = PeerProcess("kube-green", [
+        str(peers.kube_green), f"--health-probe-bind-address=127.0.0.1:{free_port()}", "--webhook-host=127.0.0.1",
+        f"--webhook-server-port={free_port()}", f"--webhook-cert-path={tls_dir}"],
+        {**env, "KUBECONFIG": str(kube_green_config)}, work / "kube-green.log")
+    argv = [str(peers.gokubedownscaler), "-k", str(downscaler_config), *downscaler_flags]
+    relay = None
+    if isolated:
+        from devcluster.netbridge import HostRelay, isolated as in_namespace
+
+        address = api_server_address(downscaler_config)
+        relay = HostRelay(work / "gokubedownscaler.sock", address)
+        argv = in_namespace(argv, relay, address)
+    downscaler = PeerProcess("gokubedownscaler", argv, env, work / "gokubedownscaler.log", relay=relay)
+    return {"kube-green": green, "gokubedownscaler": downscaler}
+
+
+def api_server_address(kubeconfig: Path) -> tuple[str, int]:
+    """The (host, port) of the kubeconfig's first cluster (a local control plane's)."""
+    from urllib.parse import urlsplit
+
+    import yaml
+
+    server = urlsplit(yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]["server"])
+    assert server.hostname is not None and server.port is not None, server
+    return server.hostname, server.port
+
+
+def cluster_admin(kubeconfig: Path, api: Any, namespace: str, name: str) -> Path:
+    """A kubeconfig (beside `kubeconfig`) for ServiceAccount NAMESPACE/NAME bound to
+    cluster-admin, as each peer runs in the benchmark and the import tests."""
+    from devcluster.clients import service_account_kubeconfig
+    from runtime import kube
+
+    out = kubeconfig.parent / f"{name}.kubeconfig"
+    path = service_account_kubeconfig(kubeconfig, namespace, name, out)
+    try:
+        kube.request(api, "POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+                     body={"metadata": {"name": f"bench-{name}"},
+                           "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
+                                       "kind": "ClusterRole", "name": "cluster-admin"},
+                           "subjects": [{"kind": "ServiceAccount", "name": name,
+                                         "namespace": namespace}]})
+    except kube.ApiError as error:
+        if not error.conflict:
+            raise
+    return path

@@ -29,6 +29,8 @@ RUNTIME_COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "schedule": ("fivespot.preview", "preview schedules offline, or override one on a live "
                  "cluster (schedule preview|override)"),
     "audit": ("fivespot.audit", "which stored objects a compiled output's policies would deny"),
+    "import": ("fivespot.importer", "write fivespot config and objects from kube-green, "
+               "kube-downscaler or KEDA cron (files or a cluster), with a report"),
 }
 """Long-running commands, each registered by its package's `register(subparsers)`. They import the
 Kubernetes client, so a module is loaded only when its command is asked for, and `fivespot

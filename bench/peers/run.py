@@ -54,7 +54,6 @@ import datetime as dt
 import importlib.util
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import threading
@@ -68,13 +67,11 @@ from typing import Any, Final
 ROOT: Final = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from devcluster.clients import service_account_kubeconfig  # noqa: E402
 from devcluster.dev import DevSession  # noqa: E402
 from devcluster.kubectl import apply, wait_established  # noqa: E402
-from devcluster.peers import Peers, ensure_peers  # noqa: E402
+from devcluster.peers import PeerProcess as Peer, cluster_admin, ensure_peers, peer_processes  # noqa: E402
 from runtime import kube  # noqa: E402
 from runtime.informer import Informer  # noqa: E402
-from runtime.processes import die_with_parent  # noqa: E402
 
 HERE: Final = Path(__file__).resolve().parent
 UTC: Final = dt.timezone.utc
@@ -287,62 +284,7 @@ class World:
 
     def cluster_admin(self, name: str) -> Path:
         """A kubeconfig for ServiceAccount peers-system/NAME bound to cluster-admin."""
-        out = self.kubeconfig.parent / f"{name}.kubeconfig"
-        path = service_account_kubeconfig(self.kubeconfig, PEERS_NS, name, out)
-        try:
-            kube.request(self.api, "POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
-                         body={"metadata": {"name": f"bench-{name}"},
-                               "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
-                                           "kind": "ClusterRole", "name": "cluster-admin"},
-                               "subjects": [{"kind": "ServiceAccount", "name": name,
-                                             "namespace": PEERS_NS}]})
-        except kube.ApiError as error:
-            if not error.conflict:
-                raise
-        return path
-
-
-# --- the peers as processes ----------------------------------------------------------------------
-
-
-@dataclass
-class Peer:
-    """A peer's process: started, killed (an outage) and started again with the same arguments."""
-
-    name: str
-    argv: list[str]
-    env: dict[str, str]
-    log: Path
-    process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        with open(self.log, "ab") as log:
-            self.process = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, env=self.env,
-                                            start_new_session=True, preexec_fn=die_with_parent)
-
-    def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, 9)
-            self.process.wait(10)
-        self.process = None
-
-
-def peer_processes(peers: Peers, work: Path, kube_green_config: Path, downscaler_config: Path,
-                   tls_dir: Path) -> dict[str, Peer]:
-    """The peers with their documented flags (kube-green: the webhook server it always starts
-    needs a certificate; nothing calls it, as no webhook configuration is installed)."""
-    from devcluster.dev import free_port
-
-    env = dict(os.environ)
-    green = Peer("kube-green", [
-        str(peers.kube_green), f"--health-probe-bind-address=127.0.0.1:{free_port()}", "--webhook-host=127.0.0.1",
-        f"--webhook-server-port={free_port()}", f"--webhook-cert-path={tls_dir}"],
-        {**env, "KUBECONFIG": str(kube_green_config)}, work / "kube-green.log")
-    downscaler = Peer("gokubedownscaler", [
-        str(peers.gokubedownscaler), "-k", str(downscaler_config), "--grace-period=0"],
-        env, work / "gokubedownscaler.log")
-    return {"kube-green": green, "gokubedownscaler": downscaler}
+        return cluster_admin(self.kubeconfig, self.api, PEERS_NS, name)
 
 
 # --- the bench -----------------------------------------------------------------------------------
@@ -701,7 +643,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for informer in informers:
             informer.stop()
         for peer in peer_map.values():
-            peer.kill()
+            peer.stop()
         session.stop()
 
 

@@ -28,9 +28,9 @@ from tests.integration import leaks
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The tests with the real GitOps engines (marker `engines`) run last: they are the slowest,
-    so every other test reports first."""
-    items.sort(key=lambda item: item.get_closest_marker("engines") is not None)
+    """The tests with the real GitOps engines (marker `engines`) and the real peers (`peers`)
+    run last: they are the slowest, so every other test reports first."""
+    items.sort(key=lambda item: any(item.get_closest_marker(m) is not None for m in ("engines", "peers")))
 
 
 def _snapshot() -> set[tuple[int, int]]:
