@@ -30,7 +30,7 @@ from typing import Any, Final, NoReturn
 from zoneinfo import ZoneInfo
 
 from compiler.diagnostics import Diagnostic, InputError, Location, cut
-from compiler.objectyaml import Document
+from compiler.check.objectyaml import Document
 
 MINUTES_PER_DAY: Final = 24 * 60
 WEEK: Final = 7 * MINUTES_PER_DAY

@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _from_files(sources: list[Path]) -> tuple[list[Any], list[str]]:
     from compiler import folders
-    from compiler.objectyaml import read_documents
+    from compiler.check.objectyaml import read_documents
 
     documents, read = [], []
     for source in sources:
@@ -126,7 +126,7 @@ class _ClusterError(Exception):
 
 
 def _from_cluster(kubeconfig: Path | None, context: str | None) -> tuple[list[Any], list[str]]:
-    from compiler.objectyaml import Document
+    from compiler.check.objectyaml import Document
     from runtime import kube
 
     try:

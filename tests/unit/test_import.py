@@ -21,8 +21,8 @@ import yaml
 from api.kinds.providers import TimeBasedSpotScheduleSpec
 from compiler.diagnostics import InputError
 from compiler.importer import Imported, import_objects, render
-from compiler.objectyaml import read_text
-from controllers.providers import time_based as tb
+from compiler.check.objectyaml import read_text
+from controllers.spotschedules import time_based as tb
 from tests.unit.test_schedules_from_other_tools import ROWS
 
 pytestmark = pytest.mark.unit
