@@ -14,7 +14,10 @@ same work, in its own 20 namespaces so that all can run at once without fighting
 - fivespot: one CapitalMarketsSchedule per namespace (minute-precision sessions; the awake
   windows) and one ScheduledCapacity per Deployment (spec.replicas, activeValue 1);
 - kube-green: one SleepInfo per namespace (`sleepAt`/`wakeUpAt`, every weekday), its defaults
-  (`--max-concurrent-reconciles` 20, `--sleep-delta` 60 s), as a cluster-admin ServiceAccount;
+  (`--max-concurrent-reconciles` 20, `--sleep-delta` 60 s), as a cluster-admin ServiceAccount,
+  with `--leader-elect` as its shipped manifests (config/manager, the Helm chart) run it: its
+  Lease's namespace comes from the Pod's service-account namespace file, which the bench gives it
+  in a mount namespace of its own (`--no-kube-green-leader-elect`: its flag's default, no Lease);
 - GoKubeDownscaler: a `downscaler/downtime` annotation per namespace (relative timespans), its
   default `--interval` 30 s and `--grace-period 0` (its default 15 minutes would ignore the
   bench's freshly created Deployments), as a cluster-admin ServiceAccount;
@@ -328,17 +331,42 @@ class Peer:
         self.process = None
 
 
+def as_in_a_pod(argv: list[str], namespace: str, work: Path) -> list[str]:
+    """`argv` run in its own mount namespace in which
+    /var/run/secrets/kubernetes.io/serviceaccount/namespace reads `namespace`, as in a Pod (an
+    overlay on /run, so nothing outside this process sees the file). kube-green's shipped
+    manifests pass `--leader-elect` and no lease namespace; controller-runtime then reads the
+    Lease's namespace from that file (`getInClusterNamespace`), and out of a cluster refuses to
+    start. Needs root (mount namespaces)."""
+    if os.geteuid() != 0:
+        raise SystemExit("kube-green with leader election needs root here (a mount namespace "
+                         "for its service-account namespace file); pass --no-kube-green-leader-elect")
+    upper, scratch = work / "pod-run" / "upper", work / "pod-run" / "work"
+    upper.mkdir(parents=True, exist_ok=True)
+    scratch.mkdir(parents=True, exist_ok=True)
+    folder = "/run/secrets/kubernetes.io/serviceaccount"
+    script = (f"mount -t overlay overlay -o lowerdir=/run,upperdir={upper},workdir={scratch} /run"
+              f" && mkdir -p {folder} && printf %s {namespace} > {folder}/namespace"
+              ' && exec "$@"')
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", *argv]
+
+
 def peer_processes(peers: Peers, work: Path, kube_green_config: Path, downscaler_config: Path,
-                   tls_dir: Path) -> dict[str, Peer]:
+                   tls_dir: Path, kube_green_leader_elect: bool = True) -> dict[str, Peer]:
     """The peers with their documented flags (kube-green: the webhook server it always starts
-    needs a certificate; nothing calls it, as no webhook configuration is installed)."""
+    needs a certificate; nothing calls it, as no webhook configuration is installed; with
+    `kube_green_leader_elect`, `--leader-elect` as its shipped manifests run it, its Lease in
+    PEERS_NS)."""
     from devcluster.dev import free_port
 
     env = dict(os.environ)
-    green = Peer("kube-green", [
+    green_argv = [
         str(peers.kube_green), f"--health-probe-bind-address=127.0.0.1:{free_port()}", "--webhook-host=127.0.0.1",
-        f"--webhook-server-port={free_port()}", f"--webhook-cert-path={tls_dir}"],
-        {**env, "KUBECONFIG": str(kube_green_config)}, work / "kube-green.log")
+        f"--webhook-server-port={free_port()}", f"--webhook-cert-path={tls_dir}"]
+    if kube_green_leader_elect:
+        green_argv = as_in_a_pod([*green_argv, "--leader-elect"], PEERS_NS, work)
+    green = Peer("kube-green", green_argv, {**env, "KUBECONFIG": str(kube_green_config)},
+                 work / "kube-green.log")
     downscaler = Peer("gokubedownscaler", [
         str(peers.gokubedownscaler), "-k", str(downscaler_config), "--grace-period=0"],
         env, work / "gokubedownscaler.log")
@@ -365,6 +393,10 @@ class Bench:
             return [p.pid for _, p in self.session.processes if p.poll() is None]
         process = self.peers[tool].process
         return [process.pid] if process is not None and process.poll() is None else []
+
+    def fivespot_cpu(self) -> dict[str, float]:
+        """CPU seconds so far of each running fivespot process, by component."""
+        return {name: cpu_seconds(p.pid) for name, p in self.session.processes if p.poll() is None}
 
     def users(self, tool: str) -> tuple[str, ...]:
         if tool == "fivespot":
@@ -570,7 +602,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             world.annotate(namespace, downtime(windows("gokubedownscaler", True), zone, offset))
         tls_dir = session.state_dir / "tls"
         peer_map.update(peer_processes(peers, work, world.cluster_admin("kube-green"),
-                                       world.cluster_admin("gokubedownscaler"), tls_dir))
+                                       world.cluster_admin("gokubedownscaler"), tls_dir,
+                                       args.kube_green_leader_elect))
+        bench.results["kube_green_leader_elect"] = args.kube_green_leader_elect
         bare_config = world.cluster_admin("bench-bare")
         for peer in peer_map.values():
             peer.start()
@@ -590,6 +624,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         time.sleep(5)
         idle_from, idle_offset = time.monotonic(), audit_log.stat().st_size
         cpu_before = {tool: sum(cpu_seconds(p) for p in bench.pids(tool)) for tool in TOOLS}
+        cpu_parts_before = bench.fivespot_cpu()
         sleep_until(first - dt.timedelta(seconds=10))
         idle_s = time.monotonic() - idle_from
         idle_stop = audit_log.stat().st_size
@@ -601,6 +636,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             idle[tool] = {"writes_per_h": round(writes * scale), "requests_per_h": round(requests * scale),
                           "cpu_s_per_h": round(cpu * scale, 1), "writes": writes,
                           "requests": requests, "cpu_s": round(cpu, 2)}
+        idle["fivespot"]["cpu_s_per_h_by_process"] = {
+            name: round((cpu - cpu_parts_before.get(name, 0.0)) * 3600 / idle_s, 1)
+            for name, cpu in bench.fivespot_cpu().items()}
         bench.results["idle"] = idle
         print(f"idle over {idle_s:.0f} s: {json.dumps(idle)}", flush=True)
         bench.results["memory"] = {str(args.targets): {tool: bench.memory(tool) for tool in TOOLS}}
@@ -755,6 +793,11 @@ def main() -> int:
                         help="seconds after a boundary before it is measured")
     parser.add_argument("--bare-after", type=float, default=35.0, metavar="S",
                         help="seconds after kube-green's boundary when the bare client sends")
+    parser.add_argument("--kube-green-leader-elect", action=argparse.BooleanOptionalAction,
+                        default=True,
+                        help="run kube-green with --leader-elect, as its shipped manifests do "
+                             "(default; needs root for its Pod-like namespace file), or without, "
+                             "its flag's default")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
     if args.rounds % 2 == 0:
