@@ -59,7 +59,9 @@ EventHandler = Callable[[str, Obj, Obj | None], None]
 
 DEFAULT_STALL_AFTER_S: Final = 150.0
 """The API server sends a bookmark about once a minute on a quiet watch; two missed plus slack."""
-DEFAULT_WATCH_TIMEOUT_S: Final = 240.0
+DEFAULT_WATCH_TIMEOUT_S: Final = 480.0
+"""8 to 10 minutes with the jitter (client-go's reflector: 5 to 10): each restart is a request,
+and a quiet watch is proven alive by its bookmarks, not by restarting it."""
 PAGE_SIZE: Final = 500
 
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from api.bundle import Bundle, BundleError, load_bundle
 from commandline import exitcodes
 from runtime import logs
+from runtime.informer import DEFAULT_WATCH_TIMEOUT_S
 from runtime.leaderelection import Timing, default_identity
 from runtime.manager import Manager, Settings
 from runtime.partitions import Partitions
@@ -69,7 +70,7 @@ def add_runtime_flags(parser: argparse.ArgumentParser) -> None:
                         help="slow periodic resync of every cached object (the backstop clock)")
     parser.add_argument("--stall-after", type=float, default=150.0, metavar="S",
                         help="a watch with no event and no bookmark for this long is restarted")
-    parser.add_argument("--watch-timeout", type=float, default=240.0, metavar="S",
+    parser.add_argument("--watch-timeout", type=float, default=DEFAULT_WATCH_TIMEOUT_S, metavar="S",
                         help="server-side timeout of each watch request (jittered), after which "
                              "it is resumed")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
