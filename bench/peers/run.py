@@ -129,8 +129,28 @@ def whole_minute_after(instant: dt.datetime) -> dt.datetime:
 
 
 def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:  # gone meanwhile
+        return 0.0
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def with_descendants(root: int) -> list[int]:
+    """`root` and every process below it (from /proc's parent ids)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, []))
+    return found
 
 
 def memory_mb(pid: int) -> tuple[float, float]:
@@ -389,14 +409,19 @@ class Bench:
     results: dict[str, Any] = field(default_factory=dict)
 
     def pids(self, tool: str) -> list[int]:
+        """The tool's running processes and their descendants (the webhook's workers are
+        children of its master)."""
         if tool == "fivespot":
-            return [p.pid for _, p in self.session.processes if p.poll() is None]
-        process = self.peers[tool].process
-        return [process.pid] if process is not None and process.poll() is None else []
+            roots = [p.pid for _, p in self.session.processes if p.poll() is None]
+        else:
+            process = self.peers[tool].process
+            roots = [process.pid] if process is not None and process.poll() is None else []
+        return [pid for root in roots for pid in with_descendants(root)]
 
     def fivespot_cpu(self) -> dict[str, float]:
-        """CPU seconds so far of each running fivespot process, by component."""
-        return {name: cpu_seconds(p.pid) for name, p in self.session.processes if p.poll() is None}
+        """CPU seconds so far of each running fivespot component (its process and descendants)."""
+        return {name: sum(cpu_seconds(pid) for pid in with_descendants(p.pid))
+                for name, p in self.session.processes if p.poll() is None}
 
     def users(self, tool: str) -> tuple[str, ...]:
         if tool == "fivespot":
