@@ -194,6 +194,9 @@ class Verdict:
     leading: bool
     """Whether this replica may act for the partition right now."""
     reason: str
+    until: float | None = None
+    """STAND_BY: when what I saw lets me take the lease (a watched lease need not be re-read
+    before then: its watch wakes me on any change)."""
 
 
 def decide(
@@ -244,7 +247,7 @@ def decide(
         return Verdict(Action.ACQUIRE, now, False, why)
     holder = f"{view.holder} holds it" if view.exists and view.holder else why
     return Verdict(Action.STAND_BY, min(eligible, now + timing.poll_s), False,
-                   f"{holder}; waiting (holding {held} other lease(s))")
+                   f"{holder}; waiting (holding {held} other lease(s))", eligible)
 
 
 def holdings(views: Mapping[str, LeaseView], me: str, leading: Iterable[str]) -> dict[str, list[str]]:
@@ -386,12 +389,14 @@ class LeaderElector:
         self._wakes = {p: threading.Event() for p in self.leases}
         self._threads: list[threading.Thread] = []
         self._watches: list[Informer] = []
+        self._watch_of: dict[str, Informer] = {}
         if watch:
             for partition, name in sorted(self.leases.items()):
                 informer = Informer(api_client, LEASE_GROUP, LEASE_VERSION, "leases", namespace,
                                     resync_s=0, clock=clock, field_selector=f"metadata.name={name}")
                 informer.add_handler(functools.partial(self._on_event, partition))
                 self._watches.append(informer)
+                self._watch_of[partition] = informer
         for partition in self.leases:
             metrics.IS_LEADER.labels(controller=controller, partition=partition).set(0)
 
@@ -476,32 +481,39 @@ class LeaderElector:
 
     def _on_event(self, partition: str, event: str, obj: Mapping[str, Any],
                   _old: Mapping[str, Any] | None) -> None:
-        """The lease's watch saw a version: wake the partition's loop (to read it) when it
-        matters — to a holder, another holder, a new announcement or a request; to a candidate,
-        any change of the holder's record or of a hand-back."""
-        seen = _view(None if event == DELETED else obj, self._clock.monotonic())
+        """The lease's watch saw a version. A holder's loop is woken to read the lease when it
+        matters (another holder, a new announcement, a request). A candidate takes the version
+        as read (a version older than one it already read only restarts its wait, the safe way)
+        and is woken when the holder's record or a hand-back changed; it reads the lease again
+        before it acquires."""
+        now = self._clock.monotonic()
+        raw = None if event == DELETED else dict(obj)
+        seen = _view(raw, now)
         with self._lock:
             state = self._states[partition]
             old = state.view
-            if state.renewed_at is not None:
+            leading = state.renewed_at is not None
+            if leading:
                 matters = (seen.holder != self.identity
                            or (seen.standby is not None and seen.standby != state.standby_seen)
                            or (seen.wanted_by is not None
                                and (old is None or seen.wanted_by != old.wanted_by)))
+                state.reread = state.reread or matters
             else:
                 matters = old is None or (seen.exists, seen.holder, seen.record, seen.handed_to) != (
                     old.exists, old.holder, old.record, old.handed_to)
-            if not matters:
-                return
-            state.reread = True
-        self._wakes[partition].set()
+        if not leading:
+            self._observed(partition, raw, now, candidate_only=True)
+        if matters:
+            self._wakes[partition].set()
 
     def _step(self, partition: str) -> float:
         with self._lock:
             state = replace(self._states[partition])
         if state.yield_until is not None and self._clock.monotonic() < state.yield_until:
             return min(self.timing.poll_s, state.yield_until - self._clock.monotonic())
-        if state.view is None or state.renewed_at is None or state.reread:
+        if state.view is None or state.reread or (
+                state.renewed_at is None and not self._watched(partition)):
             state = self._read(partition)
         now = self._clock.monotonic()
         assert state.view is not None
@@ -538,7 +550,17 @@ class LeaderElector:
                 self._states[partition].lease_s = None
             self._stopped(partition, verdict.reason)
             return 0.0
-        return verdict.at - self._clock.monotonic()
+        now = self._clock.monotonic()
+        if verdict.action is Action.STAND_BY and verdict.until is not None and self._watched(partition):
+            # the watch keeps the view and wakes me on any change; look again at the latest once
+            # a lease duration (announcements, requests)
+            return min(verdict.until, now + self.timing.lease_duration_s) - now
+        return verdict.at - now
+
+    def _watched(self, partition: str) -> bool:
+        """Whether this partition's lease watch is synced and not stalled."""
+        informer = self._watch_of.get(partition)
+        return informer is not None and informer.healthy()
 
     def _renew_after(self, partition: str) -> float:
         with self._lock:
@@ -573,12 +595,16 @@ class LeaderElector:
                                                "identity": self.identity})
         self._observed(partition, answer, now)
 
-    def _observed(self, partition: str, raw: dict[str, Any] | None, now: float) -> _State:
+    def _observed(self, partition: str, raw: dict[str, Any] | None, now: float,
+                  candidate_only: bool = False) -> _State:
         """Record a read (or a write's answer) of the lease: `observed_at` is kept unless the
         holder or its record changed; a changed `STANDBY` announcement is noted (as holder: a
-        peer waits)."""
+        peer waits). `candidate_only` (a watch event, which may be older than what a holder
+        just wrote): ignored once this replica leads."""
         with self._lock:
             state = self._states[partition]
+            if candidate_only and state.renewed_at is not None:
+                return replace(state)
             view = _view(raw, now)
             old = state.view
             if old is not None and (old.exists, old.holder, old.record) == (

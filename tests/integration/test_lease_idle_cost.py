@@ -9,9 +9,10 @@ controller runs (`runtime.leaderelection.LeaderElector`), with short timings.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
-from kubernetes import client
+from kubernetes import client, config
 
 from runtime import kube
 from runtime.leaderelection import LEASE_GROUP, LEASE_VERSION, STANDBY, LeaderElector, Timing
@@ -32,9 +33,28 @@ def lease(admin: client.ApiClient, namespace: str, name: str) -> dict[str, Any] 
         raise
 
 
-def elector(admin: client.ApiClient, namespace: str, name: str, identity: str) -> LeaderElector:
-    return LeaderElector(admin, namespace, {"p": name}, identity, timing=TIMING,
+def elector(api: client.ApiClient, namespace: str, name: str, identity: str) -> LeaderElector:
+    return LeaderElector(api, namespace, {"p": name}, identity, timing=TIMING,
                          controller=unique("lease-cost"))
+
+
+class CountingClient(client.ApiClient):  # type: ignore[misc]
+    """Counts the GETs of one Lease (a watch lists and watches the collection, not counted)."""
+
+    def __init__(self, configuration: client.Configuration, lease_name: str) -> None:
+        super().__init__(configuration)
+        self.suffix, self.gets = f"/leases/{lease_name}", 0
+
+    def call_api(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        if method == "GET" and url.split("?")[0].endswith(self.suffix):
+            self.gets += 1
+        return super().call_api(method, url, *args, **kwargs)
+
+
+def counting_client(kubeconfig: Path, lease_name: str) -> CountingClient:
+    configuration = client.Configuration()
+    config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
+    return CountingClient(configuration, lease_name)
 
 
 def test_a_lone_holder_writes_the_solo_lease_and_renews_it_a_third_as_often(
@@ -62,13 +82,14 @@ def test_a_lone_holder_writes_the_solo_lease_and_renews_it_a_third_as_often(
         alone.stop()
 
 
-def test_a_standby_is_heard_at_once_and_a_crashed_holder_is_replaced_within_the_short_lease(
-    admin: client.ApiClient, namespace: str
+def test_a_standby_is_heard_at_once_reads_nothing_while_it_waits_and_replaces_a_crashed_holder(
+    kubeconfig: Path, admin: client.ApiClient, namespace: str
 ) -> None:
     name = unique("lease")
     holder = elector(admin, namespace, name, unique("holder"))
     holder.start()
-    standby = elector(admin, namespace, name, unique("standby"))
+    standby_api = counting_client(kubeconfig, name)
+    standby = elector(standby_api, namespace, name, unique("standby"))
     try:
         eventually(lambda: holder.is_leading("p"), 20, "the first replica leads")
         eventually(lambda: (l := lease(admin, namespace, name)) and l["spec"]["leaseDurationSeconds"] == 12,
@@ -83,7 +104,13 @@ def test_a_standby_is_heard_at_once_and_a_crashed_holder_is_replaced_within_the_
         # heard through the holder's watch, not at its next solo renewal (4 s away at most)
         assert short - announced < 2.0, f"switched {short - announced:.2f} s after the announcement"
         assert holder.is_leading("p") and not standby.is_leading("p")
+        # the holder renews its short lease every 4/3 s; the standby sees each renewal through
+        # its watch and reads the Lease only to acquire it (it polled every 0.25 s before)
         time.sleep(1.0)
+        gets = standby_api.gets
+        time.sleep(8.0)
+        assert standby_api.gets - gets <= 2, f"{standby_api.gets - gets} GETs in 8 s"
+        assert holder.is_leading("p") and not standby.is_leading("p")
         crashed = time.monotonic()
         holder.stop(release=False)  # no release: the standby must wait the lease out
         eventually(lambda: standby.is_leading("p"), 15, "the standby takes over")
