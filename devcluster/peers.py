@@ -143,22 +143,47 @@ class PeerProcess:
             self.relay = None
 
 
+def as_in_a_pod(argv: list[str], namespace: str, work: Path) -> list[str]:
+    """`argv` run in its own mount namespace in which
+    /var/run/secrets/kubernetes.io/serviceaccount/namespace reads `namespace`, as in a Pod (an
+    overlay on /run, so nothing outside this process sees the file). kube-green's shipped
+    manifests pass `--leader-elect` and no lease namespace; controller-runtime then reads the
+    Lease's namespace from that file (`getInClusterNamespace`), and out of a cluster refuses to
+    start. Needs root (mount namespaces)."""
+    if os.geteuid() != 0:
+        raise SystemExit("kube-green with leader election needs root here (a mount namespace "
+                         "for its service-account namespace file); pass --no-kube-green-leader-elect")
+    upper, scratch = work / "pod-run" / "upper", work / "pod-run" / "work"
+    upper.mkdir(parents=True, exist_ok=True)
+    scratch.mkdir(parents=True, exist_ok=True)
+    folder = "/run/secrets/kubernetes.io/serviceaccount"
+    script = (f"mount -t overlay overlay -o lowerdir=/run,upperdir={upper},workdir={scratch} /run"
+              f" && mkdir -p {folder} && printf %s {namespace} > {folder}/namespace"
+              ' && exec "$@"')
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", *argv]
+
+
 def peer_processes(peers: Peers, work: Path, kube_green_config: Path, downscaler_config: Path,
                    tls_dir: Path, downscaler_flags: Sequence[str] = ("--grace-period=0",),
-                   isolated: bool = True) -> dict[str, PeerProcess]:
+                   isolated: bool = True, kube_green_lease_namespace: str | None = None,
+                   ) -> dict[str, PeerProcess]:
     """The peers with their documented flags (kube-green: the webhook server it always starts
     needs a certificate, `tls_dir`'s tls.crt and tls.key; nothing calls it, as no webhook
-    configuration is installed). GoKubeDownscaler's `--grace-period 0`: its default 15 minutes
+    configuration is installed; with `kube_green_lease_namespace`, `--leader-elect` as its
+    shipped manifests run it, its Lease in that namespace). GoKubeDownscaler's `--grace-period 0`: its default 15 minutes
     would ignore freshly created Deployments. With `isolated`, GoKubeDownscaler runs in a
     network namespace of its own (`devcluster.netbridge`): its health server binds :8081,
     hard-coded, and exits when another program holds it."""
     from devcluster.dev import free_port
 
     env = dict(os.environ)
-    green = PeerProcess("kube-green", [
+    green_argv = [
         str(peers.kube_green), f"--health-probe-bind-address=127.0.0.1:{free_port()}", "--webhook-host=127.0.0.1",
-        f"--webhook-server-port={free_port()}", f"--webhook-cert-path={tls_dir}"],
-        {**env, "KUBECONFIG": str(kube_green_config)}, work / "kube-green.log")
+        f"--webhook-server-port={free_port()}", f"--webhook-cert-path={tls_dir}"]
+    if kube_green_lease_namespace is not None:
+        green_argv = as_in_a_pod([*green_argv, "--leader-elect"], kube_green_lease_namespace, work)
+    green = PeerProcess("kube-green", green_argv, {**env, "KUBECONFIG": str(kube_green_config)},
+                        work / "kube-green.log")
     argv = [str(peers.gokubedownscaler), "-k", str(downscaler_config), *downscaler_flags]
     relay = None
     if isolated:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from api.bundle import Bundle, BundleError, load_bundle
 from commandline import exitcodes
 from runtime import logs
+from runtime.informer import DEFAULT_WATCH_TIMEOUT_S
 from runtime.leaderelection import Timing, default_identity
 from runtime.manager import Manager, Settings
 from runtime.partitions import Partitions
@@ -58,12 +59,19 @@ def add_runtime_flags(parser: argparse.ArgumentParser) -> None:
                         help="a leader that could not renew for this long stops acting (less "
                              "than --lease-duration)")
     parser.add_argument("--retry-period", type=float, default=2.0, metavar="S",
-                        help="how often leases are renewed or tried")
+                        help="the least time between two renewals of a lease, and between two "
+                             "tries to take one")
+    parser.add_argument("--renew-every", type=float, metavar="S",
+                        help="a held lease is renewed this long after its last renewal (default: a "
+                             "third of --lease-duration); a failed renewal is retried at once")
+    parser.add_argument("--solo-lease-duration", type=float, default=120.0, metavar="S",
+                        help="the lease a holder writes while no standby replica has announced "
+                             "itself (renewed at the same fraction; 0: always --lease-duration)")
     parser.add_argument("--resync", type=float, default=300.0, metavar="S",
                         help="slow periodic resync of every cached object (the backstop clock)")
     parser.add_argument("--stall-after", type=float, default=150.0, metavar="S",
                         help="a watch with no event and no bookmark for this long is restarted")
-    parser.add_argument("--watch-timeout", type=float, default=240.0, metavar="S",
+    parser.add_argument("--watch-timeout", type=float, default=DEFAULT_WATCH_TIMEOUT_S, metavar="S",
                         help="server-side timeout of each watch request (jittered), after which "
                              "it is resumed")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
@@ -79,7 +87,8 @@ def runtime_inputs(args: argparse.Namespace) -> tuple[Bundle, Partitions, Timing
     bundle = load_bundle(args.bundle)
     partitions = partitions_from(args, bundle)
     timing = Timing(lease_duration_s=args.lease_duration, renew_deadline_s=args.renew_deadline,
-                    retry_period_s=args.retry_period)
+                    retry_period_s=args.retry_period, renew_every_s=args.renew_every,
+                    solo_lease_duration_s=args.solo_lease_duration or None)
     if args.workers < 1:
         raise ValueError("--workers must be at least 1")
     return bundle, partitions, timing

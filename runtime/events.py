@@ -53,7 +53,7 @@ class EventRecorder:
         self.reporting_controller = reporting_controller
         self.instance = instance[:128]
         self.clock = clock
-        self._queue: queue.Queue[_Pending] = queue.Queue(maxsize=QUEUE_SIZE)
+        self._queue: queue.Queue[_Pending | None] = queue.Queue(maxsize=QUEUE_SIZE)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="events", daemon=True)
 
@@ -63,6 +63,10 @@ class EventRecorder:
     def stop(self, timeout: float = 5.0) -> None:
         """Send what is queued (within `timeout`), then stop."""
         self._stop.set()
+        try:
+            self._queue.put_nowait(None)  # wakes the sender; when full, it drains and sees _stop
+        except queue.Full:
+            pass
         if self._thread.is_alive():
             self._thread.join(timeout)
 
@@ -80,11 +84,9 @@ class EventRecorder:
 
     def _run(self) -> None:
         while not (self._stop.is_set() and self._queue.empty()):
-            try:
-                pending = self._queue.get(timeout=0.2)
-            except queue.Empty:
-                continue
-            self._send(pending)
+            pending = self._queue.get()  # idle costs nothing: `stop` wakes it with None
+            if pending is not None:
+                self._send(pending)
 
     def _send(self, pending: _Pending) -> None:
         regarding = pending.regarding

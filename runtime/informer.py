@@ -59,7 +59,9 @@ EventHandler = Callable[[str, Obj, Obj | None], None]
 
 DEFAULT_STALL_AFTER_S: Final = 150.0
 """The API server sends a bookmark about once a minute on a quiet watch; two missed plus slack."""
-DEFAULT_WATCH_TIMEOUT_S: Final = 240.0
+DEFAULT_WATCH_TIMEOUT_S: Final = 480.0
+"""8 to 10 minutes with the jitter (client-go's reflector: 5 to 10): each restart is a request,
+and a quiet watch is proven alive by its bookmarks, not by restarting it."""
 PAGE_SIZE: Final = 500
 
 
@@ -146,7 +148,10 @@ class Informer:
         watch_timeout_s: float = DEFAULT_WATCH_TIMEOUT_S,
         page_size: int = PAGE_SIZE,
         clock: Clock = SYSTEM_CLOCK,
+        field_selector: str | None = None,
     ):
+        """`field_selector` narrows the list and the watch (`metadata.name=x`: one object, which
+        RBAC authorizes by resourceNames)."""
         self.api_client = api_client
         self.group, self.version, self.plural, self.namespace = group, version, plural, namespace
         self.resync_s = resync_s
@@ -154,6 +159,9 @@ class Informer:
         self.watch_timeout_s = watch_timeout_s
         self.page_size = page_size
         self.name = f"{plural}.{group}" if group else plural
+        self.field_selector = field_selector
+        if field_selector:
+            self.name = f"{self.name}[{field_selector}]"
         self._clock = clock
         self._cache = Cache()
         self._handlers: builtins.list[EventHandler] = []
@@ -292,7 +300,8 @@ class Informer:
         while True:
             answer = kube.request(
                 self.api_client, "GET", self._path(),
-                query={"limit": self.page_size, "continue": token},
+                query={"limit": self.page_size, "continue": token,
+                       "fieldSelector": self.field_selector},
                 timeout=(5.0, 60.0),
             )
             items += [i for i in answer.get("items") or [] if isinstance(i, dict)]
@@ -319,6 +328,7 @@ class Informer:
             "resourceVersion": self._rv,
             "allowWatchBookmarks": "true",
             "timeoutSeconds": max(timeout_s, 1),
+            "fieldSelector": self.field_selector,
         }
         try:
             response = kube.stream(self.api_client, self._path(), query=query,

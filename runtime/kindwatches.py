@@ -3,8 +3,10 @@
 Each kind is resolved through discovery, in whatever version the API server serves (provider
 contract: never a pinned version). A kind whose CRD is not installed is *unresolved*: the
 controller reports it on the objects that use it (ProviderCRDNotInstalled) and the resolver
-retries in the background, so installing the CRD later starts its informer and re-queues exactly
-the objects that were waiting for it.
+retries in the background (after `retry_s`, doubling up to `max_retry_s`: a kind that stays
+uninstalled, such as KEDA's ScaledObject in a cluster without KEDA, costs one discovery request a
+minute, not one every few seconds), so installing the CRD later starts its informer and re-queues
+exactly the objects that were waiting for it.
 
 A kind can also stop being served while it is watched: its CRD deleted, or the version being
 watched removed from it. The informer's list or watch is then answered 404; the resolver looks
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -45,6 +48,9 @@ class Watched:
     last_error: str | None = None
     suspect: bool = False
     """The informer was answered 404: the resolver checks whether the kind is still served."""
+    retry_at: float = 0.0
+    """While unresolved: when (monotonic) the resolver's loop looks it up again."""
+    retry_delay: float = 0.0
 
 
 InformerFactory = Callable[[ResolvedKind], Informer]
@@ -61,6 +67,7 @@ class KindWatches:
         handler: EventHandler,
         *,
         retry_s: float = 5.0,
+        max_retry_s: float = 60.0,
         on_change: Changed | None = None,
     ):
         """`on_change(group_kind)` runs on the resolver thread whenever a kind's resolution
@@ -70,6 +77,7 @@ class KindWatches:
         self._make = make_informer
         self._handler = handler
         self._retry_s = retry_s
+        self._max_retry_s = max(max_retry_s, retry_s)
         self._on_change = on_change
         self._lock = threading.Lock()
         self._kinds: dict[GroupKind, Watched] = {}
@@ -93,18 +101,23 @@ class KindWatches:
         with self._lock:
             return [w.informer for w in self._kinds.values() if w.informer is not None]
 
-    def resolve_now(self) -> None:
-        """One resolution pass over every unresolved or suspect kind (the resolver thread's
-        body)."""
+    def resolve_now(self, due_only: bool = False) -> float | None:
+        """One resolution pass over every unresolved or suspect kind (with `due_only`, the
+        resolver thread's: only those whose retry is due). Returns when the next retry is due
+        (monotonic), or None when nothing is pending."""
+        now = time.monotonic()
         with self._lock:
             pending = [w for w in self._kinds.values() if w.resolved is None or w.suspect]
         for watched in pending:
+            if due_only and not watched.suspect and now < watched.retry_at:
+                continue
             try:
                 resolved = kube.resolve_kind(self.api_client, watched.group, watched.kind)
             except kube.ApiError as error:
                 watched.last_error = error.message
                 log.warning("discovery failed", extra={"group": watched.group, "kind": watched.kind,
                                                        "error": error.message[:300]})
+                self._back_off(watched)
                 continue
             dropped = False
             if watched.informer is not None:
@@ -116,10 +129,19 @@ class KindWatches:
                 dropped = True
             if resolved is None:
                 watched.last_error = NOT_SERVED
+                self._back_off(watched)
                 if dropped:
                     self._changed(watched)
                 continue
+            watched.retry_delay = 0.0
             self._watch(watched, resolved)
+        with self._lock:
+            waiting = [w.retry_at for w in self._kinds.values() if w.resolved is None or w.suspect]
+        return min(waiting) if waiting else None
+
+    def _back_off(self, watched: Watched) -> None:
+        watched.retry_delay = min(max(2 * watched.retry_delay, self._retry_s), self._max_retry_s)
+        watched.retry_at = time.monotonic() + watched.retry_delay
 
     def _watch(self, watched: Watched, resolved: ResolvedKind) -> None:
         informer = self._make(resolved)
@@ -171,6 +193,6 @@ class KindWatches:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.resolve_now()
-            self._wake.wait(self._retry_s)
+            due = self.resolve_now(due_only=True)
+            self._wake.wait(None if due is None else max(due - time.monotonic(), 0.05))
             self._wake.clear()

@@ -42,6 +42,7 @@ The decision is the pure function `decide(view, me, now, held, timing, renewed_a
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
@@ -59,6 +60,8 @@ from kubernetes import client
 from api.identities import lease_name
 from runtime import kube, metrics
 from runtime.clock import SYSTEM_CLOCK, Clock
+from runtime.cache import DELETED
+from runtime.informer import Informer
 
 log = logging.getLogger("fivespot.leaderelection")
 
@@ -68,6 +71,9 @@ WANTED_BY: Final = "fivespot.finos.org/wanted-by"
 """On a lease: the identity of a replica holding fewer leases that asks its holder for it."""
 HANDED_TO: Final = "fivespot.finos.org/handed-to"
 """On a released lease: the replica it was handed back to (which may take it at once)."""
+STANDBY: Final = "fivespot.finos.org/standby"
+"""On a lease: `<identity> <time>` of the last replica that announced it stands by for it; the
+holder keeps short leases while announcements keep coming (`Timing.solo_lease_duration_s`)."""
 
 
 class Action(StrEnum):
@@ -85,21 +91,78 @@ class Action(StrEnum):
 
 @dataclass(frozen=True)
 class Timing:
-    """Lease timings; client-go's defaults, plus how a candidate polls and how leases spread."""
+    """Lease timings: client-go's duration and deadline, a renewal cadence tied to the duration,
+    the longer lease of a holder no standby has announced itself to, how a candidate polls and
+    how leases spread."""
 
     lease_duration_s: float = 15.0
     renew_deadline_s: float = 10.0
     retry_period_s: float = 2.0
+    """The least time between two renewals (client-go renews at this period)."""
     poll_s: float = 0.5
     """How often a candidate re-reads a lease someone else holds (bounds the takeover delay)."""
     spread_s: float = 0.5
     """Extra wait per lease already held before taking a free or expired one."""
+    renew_every_s: float | None = None
+    """A holder renews this long after its last renewal (None: a third of the lease duration,
+    so two more tries fit before the renew deadline); a failed renewal is retried at once."""
+    solo_lease_duration_s: float | None = 120.0
+    """The lease a holder writes while no standby has announced itself (None: always
+    `lease_duration_s`); the renew cadence and deadline scale with it."""
 
     def __post_init__(self) -> None:
         if not 0 < self.retry_period_s < self.renew_deadline_s < self.lease_duration_s:
             raise ValueError("need 0 < retry_period < renew_deadline < lease_duration")
         if self.poll_s <= 0 or self.spread_s < 0:
             raise ValueError("need poll_s > 0 and spread_s >= 0")
+        if not self.retry_period_s <= self.renew_interval_s < self.renew_deadline_s:
+            raise ValueError("need retry_period <= renew_every < renew_deadline")
+        if self.solo_lease_duration_s is not None and self.solo_lease_duration_s < self.lease_duration_s:
+            raise ValueError("need solo_lease_duration >= lease_duration")
+
+    @property
+    def renew_interval_s(self) -> float:
+        return self.renew_every_s if self.renew_every_s is not None else self.lease_duration_s / 3
+
+    @property
+    def margin_s(self) -> float:
+        """How long before a candidate may take the lease its holder stops acting."""
+        return self.lease_duration_s - self.renew_deadline_s
+
+    def deadline_s(self, lease_s: float) -> float:
+        """How long after sending a renewal of a `lease_s` lease its holder may act."""
+        return lease_s - self.margin_s
+
+    def renew_after_s(self, lease_s: float) -> float:
+        """How long after a successful renewal of a `lease_s` lease the next is due."""
+        return max(self.retry_period_s, self.renew_interval_s * lease_s / self.lease_duration_s)
+
+    @property
+    def standby_every_s(self) -> float:
+        """How often a standby repeats its announcement (while its holder keeps short leases)."""
+        return (self.solo_lease_duration_s or self.lease_duration_s) / 3
+
+
+def lease_to_write(timing: Timing, peer_seen_at: float | None, now: float) -> float:
+    """The lease duration a holder writes: the short one while a standby announced itself within
+    the last solo lease duration (three of its announcements), else the solo one."""
+    solo = timing.solo_lease_duration_s
+    if solo is None or (peer_seen_at is not None and now < peer_seen_at + solo):
+        return timing.lease_duration_s
+    return solo
+
+
+def should_announce(view: LeaseView, me: str, now: float, timing: Timing,
+                    announced_at: float | None, standby_changed_at: float | None) -> bool:
+    """Whether a standby for a lease another replica holds writes its `STANDBY` announcement now:
+    when no standby announced within `standby_every_s` (so the holder keeps short leases), or when
+    the holder writes solo leases (it does not know of a standby yet), at most once a lease
+    duration."""
+    if timing.solo_lease_duration_s is None or not view.exists or not view.holder or view.holder == me:
+        return False
+    if view.duration_s > timing.lease_duration_s:
+        return announced_at is None or now >= announced_at + timing.lease_duration_s
+    return standby_changed_at is None or now >= standby_changed_at + timing.standby_every_s
 
 
 @dataclass(frozen=True)
@@ -116,6 +179,8 @@ class LeaseView:
     """A peer's request for this lease (`WANTED_BY`)."""
     handed_to: str | None = None
     """Whom the last holder handed this released lease to (`HANDED_TO`)."""
+    standby: str | None = None
+    """The last standby announcement (`STANDBY`)."""
     record: tuple[object, ...] = ()
     """The holder's record (holder, duration, acquire and renew times, transitions): what a
     candidate's clock for the lease restarts on, never an annotation."""
@@ -129,6 +194,9 @@ class Verdict:
     leading: bool
     """Whether this replica may act for the partition right now."""
     reason: str
+    until: float | None = None
+    """STAND_BY: when what I saw lets me take the lease (a watched lease need not be re-read
+    before then: its watch wakes me on any change)."""
 
 
 def decide(
@@ -138,18 +206,25 @@ def decide(
     held: int,
     timing: Timing,
     renewed_at: float | None,
+    lease_s: float | None = None,
+    wanted_s: float | None = None,
 ) -> Verdict:
     """What to do about one partition's lease. `held`: leases I lead for other partitions;
-    `renewed_at`: when I sent my last successful acquire/renew of this lease (None: not leading).
+    `renewed_at`: when I sent my last successful acquire/renew of this lease (None: not leading);
+    `lease_s`: the duration I wrote then (default: the short one); `wanted_s`: the duration I
+    would write now (a change is renewed at once: a standby waits for it).
     """
     mine = view.exists and view.holder == me
     if renewed_at is not None:
         if not mine:
             return Verdict(Action.LOST, now, False, f"the lease now names {view.holder or 'nobody'}")
-        deadline = renewed_at + timing.renew_deadline_s
+        written = lease_s if lease_s is not None else timing.lease_duration_s
+        deadline = renewed_at + timing.deadline_s(written)
         if now >= deadline:
             return Verdict(Action.LOST, now, False, "could not renew before the renew deadline")
-        due = renewed_at + timing.retry_period_s
+        due = renewed_at + timing.renew_after_s(written)
+        if wanted_s is not None and wanted_s < written:
+            due = min(due, renewed_at + timing.retry_period_s)
         if now >= due:
             return Verdict(Action.RENEW, now, True, "renewal due")
         return Verdict(Action.HOLD, due, True, "leading")
@@ -172,7 +247,7 @@ def decide(
         return Verdict(Action.ACQUIRE, now, False, why)
     holder = f"{view.holder} holds it" if view.exists and view.holder else why
     return Verdict(Action.STAND_BY, min(eligible, now + timing.poll_s), False,
-                   f"{holder}; waiting (holding {held} other lease(s))")
+                   f"{holder}; waiting (holding {held} other lease(s))", eligible)
 
 
 def holdings(views: Mapping[str, LeaseView], me: str, leading: Iterable[str]) -> dict[str, list[str]]:
@@ -219,9 +294,12 @@ def should_hand_back(view: LeaseView, me: str, views: Mapping[str, LeaseView],
     return asker if len(held[me]) >= len(held.get(asker, [])) + 2 else None
 
 
-def is_leading(renewed_at: float | None, now: float, timing: Timing) -> bool:
-    """Whether a replica that last renewed at `renewed_at` may still act at `now`."""
-    return renewed_at is not None and now < renewed_at + timing.renew_deadline_s
+def is_leading(renewed_at: float | None, now: float, timing: Timing,
+               lease_s: float | None = None) -> bool:
+    """Whether a replica that last renewed (a `lease_s` lease, default the short one) at
+    `renewed_at` may still act at `now`."""
+    written = lease_s if lease_s is not None else timing.lease_duration_s
+    return renewed_at is not None and now < renewed_at + timing.deadline_s(written)
 
 
 def default_identity() -> str:
@@ -251,6 +329,18 @@ class _State:
     """When this replica last asked the holder for this lease (local monotonic)."""
     yield_until: float | None = None
     """After handing the lease back: leave it alone until then (local monotonic)."""
+    lease_s: float | None = None
+    """The duration of my last successful acquire/renew (what my deadline counts from)."""
+    peer_seen_at: float | None = None
+    """As holder: when I last saw a standby's announcement change (local monotonic)."""
+    standby_seen: str | None = None
+    """The last `STANDBY` announcement I saw on the lease."""
+    standby_changed_at: float | None = None
+    """When I saw it change (local monotonic)."""
+    announced_at: float | None = None
+    """As standby: when I last announced myself (local monotonic)."""
+    reread: bool = False
+    """The lease's watch saw a change that matters: read it before the next decision."""
 
 
 Callback = Callable[[str], None]
@@ -275,10 +365,13 @@ class LeaderElector:
         on_started_leading: Callback | None = None,
         on_stopped_leading: Callback | None = None,
         drain: Drain | None = None,
+        watch: bool = True,
     ):
         """`leases`: partition -> lease name (`identities.lease_name(component, partition)`).
         `drain` finishes a partition's in-flight work before its lease is handed back; without
-        it, the elector waits out the longest write (`lease_duration - renew_deadline`)."""
+        it, the elector waits out the longest write (`lease_duration - renew_deadline`).
+        `watch`: watch each lease, so a holder hears a standby's announcement (and a standby a
+        release) at once instead of at its next renewal (or poll)."""
         self.api_client = api_client
         self.namespace = namespace
         self.leases = dict(leases)
@@ -293,13 +386,25 @@ class LeaderElector:
         self._campaign = threading.Lock()
         self._states = {p: _State() for p in self.leases}
         self._stop = threading.Event()
+        self._wakes = {p: threading.Event() for p in self.leases}
         self._threads: list[threading.Thread] = []
+        self._watches: list[Informer] = []
+        self._watch_of: dict[str, Informer] = {}
+        if watch:
+            for partition, name in sorted(self.leases.items()):
+                informer = Informer(api_client, LEASE_GROUP, LEASE_VERSION, "leases", namespace,
+                                    resync_s=0, clock=clock, field_selector=f"metadata.name={name}")
+                informer.add_handler(functools.partial(self._on_event, partition))
+                self._watches.append(informer)
+                self._watch_of[partition] = informer
         for partition in self.leases:
             metrics.IS_LEADER.labels(controller=controller, partition=partition).set(0)
 
     # --- public API -----------------------------------------------------------------------------
 
     def start(self) -> None:
+        for informer in self._watches:
+            informer.start()
         for partition in sorted(self.leases):
             thread = threading.Thread(target=self._run, args=(partition,), daemon=True,
                                       name=f"lease-{partition}")
@@ -309,6 +414,10 @@ class LeaderElector:
     def stop(self, release: bool = True, timeout: float = 5.0) -> None:
         """Stop campaigning; with `release`, stop acting and then clear every lease held."""
         self._stop.set()
+        for wake in self._wakes.values():
+            wake.set()
+        for informer in self._watches:
+            informer.stop(timeout)
         for thread in self._threads:
             thread.join(timeout)
         for partition in sorted(self.leases):
@@ -326,7 +435,8 @@ class LeaderElector:
         with self._lock:
             state = self._states.get(partition)
             renewed = state.renewed_at if state is not None and not state.draining else None
-        return is_leading(renewed, self._clock.monotonic(), self.timing)
+            lease_s = state.lease_s if state is not None else None
+        return is_leading(renewed, self._clock.monotonic(), self.timing, lease_s)
 
     def holds(self, partition: str) -> bool:
         """Does this replica still hold `partition`'s lease (leading, or handing it back with
@@ -334,7 +444,8 @@ class LeaderElector:
         with self._lock:
             state = self._states.get(partition)
             renewed = state.renewed_at if state is not None else None
-        return is_leading(renewed, self._clock.monotonic(), self.timing)
+            lease_s = state.lease_s if state is not None else None
+        return is_leading(renewed, self._clock.monotonic(), self.timing, lease_s)
 
     def leading(self) -> frozenset[str]:
         return frozenset(p for p in self.leases if self.is_leading(p))
@@ -347,14 +458,15 @@ class LeaderElector:
         with self._lock:
             views = {p: s.view for p, s in self._states.items() if s.view is not None}
             leading = frozenset(p for p, s in self._states.items()
-                                if not s.draining and is_leading(s.renewed_at, now, self.timing))
+                                if not s.draining
+                                and is_leading(s.renewed_at, now, self.timing, s.lease_s))
         return views, leading
 
     def _held_except(self, partition: str) -> int:
         now = self._clock.monotonic()
         with self._lock:
             return sum(1 for p, s in self._states.items()
-                       if p != partition and is_leading(s.renewed_at, now, self.timing))
+                       if p != partition and is_leading(s.renewed_at, now, self.timing, s.lease_s))
 
     def _run(self, partition: str) -> None:
         while not self._stop.is_set():
@@ -363,19 +475,51 @@ class LeaderElector:
             except Exception:
                 log.exception("leader election step failed", extra={"partition": partition})
                 wait = self.timing.poll_s
-            self._stop.wait(max(wait, 0.0))
+            wake = self._wakes[partition]
+            if wake.wait(max(wait, 0.0)):
+                wake.clear()
+
+    def _on_event(self, partition: str, event: str, obj: Mapping[str, Any],
+                  _old: Mapping[str, Any] | None) -> None:
+        """The lease's watch saw a version. A holder's loop is woken to read the lease when it
+        matters (another holder, a new announcement, a request). A candidate takes the version
+        as read (a version older than one it already read only restarts its wait, the safe way)
+        and is woken when the holder's record or a hand-back changed; it reads the lease again
+        before it acquires."""
+        now = self._clock.monotonic()
+        raw = None if event == DELETED else dict(obj)
+        seen = _view(raw, now)
+        with self._lock:
+            state = self._states[partition]
+            old = state.view
+            leading = state.renewed_at is not None
+            if leading:
+                matters = (seen.holder != self.identity
+                           or (seen.standby is not None and seen.standby != state.standby_seen)
+                           or (seen.wanted_by is not None
+                               and (old is None or seen.wanted_by != old.wanted_by)))
+                state.reread = state.reread or matters
+            else:
+                matters = old is None or (seen.exists, seen.holder, seen.record, seen.handed_to) != (
+                    old.exists, old.holder, old.record, old.handed_to)
+        if not leading:
+            self._observed(partition, raw, now, candidate_only=True)
+        if matters:
+            self._wakes[partition].set()
 
     def _step(self, partition: str) -> float:
         with self._lock:
             state = replace(self._states[partition])
         if state.yield_until is not None and self._clock.monotonic() < state.yield_until:
             return min(self.timing.poll_s, state.yield_until - self._clock.monotonic())
-        if state.view is None or state.renewed_at is None:
+        if state.view is None or state.reread or (
+                state.renewed_at is None and not self._watched(partition)):
             state = self._read(partition)
         now = self._clock.monotonic()
         assert state.view is not None
         verdict = decide(state.view, self.identity, now, self._held_except(partition),
-                         self.timing, state.renewed_at)
+                         self.timing, state.renewed_at, state.lease_s,
+                         lease_to_write(self.timing, state.peer_seen_at, now))
         if verdict.action is Action.RENEW and state.renewed_at is not None and state.view.wanted_by:
             with self._campaign:  # one move at a time per process, so the counts are true
                 views, leading = self._snapshot()
@@ -384,6 +528,7 @@ class LeaderElector:
                     self._hand_back(partition, to)
                     return self.timing.poll_s
         if verdict.action is Action.STAND_BY and state.view.holder:
+            self._maybe_announce(partition, state)
             self._maybe_ask(partition, state)
         if verdict.action is Action.ACQUIRE:
             with self._campaign:  # one acquisition at a time per process, so `held` is true
@@ -392,18 +537,86 @@ class LeaderElector:
                 verdict = decide(state.view, self.identity, self._clock.monotonic(),
                                  self._held_except(partition), self.timing, state.renewed_at)
                 if verdict.action is Action.ACQUIRE:
-                    self._write(partition, state, acquire=True, reason=verdict.reason)
+                    if self._write(partition, state, acquire=True, reason=verdict.reason):
+                        return self._renew_after(partition)
                     return self.timing.retry_period_s
         if verdict.action is Action.RENEW:
             if not self._write(partition, state, acquire=False, reason=verdict.reason):
                 return min(self.timing.poll_s, self.timing.retry_period_s)
-            return self.timing.retry_period_s
+            return self._renew_after(partition)
         if verdict.action is Action.LOST:
             with self._lock:
                 self._states[partition].renewed_at = None
+                self._states[partition].lease_s = None
             self._stopped(partition, verdict.reason)
             return 0.0
-        return verdict.at - self._clock.monotonic()
+        now = self._clock.monotonic()
+        if verdict.action is Action.STAND_BY and verdict.until is not None and self._watched(partition):
+            # the watch keeps the view and wakes me on any change; look again at the latest once
+            # a lease duration (announcements, requests)
+            return min(verdict.until, now + self.timing.lease_duration_s) - now
+        return verdict.at - now
+
+    def _watched(self, partition: str) -> bool:
+        """Whether this partition's lease watch is synced and not stalled."""
+        informer = self._watch_of.get(partition)
+        return informer is not None and informer.healthy()
+
+    def _renew_after(self, partition: str) -> float:
+        with self._lock:
+            state = self._states[partition]
+            lease_s = state.lease_s if state.lease_s is not None else self.timing.lease_duration_s
+        return self.timing.renew_after_s(lease_s)
+
+    def _maybe_announce(self, partition: str, state: _State) -> None:
+        """Tell the holder a standby waits (`should_announce`), so it keeps short leases: a
+        write of the `STANDBY` annotation only (candidates' clocks run on the holder's record)."""
+        now = self._clock.monotonic()
+        assert state.view is not None
+        if not should_announce(state.view, self.identity, now, self.timing, state.announced_at,
+                               state.standby_changed_at):
+            return
+        raw = state.raw
+        if not raw:
+            return
+        body = _annotated(raw, {STANDBY: f"{self.identity} {micro_time(self._clock.now())}"})
+        with self._lock:
+            self._states[partition].announced_at = now
+        try:
+            answer = kube.request(self.api_client, "PUT", self._path(partition), body=body,
+                                  timeout=self._write_timeout())
+        except kube.ApiError as error:
+            log.info("could not announce a standby", extra={
+                "partition": partition, "status": error.status, "error": error.message[:300]})
+            return
+        metrics.WRITES.labels(controller=self.controller, what="lease").inc()
+        log.info("announced a standby", extra={"partition": partition,
+                                               "holder": state.view.holder,
+                                               "identity": self.identity})
+        self._observed(partition, answer, now)
+
+    def _observed(self, partition: str, raw: dict[str, Any] | None, now: float,
+                  candidate_only: bool = False) -> _State:
+        """Record a read (or a write's answer) of the lease: `observed_at` is kept unless the
+        holder or its record changed; a changed `STANDBY` announcement is noted (as holder: a
+        peer waits). `candidate_only` (a watch event, which may be older than what a holder
+        just wrote): ignored once this replica leads."""
+        with self._lock:
+            state = self._states[partition]
+            if candidate_only and state.renewed_at is not None:
+                return replace(state)
+            view = _view(raw, now)
+            old = state.view
+            if old is not None and (old.exists, old.holder, old.record) == (
+                view.exists, view.holder, view.record
+            ):
+                view = replace(view, observed_at=old.observed_at)
+            if view.standby and view.standby != state.standby_seen:
+                state.standby_seen, state.standby_changed_at = view.standby, now
+                if view.holder == self.identity:
+                    state.peer_seen_at = now
+            state.view, state.raw, state.reread = view, raw, False
+            return replace(state)
 
     def _path(self, partition: str | None = None) -> str:
         name = self.leases[partition] if partition is not None else None
@@ -436,14 +649,8 @@ class LeaderElector:
             log.info("asked for a lease", extra={"partition": partition, "holder": state.view.holder,
                                                   "identity": self.identity})
             with self._lock:
-                current = self._states[partition]
-                current.asked_at = now
-                old = current.view
-                view = _view(answer, now)
-                if old is not None and (old.exists, old.holder, old.record) == (
-                        view.exists, view.holder, view.record):
-                    view = replace(view, observed_at=old.observed_at)
-                current.raw, current.view = answer, view
+                self._states[partition].asked_at = now
+            self._observed(partition, answer, now)
 
     def _hand_back(self, partition: str, to: str) -> None:
         """Stop acting for `partition`, let its in-flight work finish, then release its lease
@@ -457,7 +664,7 @@ class LeaderElector:
             state.draining = True
         self._stopped(partition, f"handing the lease back to {to}, which holds fewer")
         # An in-flight write ends within its timeout, which is below this margin.
-        margin = self.timing.lease_duration_s - self.timing.renew_deadline_s
+        margin = self.timing.margin_s
         if self._drain is not None:
             drained = self._drain(partition, margin)
         else:
@@ -472,6 +679,7 @@ class LeaderElector:
         with self._lock:
             state = self._states[partition]
             state.renewed_at, state.draining, state.view = None, False, None
+            state.lease_s = None
             state.yield_until = self._clock.monotonic() + self.timing.lease_duration_s
 
     def _read(self, partition: str) -> _State:
@@ -482,24 +690,19 @@ class LeaderElector:
             if not error.not_found:
                 raise
             raw = None
-        now = self._clock.monotonic()
-        with self._lock:
-            state = self._states[partition]
-            view = _view(raw, now)
-            old = state.view
-            if old is not None and (old.exists, old.holder, old.record) == (
-                view.exists, view.holder, view.record
-            ):
-                view = replace(view, observed_at=old.observed_at)
-            state.view, state.raw = view, raw
-            return replace(state)
+        return self._observed(partition, raw, self._clock.monotonic())
 
     def _write(self, partition: str, state: _State, *, acquire: bool, reason: str) -> bool:
         """Create, take over or renew; True when this replica now holds the lease."""
         sent = self._clock.monotonic()
         stamp = micro_time(self._clock.now())
         name = self.leases[partition]
-        duration = int(math.ceil(self.timing.lease_duration_s))
+        peer_seen_at = state.peer_seen_at
+        if acquire and state.view is not None and (
+                state.view.holder or state.view.handed_to or state.view.standby):
+            peer_seen_at = sent  # a holder that may come back, or a standby: start short
+        lease_s = lease_to_write(self.timing, peer_seen_at, sent)
+        duration = int(math.ceil(lease_s))
         raw = _annotated(state.raw, {WANTED_BY: None, HANDED_TO: None}) if state.raw else {}
         spec = dict(raw.get("spec") or {})
         taking_over = spec.get("holderIdentity") != self.identity
@@ -530,7 +733,9 @@ class LeaderElector:
         with self._lock:
             current = self._states[partition]
             started = current.renewed_at is None
-            current.renewed_at = sent
+            current.renewed_at, current.lease_s = sent, lease_s
+            if peer_seen_at is not None:
+                current.peer_seen_at = max(peer_seen_at, current.peer_seen_at or peer_seen_at)
             current.raw = answer
             current.view = _view(answer, sent)
         if started:
@@ -542,7 +747,7 @@ class LeaderElector:
         return True
 
     def _write_timeout(self) -> tuple[float, float]:
-        margin = self.timing.lease_duration_s - self.timing.renew_deadline_s
+        margin = self.timing.margin_s
         return (min(2.0, margin / 2), max(margin / 2, 0.5))
 
     def _stopped(self, partition: str, reason: str) -> None:
@@ -600,6 +805,7 @@ def _view(raw: Mapping[str, Any] | None, now: float) -> LeaseView:
         transitions=int(spec.get("leaseTransitions") or 0),
         wanted_by=annotations.get(WANTED_BY) or None,
         handed_to=annotations.get(HANDED_TO) or None,
+        standby=annotations.get(STANDBY) or None,
         record=tuple(spec.get(k) for k in ("holderIdentity", "leaseDurationSeconds", "acquireTime",
                                            "renewTime", "leaseTransitions")),
     )

@@ -92,4 +92,4 @@ class Workers:
     def _work(self) -> None:
         while not self.queue.shutting_down:
             self.last_loop = time.monotonic()
-            self.process_one(timeout=1.0)
+            self.process_one()  # blocks until a key is due or the queue shuts down

@@ -52,13 +52,16 @@ import io
 import json
 import logging
 import ssl
+import sys
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final, cast
 
 import uvloop
 from a2wsgi.wsgi import build_environ
+from gunicorn.arbiter import Arbiter
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.server import Server
 from uvicorn_worker import UvicornWorker
 
 log = logging.getLogger("fivespot.webhook")
@@ -465,6 +468,23 @@ class DeadlineLoop(uvloop.Loop):
 SSLContextFactory = Callable[[Any, Callable[[], ssl.SSLContext]], ssl.SSLContext]
 
 
+class QuietServer(Server):
+    """uvicorn's server, ticking once a second instead of ten times. Its tick refreshes the Date
+    header and notifies gunicorn (both once a second anyway) and checks whether to exit, so an
+    idle worker woke ten times a second for one second's work; a stop is now noticed within a
+    second instead of a tenth."""
+
+    TICK_S: ClassVar[float] = 1.0
+
+    async def main_loop(self) -> None:
+        counter = 0  # uvicorn's on_tick does its once-a-second work when counter % 10 == 0
+        should_exit = await self.on_tick(counter)
+        while not should_exit:
+            counter = (counter + 10) % 864000
+            await asyncio.sleep(self.TICK_S)
+            should_exit = await self.on_tick(counter)
+
+
 class AdmissionWorker(UvicornWorker):  # type: ignore[misc]
     """gunicorn worker: uvicorn on a `DeadlineLoop` with `DeadlineProtocol`. `configure` makes a
     subclass carrying the limits and the TLS context hook (gunicorn instantiates the class)."""
@@ -493,3 +513,12 @@ class AdmissionWorker(UvicornWorker):  # type: ignore[misc]
 
         with asyncio.Runner(loop_factory=new_loop) as runner:
             runner.run(self._serve())
+
+    async def _serve(self) -> None:
+        """uvicorn-worker's `_serve`, with the `QuietServer`."""
+        self.config.app = self.wsgi
+        server = QuietServer(config=self.config)
+        self._install_sigquit_handler()
+        await server.serve(sockets=self.sockets)
+        if not server.started:
+            sys.exit(Arbiter.WORKER_BOOT_ERROR)

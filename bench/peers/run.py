@@ -14,7 +14,10 @@ same work, in its own 20 namespaces so that all can run at once without fighting
 - fivespot: one CapitalMarketsSchedule per namespace (minute-precision sessions; the awake
   windows) and one ScheduledCapacity per Deployment (spec.replicas, activeValue 1);
 - kube-green: one SleepInfo per namespace (`sleepAt`/`wakeUpAt`, every weekday), its defaults
-  (`--max-concurrent-reconciles` 20, `--sleep-delta` 60 s), as a cluster-admin ServiceAccount;
+  (`--max-concurrent-reconciles` 20, `--sleep-delta` 60 s), as a cluster-admin ServiceAccount,
+  with `--leader-elect` as its shipped manifests (config/manager, the Helm chart) run it: its
+  Lease's namespace comes from the Pod's service-account namespace file, which the bench gives it
+  in a mount namespace of its own (`--no-kube-green-leader-elect`: its flag's default, no Lease);
 - GoKubeDownscaler: a `downscaler/downtime` annotation per namespace (relative timespans), its
   default `--interval` 30 s and `--grace-period 0` (its default 15 minutes would ignore the
   bench's freshly created Deployments), as a cluster-admin ServiceAccount;
@@ -123,8 +126,28 @@ def whole_minute_after(instant: dt.datetime) -> dt.datetime:
 
 
 def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:  # gone meanwhile
+        return 0.0
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def with_descendants(root: int) -> list[int]:
+    """`root` and every process below it (from /proc's parent ids)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, []))
+    return found
 
 
 def memory_mb(pid: int) -> tuple[float, float]:
@@ -303,10 +326,19 @@ class Bench:
     results: dict[str, Any] = field(default_factory=dict)
 
     def pids(self, tool: str) -> list[int]:
+        """The tool's running processes and their descendants (the webhook's workers are
+        children of its master)."""
         if tool == "fivespot":
-            return [p.pid for _, p in self.session.processes if p.poll() is None]
-        process = self.peers[tool].process
-        return [process.pid] if process is not None and process.poll() is None else []
+            roots = [p.pid for _, p in self.session.processes if p.poll() is None]
+        else:
+            process = self.peers[tool].process
+            roots = [process.pid] if process is not None and process.poll() is None else []
+        return [pid for root in roots for pid in with_descendants(root)]
+
+    def fivespot_cpu(self) -> dict[str, float]:
+        """CPU seconds so far of each running fivespot component (its process and descendants)."""
+        return {name: sum(cpu_seconds(pid) for pid in with_descendants(p.pid))
+                for name, p in self.session.processes if p.poll() is None}
 
     def users(self, tool: str) -> tuple[str, ...]:
         if tool == "fivespot":
@@ -511,8 +543,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for namespace in namespaces("gokubedownscaler"):
             world.annotate(namespace, downtime(windows("gokubedownscaler", True), zone, offset))
         tls_dir = session.state_dir / "tls"
-        peer_map.update(peer_processes(peers, work, world.cluster_admin("kube-green"),
-                                       world.cluster_admin("gokubedownscaler"), tls_dir))
+        peer_map.update(peer_processes(
+            peers, work, world.cluster_admin("kube-green"), world.cluster_admin("gokubedownscaler"),
+            tls_dir, kube_green_lease_namespace=PEERS_NS if args.kube_green_leader_elect else None))
+        bench.results["kube_green_leader_elect"] = args.kube_green_leader_elect
         bare_config = world.cluster_admin("bench-bare")
         for peer in peer_map.values():
             peer.start()
@@ -532,6 +566,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         time.sleep(5)
         idle_from, idle_offset = time.monotonic(), audit_log.stat().st_size
         cpu_before = {tool: sum(cpu_seconds(p) for p in bench.pids(tool)) for tool in TOOLS}
+        cpu_parts_before = bench.fivespot_cpu()
         sleep_until(first - dt.timedelta(seconds=10))
         idle_s = time.monotonic() - idle_from
         idle_stop = audit_log.stat().st_size
@@ -543,6 +578,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             idle[tool] = {"writes_per_h": round(writes * scale), "requests_per_h": round(requests * scale),
                           "cpu_s_per_h": round(cpu * scale, 1), "writes": writes,
                           "requests": requests, "cpu_s": round(cpu, 2)}
+        idle["fivespot"]["cpu_s_per_h_by_process"] = {
+            name: round((cpu - cpu_parts_before.get(name, 0.0)) * 3600 / idle_s, 1)
+            for name, cpu in bench.fivespot_cpu().items()}
         bench.results["idle"] = idle
         print(f"idle over {idle_s:.0f} s: {json.dumps(idle)}", flush=True)
         bench.results["memory"] = {str(args.targets): {tool: bench.memory(tool) for tool in TOOLS}}
@@ -697,6 +735,11 @@ def main() -> int:
                         help="seconds after a boundary before it is measured")
     parser.add_argument("--bare-after", type=float, default=35.0, metavar="S",
                         help="seconds after kube-green's boundary when the bare client sends")
+    parser.add_argument("--kube-green-leader-elect", action=argparse.BooleanOptionalAction,
+                        default=True,
+                        help="run kube-green with --leader-elect, as its shipped manifests do "
+                             "(default; needs root for its Pod-like namespace file), or without, "
+                             "its flag's default")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
     if args.rounds % 2 == 0:

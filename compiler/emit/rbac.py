@@ -37,7 +37,9 @@ Capacity controller (`fivespot-capacity-controller`, only when the repo has a co
     a person looks (`kubectl describe`); patch is how an event series is counted.
   - Role in the install namespace, leases (coordination.k8s.io): create, which RBAC cannot
     restrict by name (the name is not known before the object exists), and get, update on its
-    own lease names only (one per partition) — leader election per partition.
+    own lease names only (one per partition) — leader election per partition — and list, watch
+    on those names (a watch with a metadata.name field selector, which RBAC authorizes by name):
+    a holder hears a standby at once.
 
 Machine controller (`fivespot-machine-controller`, only when the repo has a MachineProvisioning)
   - scheduledmachines: get, list, watch; scheduledmachines/status: get, patch, update — it
@@ -355,7 +357,8 @@ def webhook_rules(repo: Repo) -> list[Rule]:
 
 def lease_rules(component: Component) -> list[Rule]:
     return normalize([Rule(COORDINATION_GROUP, ("leases",), ("create",)),
-                      Rule(COORDINATION_GROUP, ("leases",), ("get", "update"), component.leases)])
+                      Rule(COORDINATION_GROUP, ("leases",), ("get", "list", "update", "watch"),
+                           component.leases)])
 
 
 def webhook_namespace_rules(repo: Repo) -> list[Rule]:

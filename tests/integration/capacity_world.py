@@ -28,11 +28,14 @@ POOLS = ("pools.agents.example.com", "v1alpha1", "virtualmachinepools")
 MANUAL = ("spotschedules.5spot.finos.org", "v1alpha1", "manualschedules")
 SCAP = ("5spot.finos.org", "v1alpha1", "scheduledcapacities")
 MACHINES = ("5spot.finos.org", "v1beta1", "scheduledmachines")
-FAST_TIMING = Timing(lease_duration_s=4.0, renew_deadline_s=3.0, retry_period_s=1.0)
-"""Leases short enough for a test to wait out (client-go's defaults are 15/10/2 s)."""
+FAST_TIMING = Timing(lease_duration_s=4.0, renew_deadline_s=3.0, retry_period_s=1.0,
+                     solo_lease_duration_s=8.0)
+"""Leases short enough for a test to wait out (the defaults are 15/10/2 s, and 120 s for a lone
+holder's solo lease: here twice the short lease, as a test waits out a lone holder too)."""
 FAST_LEASES = ("--lease-duration", f"{FAST_TIMING.lease_duration_s:g}",
                "--renew-deadline", f"{FAST_TIMING.renew_deadline_s:g}",
-               "--retry-period", f"{FAST_TIMING.retry_period_s:g}")
+               "--retry-period", f"{FAST_TIMING.retry_period_s:g}",
+               "--solo-lease-duration", f"{FAST_TIMING.solo_lease_duration_s:g}")
 """FAST_TIMING as a controller process's flags."""
 
 

@@ -44,7 +44,8 @@ from tests.integration.test_providers import _can_i_list as can_i_list
 GROUP = "spotschedules.5spot.finos.org"
 V1 = f"{GROUP}/v1alpha1"
 INSTALL_NS = "5spot-system"
-FAST_LEASES = Timing(lease_duration_s=6.0, renew_deadline_s=4.0, retry_period_s=1.0, poll_s=0.25)
+FAST_LEASES = Timing(lease_duration_s=6.0, renew_deadline_s=4.0, retry_period_s=1.0, poll_s=0.25,
+                     solo_lease_duration_s=12.0)
 PLURALS = {"ManualSchedule": "manualschedules", "TimeBasedSpotSchedule": "timebasedspotschedules",
            "CompositeSchedule": "compositeschedules"}
 ALWAYS = {"daysOfWeek": ["mon-sun"], "hoursOfDay": ["0-23"], "timezone": "UTC"}

@@ -53,7 +53,8 @@ GROUP = "spotschedules.5spot.finos.org"
 VERSION = "v1alpha1"
 INSTALL_NS = "5spot-system"
 UTC = dt.timezone.utc
-FAST_LEASES = Timing(lease_duration_s=6.0, renew_deadline_s=4.0, retry_period_s=1.0, poll_s=0.25)
+FAST_LEASES = Timing(lease_duration_s=6.0, renew_deadline_s=4.0, retry_period_s=1.0, poll_s=0.25,
+                     solo_lease_duration_s=12.0)
 
 
 @pytest.fixture(scope="module")

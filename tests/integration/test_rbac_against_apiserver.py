@@ -82,7 +82,8 @@ def intended(identity: str, group: str, where: str) -> set[Permission]:
 
     events = each("events.events.k8s.io", ("create", "patch"))
     leases = (each("leases.coordination.k8s.io", ("create",))
-              | each("leases.coordination.k8s.io", ("get", "update"), (f"{identity}-default",)))
+              | each("leases.coordination.k8s.io", ("get", "list", "update", "watch"),
+                     (f"{identity}-default",)))
     found: set[Permission]
     if identity == CAPACITY:
         found = (each("scheduledcapacities.5spot.finos.org", READ)

@@ -164,7 +164,8 @@ def test_the_capacity_identity_reads_what_it_reconciles_and_every_provider_kind(
         ("agents.example.com", "warmpools"),
         ("admissionregistration.k8s.io", "validatingadmissionpolicies"),
         ("admissionregistration.k8s.io", "validatingadmissionpolicybindings"),
-        ("autoscaling", "horizontalpodautoscalers"), ("keda.sh", "scaledobjects")}
+        ("autoscaling", "horizontalpodautoscalers"), ("keda.sh", "scaledobjects"),
+        ("coordination.k8s.io", "leases")}  # its own Lease names only (decision 0034)
 
 
 @pytest.mark.parametrize("enforcement,expected", [
@@ -191,7 +192,7 @@ def test_no_rule_anywhere_uses_a_wildcard() -> None:
 
 @pytest.mark.parametrize("partitions", [[{"name": "default"}],
                                         [{"name": "default"}, {"name": "emea", "namespaces": ["x"]}]])
-def test_leases_may_be_created_but_only_the_components_own_leases_are_read_or_renewed(
+def test_leases_may_be_created_but_only_the_components_own_leases_are_read_watched_or_renewed(
         partitions: list[dict[str, Any]]) -> None:
     repo = make_repo(partitions=partitions)
     roles = objects(repo, "Role")
@@ -200,7 +201,8 @@ def test_leases_may_be_created_but_only_the_components_own_leases_are_read_or_re
         assert roles[f"{component}-leases"]["metadata"]["namespace"] == NS
         assert grants(roles[f"{component}-leases"]) == {
             ("coordination.k8s.io", "leases", "create", ()),
-            *{("coordination.k8s.io", "leases", verb, own) for verb in ("get", "update")}}
+            *{("coordination.k8s.io", "leases", verb, own)
+              for verb in ("get", "list", "update", "watch")}}
 
 
 @pytest.mark.parametrize("kind,plural", [

@@ -207,3 +207,33 @@ def test_a_body_refused_once_whole_frees_its_slot_though_its_client_stays_connec
                            gateway, stays=True)
         assert sent[0]["status"] == 413 and sent[-1]["more_body"] is False
     assert gateway.large.free == 1
+
+
+def test_an_idle_webhook_worker_ticks_once_a_second_and_still_does_its_once_a_second_work(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """uvicorn's server loop woke ten times a second; the worker's `QuietServer` sleeps a second
+    between ticks, and every tick is one on which uvicorn refreshes the Date header and notifies
+    gunicorn (counter % 10 == 0)."""
+    from uvicorn.config import Config
+
+    from webhook.connections import QuietServer
+
+    sleeps: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        await real_sleep(0)
+
+    monkeypatch.setattr("webhook.connections.asyncio.sleep", sleep)
+    server = QuietServer(config=Config(app=lambda *a: None))
+    ticks: list[int] = []
+
+    async def on_tick(counter: int) -> bool:
+        ticks.append(counter)
+        return len(ticks) > 5
+
+    monkeypatch.setattr(server, "on_tick", on_tick)
+    asyncio.run(server.main_loop())
+    assert sleeps == [1.0] * 5
+    assert ticks == [0, 10, 20, 30, 40, 50]

@@ -115,3 +115,40 @@ def test_a_kind_served_in_a_new_version_is_watched_in_that_version(world: Any) -
     assert made[0].stopped and made[1].resolved == V2
     assert watches.get(GROUP, "ManualSchedule").informer is made[1]
     assert len(changes) == 2  # once, when the new version's cache had synced
+
+
+def test_a_kind_that_stays_unserved_is_looked_up_less_and_less_often_up_to_once_a_minute(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The resolver's loop (`due_only`) backs off: 5 s, 10 s, 20 s, 40 s, then every 60 s, so a
+    kind the cluster never installs (KEDA's ScaledObject without KEDA) costs one discovery
+    request a minute; once served, it is watched at the next retry."""
+    now = [1000.0]
+    monkeypatch.setattr("runtime.kindwatches.time.monotonic", lambda: now[0])
+    lookups: list[float] = []
+    served: list[ResolvedKind | None] = [None]
+
+    def resolve(api: Any, group: str, kind: str) -> ResolvedKind | None:
+        lookups.append(now[0])
+        return served[0]
+
+    monkeypatch.setattr(kube, "resolve_kind", resolve)
+    made: list[FakeInformer] = []
+
+    def make(resolved: ResolvedKind) -> FakeInformer:
+        made.append(FakeInformer(resolved))
+        return made[-1]
+
+    watches = KindWatches(None, make, lambda *a: None)  # type: ignore[arg-type]
+    watches.want(GROUP, "ManualSchedule")
+    for _ in range(400):  # 400 s of the loop, waking every second
+        watches.resolve_now(due_only=True)
+        now[0] += 1.0
+    gaps = [round(b - a) for a, b in zip(lookups, lookups[1:])]
+    assert gaps[:5] == [5, 10, 20, 40, 60] and set(gaps[4:]) == {60}
+    served[0] = V1
+    next_due = watches.resolve_now(due_only=True)
+    assert not made and next_due is not None
+    now[0] = next_due
+    assert watches.resolve_now(due_only=True) is None
+    assert made and made[0].started

@@ -17,7 +17,9 @@ from runtime.leaderelection import (
     decide,
     holdings,
     is_leading,
+    lease_to_write,
     partition_to_ask_for,
+    should_announce,
     should_hand_back,
 )
 
@@ -42,6 +44,8 @@ class Row:
     action: Action
     leading: bool
     at: float | None = None
+    lease_s: float | None = None
+    wanted_s: float | None = None
 
 
 ROWS = [
@@ -59,9 +63,23 @@ ROWS = [
         Action.ACQUIRE, False),
     Row("a released lease is free at once for a replica holding none", held_by(None), 100.0, 0, None,
         Action.ACQUIRE, False),
-    Row("I lead and renewal is not yet due: hold until it is", held_by(ME), 101.0, 0, 100.0,
-        Action.HOLD, True, 102.0),
-    Row("I lead and renewal is due: renew, still leading", held_by(ME), 102.0, 0, 100.0, Action.RENEW, True),
+    Row("I lead and renewal is not yet due: hold until a third of the lease has passed",
+        held_by(ME), 101.0, 0, 100.0, Action.HOLD, True, 105.0),
+    Row("I lead and renewal is due: renew, still leading", held_by(ME), 105.0, 0, 100.0, Action.RENEW, True),
+    Row("a failed renewal is retried at once: still due, still leading", held_by(ME), 107.5, 0, 100.0,
+        Action.RENEW, True),
+    Row("I lead a solo lease: renewal is due after a third of it", held_by(ME, duration=120), 120.0, 0,
+        100.0, Action.HOLD, True, 140.0, lease_s=120),
+    Row("I lead a solo lease and a standby announced itself: renew short leases soon",
+        held_by(ME, duration=120), 101.0, 0, 100.0, Action.HOLD, True, 102.0, lease_s=120, wanted_s=15),
+    Row("a solo lease still lets me act past the short renew deadline", held_by(ME, duration=120), 130.0, 0,
+        100.0, Action.HOLD, True, 140.0, lease_s=120),
+    Row("a solo lease's deadline is its duration less the same margin", held_by(ME, duration=120), 215.0, 0,
+        100.0, Action.LOST, False, lease_s=120),
+    Row("another's solo lease: stand by for all of it", held_by(OTHER, duration=120), 200.0, 0, None,
+        Action.STAND_BY, False, 200.5),
+    Row("another's solo lease, expired by my observation: take it over", held_by(OTHER, duration=120),
+        220.0, 0, None, Action.ACQUIRE, False),
     Row("renewals failed until the renew deadline: lost, stop acting", held_by(ME), 110.0, 0, 100.0,
         Action.LOST, False),
     Row("the lease names another while I thought I led: lost", held_by(OTHER), 101.0, 0, 100.0,
@@ -80,7 +98,7 @@ ROWS = [
 
 @pytest.mark.parametrize("row", ROWS, ids=[r.why for r in ROWS])
 def test_lease_decision_table(row: Row) -> None:
-    verdict = decide(row.view, ME, row.now, row.held, T, row.renewed_at)
+    verdict = decide(row.view, ME, row.now, row.held, T, row.renewed_at, row.lease_s, row.wanted_s)
     assert (verdict.action, verdict.leading) == (row.action, row.leading), verdict.reason
     if row.at is not None:
         assert verdict.at == pytest.approx(row.at)
@@ -93,24 +111,79 @@ def test_timings_must_leave_the_renew_deadline_inside_the_lease_duration() -> No
         Timing(lease_duration_s=10, renew_deadline_s=10, retry_period_s=2)
     with pytest.raises(ValueError):
         Timing(lease_duration_s=15, renew_deadline_s=10, retry_period_s=10)
+    with pytest.raises(ValueError):
+        Timing(renew_every_s=10)  # no try would fit before the renew deadline
+    with pytest.raises(ValueError):
+        Timing(renew_every_s=1)  # renewing more often than the retry period
+    with pytest.raises(ValueError):
+        Timing(solo_lease_duration_s=10)  # a solo lease shorter than the short one
+
+
+def test_the_default_timing_renews_a_lease_at_a_third_of_its_duration() -> None:
+    timing = Timing()
+    assert (timing.renew_after_s(15), timing.deadline_s(15)) == (5, 10)
+    assert (timing.renew_after_s(120), timing.deadline_s(120)) == (40, 115)
 
 
 @given(
     renewed=st.floats(0, 1000),
     observe_delay=st.floats(0, 10),
     held=st.integers(0, 5),
-    poll=st.floats(0, 50),
+    poll=st.floats(0, 300),
+    lease_s=st.sampled_from([15.0, 16.0, 120.0, 600.0]),
 )
 def test_a_candidate_never_acquires_while_the_leader_may_still_act(
-    renewed: float, observe_delay: float, held: int, poll: float
+    renewed: float, observe_delay: float, held: int, poll: float, lease_s: float
 ) -> None:
-    """The leader sent its renewal at `renewed`; a candidate saw it `observe_delay` later. At any
-    moment the candidate decides to acquire, the leader's own check already says it has stopped."""
-    candidate_view = held_by(ME, observed_at=renewed + observe_delay, duration=T.lease_duration_s)
+    """The leader sent its renewal of a `lease_s` lease (short or solo) at `renewed`; a candidate
+    saw it `observe_delay` later. At any moment the candidate decides to acquire, the leader's own
+    check already says it has stopped."""
+    candidate_view = held_by(ME, observed_at=renewed + observe_delay, duration=lease_s)
     now = renewed + observe_delay + poll
     verdict = decide(candidate_view, OTHER, now, held, T, None)
     if verdict.action is Action.ACQUIRE:
-        assert not is_leading(renewed, now, T)
+        assert not is_leading(renewed, now, T, lease_s)
+    leader = decide(candidate_view, ME, now, held, T, renewed, lease_s)
+    assert leader.leading == is_leading(renewed, now, T, lease_s)
+    if leader.leading:
+        assert verdict.action is not Action.ACQUIRE
+
+
+# --- solo leases and standby announcements -------------------------------------------------------
+
+
+def test_a_holder_writes_the_solo_lease_until_a_standby_announces_itself() -> None:
+    assert lease_to_write(T, None, 100.0) == 120
+    assert lease_to_write(T, 100.0, 150.0) == 15
+    assert lease_to_write(T, 100.0, 219.9) == 15
+    assert lease_to_write(T, 100.0, 220.0) == 120  # three announcements missed: the standby is gone
+
+
+def test_without_a_solo_lease_a_holder_always_writes_the_short_one() -> None:
+    timing = replace(T, solo_lease_duration_s=None)
+    assert lease_to_write(timing, None, 100.0) == 15
+
+
+def test_a_standby_announces_itself_to_a_holder_of_a_solo_lease_at_most_once_a_lease_duration() -> None:
+    solo = held_by(OTHER, duration=120)
+    assert should_announce(solo, ME, 100.0, T, None, None)
+    assert not should_announce(solo, ME, 110.0, T, 100.0, 100.0)
+    assert should_announce(solo, ME, 115.0, T, 100.0, 100.0)
+
+
+def test_a_standby_repeats_its_announcement_only_when_no_standby_announced_lately() -> None:
+    short = held_by(OTHER, duration=15)
+    assert not should_announce(short, ME, 130.0, T, 100.0, 100.0)
+    assert should_announce(short, ME, 140.0, T, 100.0, 100.0)  # every third of the solo lease
+    assert not should_announce(short, ME, 140.0, T, None, 120.0)  # another standby did, 20 s ago
+
+
+def test_nobody_announces_to_themselves_nor_for_a_free_lease() -> None:
+    assert not should_announce(held_by(ME, duration=120), ME, 100.0, T, None, None)
+    assert not should_announce(held_by(None, duration=120), ME, 100.0, T, None, None)
+    assert not should_announce(ABSENT, ME, 100.0, T, None, None)
+    assert not should_announce(held_by(OTHER, duration=120), ME, 100.0,
+                               replace(T, solo_lease_duration_s=None), None, None)
 
 
 @given(now=st.floats(100, 200), held=st.integers(0, 4))

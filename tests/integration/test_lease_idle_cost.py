@@ -1,0 +1,121 @@
+"""What a partition lease costs, against the real API server (decision 0034).
+
+A lone holder writes the long solo lease and renews it at a third of it; a standby announces
+itself and the holder, which watches its lease, switches to the short lease at once, so a crash
+of the holder is taken over within the short lease duration. The elector here is the one every
+controller runs (`runtime.leaderelection.LeaderElector`), with short timings.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client, config
+
+from runtime import kube
+from runtime.leaderelection import LEASE_GROUP, LEASE_VERSION, STANDBY, LeaderElector, Timing
+from tests.integration.capacity_world import eventually, unique
+
+TIMING = Timing(lease_duration_s=4.0, renew_deadline_s=3.0, retry_period_s=1.0, poll_s=0.25,
+                solo_lease_duration_s=12.0)
+
+
+def lease(admin: client.ApiClient, namespace: str, name: str) -> dict[str, Any] | None:
+    try:
+        found: dict[str, Any] = kube.request(admin, "GET", kube.resource_path(
+            LEASE_GROUP, LEASE_VERSION, "leases", namespace, name))
+        return found
+    except kube.ApiError as error:
+        if error.not_found:
+            return None
+        raise
+
+
+def elector(api: client.ApiClient, namespace: str, name: str, identity: str) -> LeaderElector:
+    return LeaderElector(api, namespace, {"p": name}, identity, timing=TIMING,
+                         controller=unique("lease-cost"))
+
+
+class CountingClient(client.ApiClient):  # type: ignore[misc]
+    """Counts the GETs of one Lease (a watch lists and watches the collection, not counted)."""
+
+    def __init__(self, configuration: client.Configuration, lease_name: str) -> None:
+        super().__init__(configuration)
+        self.suffix, self.gets = f"/leases/{lease_name}", 0
+
+    def call_api(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        if method == "GET" and url.split("?")[0].endswith(self.suffix):
+            self.gets += 1
+        return super().call_api(method, url, *args, **kwargs)
+
+
+def counting_client(kubeconfig: Path, lease_name: str) -> CountingClient:
+    configuration = client.Configuration()
+    config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
+    return CountingClient(configuration, lease_name)
+
+
+def test_a_lone_holder_writes_the_solo_lease_and_renews_it_a_third_as_often(
+    admin: client.ApiClient, namespace: str
+) -> None:
+    name = unique("lease")
+    alone = elector(admin, namespace, name, unique("alone"))
+    alone.start()
+    try:
+        eventually(lambda: alone.is_leading("p"), 20, "the lone replica leads")
+        first = lease(admin, namespace, name)
+        assert first is not None and first["spec"]["leaseDurationSeconds"] == 12
+        renewals = set()
+        watched_until = time.monotonic() + 10.0
+        while time.monotonic() < watched_until:
+            current = lease(admin, namespace, name)
+            assert current is not None
+            renewals.add(current["spec"]["renewTime"])
+            time.sleep(0.2)
+        # a 12 s solo lease is renewed every 4 s: 2 or 3 renewals seen in 10 s (a 4 s lease
+        # renewed as before, every retry period of 1 s, would show 10)
+        assert 2 <= len(renewals) <= 4, sorted(renewals)
+        assert alone.is_leading("p")
+    finally:
+        alone.stop()
+
+
+def test_a_standby_is_heard_at_once_reads_nothing_while_it_waits_and_replaces_a_crashed_holder(
+    kubeconfig: Path, admin: client.ApiClient, namespace: str
+) -> None:
+    name = unique("lease")
+    holder = elector(admin, namespace, name, unique("holder"))
+    holder.start()
+    standby_api = counting_client(kubeconfig, name)
+    standby = elector(standby_api, namespace, name, unique("standby"))
+    try:
+        eventually(lambda: holder.is_leading("p"), 20, "the first replica leads")
+        eventually(lambda: (l := lease(admin, namespace, name)) and l["spec"]["leaseDurationSeconds"] == 12,
+                   10, "a solo lease")
+        standby.start()
+        announced = eventually(lambda: (l := lease(admin, namespace, name))
+                               and STANDBY in (l["metadata"].get("annotations") or {}) and time.monotonic(),
+                               10, "the standby announces itself")
+        short = eventually(lambda: (l := lease(admin, namespace, name))
+                           and l["spec"]["leaseDurationSeconds"] == 4 and time.monotonic(),
+                           10, "the holder switches to the short lease")
+        # heard through the holder's watch, not at its next solo renewal (4 s away at most)
+        assert short - announced < 2.0, f"switched {short - announced:.2f} s after the announcement"
+        assert holder.is_leading("p") and not standby.is_leading("p")
+        # the holder renews its short lease every 4/3 s; the standby sees each renewal through
+        # its watch and reads the Lease only to acquire it (it polled every 0.25 s before)
+        time.sleep(1.0)
+        gets = standby_api.gets
+        time.sleep(8.0)
+        assert standby_api.gets - gets <= 2, f"{standby_api.gets - gets} GETs in 8 s"
+        assert holder.is_leading("p") and not standby.is_leading("p")
+        crashed = time.monotonic()
+        holder.stop(release=False)  # no release: the standby must wait the lease out
+        eventually(lambda: standby.is_leading("p"), 15, "the standby takes over")
+        took = time.monotonic() - crashed
+        assert took <= TIMING.lease_duration_s + 2.0, f"took over {took:.2f} s after the crash"
+    finally:
+        holder.stop()
+        standby.stop()
