@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,3 +23,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         else:
             raise pytest.UsageError(
                 f"{item.nodeid}: tests live under tests/unit, tests/integration or tests/docs")
+
+
+@pytest.fixture(autouse=True)
+def _root_logger_restored() -> Iterator[None]:
+    """A test that runs an entry point in-process (`main([...])`) gets the process's logging: the
+    root logger's JSON handler on stderr (`runtime.logs.configure`). The next test starts with
+    the root logger as it was, whatever order the tests run in."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:], root.level = handlers, level
