@@ -10,7 +10,7 @@ LOWEST_STAMP := $(LOWEST)/.installed
 # kubernetes client (watches, leases, status writes), the API server calling a webhook.
 LOWEST_INTEGRATION := tests/integration/test_control_plane_is_real.py \
 	tests/integration/test_webhook_server.py tests/integration/test_providers.py
-# The Kubernetes versions (policies/kubeversions.py; docs/reference/kubernetes-versions.md): the whole suite
+# The Kubernetes versions (fivespot/policies/kubeversions.py; docs/reference/kubernetes-versions.md): the whole suite
 # runs on one, KUBERNETES_VERSION (`make test KUBERNETES_VERSION=1.34`), else the default; on every
 # other supported minor, `test-versions` runs the tests whose outcome depends on the API server's
 # version: compile's CRD rules against the server, the fidelity corpus (whole Status identical),
@@ -101,24 +101,24 @@ imports: install
 	$(BIN)/lint-imports
 
 controlplane: install
-	$(BIN)/python -m devcluster build
+	$(BIN)/python -m fivespot.devcluster build
 
 # Every supported minor's control plane (each cached apart; etcd built once).
 controlplane-versions: install
-	nice -n 19 $(BIN)/python -m devcluster build --all-versions
+	nice -n 19 $(BIN)/python -m fivespot.devcluster build --all-versions
 
 # VERSION_TESTS on every supported minor but the selected one, one after the other.
 test-versions: install controlplane-versions
-	@for version in $$($(BIN)/python -m devcluster versions --others); do \
+	@for version in $$($(BIN)/python -m fivespot.devcluster versions --others); do \
 		echo "== Kubernetes $$version: the version-dependent tests"; \
 		KUBERNETES_VERSION=$$version $(BIN)/python -m pytest -m integration -q $(VERSION_TESTS) || exit 1; \
 	done
 
 # The real GitOps engines the end-to-end tests sync with (Argo CD, Flux, kustomize, redis), pinned
-# in tools/engines/versions and built once into ~/.cache/fivespot/engines (devcluster/engines.py);
-# and KEDA's ScaledObject CRD, pinned in tools/crds/versions (devcluster/upstream_crds.py).
+# in tools/engines/versions and built once into ~/.cache/fivespot/engines (fivespot/devcluster/engines.py);
+# and KEDA's ScaledObject CRD, pinned in tools/crds/versions (fivespot/devcluster/upstream_crds.py).
 engines: install
-	$(BIN)/python -m devcluster engines
+	$(BIN)/python -m fivespot.devcluster engines
 
 # The engines, then the peers `fivespot import`'s equivalence test runs (marker `peers`; about 5
 # minutes cold, cached like the engines): one Go build at a time, beside the unit tests.
@@ -127,10 +127,10 @@ engines-then-peers: install
 	$(MAKE) --no-print-directory peers
 
 cluster: controlplane
-	$(BIN)/python -m devcluster up --state-dir $(CLUSTER_DIR)
+	$(BIN)/python -m fivespot.devcluster up --state-dir $(CLUSTER_DIR)
 
 cluster-down: install
-	$(BIN)/python -m devcluster down --state-dir $(CLUSTER_DIR)
+	$(BIN)/python -m fivespot.devcluster down --state-dir $(CLUSTER_DIR)
 
 clean:
 	rm -rf $(VENV) $(LOWEST) out .pytest_cache .mypy_cache .hypothesis .import_linter_cache
@@ -167,7 +167,7 @@ image-lock: install
 # Local control plane + compiled example + webhook, provider and capacity controller as local
 # processes; flips a ManualSchedule and shows `kubectl get scap` through a whole handback.
 demo: install controlplane
-	$(BIN)/python -m devcluster.demo
+	$(BIN)/python -m fivespot.devcluster.demo
 
 # Benchmarks (not tests): each prints its numbers; record them in bench/RESULTS.md.
 bench: bench-compile bench-check bench-webhook bench-capacity bench-providers bench-composite bench-deploy bench-gitops bench-audit
@@ -193,10 +193,10 @@ bench-providers: install controlplane
 
 # Market open (issue 16): every object on one schedule flips at once, beside a bare client.
 # fivespot beside kube-green and GoKubeDownscaler on one control plane (issue 39): the peers are
-# pinned in tools/peers/versions and built once into ~/.cache/fivespot/peers (devcluster/peers.py);
+# pinned in tools/peers/versions and built once into ~/.cache/fivespot/peers (fivespot/devcluster/peers.py);
 # about 30 minutes; prints one table (docs/explanation/compared.md says how to read it).
 peers: install
-	$(BIN)/python -m devcluster peers
+	$(BIN)/python -m fivespot.devcluster peers
 
 bench-peers: install controlplane peers
 	$(BIN)/python bench/peers/run.py

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "docs" / "_ext"))
 
-from commandline.docs import DOCS_URL  # noqa: E402
+from fivespot.commandline.docs import DOCS_URL  # noqa: E402
 
 project = "fivespot"
 author = "the fivespot authors"

@@ -1,10 +1,12 @@
-"""The `fivespot` command: the top of the house, one table of subcommands over the packages.
+"""fivespot: every part of it lives under this one package, so that installing it beside other
+packages shadows none of them (decision 0037).
 
-It owns no behaviour of its own: each subcommand is registered by the package it belongs to
-(`compiler.cli`, `webhook.cli`, `controllers.cli`, `controllers.spotschedules.cli`) and runs behind
-`commandline.boundary`.
+`cli` is the `fivespot` command; below it `devcluster`, then `compiler`, `webhook`,
+`controllers` and `deploy`, then `runtime` and `policies`, then `api` and `commandline` (the
+layers in `.importlinter`, enforced by `make imports`).
 """
 
-from commandline.leanimports import import_msgspec
+
+from fivespot.commandline.leanimports import import_msgspec
 
 import_msgspec()  # before any package imports msgspec (see commandline.leanimports)

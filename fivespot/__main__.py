@@ -2,6 +2,6 @@
 
 import sys
 
-from fivespot.cli import main
+from fivespot.cli.main import main
 
 sys.exit(main())

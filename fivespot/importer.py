@@ -1,6 +1,6 @@
 """`fivespot import`: read kube-green SleepInfos, kube-downscaler annotations and KEDA cron
 triggers from files or a cluster, and write the fivespot config repo, the tenant objects that do
-the same, and a report of what could not be carried over (`compiler.importer` decides all of it;
+the same, and a report of what could not be carried over (`fivespot.compiler.importer` decides all of it;
 this is the shell that reads and writes).
 
 It writes only into a new or empty folder, as `fivespot init` does, so nothing of the user's is
@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
-from commandline import exitcodes
+from fivespot.commandline import exitcodes
 
 SUFFIXES: Final = (".yaml", ".yml", ".json")
 KINDS_FROM_CLUSTER: Final = (
@@ -67,9 +67,9 @@ def _resources(text: str) -> tuple[str, ...]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from compiler.diagnostics import InputError
-    from compiler.importer import import_objects, render
-    from compiler.scaffold import ScaffoldError, write_new
+    from fivespot.compiler.diagnostics import InputError
+    from fivespot.compiler.importer import import_objects, render
+    from fivespot.compiler.scaffold import ScaffoldError, write_new
 
     if bool(args.sources) == bool(args.from_cluster):
         print("fivespot import: give files or folders, or --from-cluster (not both)", file=sys.stderr)
@@ -110,8 +110,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _from_files(sources: list[Path]) -> tuple[list[Any], list[str]]:
-    from compiler import folders
-    from compiler.check.objectyaml import read_documents
+    from fivespot.compiler import folders
+    from fivespot.compiler.check.objectyaml import read_documents
 
     documents, read = [], []
     for source in sources:
@@ -126,8 +126,8 @@ class _ClusterError(Exception):
 
 
 def _from_cluster(kubeconfig: Path | None, context: str | None) -> tuple[list[Any], list[str]]:
-    from compiler.check.objectyaml import Document
-    from runtime import kube
+    from fivespot.compiler.check.objectyaml import Document
+    from fivespot.runtime import kube
 
     try:
         api = kube.load_cli_client(kubeconfig, context)
@@ -152,7 +152,7 @@ def _from_cluster(kubeconfig: Path | None, context: str | None) -> tuple[list[An
 
 def _list(api: Any, path: str) -> Iterator[dict[str, Any]]:
     """Every object at `path`, page by page; none when the cluster does not serve the kind."""
-    from runtime import kube
+    from fivespot.runtime import kube
 
     token: str | None = None
     while True:

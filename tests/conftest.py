@@ -28,7 +28,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(autouse=True)
 def _root_logger_restored() -> Iterator[None]:
     """A test that runs an entry point in-process (`main([...])`) gets the process's logging: the
-    root logger's JSON handler on stderr (`runtime.logs.configure`). The next test starts with
+    root logger's JSON handler on stderr (`fivespot.runtime.logs.configure`). The next test starts with
     the root logger as it was, whatever order the tests run in."""
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level

@@ -1,7 +1,7 @@
 """The real kstatus (fluxcd/cli-utils, what Flux `wait` and health checks run), for tests.
 
 `tools/kstatus/` is a small Go program over that library, built from Go modules like the control
-plane, once per source version, into the fivespot cache (`devcluster.build.cache_root()`), under a
+plane, once per source version, into the fivespot cache (`fivespot.devcluster.build.cache_root()`), under a
 lock so parallel test runs build it once.
 """
 
@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from devcluster.build import cache_root
+from fivespot.devcluster.build import cache_root
 
 SOURCE = Path(__file__).resolve().parents[1] / "tools" / "kstatus"
 

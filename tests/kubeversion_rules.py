@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from compiler.emit.base import CRDS, Artifact
+from fivespot.compiler.emit.base import CRDS, Artifact
 
 NAME_RULE: Final = "self.spec.prefixes.exists(p, self.metadata.name.contains(p))"
 """Cheap where metadata.name is at most 253 bytes (1.37's estimator), over budget where it may be

@@ -9,7 +9,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from commandline.docs import DOCS_URL
+from fivespot.commandline.docs import DOCS_URL
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -36,11 +36,11 @@ sys.path.insert(0, str(ROOT))
 
 import yaml  # noqa: E402
 
-from devcluster import localrun  # noqa: E402
-from devcluster.build import cached_binaries, ensure_binaries  # noqa: E402
-from devcluster.clients import admin_client  # noqa: E402
-from devcluster.controlplane import ControlPlane  # noqa: E402
-from runtime import kube  # noqa: E402
+from fivespot.devcluster import localrun  # noqa: E402
+from fivespot.devcluster.build import cached_binaries, ensure_binaries  # noqa: E402
+from fivespot.devcluster.clients import admin_client  # noqa: E402
+from fivespot.devcluster.controlplane import ControlPlane  # noqa: E402
+from fivespot.runtime import kube  # noqa: E402
 
 EXAMPLE = ROOT / "examples" / "agent-sandbox" / "config"
 NS = "agents"
@@ -100,8 +100,8 @@ def main() -> int:
         create(api, args.objects)
         print(f"created {args.objects} ScheduledCapacities in {time.perf_counter() - started:.0f}s")
         tightened = work / "out-5"
-        from compiler.output import write_tree
-        from compiler.pipeline import compile_repo
+        from fivespot.compiler.output import write_tree
+        from fivespot.compiler.pipeline import compile_repo
 
         write_tree(compile_repo(config(work, 5)).files, tightened)
         env = {**os.environ, "KUBECONFIG": str(plane.kubeconfig)}

@@ -63,9 +63,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from devcluster import localrun  # noqa: E402
-from runtime import kube  # noqa: E402
-from runtime.informer import Informer  # noqa: E402
+from fivespot.devcluster import localrun  # noqa: E402
+from fivespot.runtime import kube  # noqa: E402
+from fivespot.runtime.informer import Informer  # noqa: E402
 
 NS = "agents"
 ACTIVE = 10
@@ -275,7 +275,7 @@ class Bench:
 
 def bare_patches(kubeconfig: Path, paths: list[str], threads: int, body: dict[str, Any]) -> float:
     """The limit: the same merge patches of one field a controller sends, from the same client
-    configuration (`kubeconfig`'s identity, `runtime.kube.load_client`'s pool), with as many
+    configuration (`kubeconfig`'s identity, `fivespot.runtime.kube.load_client`'s pool), with as many
     threads as it has workers, to objects nobody governs. Seconds for all of them. (Also the
     peers' benchmark's bare client, bench/peers/run.py.)"""
     api = kube.load_client(kubeconfig)
@@ -534,8 +534,8 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="fivespot-bench-capacity-"))
     plane = None
     if args.kubeconfig is None:
-        from devcluster.build import cached_binaries, ensure_binaries
-        from devcluster.controlplane import ControlPlane
+        from fivespot.devcluster.build import cached_binaries, ensure_binaries
+        from fivespot.devcluster.controlplane import ControlPlane
 
         plane = ControlPlane(cached_binaries() or ensure_binaries(), work / "cluster", owned=True)
         plane.start()

@@ -7,7 +7,7 @@ with one boundary mutation), and in one run measures:
 1. `fivespot check --policies OUT FILE` started afresh each time (interpreter start-up, imports,
    reading and compiling the policies, reading the file, deciding, printing): several runs after
    a warm-up, wall clock and CPU time (user + system of the process and its workers), median and
-   spread, hyperfine-style. The warm-up fills the check cache (`compiler.check.cache`, in the
+   spread, hyperfine-style. The warm-up fills the check cache (`fivespot.compiler.check.cache`, in the
    run's own folder), as a user's first run after compiling does; one object is also measured
    with `--no-cache` (the first run after a policy change);
 0. the limit, in the same run: the interpreter alone (`python -c pass`, the same venv), and a
@@ -52,8 +52,8 @@ sys.path.insert(0, str(ROOT))
 import yaml  # noqa: E402
 
 from bench.check.run import corpus, replace_section  # noqa: E402
-from compiler.output import write_tree  # noqa: E402
-from compiler.pipeline import compile_repo  # noqa: E402
+from fivespot.compiler.output import write_tree  # noqa: E402
+from fivespot.compiler.pipeline import compile_repo  # noqa: E402
 
 EXAMPLE: Final = ROOT / "examples" / "agent-sandbox" / "config"
 CONSUMER_CRD: Final = ROOT / "examples" / "agent-sandbox" / "consumer" / "virtualmachinepools.yaml"
@@ -113,9 +113,9 @@ def build_kubectl_validate(build: bool = True) -> Path | None:
 
 def dry_run_rate(out: Path, objects: list[dict[str, Any]]) -> tuple[float, int, float]:
     """(objects/s, objects sent, seconds) of sequential server-side dry-run creates."""
-    from devcluster.build import cached_binaries, ensure_binaries
-    from devcluster.clients import admin_client
-    from devcluster.controlplane import ControlPlane
+    from fivespot.devcluster.build import cached_binaries, ensure_binaries
+    from fivespot.devcluster.clients import admin_client
+    from fivespot.devcluster.controlplane import ControlPlane
     from kubernetes import client, dynamic
 
     plane = ControlPlane(cached_binaries() or ensure_binaries(), owned=True)

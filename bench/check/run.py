@@ -11,7 +11,7 @@ pairs), and measures:
    hold the CPU, so the CPU-time rate is what "on one core" means there. Both are reported,
    with the load average before and after;
 2. µs per rule: each CEL rule of the example (CRD rules, VAP variables and validations) alone
-   over the corpus, compiled once (cel-expr-python, through `policies.cel`);
+   over the corpus, compiled once (cel-expr-python, through `fivespot.policies.cel`);
 3. the same rules through pure-Python `cel-python` (celpy) for the ratio; rules celpy cannot
    evaluate (no `join`/`split`, for example) are listed and left out of the ratio.
 
@@ -39,12 +39,12 @@ from typing import Any, Final
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from compiler.pipeline import compile_repo  # noqa: E402
-from policies.admission_eval import Checker, Request  # noqa: E402
-from policies.admission_eval.vap import _cel_request  # noqa: E402
-from policies.cel import ADMISSION_VARIABLES, CRD_VARIABLES, CelEvaluationError, Program, compile_expression  # noqa: E402
-from policies.cel import authz  # noqa: E402
-from policies import kubeversions  # noqa: E402
+from fivespot.compiler.pipeline import compile_repo  # noqa: E402
+from fivespot.policies.admission_eval import Checker, Request  # noqa: E402
+from fivespot.policies.admission_eval.vap import _cel_request  # noqa: E402
+from fivespot.policies.cel import ADMISSION_VARIABLES, CRD_VARIABLES, CelEvaluationError, Program, compile_expression  # noqa: E402
+from fivespot.policies.cel import authz  # noqa: E402
+from fivespot.policies import kubeversions  # noqa: E402
 
 EXAMPLE = ROOT / "examples" / "agent-sandbox" / "config"
 RESULTS = ROOT / "bench" / "RESULTS.md"

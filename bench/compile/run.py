@@ -17,8 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from compiler.output import write_tree
-from compiler.pipeline import compile_repo
+from fivespot.compiler.output import write_tree
+from fivespot.compiler.pipeline import compile_repo
 
 PLATFORM = """apiVersion: config.5spot.finos.org/v1alpha1
 kind: Platform

@@ -95,12 +95,12 @@ def image(repeats: int) -> None:
 
 
 def install(repeats: int) -> None:
-    from compiler.output import write_tree
-    from compiler.pipeline import compile_repo
-    from compiler.scaffold import init
-    from devcluster.build import cached_binaries, ensure_binaries
-    from devcluster.controlplane import ControlPlane
-    from runtime import kube
+    from fivespot.compiler.output import write_tree
+    from fivespot.compiler.pipeline import compile_repo
+    from fivespot.compiler.scaffold import init
+    from fivespot.devcluster.build import cached_binaries, ensure_binaries
+    from fivespot.devcluster.controlplane import ControlPlane
+    from fivespot.runtime import kube
     from tests.integration.kubelet import LocalKubelet
     from tests.integration.pod_sandbox import remove, scratch_dir, unpack
     from tests.integration.test_install import CONTROLLERS

@@ -51,7 +51,7 @@ def _built_image() -> dict[str, Any]:
 
 def _verdict(api: Any) -> bool:
     """True when a ScheduledCapacity asking for 3 is denied at admission (dry run)."""
-    from runtime import kube
+    from fivespot.runtime import kube
     from tests.integration.test_gitops_story_engine import team_scap
 
     body = team_scap(f"bench-{time.monotonic_ns() % 10**9}", 3)
@@ -78,11 +78,11 @@ def _spread(values: list[float]) -> str:
 
 
 def run_engine(engine: str, rounds: int, requeue: str, image: dict[str, Any]) -> list[float]:
-    from compiler.scaffold import init
-    from devcluster.gitops_engines import ArgoCD, Flux
-    from devcluster.gitserver import GitServer
-    from devcluster.kubectl import kubectl
-    from runtime import kube
+    from fivespot.compiler.scaffold import init
+    from fivespot.devcluster.gitops_engines import ArgoCD, Flux
+    from fivespot.devcluster.gitserver import GitServer
+    from fivespot.devcluster.kubectl import kubectl
+    from fivespot.runtime import kube
     from tests.integration.gitops_world import (
         GIT_REPOSITORIES, WatchedRepo, application, apply_argocd_objects, cluster, edit_platform,
         engines, eventually, refresh, request_reconcile, synced_at)

@@ -2,7 +2,7 @@
 (docs/design/decisions/0025-live-tenancy-and-namespaced-rights.md).
 
 The capacity controller watches each consumer kind with one cluster-wide informer
-(`runtime.informer.Informer`), which needs list and watch on it everywhere. Namespaced rights
+(`fivespot.runtime.informer.Informer`), which needs list and watch on it everywhere. Namespaced rights
 would need one informer per tenant namespace and kind. A local control plane gets N namespaces
 with one ConfigMap each (a stand-in for a consumer's objects: any kind watches alike); then, in
 this process, one cluster-wide informer, then N informers of one namespace each, as the runtime
@@ -30,12 +30,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from devcluster.build import cached_binaries, ensure_binaries  # noqa: E402
-from devcluster.clients import admin_client  # noqa: E402
-from devcluster.controlplane import ControlPlane  # noqa: E402
-from runtime import kube  # noqa: E402
-from runtime.informer import Informer  # noqa: E402
-from runtime.manager import Settings  # noqa: E402
+from fivespot.devcluster.build import cached_binaries, ensure_binaries  # noqa: E402
+from fivespot.devcluster.clients import admin_client  # noqa: E402
+from fivespot.devcluster.controlplane import ControlPlane  # noqa: E402
+from fivespot.runtime import kube  # noqa: E402
+from fivespot.runtime.informer import Informer  # noqa: E402
+from fivespot.runtime.manager import Settings  # noqa: E402
 
 _WATCHES = re.compile(r'^apiserver_longrunning_requests\{[^}]*resource="configmaps"[^}]*verb="WATCH"[^}]*\} (\S+)$',
                       re.MULTILINE)

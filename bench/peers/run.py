@@ -1,9 +1,9 @@
 """fivespot beside the tools a platform team would pick instead (issue 39), on one local control
-plane: kube-green and GoKubeDownscaler, built from the Go module proxy (`devcluster.peers`,
+plane: kube-green and GoKubeDownscaler, built from the Go module proxy (`fivespot.devcluster.peers`,
 pinned in tools/peers/versions) and run as processes with their documented configuration. Not a
 test. `make bench-peers`.
 
-The control plane is the one `fivespot dev` starts (`devcluster.dev.DevSession`, the bench's own
+The control plane is the one `fivespot dev` starts (`fivespot.devcluster.dev.DevSession`, the bench's own
 config in bench/peers/config: a CapacityConsumer for Deployments' spec.replicas, one tenant of 20
 namespaces, the CapitalMarketsSchedule provider), with the kube-apiserver's audit log on. fivespot's
 components run as `dev` runs them (the compiled Deployments' arguments, each its own
@@ -70,11 +70,11 @@ from typing import Any, Final
 ROOT: Final = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from devcluster.dev import DevSession  # noqa: E402
-from devcluster.kubectl import apply, wait_established  # noqa: E402
-from devcluster.peers import PeerProcess as Peer, cluster_admin, ensure_peers, peer_processes  # noqa: E402
-from runtime import kube  # noqa: E402
-from runtime.informer import Informer  # noqa: E402
+from fivespot.devcluster.dev import DevSession  # noqa: E402
+from fivespot.devcluster.kubectl import apply, wait_established  # noqa: E402
+from fivespot.devcluster.peers import PeerProcess as Peer, cluster_admin, ensure_peers, peer_processes  # noqa: E402
+from fivespot.runtime import kube  # noqa: E402
+from fivespot.runtime.informer import Informer  # noqa: E402
 
 HERE: Final = Path(__file__).resolve().parent
 UTC: Final = dt.timezone.utc
@@ -91,7 +91,7 @@ FIVESPOT_CONTROLLERS: Final = ("fivespot-capacity-controller", "fivespot-provide
                                "fivespot-audit-controller")
 """What the outage kills of fivespot: its controllers (the webhook is a separate Deployment)."""
 CAPACITY_WORKERS: Final = 4
-"""The capacity controller's default --workers (runtime/controllerprocess.py): the bare client's threads."""
+"""The capacity controller's default --workers (fivespot/runtime/controllerprocess.py): the bare client's threads."""
 OUTAGE_BEFORE_S: Final = 20.0
 OUTAGE_AFTER_S: Final = 70.0
 RIGHT_AFTER_S: Final = 60.0

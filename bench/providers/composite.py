@@ -3,7 +3,7 @@ instant; how long after the flip each composite's status is written.
 
 Not a test. Against the real control plane (started here), with the compiled example installed,
 the time-based and the composite providers run as their own processes and ServiceAccounts
-(`python -m controllers.spotschedules time-based|composite`, default flags). There are `--objects`
+(`python -m fivespot.controllers.spotschedules time-based|composite`, default flags). There are `--objects`
 TimeBasedSpotSchedules that all open at the same whole minute, and as many CompositeSchedules,
 each `allOf: [its own TimeBasedSpotSchedule, not: <a shared ManualSchedule that stays off>]`.
 At the boundary the time-based provider writes 1,000 statuses at once, and each write is an
@@ -37,12 +37,12 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from bench.providers.run import LogReader, percentile, schedule, zone_for  # noqa: E402
-from compiler.output import write_tree  # noqa: E402
-from compiler.pipeline import compile_repo  # noqa: E402
-from devcluster.build import cached_binaries, ensure_binaries  # noqa: E402
-from devcluster.clients import admin_client, service_account_kubeconfig  # noqa: E402
-from devcluster.controlplane import ControlPlane  # noqa: E402
-from devcluster.kubectl import install, kubectl  # noqa: E402
+from fivespot.compiler.output import write_tree  # noqa: E402
+from fivespot.compiler.pipeline import compile_repo  # noqa: E402
+from fivespot.devcluster.build import cached_binaries, ensure_binaries  # noqa: E402
+from fivespot.devcluster.clients import admin_client, service_account_kubeconfig  # noqa: E402
+from fivespot.devcluster.controlplane import ControlPlane  # noqa: E402
+from fivespot.devcluster.kubectl import install, kubectl  # noqa: E402
 
 EXAMPLE = ROOT / "examples" / "agent-sandbox"
 GROUP, VERSION = "spotschedules.5spot.finos.org", "v1alpha1"
@@ -55,7 +55,7 @@ def provider(command: str, out: Path, kubeconfig: Path, work: Path) -> tuple[sub
     config = service_account_kubeconfig(kubeconfig, INSTALL_NS, f"fivespot-provider-{command}",
                                         work / f"{command}.kubeconfig")
     process = subprocess.Popen(
-        [sys.executable, "-m", "controllers.spotschedules", command, "--bundle", str(out / "bundle.json"),
+        [sys.executable, "-m", "fivespot.controllers.spotschedules", command, "--bundle", str(out / "bundle.json"),
          "--kubeconfig", str(config), "--lease-namespace", INSTALL_NS, "--identity", "bench",
          "--metrics-port", "0"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -114,7 +114,7 @@ def main() -> None:
                 process, reader = provider(command, out, kubeconfig, work)
                 processes.append(process)
                 started[command] = reader
-            print("providers: python -m controllers.spotschedules manual|capital-markets|composite "
+            print("providers: python -m fivespot.controllers.spotschedules manual|capital-markets|composite "
                   "--bundle OUT/bundle.json --kubeconfig SA.kubeconfig --lease-namespace "
                   "5spot-system --identity bench --metrics-port 0 (other flags default)", flush=True)
 

@@ -22,7 +22,7 @@ Market open (`--burst N`, issue 16) instead: N CapitalMarketsSchedules, half in 
 `default`, half in `agents`, all open at one whole minute and close at the next; `--replicas`
 provider processes (default flags but `--partitions default,agents`) lead the two partitions.
 After each of the two bursts, the limit in the same run: a bare client (the provider's
-ServiceAccount, `runtime.kube.load_client`'s pool, as many threads as the provider has workers)
+ServiceAccount, `fivespot.runtime.kube.load_client`'s pool, as many threads as the provider has workers)
 sends the same flip's status patches (bodies computed by the provider's own `plan`, with the
 resourceVersion precondition) to N objects in a partition nobody leads. Printed per boundary:
 the bare client's time, the provider's boundary -> last status written, their ratio, status
@@ -57,14 +57,14 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from compiler.output import write_tree  # noqa: E402
-from compiler.pipeline import compile_repo  # noqa: E402
-from controllers.spotschedules import capital_markets  # noqa: E402
-from controllers.spotschedules.controller import DEFAULT_WORKERS as DEFAULT_PROVIDER_WORKERS  # noqa: E402
-from devcluster.build import cached_binaries, ensure_binaries  # noqa: E402
-from devcluster.clients import admin_client, service_account_kubeconfig  # noqa: E402
-from devcluster.controlplane import ControlPlane  # noqa: E402
-from devcluster.kubectl import install, kubectl  # noqa: E402
+from fivespot.compiler.output import write_tree  # noqa: E402
+from fivespot.compiler.pipeline import compile_repo  # noqa: E402
+from fivespot.controllers.spotschedules import capital_markets  # noqa: E402
+from fivespot.controllers.spotschedules.controller import DEFAULT_WORKERS as DEFAULT_PROVIDER_WORKERS  # noqa: E402
+from fivespot.devcluster.build import cached_binaries, ensure_binaries  # noqa: E402
+from fivespot.devcluster.clients import admin_client, service_account_kubeconfig  # noqa: E402
+from fivespot.devcluster.controlplane import ControlPlane  # noqa: E402
+from fivespot.devcluster.kubectl import install, kubectl  # noqa: E402
 
 EXAMPLE = ROOT / "examples" / "agent-sandbox"
 GROUP, VERSION, PLURAL = "spotschedules.5spot.finos.org", "v1alpha1", "capitalmarketsschedules"
@@ -208,13 +208,13 @@ def main() -> None:
 
             sa_config = service_account_kubeconfig(kubeconfig, INSTALL_NS, COMPONENT,
                                                    work / "provider.kubeconfig")
-            command = [sys.executable, "-m", "controllers.spotschedules", "capital-markets",
+            command = [sys.executable, "-m", "fivespot.controllers.spotschedules", "capital-markets",
                        "--bundle", str(out / "bundle.json"), "--kubeconfig", str(sa_config),
                        "--lease-namespace", INSTALL_NS, "--identity", "bench",
                        "--metrics-port", "0"]
             if args.workers is not None:
                 command += ["--workers", str(args.workers)]
-            print("provider: python -m controllers.spotschedules capital-markets --bundle "
+            print("provider: python -m fivespot.controllers.spotschedules capital-markets --bundle "
                   "OUT/bundle.json --kubeconfig SA.kubeconfig --lease-namespace 5spot-system "
                   "--identity bench --metrics-port 0"
                   + (f" --workers {args.workers}" if args.workers is not None else "")
@@ -368,10 +368,10 @@ def led(port: int) -> list[str]:
 def bare_status_patches(sa_config: Path, api: Any, instant: dt.datetime, threads: int) -> tuple[float, int]:
     """The limit: the status patches the provider would send for every bare object at `instant`
     (the same bodies, resourceVersion precondition included, computed beforehand), sent by the
-    provider's own client configuration (`runtime.kube.load_client`: its ServiceAccount, its
+    provider's own client configuration (`fivespot.runtime.kube.load_client`: its ServiceAccount, its
     connection pool) from as many threads as the provider has workers. Seconds, patches sent."""
-    from controllers.spotschedules.reconcile import plan
-    from runtime import kube
+    from fivespot.controllers.spotschedules.reconcile import plan
+    from fivespot.runtime import kube
 
     items = api.list_namespaced_custom_object(GROUP, VERSION, BARE_NS, PLURAL)["items"]
     patches = [(item["metadata"]["name"], plan(item, capital_markets.evaluate, instant).patch)
@@ -435,7 +435,7 @@ def market_open(args: argparse.Namespace) -> int:
             sa_config = service_account_kubeconfig(kubeconfig, INSTALL_NS, COMPONENT,
                                                    work / "provider.kubeconfig")
             for replica in range(args.replicas):
-                command = [sys.executable, "-m", "controllers.spotschedules", "capital-markets",
+                command = [sys.executable, "-m", "fivespot.controllers.spotschedules", "capital-markets",
                            "--bundle", str(out / "bundle.json"), "--kubeconfig", str(sa_config),
                            "--lease-namespace", INSTALL_NS, "--identity", f"bench-{replica}",
                            "--metrics-port", "0", "--partitions", "default,agents",
@@ -446,7 +446,7 @@ def market_open(args: argparse.Namespace) -> int:
                 processes.append(process)
                 readers.append(LogReader(process.stdout))
                 readers[-1].start()
-            print(f"provider: {args.replicas} x python -m controllers.spotschedules capital-markets "
+            print(f"provider: {args.replicas} x python -m fivespot.controllers.spotschedules capital-markets "
                   f"--partitions default,agents --workers {workers} (other flags default)", flush=True)
 
             admin = admin_client(kubeconfig)

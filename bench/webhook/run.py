@@ -7,7 +7,7 @@ What runs:
 - a real control plane (kube-apiserver + etcd from devcluster) with the compiled example's CRDs
   and `--machines` ScheduledMachines in `agents`, so host governance reads a populated,
   watch-fed cache as in a cluster;
-- the webhook, `python -m webhook serve` (gunicorn, one event-driven uvicorn worker, TLS,
+- the webhook, `python -m fivespot.webhook serve` (gunicorn, one event-driven uvicorn worker, TLS,
   keep-alive) with the example compiled as `enforcement: both`, so all three
   checks run;
 - two no-op responders on the same `GunicornApplication`, settings and TLS context class: a
@@ -52,13 +52,13 @@ sys.path.insert(0, str(ROOT))
 import yaml  # noqa: E402
 from kubernetes import client  # noqa: E402
 
-from compiler.output import write_tree  # noqa: E402
-from compiler.pipeline import compile_repo  # noqa: E402
-from devcluster.build import cached_binaries, ensure_binaries  # noqa: E402
-from devcluster.clients import admin_client  # noqa: E402
-from devcluster.controlplane import ControlPlane  # noqa: E402
-from devcluster.kubectl import apply, wait_established  # noqa: E402
-from webhook.tls import issue, new_ca  # noqa: E402
+from fivespot.compiler.output import write_tree  # noqa: E402
+from fivespot.compiler.pipeline import compile_repo  # noqa: E402
+from fivespot.devcluster.build import cached_binaries, ensure_binaries  # noqa: E402
+from fivespot.devcluster.clients import admin_client  # noqa: E402
+from fivespot.devcluster.controlplane import ControlPlane  # noqa: E402
+from fivespot.devcluster.kubectl import apply, wait_established  # noqa: E402
+from fivespot.webhook.tls import issue, new_ca  # noqa: E402
 
 EXAMPLE = ROOT / "examples" / "agent-sandbox"
 CAPACITY = "system:serviceaccount:5spot-system:fivespot-capacity-controller"
@@ -73,8 +73,8 @@ def noop_main(kind: str, port: int, cert: Path, key: Path) -> None:
     reference for the ratio; `wsgi` drops Flask too (what the framework itself costs)."""
     from flask import Flask, Response, request
 
-    from webhook.server import GunicornApplication, ServeOptions, use_serving
-    from webhook.serving import ServingCertificate
+    from fivespot.webhook.server import GunicornApplication, ServeOptions, use_serving
+    from fivespot.webhook.serving import ServingCertificate
 
     options = ServeOptions(bundle_path=Path("/dev/null"), port=port, bind="127.0.0.1",
                            certificate_mode="files", tls_cert=cert, tls_key=key)
@@ -367,7 +367,7 @@ def main() -> int:
         ports = {"noop-wsgi": free_port(), "noop": free_port(), "webhook": free_port()}
         webhook_port, metrics_port = ports["webhook"], free_port()
         groups: dict[str, int] = {}  # server -> process group (each is its own session)
-        processes.append(spawn([sys.executable, "-m", "webhook", "serve", "--bundle", str(bundle),
+        processes.append(spawn([sys.executable, "-m", "fivespot.webhook", "serve", "--bundle", str(bundle),
                                 "--port", str(webhook_port), "--bind", "127.0.0.1",
                                 "--kubeconfig", str(plane.kubeconfig), "--tls-cert", str(cert),
                                 "--tls-key", str(key), "--certificate-mode", "files",

@@ -2,8 +2,8 @@
 itself, at build time.
 
 A page that lists the metrics, the alerts or the exit codes by hand drifts from them; these
-directives render each from the one place it is defined (`runtime/metrics.py` and
-`webhook/metrics.py`, `compiler/emit/monitoring.py`, `commandline/exitcodes.py`), so the site
+directives render each from the one place it is defined (`fivespot/runtime/metrics.py` and
+`fivespot/webhook/metrics.py`, `fivespot/compiler/emit/monitoring.py`, `fivespot/commandline/exitcodes.py`), so the site
 always describes the fivespot it was built from. The tables are written as MyST Markdown and
 parsed in place, so they link and render like the hand-written pages around them.
 """
@@ -30,13 +30,13 @@ def _metric_families() -> Iterator[tuple[str, str, str, tuple[str, ...], str]]:
     """(exposed name, type, help, label names, defined in) of every fivespot metric."""
     from prometheus_client.metrics import MetricWrapperBase
 
-    import runtime.metrics
-    from webhook.metrics import Metrics
+    import fivespot.runtime.metrics
+    from fivespot.webhook.metrics import Metrics
 
     sources: list[tuple[str, list[Any]]] = [
-        ("runtime/metrics.py", [v for v in vars(runtime.metrics).values()
+        ("fivespot/runtime/metrics.py", [v for v in vars(fivespot.runtime.metrics).values()
                                 if isinstance(v, MetricWrapperBase)]),
-        ("webhook/metrics.py", [v for v in vars(Metrics()).values()
+        ("fivespot/webhook/metrics.py", [v for v in vars(Metrics()).values()
                                 if isinstance(v, MetricWrapperBase)]),
     ]
     suffix = {"counter": "_total", "histogram": "", "gauge": "", "summary": ""}
@@ -73,7 +73,7 @@ class Alerts(_MarkdownDirective):
     """Every alert of the PrometheusRule: severity, how long, the expression, its runbook page."""
 
     def run(self) -> list[nodes.Node]:
-        from compiler.emit.monitoring import EVERY_ALERT
+        from fivespot.compiler.emit.monitoring import EVERY_ALERT
 
         lines = ["| alert | severity | for | fires on | runbook |", "|---|---|---|---|---|"]
         for alert in EVERY_ALERT:
@@ -89,11 +89,11 @@ class Alert(_MarkdownDirective):
     required_arguments = 1
 
     def run(self) -> list[nodes.Node]:
-        from compiler.emit.monitoring import EVERY_ALERT
+        from fivespot.compiler.emit.monitoring import EVERY_ALERT
 
         found = [a for a in EVERY_ALERT if a.name == self.arguments[0]]
         if not found:
-            raise self.error(f"no alert {self.arguments[0]!r} in compiler/emit/monitoring.py")
+            raise self.error(f"no alert {self.arguments[0]!r} in fivespot/compiler/emit/monitoring.py")
         alert = found[0]
         lines = [
             f"**{alert.summary}.** Severity `{alert.severity}`, fires after `{alert.for_}` of:",
@@ -104,10 +104,10 @@ class Alert(_MarkdownDirective):
 
 
 class ExitCodes(_MarkdownDirective):
-    """The exit codes as `commandline/exitcodes.py` defines and explains them."""
+    """The exit codes as `fivespot/commandline/exitcodes.py` defines and explains them."""
 
     def run(self) -> list[nodes.Node]:
-        from commandline import exitcodes
+        from fivespot.commandline import exitcodes
 
         lines = ["| code | name | meaning |", "|---|---|---|"]
         docs = _attribute_docs(inspect.getsource(exitcodes))
@@ -157,7 +157,7 @@ class Layers(SphinxDirective):
                              'fill="#eef3fb" stroke="#3d5a80"/>')
                 parts.append(f'<text x="{x + box_w / 2:.0f}" y="{y + row_h / 2 + 5}" '
                              'text-anchor="middle" font-family="monospace" font-size="15" '
-                             f'fill="#1b263b">{escape(package)}/</text>')
+                             f'fill="#1b263b">{escape(package.removeprefix("fivespot."))}/</text>')
             if index < len(rows) - 1:
                 mid, top = width / 2, y + row_h
                 parts.append(f'<path d="M{mid} {top + 3} L{mid} {top + gap - 5}" stroke="#3d5a80" '
@@ -181,9 +181,9 @@ class SchedulePicture(SphinxDirective):
         import shlex
         from html import escape
 
-        from fivespot import picture
-        from fivespot.cli import full_parser
-        from fivespot.preview import BadPreview, build
+        from fivespot.cli import picture
+        from fivespot.cli.main import full_parser
+        from fivespot.cli.preview import BadPreview, build
 
         words = shlex.split(self.arguments[0])
         resolved = [str(ROOT / w) if not w.startswith("-") and (ROOT / w).exists() else w

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from commandline.docs import DOCS_URL
-from compiler.emit.monitoring import EVERY_ALERT
+from fivespot.commandline.docs import DOCS_URL
+from fivespot.compiler.emit.monitoring import EVERY_ALERT
 from tests.docs.conftest import chromium
 from tests.repo_text import docs_addresses
 
@@ -56,8 +56,8 @@ def test_every_docs_address_in_a_message_is_a_page_and_anchor_of_the_built_site(
 
 
 def test_the_generated_reference_pages_list_every_command_metric_and_exit_code(site: Path) -> None:
-    from commandline import exitcodes
-    from fivespot.cli import RUNTIME_COMMANDS
+    from fivespot.commandline import exitcodes
+    from fivespot.cli.main import RUNTIME_COMMANDS
 
     cli = (site / "reference" / "cli.html").read_text()
     for command in ["compile", "check", "test", "init", *RUNTIME_COMMANDS]:

@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from fivespot import picture
-from fivespot.cli import main
+from fivespot.cli import picture
+from fivespot.cli.main import main
 from tests.docs.conftest import ROOT, chromium
 
 EXAMPLE = ROOT / "examples" / "agent-sandbox"
@@ -73,8 +73,8 @@ _ROW = re.compile(r"^  (?:from|    ) \S+ \S+ \S+ (\S+Z)  (active|inactive|unreso
 _MARK = re.compile(r"^  mark (\S+ \S+ \S+) to (\S+ \S+ \S+)  (.+)$")
 _LABELS = {"holiday ": "holiday", "early close ": "early-close", "late open ": "late-open",
            "special session ": "special-session", "override: ": "override"}
-"""How the table's mark labels begin, by mark kind (`controllers/spotschedules/capital_markets.py`
-`marks`, `controllers/spotschedules/timeline.py`)."""
+"""How the table's mark labels begin, by mark kind (`fivespot/controllers/spotschedules/capital_markets.py`
+`marks`, `fivespot/controllers/spotschedules/timeline.py`)."""
 
 
 def _local(text: str) -> dt.datetime:

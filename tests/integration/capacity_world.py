@@ -18,9 +18,9 @@ from typing import Any, Final, Literal, TypeVar
 import yaml
 from kubernetes import client
 
-from devcluster import localrun
-from runtime import kube
-from runtime.leaderelection import Timing
+from fivespot.devcluster import localrun
+from fivespot.runtime import kube
+from fivespot.runtime.leaderelection import Timing
 
 T = TypeVar("T")
 NS = "agents"
@@ -212,7 +212,7 @@ def flipping(world: World, schedule: str, every_s: float = 0.5) -> Iterator[None
 
 
 class ControllerProcess:
-    """One `python -m controllers capacity` (or `machine`) child process, restartable, logging
+    """One `python -m fivespot.controllers capacity` (or `machine`) child process, restartable, logging
     JSON to a file."""
 
     def __init__(self, kubeconfig: Path, bundle: Path, identity: str, log_file: Path,

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from devcluster.build import cache_root, cached_binaries, ensure_binaries
-from devcluster.clients import admin_client, client_as_service_account
-from devcluster.controlplane import ControlPlane
+from fivespot.devcluster.build import cache_root, cached_binaries, ensure_binaries
+from fivespot.devcluster.clients import admin_client, client_as_service_account
+from fivespot.devcluster.controlplane import ControlPlane
 from tests.image_scripts import build_script
 from tests.integration import leaks
 

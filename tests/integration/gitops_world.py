@@ -28,15 +28,15 @@ from typing import Any, Final, Protocol, TypeVar
 
 import yaml
 
-from compiler.emit.gitops import ARGOCD_CM_APPLY
-from compiler.output import write_tree
-from compiler.pipeline import compile_repo
-from devcluster.controlplane import ControlPlane
-from devcluster.engines import Engines, cached_engines, ensure_engines
-from devcluster.gitops_engines import ENGINE_CONTROLLERS, ArgoCD, Flux
-from devcluster.gitserver import GitServer
-from devcluster.kubectl import kubectl
-from runtime import kube
+from fivespot.compiler.emit.gitops import ARGOCD_CM_APPLY
+from fivespot.compiler.output import write_tree
+from fivespot.compiler.pipeline import compile_repo
+from fivespot.devcluster.controlplane import ControlPlane
+from fivespot.devcluster.engines import Engines, cached_engines, ensure_engines
+from fivespot.devcluster.gitops_engines import ENGINE_CONTROLLERS, ArgoCD, Flux
+from fivespot.devcluster.gitserver import GitServer
+from fivespot.devcluster.kubectl import kubectl
+from fivespot.runtime import kube
 from tests.integration.conftest import own_control_plane
 from tests.integration.kubelet import LocalKubelet
 from tests.integration.pod_sandbox import remove, scratch_dir, unpack

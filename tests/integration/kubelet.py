@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from runtime import kube
+from fivespot.runtime import kube
 from tests.integration.pod_sandbox import (
     PodNetwork,
     SandboxedProcess,

@@ -14,10 +14,10 @@ from typing import Any
 
 from kubernetes import client
 
-from devcluster import localrun
-from devcluster.clients import admin_client, service_account_kubeconfig
-from devcluster.kubectl import apply, wait_established
-from runtime import kube
+from fivespot.devcluster import localrun
+from fivespot.devcluster.clients import admin_client, service_account_kubeconfig
+from fivespot.devcluster.kubectl import apply, wait_established
+from fivespot.runtime import kube
 from tests.integration.capacity_world import ControllerProcess, eventually, unique
 from tests.integration.conftest import own_control_plane
 

@@ -37,8 +37,8 @@ from typing import Any
 
 from kubernetes import client
 
-from devcluster.clients import service_account_token
-from runtime.processes import die_with_parent
+from fivespot.devcluster.clients import service_account_token
+from fivespot.runtime.processes import die_with_parent
 
 SA_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
 

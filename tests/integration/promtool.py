@@ -1,7 +1,7 @@
 """Prometheus' own `promtool test rules`, to evaluate a compiled alert rule as Prometheus does.
 
 promtool comes from Debian's `prometheus` package, unpacked once into the cache outside the repo
-(`devcluster.debian`: no service started); `apt-get install` is the fallback."""
+(`fivespot.devcluster.debian`: no service started); `apt-get install` is the fallback."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import yaml
 
-from compiler.emit.monitoring import Alert, rule
-from devcluster import debian
-from devcluster.build import cache_root
+from fivespot.compiler.emit.monitoring import Alert, rule
+from fivespot.devcluster import debian
+from fivespot.devcluster.build import cache_root
 
 PACKAGE = "prometheus"
 

@@ -22,12 +22,12 @@ import pytest
 import yaml
 from kubernetes import client
 
-from compiler.check.objects import check
-from devcluster import localrun
-from devcluster.clients import admin_client, client_as_service_account
-from devcluster.controlplane import ControlPlane
-from devcluster.kubectl import apply, kubectl, wait_established
-from runtime import kube
+from fivespot.compiler.check.objects import check
+from fivespot.devcluster import localrun
+from fivespot.devcluster.clients import admin_client, client_as_service_account
+from fivespot.devcluster.controlplane import ControlPlane
+from fivespot.devcluster.kubectl import apply, kubectl, wait_established
+from fivespot.runtime import kube
 from tests.integration.authorizer import wait_in_force
 from tests.integration.capacity_world import SCAP, World, allow_deployments, path
 from tests.integration.conftest import own_control_plane

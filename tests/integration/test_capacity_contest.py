@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from controllers.capacity.contest import MAX_WRITES_PER_MINUTE
-from devcluster import localrun
-from runtime import kube
+from fivespot.controllers.capacity.contest import MAX_WRITES_PER_MINUTE
+from fivespot.devcluster import localrun
+from fivespot.runtime import kube
 from tests.integration.capacity_world import (
     NS,
     POOLS,
@@ -142,7 +142,7 @@ def test_a_forced_rewrite_is_undone_at_once_then_reported_naming_the_manager_bac
 
 def test_an_hpa_arriving_on_a_governed_object_makes_the_scheduled_capacity_write_nothing_and_say_so(
         controller: ControllerProcess, world: World, admin: client.ApiClient) -> None:
-    from api.fieldgovernance import autoscaled_message, claim_of, writer_of
+    from fivespot.api.fieldgovernance import autoscaled_message, claim_of, writer_of
 
     tag = unique("hpa")
     pool, schedule, name, hpa = f"{tag}-pool", f"{tag}-open", f"{tag}-cap", f"{tag}-hpa"

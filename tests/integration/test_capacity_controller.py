@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from devcluster import localrun
-from runtime import kube
+from fivespot.devcluster import localrun
+from fivespot.runtime import kube
 from tests.integration.capacity_world import (
     MANUAL,
     SCAP,

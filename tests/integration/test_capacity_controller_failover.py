@@ -17,7 +17,7 @@ from pathlib import Path
 
 from kubernetes import client
 
-from devcluster import localrun
+from fivespot.devcluster import localrun
 from tests.integration.capacity_world import ControllerProcess, World, eventually, flipping, unique
 
 LEASE_DURATION_S = 4.0

@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 import yaml
 
-from compiler.output import write_tree
-from compiler.pipeline import compile_repo
-from devcluster import localrun
-from devcluster.build import cached_binaries, ensure_binaries
-from devcluster.clients import admin_client
-from devcluster.controlplane import ControlPlane
-from devcluster.kubectl import apply, wait_established
-from runtime import kube
+from fivespot.compiler.output import write_tree
+from fivespot.compiler.pipeline import compile_repo
+from fivespot.devcluster import localrun
+from fivespot.devcluster.build import cached_binaries, ensure_binaries
+from fivespot.devcluster.clients import admin_client
+from fivespot.devcluster.controlplane import ControlPlane
+from fivespot.devcluster.kubectl import apply, wait_established
+from fivespot.runtime import kube
 from tests.integration.capacity_world import ControllerProcess, World, eventually, unique
 
 SCAP_CRD = "scheduledcapacities.5spot.finos.org"

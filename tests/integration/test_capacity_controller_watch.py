@@ -17,8 +17,8 @@ import pytest
 from kubernetes import client
 from prometheus_client import REGISTRY
 
-from runtime import kube
-from runtime.informer import Informer
+from fivespot.runtime import kube
+from fivespot.runtime.informer import Informer
 from tests.integration.capacity_world import eventually
 
 

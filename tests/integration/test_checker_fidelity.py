@@ -41,12 +41,12 @@ from hypothesis import strategies as st
 from kubernetes import client, dynamic
 from kubernetes.client.rest import ApiException
 
-from compiler.check.fixtures import user_rules_authorizer
-from compiler.pipeline import compile_repo
-from compiler.check.objectyaml import parse_documents
-from compiler.spec import PolicyRule
-from policies import kubeversions
-from policies.admission_eval import Checker, Request, Verdict, status
+from fivespot.compiler.check.fixtures import user_rules_authorizer
+from fivespot.compiler.pipeline import compile_repo
+from fivespot.compiler.check.objectyaml import parse_documents
+from fivespot.compiler.spec import PolicyRule
+from fivespot.policies import kubeversions
+from fivespot.policies.admission_eval import Checker, Request, Verdict, status
 from tests.integration.authorizer import wait_in_force
 from tests.integration.test_control_plane_is_real import eventually
 
@@ -267,7 +267,7 @@ def _gauge(field: str, value: Any, base: dict[str, Any] | None = None) -> dict[s
 
 
 def version_cases() -> list[Case]:
-    """Where the supported API servers differ (policies/kubeversions.py): numbers outside their
+    """Where the supported API servers differ (fivespot/policies/kubeversions.py): numbers outside their
     format's range (refused from 1.36 on), and CEL rule failures on a scalar and an object (1.34
     shows the schema type as the value). Every case runs against every version's server."""
     cases = [Case(f"versions:{field}={value!r}", _gauge(field, value)) for field, value in (

@@ -11,11 +11,11 @@ import pytest
 import yaml
 from kubernetes import client
 
-from compiler.emit.base import SCHEDULES
-from compiler.output import write_tree
-from compiler.pipeline import Compiled, compile_repo
-from devcluster import localrun
-from devcluster.kubectl import install, kubectl
+from fivespot.compiler.emit.base import SCHEDULES
+from fivespot.compiler.output import write_tree
+from fivespot.compiler.pipeline import Compiled, compile_repo
+from fivespot.devcluster import localrun
+from fivespot.devcluster.kubectl import install, kubectl
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "agent-sandbox"

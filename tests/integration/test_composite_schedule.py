@@ -19,17 +19,17 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from api.bundle import parse_bundle
-from api.kinds.composite import NODE_FORM_MESSAGE, REFERENCE_API_VERSION_MESSAGE
-from controllers.spotschedules.controller import PROVIDER_TYPES
-from controllers.spotschedules.managers import provider_manager
-from runtime.manager import Manager, Settings
-from devcluster import localrun
-from devcluster.clients import client_as_service_account
-from devcluster.kubectl import apply, kubectl, wait_established
-from runtime import kube
-from runtime.leaderelection import Timing
-from runtime.partitions import Partitions
+from fivespot.api.bundle import parse_bundle
+from fivespot.api.kinds.composite import NODE_FORM_MESSAGE, REFERENCE_API_VERSION_MESSAGE
+from fivespot.controllers.spotschedules.controller import PROVIDER_TYPES
+from fivespot.controllers.spotschedules.managers import provider_manager
+from fivespot.runtime.manager import Manager, Settings
+from fivespot.devcluster import localrun
+from fivespot.devcluster.clients import client_as_service_account
+from fivespot.devcluster.kubectl import apply, kubectl, wait_established
+from fivespot.runtime import kube
+from fivespot.runtime.leaderelection import Timing
+from fivespot.runtime.partitions import Partitions
 from tests.integration.capacity_world import (
     NS,
     SCAP,
@@ -324,7 +324,7 @@ def test_the_preview_reads_a_live_clusters_schedules_and_agrees_with_their_publi
     providers: dict[str, Manager], kubeconfig: Path, schedules: Schedules,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from fivespot.cli import main
+    from fivespot.cli.main import main
 
     on, office, desk = unique("on"), unique("office"), unique("desk")
     schedules.create("ManualSchedule", on, {"enabled": False})

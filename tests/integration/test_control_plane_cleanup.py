@@ -10,13 +10,13 @@ import sys
 import time
 from pathlib import Path
 
-from devcluster.build import cached_binaries, ensure_binaries
-from devcluster.controlplane import ControlPlane
+from fivespot.devcluster.build import cached_binaries, ensure_binaries
+from fivespot.devcluster.controlplane import ControlPlane
 
 _OWNER = """
 import json, sys, time
-from devcluster.build import cached_binaries
-from devcluster.controlplane import ControlPlane
+from fivespot.devcluster.build import cached_binaries
+from fivespot.devcluster.controlplane import ControlPlane
 plane = ControlPlane(cached_binaries(), owned=True)
 plane.start()
 print(json.dumps([p.pid for _, p in plane.processes]), flush=True)

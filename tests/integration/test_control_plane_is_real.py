@@ -21,7 +21,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from devcluster.certs import issue, new_ca
+from fivespot.devcluster.certs import issue, new_ca
 from tests.integration.conftest import AsServiceAccount
 
 T = TypeVar("T")

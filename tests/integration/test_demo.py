@@ -7,12 +7,12 @@ import re
 import subprocess
 import sys
 
-from runtime.processes import die_with_parent
+from fivespot.runtime.processes import die_with_parent
 
 
 def test_make_demo_walks_a_scheduled_capacity_through_a_whole_handback_and_a_machine_through_a_drain(
 ) -> None:
-    done = subprocess.run([sys.executable, "-m", "devcluster.demo"], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "fivespot.devcluster.demo"], capture_output=True, text=True,
                           timeout=600, preexec_fn=die_with_parent)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     out = done.stdout

@@ -5,7 +5,7 @@ not yet at the API server: a slow network, a paused process) and fail its lease 
 decides a write and sends it; the write is held; A's renewals fail, so A stops leading, and
 replica B (its own process) takes the Lease and writes the same object; then A's write is
 released and reaches the API server. Every write is conditional on the resourceVersion its
-decision read (`runtime.manager`), so A's late write gets 409 and B's value stays — what the
+decision read (`fivespot.runtime.manager`), so A's late write gets 409 and B's value stays — what the
 leader election guarantee now rests on, instead of how long a write may take.
 """
 
@@ -25,15 +25,15 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
-from api.bundle import load_bundle
-from controllers.capacity.controller import capacity_manager
-from controllers.spotschedules.controller import PROVIDER_TYPES
-from controllers.spotschedules.managers import provider_manager
-from devcluster import localrun
-from devcluster.clients import service_account_kubeconfig
-from runtime import kube
-from runtime.manager import Manager, Settings
-from runtime.partitions import Partitions
+from fivespot.api.bundle import load_bundle
+from fivespot.controllers.capacity.controller import capacity_manager
+from fivespot.controllers.spotschedules.controller import PROVIDER_TYPES
+from fivespot.controllers.spotschedules.managers import provider_manager
+from fivespot.devcluster import localrun
+from fivespot.devcluster.clients import service_account_kubeconfig
+from fivespot.runtime import kube
+from fivespot.runtime.manager import Manager, Settings
+from fivespot.runtime.partitions import Partitions
 from tests.integration.capacity_world import (
     FAST_LEASES,
     FAST_TIMING,
@@ -178,7 +178,7 @@ def test_a_deposed_providers_status_write_landing_late_is_refused(
     def start_b() -> None:
         with open(tmp_path / "b.log", "ab") as log:
             b.append(subprocess.Popen(
-                [sys.executable, "-m", "controllers.spotschedules", "manual", "--bundle", str(bundle_path),
+                [sys.executable, "-m", "fivespot.controllers.spotschedules", "manual", "--bundle", str(bundle_path),
                  "--kubeconfig", str(sa), "--identity", b_identity, "--metrics-port", "0",
                  "--partitions", "agents", *FAST_LEASES], stdout=log, stderr=subprocess.STDOUT,
                 cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True))
@@ -209,7 +209,7 @@ def test_a_deposed_providers_status_write_landing_late_is_refused(
 
 
 def test_a_deposed_machine_leaders_status_write_landing_late_is_refused(tmp_path: Path) -> None:
-    from controllers.machine.controller import machine_manager
+    from fivespot.controllers.machine.controller import machine_manager
     from tests.integration.machine_world import NS as TRADING, SM, config_with, machine_world
 
     with machine_world(tmp_path, config_with(tmp_path, "", keep_builtin=True), leading=False) as world:

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import yaml
 
-from runtime import kube
-from runtime.processes import die_with_parent
+from fivespot.runtime import kube
+from fivespot.runtime.processes import die_with_parent
 from tests.integration import leaks
 
 CONFIG = {

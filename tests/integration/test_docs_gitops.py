@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from devcluster.gitserver import GitServer
+from fivespot.devcluster.gitserver import GitServer
 from tests.integration.docs_commands import DOCS, run_page, up_to_the_first_background_block
 from tests.integration.gitops_world import GIT_IDENTITY_ENV, Node, engine_world, start_argocd
 

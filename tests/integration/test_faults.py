@@ -6,7 +6,7 @@ Leases, and the objects' status — not from the controller's logs alone.
   the lease duration + 5 s of the server answering again, each written once;
 - the kill switch admitted at once after each of several restarts (the tenant-limits policy's
   params kind is not found for ~30 s after about half of all restarts, kubernetes#124237: that
-  policy fails open, `policies.admission`);
+  policy fails open, `fivespot.policies.admission`);
 - a handback under way across a restart: it completes on the drain counter read after it;
 - the server paused past a lease with two replicas: no target written twice, never two holders
   of one Lease at once, all right within the lease duration + 5 s of its resumption;
@@ -28,9 +28,9 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from devcluster import localrun
-from devcluster.controlplane import ControlPlane, EtcdRecord
-from runtime import kube
+from fivespot.devcluster import localrun
+from fivespot.devcluster.controlplane import ControlPlane, EtcdRecord
+from fivespot.runtime import kube
 from tests.integration.capacity_world import (
     FAST_TIMING,
     POOLS,

@@ -19,13 +19,13 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from compiler.output import write_tree
-from compiler.pipeline import compile_repo
-from devcluster import localrun
-from devcluster.clients import admin_client
-from devcluster.controlplane import ControlPlane
-from devcluster.kubectl import install
-from runtime import kube
+from fivespot.compiler.output import write_tree
+from fivespot.compiler.pipeline import compile_repo
+from fivespot.devcluster import localrun
+from fivespot.devcluster.clients import admin_client
+from fivespot.devcluster.controlplane import ControlPlane
+from fivespot.devcluster.kubectl import install
+from fivespot.runtime import kube
 from tests.integration.capacity_world import (
     POOLS,
     SCAP,

@@ -22,9 +22,9 @@ import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from compiler.output import write_tree
-from compiler.pipeline import compile_repo
-from devcluster.kubectl import install
+from fivespot.compiler.output import write_tree
+from fivespot.compiler.pipeline import compile_repo
+from fivespot.devcluster.kubectl import install
 from tests.integration.test_control_plane_is_real import eventually
 from tests.integration.test_webhook_admission import (
     EXAMPLE,
@@ -161,8 +161,8 @@ def test_a_scheduled_capacity_on_a_pool_an_hpa_scales_is_refused_in_the_words_of
     """An autoscaler is a governor fivespot does not run (decision record 0029): the webhook
     lists the namespace's HPAs when a ScheduledCapacity is created, through the real API server
     and the webhook's own RBAC, and refuses with the message `fivespot check` gives offline."""
-    from api.fieldgovernance import autoscaled_message, claim_of, writer_of
-    from runtime import kube
+    from fivespot.api.fieldgovernance import autoscaled_message, claim_of, writer_of
+    from fivespot.runtime import kube
 
     pool = f"pool-{uuid.uuid4().hex[:6]}"
     hpa = {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",

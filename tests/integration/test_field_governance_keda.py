@@ -1,7 +1,7 @@
 """An autoscaler on a gated Deployment is a second governor of its `spec.replicas` (decision record
 0029), refused in the same words offline and live: a HorizontalPodAutoscaler, and a KEDA
 ScaledObject against KEDA's real CRD (`keda.sh_scaledobjects.yaml` of the pinned module,
-`devcluster.upstream_crds`; KEDA itself is not run, only its object's `scaleTargetRef` matters).
+`fivespot.devcluster.upstream_crds`; KEDA itself is not run, only its object's `scaleTargetRef` matters).
 
 - Offline: `fivespot check --policies OUT` on the Deployment, the autoscaler and the
   ScheduledCapacity refuses the ScheduledCapacity.
@@ -28,12 +28,12 @@ import pytest
 import yaml
 from kubernetes import client
 
-from compiler.output import write_tree
-from compiler.pipeline import compile_repo
-from devcluster import localrun
-from devcluster.kubectl import install, kubectl
-from devcluster.upstream_crds import ensure_keda_scaledobject_crd
-from runtime import kube
+from fivespot.compiler.output import write_tree
+from fivespot.compiler.pipeline import compile_repo
+from fivespot.devcluster import localrun
+from fivespot.devcluster.kubectl import install, kubectl
+from fivespot.devcluster.upstream_crds import ensure_keda_scaledobject_crd
+from fivespot.runtime import kube
 from tests.integration.capacity_world import (
     DEPLOYMENTS,
     SCAP,

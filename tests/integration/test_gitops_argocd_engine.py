@@ -34,10 +34,10 @@ from typing import Any, Final
 import pytest
 import yaml
 
-from devcluster.gitops_engines import ArgoCD
-from devcluster.gitserver import GitServer
-from devcluster.kubectl import kubectl
-from runtime import kube
+from fivespot.devcluster.gitops_engines import ArgoCD
+from fivespot.devcluster.gitserver import GitServer
+from fivespot.devcluster.kubectl import kubectl
+from fivespot.runtime import kube
 from tests.integration.gitops_world import (
     APPLICATIONS,
     EXAMPLE,

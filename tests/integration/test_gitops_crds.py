@@ -16,11 +16,11 @@ import pytest
 import yaml
 from kubernetes import client
 
-from compiler.emit.gitops import ARGOCD_CM_APPLY
-from compiler.output import write_tree
-from compiler.pipeline import compile_repo
-from devcluster.engines import cached_engines, ensure_engines, Engines
-from devcluster.kubectl import FIELD_MANAGER, kubectl, wait_established
+from fivespot.compiler.emit.gitops import ARGOCD_CM_APPLY
+from fivespot.compiler.output import write_tree
+from fivespot.compiler.pipeline import compile_repo
+from fivespot.devcluster.engines import cached_engines, ensure_engines, Engines
+from fivespot.devcluster.kubectl import FIELD_MANAGER, kubectl, wait_established
 
 pytestmark = pytest.mark.integration
 

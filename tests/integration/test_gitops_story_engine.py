@@ -27,9 +27,9 @@ from typing import Any, Final
 
 import pytest
 
-from compiler.scaffold import init
-from devcluster.gitops_engines import ArgoCD
-from runtime import kube
+from fivespot.compiler.scaffold import init
+from fivespot.devcluster.gitops_engines import ArgoCD
+from fivespot.runtime import kube
 from tests.integration.gitops_world import (
     Node,
     WatchedRepo,

@@ -5,7 +5,7 @@ runs it (a local process under its own ServiceAccount, on the compiled output in
 The tenant's workload is a Deployment as users write it (`replicas: 1` in git) gated by a
 ScheduledCapacity on `spec.replicas`; beside it, for Argo CD, a VirtualMachinePool whose `spec`
 holds nothing but its gated field (the case Argo CD's managedFieldsManagers normalization alone
-reports OutOfSync: compiler/emit/gitops.py, NULL_PARENT). The acceptance of decision record 0029,
+reports OutOfSync: fivespot/compiler/emit/gitops.py, NULL_PARENT). The acceptance of decision record 0029,
 each count from the API server's record — a watch of the tenant's objects from a known
 resourceVersion, every revision with the moment it arrived — never from fivespot's logs:
 
@@ -39,13 +39,13 @@ from typing import Any, Final
 import pytest
 import yaml
 
-from compiler.emit.gitops import ARGOCD_CM_APPLY
-from controllers.capacity.contest import MAX_WRITES_PER_MINUTE
-from devcluster import localrun
-from devcluster.gitops_engines import ENGINE_CONTROLLERS, ArgoCD, Flux
-from devcluster.gitserver import GitServer
-from devcluster.kubectl import kubectl
-from runtime import kube
+from fivespot.compiler.emit.gitops import ARGOCD_CM_APPLY
+from fivespot.controllers.capacity.contest import MAX_WRITES_PER_MINUTE
+from fivespot.devcluster import localrun
+from fivespot.devcluster.gitops_engines import ENGINE_CONTROLLERS, ArgoCD, Flux
+from fivespot.devcluster.gitserver import GitServer
+from fivespot.devcluster.kubectl import kubectl
+from fivespot.runtime import kube
 from tests.integration.capacity_world import (
     DEPLOYMENTS,
     POOLS,

@@ -37,13 +37,13 @@ import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from compiler.emit import health
-from compiler.emit.webhook import TARGET_GUARD
-from compiler.output import write_tree
-from compiler.pipeline import compile_repo
-from devcluster.clients import service_account_kubeconfig
-from devcluster.kubectl import install
-from policies.cel.engine import compile_expression
+from fivespot.compiler.emit import health
+from fivespot.compiler.emit.webhook import TARGET_GUARD
+from fivespot.compiler.output import write_tree
+from fivespot.compiler.pipeline import compile_repo
+from fivespot.devcluster.clients import service_account_kubeconfig
+from fivespot.devcluster.kubectl import install
+from fivespot.policies.cel.engine import compile_expression
 from tests.integration.test_control_plane_is_real import eventually
 from tests.integration.test_webhook_admission import (
     CONFIGURATION,
@@ -155,7 +155,7 @@ class Rollout:
         identity = service_account_kubeconfig(self.kubeconfig, INSTALL_NS, "fivespot-webhook",
                                               self.work / "webhook.kubeconfig")
         log = self.work / f"webhook-{len(self.servers)}.log"
-        command = [sys.executable, "-m", "webhook", "serve", "--port", str(self.port), "--bind",
+        command = [sys.executable, "-m", "fivespot.webhook", "serve", "--port", str(self.port), "--bind",
                    "127.0.0.1", "--metrics-port", "0", "--bundle", str(out / "bundle.json"),
                    "--kubeconfig", str(identity), "--tls-san", "127.0.0.1", "--workers", "1"]
         with log.open("wb") as handle:

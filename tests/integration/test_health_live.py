@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from compiler.emit import health
-from devcluster import localrun
-from runtime import kube
+from fivespot.compiler.emit import health
+from fivespot.devcluster import localrun
+from fivespot.runtime import kube
 from tests import kstatus
 from tests.integration.capacity_world import SCAP, ControllerProcess, World, eventually, path, unique
 from tests.integration.test_capacity_controller import _in_phase

@@ -35,12 +35,12 @@ from kubernetes import client
 from packageurl import PackageURL
 from packaging.utils import canonicalize_name
 
-from compiler.emit.base import SCHEDULES, WORKLOADS
-from compiler.output import write_tree
-from compiler.pipeline import Compiled, compile_repo
-from devcluster.clients import admin_client
-from devcluster.controlplane import ControlPlane
-from devcluster.kubectl import install, kubectl
+from fivespot.compiler.emit.base import SCHEDULES, WORKLOADS
+from fivespot.compiler.output import write_tree
+from fivespot.compiler.pipeline import Compiled, compile_repo
+from fivespot.devcluster.clients import admin_client
+from fivespot.devcluster.controlplane import ControlPlane
+from fivespot.devcluster.kubectl import install, kubectl
 from tests.image_scripts import build_script
 from tests.integration.conftest import own_control_plane
 from tests.integration.pod_sandbox import (

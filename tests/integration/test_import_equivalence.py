@@ -2,7 +2,7 @@
 imported from, checked by running both on one local control plane (issue 39's acceptance).
 
 The real kube-green and GoKubeDownscaler (built from the Go module proxy, pinned, cached:
-`devcluster.peers`, as `make bench-peers` runs them) act on their own objects in their own
+`fivespot.devcluster.peers`, as `make bench-peers` runs them) act on their own objects in their own
 namespaces (`*-peer`); fivespot runs as `fivespot dev` runs it on the config `fivespot import`
 wrote from the same objects, with the imported tenant objects applied, on a twin set of
 Deployments (`*-fivespot`). "The same week" is compressed to the boundaries that matter: each
@@ -10,7 +10,7 @@ peer sleeps at a whole minute a minute or two ahead and wakes two minutes later;
 of each peer is exempt (kube-green's `excludeRef`, the downscaler's `exclude` annotation) and
 must never flip. A watch per namespace from a known resourceVersion records every change of
 `spec.replicas` with its arrival time, and each Deployment's changes, by minute, must be the
-peer's twin's. GoKubeDownscaler runs in a network namespace of its own (`devcluster.netbridge`:
+peer's twin's. GoKubeDownscaler runs in a network namespace of its own (`fivespot.devcluster.netbridge`:
 its health server binds :8081, hard-coded) and scans every `--interval` (10 s here, its default 30 s) and
 kube-green fires at the cron instant, so minutes are compared, not seconds.
 
@@ -33,10 +33,10 @@ from typing import Any
 import pytest
 import yaml
 
-from devcluster.dev import DevSession
-from devcluster.kubectl import apply, wait_established
-from devcluster.peers import PeerProcess, cached_peers, cluster_admin, ensure_peers, peer_processes
-from runtime import kube
+from fivespot.devcluster.dev import DevSession
+from fivespot.devcluster.kubectl import apply, wait_established
+from fivespot.devcluster.peers import PeerProcess, cached_peers, cluster_admin, ensure_peers, peer_processes
+from fivespot.runtime import kube
 from tests.integration.capacity_world import History, current_revision
 
 pytestmark = [pytest.mark.integration, pytest.mark.peers, pytest.mark.timeout(1500)]

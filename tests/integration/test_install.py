@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from compiler.output import write_tree
-from compiler.pipeline import compile_repo
-from compiler.scaffold import init
-from runtime import kube
-from devcluster.controlplane import ControlPlane
+from fivespot.compiler.output import write_tree
+from fivespot.compiler.pipeline import compile_repo
+from fivespot.compiler.scaffold import init
+from fivespot.runtime import kube
+from fivespot.devcluster.controlplane import ControlPlane
 from tests.integration.conftest import own_control_plane
 from tests.integration.kubelet import LocalKubelet
 from tests.integration.pod_sandbox import remove, scratch_dir, unpack

@@ -16,9 +16,9 @@ from collections.abc import Iterator
 import pytest
 import yaml
 
-from compiler.output import write_tree
-from compiler.pipeline import compile_repo
-from compiler.scaffold import init
+from fivespot.compiler.output import write_tree
+from fivespot.compiler.pipeline import compile_repo
+from fivespot.compiler.scaffold import init
 from tests.integration.conftest import own_control_plane
 
 

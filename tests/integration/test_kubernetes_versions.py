@@ -14,10 +14,10 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from compiler import cel_preflight
-from compiler.repo import Repo
-from compiler.spec import Platform
-from policies import kubeversions
+from fivespot.compiler import cel_preflight
+from fivespot.compiler.repo import Repo
+from fivespot.compiler.spec import Platform
+from fivespot.policies import kubeversions
 from tests.kubeversion_rules import CHEAP_RULE, LISTS_RULE, NAME_RULE, crd_with_rule
 
 VERSION = kubeversions.selected()

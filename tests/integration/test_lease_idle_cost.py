@@ -3,7 +3,7 @@
 A lone holder writes the long solo lease and renews it at a third of it; a standby announces
 itself and the holder, which watches its lease, switches to the short lease at once, so a crash
 of the holder is taken over within the short lease duration. The elector here is the one every
-controller runs (`runtime.leaderelection.LeaderElector`), with short timings.
+controller runs (`fivespot.runtime.leaderelection.LeaderElector`), with short timings.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 
 from kubernetes import client, config
 
-from runtime import kube
-from runtime.leaderelection import LEASE_GROUP, LEASE_VERSION, STANDBY, LeaderElector, Timing
+from fivespot.runtime import kube
+from fivespot.runtime.leaderelection import LEASE_GROUP, LEASE_VERSION, STANDBY, LeaderElector, Timing
 from tests.integration.capacity_world import eventually, unique
 
 TIMING = Timing(lease_duration_s=4.0, renew_deadline_s=3.0, retry_period_s=1.0, poll_s=0.25,

@@ -33,11 +33,11 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from compiler.emit import health
-from devcluster import localrun
-from devcluster.clients import admin_client, service_account_kubeconfig
-from devcluster.kubectl import apply, kubectl, wait_established
-from runtime import kube
+from fivespot.compiler.emit import health
+from fivespot.devcluster import localrun
+from fivespot.devcluster.clients import admin_client, service_account_kubeconfig
+from fivespot.devcluster.kubectl import apply, kubectl, wait_established
+from fivespot.runtime import kube
 from tests.integration.capacity_world import FAST_LEASES, ControllerProcess, eventually, unique
 from tests import kstatus
 from tests.integration.conftest import own_control_plane
@@ -633,7 +633,7 @@ def test_seed_001_guide_step_5_and_6_with_the_manual_provider_running(
                                     "fivespot-provider-manual", tmp_path / "provider.kubeconfig")
     log = open(tmp_path / "provider.log", "ab")
     provider = subprocess.Popen(
-        [sys.executable, "-m", "controllers.spotschedules", "manual", "--bundle", str(installed),
+        [sys.executable, "-m", "fivespot.controllers.spotschedules", "manual", "--bundle", str(installed),
          "--kubeconfig", str(sa), "--metrics-port", "0", *FAST_LEASES],
         stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
         start_new_session=True)

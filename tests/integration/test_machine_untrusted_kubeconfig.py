@@ -31,9 +31,9 @@ from typing import Any
 import pytest
 import yaml
 
-from devcluster.certs import issue, new_ca
-from devcluster.clients import admin_client, ensure_service_account, service_account_token
-from runtime import kube
+from fivespot.devcluster.certs import issue, new_ca
+from fivespot.devcluster.clients import admin_client, ensure_service_account, service_account_token
+from fivespot.runtime import kube
 from tests.integration.capacity_world import eventually, unique
 from tests.integration.machine_world import (
     NS,

@@ -19,10 +19,10 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from compiler.emit.monitoring import FIXED_ALERTS
-from compiler.scaffold import init
-from runtime import kube
-from devcluster.dev import DevSession
+from fivespot.compiler.emit.monitoring import FIXED_ALERTS
+from fivespot.compiler.scaffold import init
+from fivespot.runtime import kube
+from fivespot.devcluster.dev import DevSession
 
 CRDS = Path(__file__).parent / "testdata" / "prometheus-operator-crds"
 PROMETHEUS_GENERATED = {"up"}

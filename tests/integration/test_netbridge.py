@@ -1,4 +1,4 @@
-"""devcluster/netbridge.py: a program in a network namespace of its own binds a port the host
+"""fivespot/devcluster/netbridge.py: a program in a network namespace of its own binds a port the host
 already holds, and still reaches the host's address through the relay (as GoKubeDownscaler,
 whose health server binds :8081 hard-coded, reaches the local API server in the import test)."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from devcluster.netbridge import HostRelay, isolated
+from fivespot.devcluster.netbridge import HostRelay, isolated
 
 pytestmark = pytest.mark.integration
 

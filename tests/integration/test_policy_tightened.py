@@ -33,11 +33,11 @@ import pytest
 import yaml
 from kubernetes import client
 
-from devcluster import localrun
-from devcluster.clients import service_account_kubeconfig
-from devcluster.kubectl import apply, kubectl
-from devcluster.controlplane import ControlPlane
-from runtime import kube
+from fivespot.devcluster import localrun
+from fivespot.devcluster.clients import service_account_kubeconfig
+from fivespot.devcluster.kubectl import apply, kubectl
+from fivespot.devcluster.controlplane import ControlPlane
+from fivespot.runtime import kube
 from tests.integration.capacity_world import (
     POOLS,
     SCAP,
@@ -196,7 +196,7 @@ def _audit(out: Path, *args: str) -> tuple[int, dict[str, Any]]:
 def _dry_run_create(admin: client.ApiClient, stored: dict[str, Any]) -> tuple[int, dict[str, Any]]:
     """The server's answer to creating the stored object today (admission runs before the
     object's existence is looked at: a denial is the policies', a 409 means admitted)."""
-    from compiler.check.audit import as_created
+    from fivespot.compiler.check.audit import as_created
 
     meta = stored["metadata"]
     try:
@@ -426,7 +426,7 @@ def test_the_out_of_policy_alert_fires_on_the_gauge_and_resolves(tightened: dict
     """The compiled alert rule, evaluated by Prometheus' own promtool on the gauge values the
     audit controller reported before and after the fix: firing after its 15 minutes, resolved
     once the count is back to 0."""
-    from compiler.emit.monitoring import OUT_OF_POLICY as ALERT
+    from fivespot.compiler.emit.monitoring import OUT_OF_POLICY as ALERT
     from tests.integration.promtool import rule_test
 
     def gauge(metrics: str, ns: str) -> float:

@@ -27,10 +27,10 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from devcluster import localrun
-from devcluster.clients import service_account_kubeconfig
-from devcluster.kubectl import kubectl, wait_established
-from runtime import kube
+from fivespot.devcluster import localrun
+from fivespot.devcluster.clients import service_account_kubeconfig
+from fivespot.devcluster.kubectl import kubectl, wait_established
+from fivespot.runtime import kube
 from tests.integration.capacity_world import eventually, unique
 from tests.integration.machine_world import NS, World, config_with, machine_world
 

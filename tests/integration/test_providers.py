@@ -26,25 +26,25 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from api.bundle import parse_bundle
-from api.kinds.providers import (
+from fivespot.api.bundle import parse_bundle
+from fivespot.api.kinds.providers import (
     CapitalMarketsScheduleSpec,
     DAYS_MESSAGE,
     HOURS_MESSAGE,
     SESSION_ORDER_MESSAGE,
     TIMEZONE_MESSAGE,
 )
-from controllers.spotschedules import capital_markets
-from controllers.spotschedules.controller import PROVIDER_TYPES
-from controllers.spotschedules.managers import provider_manager
-from runtime.manager import Manager, Settings
-from controllers.spotschedules.status import rfc3339
-from devcluster import localrun
-from devcluster.clients import client_as_service_account, service_account_kubeconfig
-from devcluster.kubectl import kubectl
-from runtime.clock import SYSTEM_CLOCK, Clock
-from runtime.leaderelection import Timing
-from runtime.partitions import Partitions
+from fivespot.controllers.spotschedules import capital_markets
+from fivespot.controllers.spotschedules.controller import PROVIDER_TYPES
+from fivespot.controllers.spotschedules.managers import provider_manager
+from fivespot.runtime.manager import Manager, Settings
+from fivespot.controllers.spotschedules.status import rfc3339
+from fivespot.devcluster import localrun
+from fivespot.devcluster.clients import client_as_service_account, service_account_kubeconfig
+from fivespot.devcluster.kubectl import kubectl
+from fivespot.runtime.clock import SYSTEM_CLOCK, Clock
+from fivespot.runtime.leaderelection import Timing
+from fivespot.runtime.partitions import Partitions
 from tests.integration.authorizer import wait_in_force
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -381,7 +381,7 @@ def test_the_compiled_nyse_calendar_in_the_agents_partition_gets_its_session_sta
 def test_an_overnight_futures_calendar_is_admitted_and_published_like_the_model_decides(
     run_provider: RunProvider, admin: client.ApiClient, namespace: str, kubeconfig: Path
 ) -> None:
-    from compiler.calendars import expand_exchange
+    from fivespot.compiler.calendars import expand_exchange
 
     run_provider("capital-markets")
     spec = expand_exchange("CMES", 2026, 2027).spec_fields()
@@ -464,7 +464,7 @@ def test_the_provider_command_runs_as_its_service_account_and_releases_its_lease
     config = service_account_kubeconfig(kubeconfig, INSTALL_NS, "fivespot-provider-manual",
                                         tmp_path / "manual.kubeconfig")
     process = subprocess.Popen(
-        [sys.executable, "-m", "controllers.spotschedules", "manual",
+        [sys.executable, "-m", "fivespot.controllers.spotschedules", "manual",
          "--bundle", str(installed / "bundle.json"), "--kubeconfig", str(config),
          "--lease-namespace", INSTALL_NS, "--identity", "cli-test", "--metrics-port", "0"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -531,9 +531,9 @@ def test_the_providers_own_status_write_coming_back_is_not_reconciled_but_a_fore
 def test_a_status_computed_from_a_stale_object_is_refused_not_written(
     installed: Path, kubeconfig: Path, admin: client.ApiClient, namespace: str
 ) -> None:
-    from controllers.spotschedules import manual
-    from controllers.spotschedules.reconcile import plan
-    from runtime import kube
+    from fivespot.controllers.spotschedules import manual
+    from fivespot.controllers.spotschedules.reconcile import plan
+    from fivespot.runtime import kube
 
     stale = _create(admin, namespace, "manualschedules", "ManualSchedule", "raced", {"enabled": True})
     _patch_spec(admin, namespace, "manualschedules", "raced", {"enabled": False})

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from devcluster import localrun
-from devcluster.clients import service_account_kubeconfig
-from runtime import kube
+from fivespot.devcluster import localrun
+from fivespot.devcluster.clients import service_account_kubeconfig
+from fivespot.runtime import kube
 from tests.integration.capacity_world import MANUAL, ControllerProcess, World, eventually, path, unique
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,7 +45,7 @@ def manual_provider(kubeconfig: Path, bundle: Path, tmp_path_factory: pytest.Tem
                                     "fivespot-provider-manual", work / "manual.kubeconfig")
     with open(work / "manual.log", "ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "controllers.spotschedules", "manual", "--bundle", str(bundle),
+            [sys.executable, "-m", "fivespot.controllers.spotschedules", "manual", "--bundle", str(bundle),
              "--kubeconfig", str(sa), "--identity", unique("manual-e2e"),
              "--lease-namespace", localrun.INSTALL_NAMESPACE, "--metrics-port", "0"],
             cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)

@@ -20,18 +20,18 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from api.providers import BuiltinProvider
-from compiler.emit import rbac, webhook, workloads
-from compiler.output import to_yaml
-from compiler.repo import Repo
-from compiler.spec import (
+from fivespot.api.providers import BuiltinProvider
+from fivespot.compiler.emit import rbac, webhook, workloads
+from fivespot.compiler.output import to_yaml
+from fivespot.compiler.repo import Repo
+from fivespot.compiler.spec import (
     CapacityConsumer,
     CustomProvider,
     Platform,
     TenantPolicy,
 )
-from devcluster.clients import admin_client
-from devcluster.localrun import ensure_namespaces
+from fivespot.devcluster.clients import admin_client
+from fivespot.devcluster.localrun import ensure_namespaces
 from tests.integration.authorizer import wait_in_force
 from tests.integration.conftest import AsServiceAccount
 
@@ -459,9 +459,9 @@ def readme_rows() -> list[Row]:
 
 def expand(rows: list[Row], repo: Repo) -> dict[str, dict[str, set[Permission]]]:
     """identity -> where -> permissions, with the placeholders filled from `repo`."""
-    from api.providers import BUILTIN_PROVIDERS
-    from compiler.emit import crds
-    from compiler.emit.components import custom_provider_identity
+    from fivespot.api.providers import BUILTIN_PROVIDERS
+    from fivespot.compiler.emit import crds
+    from fivespot.compiler.emit.components import custom_provider_identity
 
     assert repo.machines is not None
     group = "spotschedules.5spot.finos.org"
@@ -507,7 +507,7 @@ def test_every_identity_holds_exactly_what_the_readme_table_says(
     `kubectl auth can-i --list` as each identity in a tenant namespace, the install namespace,
     a CAPI cluster's namespace and a namespace that is none of these, against the docs' table
     (docs/reference/identities.md)."""
-    from compiler.pipeline import load
+    from fivespot.compiler.pipeline import load
 
     capi = f"capi-{uuid.uuid4().hex[:6]}"
     client.CoreV1Api(admin).create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=capi)))

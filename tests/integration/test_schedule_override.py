@@ -26,9 +26,9 @@ from typing import Any, Final
 import pytest
 from kubernetes import client
 
-from devcluster import localrun
-from devcluster.clients import service_account_kubeconfig
-from runtime import kube
+from fivespot.devcluster import localrun
+from fivespot.devcluster.clients import service_account_kubeconfig
+from fivespot.runtime import kube
 from tests.integration.capacity_world import FAST_LEASES, eventually
 
 ROOT: Final = Path(__file__).resolve().parents[2]
@@ -49,7 +49,7 @@ def bundle(kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 class Provider:
-    """`python -m controllers.spotschedules time-based` as its ServiceAccount, restartable."""
+    """`python -m fivespot.controllers.spotschedules time-based` as its ServiceAccount, restartable."""
 
     def __init__(self, bundle: Path, kubeconfig: Path, log: Path):
         self.bundle, self.kubeconfig, self.log = bundle, kubeconfig, log
@@ -58,7 +58,7 @@ class Provider:
     def start(self) -> None:
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "controllers.spotschedules", "time-based",
+                [sys.executable, "-m", "fivespot.controllers.spotschedules", "time-based",
                  "--bundle", str(self.bundle), "--kubeconfig", str(self.kubeconfig),
                  "--identity", f"override-{uuid.uuid4().hex[:8]}",
                  "--lease-namespace", localrun.INSTALL_NAMESPACE, "--metrics-port", "0",

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime import kube
+from fivespot.runtime import kube
 from tests.integration.capacity_world import eventually
 from tests.integration.machine_world import NS, SM, World, config_with, machine_world
 

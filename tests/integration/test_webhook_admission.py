@@ -43,10 +43,10 @@ from cryptography import x509
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from compiler.output import write_tree
-from compiler.pipeline import compile_repo
-from devcluster.clients import service_account_kubeconfig
-from devcluster.kubectl import install
+from fivespot.compiler.output import write_tree
+from fivespot.compiler.pipeline import compile_repo
+from fivespot.devcluster.clients import service_account_kubeconfig
+from fivespot.devcluster.kubectl import install
 from tests.integration.test_control_plane_is_real import eventually
 
 ROOT: Final = Path(__file__).resolve().parents[2]
@@ -207,7 +207,7 @@ def start_webhook(kubeconfig: Path, out: Path, port: int, log: Path, options: Se
     it is stopped if it does not)."""
     identity = service_account_kubeconfig(kubeconfig, INSTALL_NS, "fivespot-webhook",
                                           out.parent / "webhook.kubeconfig")
-    command = [sys.executable, "-m", "webhook", "serve", "--port", str(port), "--bind", "127.0.0.1",
+    command = [sys.executable, "-m", "fivespot.webhook", "serve", "--port", str(port), "--bind", "127.0.0.1",
                "--metrics-port", "0", "--bundle", str(out / "bundle.json"), "--kubeconfig",
                str(identity), "--tls-san", "127.0.0.1", *options]
     with log.open("wb") as handle:
@@ -283,7 +283,7 @@ def test_host_governance_denies_a_scheduled_capacity_on_a_governed_node_via_the_
 
 def test_the_capacity_identity_may_patch_only_the_allowlisted_field_of_a_governed_target(
         installed: Installed, kubeconfig: Path, tmp_path: Path) -> None:
-    from devcluster.clients import client_as_service_account
+    from fivespot.devcluster.clients import client_as_service_account
 
     objects, tag = installed.objects, uuid.uuid4().hex[:6]
     name = f"pool-{tag}"
@@ -501,7 +501,7 @@ def test_certificates_rotate_during_a_stream_of_requests_and_none_is_lost(instal
 def _keeper(api: client.ApiClient, namespace: str) -> Any:
     from datetime import timedelta
 
-    from webhook.certificates import Lifetimes, SecretKeeper, ServingNames
+    from fivespot.webhook.certificates import Lifetimes, SecretKeeper, ServingNames
 
     return SecretKeeper(api, namespace, SECRET, f"absent-{namespace}",
                         Lifetimes(ca=timedelta(days=3), serving=timedelta(days=1)),
@@ -516,7 +516,7 @@ def _compiled_secret(out: Path, namespace: str) -> dict[str, Any]:
 
 def test_replicas_starting_at_once_fill_the_compiled_secret_once_the_first_writer_won(
         kubeconfig: Path, admin: client.ApiClient, namespace: str, installed: Installed) -> None:
-    from devcluster.clients import admin_client
+    from fivespot.devcluster.clients import admin_client
 
     client.CoreV1Api(admin).create_namespaced_secret(namespace,
                                                      _compiled_secret(installed.out, namespace))
@@ -551,8 +551,8 @@ def test_replicas_starting_at_once_fill_the_compiled_secret_once_the_first_write
 
 def test_without_its_compiled_secret_the_webhook_says_to_apply_it_and_creates_nothing(
         kubeconfig: Path, admin: client.ApiClient, namespace: str) -> None:
-    from devcluster.clients import admin_client
-    from webhook.certificates import CertificateError
+    from fivespot.devcluster.clients import admin_client
+    from fivespot.webhook.certificates import CertificateError
 
     api = admin_client(kubeconfig)
     try:

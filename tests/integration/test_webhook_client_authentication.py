@@ -27,16 +27,16 @@ from typing import Final
 import pytest
 from kubernetes import client
 
-from compiler.output import write_tree
-from compiler.pipeline import compile_repo
-from devcluster.clients import admin_client
-from devcluster.controlplane import ControlPlane
-from devcluster.kubectl import apply, wait_established
+from fivespot.compiler.output import write_tree
+from fivespot.compiler.pipeline import compile_repo
+from fivespot.devcluster.clients import admin_client
+from fivespot.devcluster.controlplane import ControlPlane
+from fivespot.devcluster.kubectl import apply, wait_established
 from tests.integration.conftest import own_control_plane
 from tests.integration.test_control_plane_is_real import eventually
 from tests.integration.test_webhook_admission import EXAMPLE, Server, denial, free_port
 from tests.integration.test_webhook_server import start_files_server
-from webhook.tls import KeyPair, issue, new_ca
+from fivespot.webhook.tls import KeyPair, issue, new_ca
 
 API_SERVER_NAME: Final = "kube-apiserver-webhook-client"
 HOOK: Final = "client-authentication.5spot.finos.org"

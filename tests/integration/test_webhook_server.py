@@ -27,12 +27,12 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
-from compiler.output import write_tree
-from compiler.pipeline import compile_repo
-from devcluster.kubectl import apply, wait_established
+from fivespot.compiler.output import write_tree
+from fivespot.compiler.pipeline import compile_repo
+from fivespot.devcluster.kubectl import apply, wait_established
 from tests.integration.test_control_plane_is_real import eventually
 from tests.integration.test_webhook_admission import EXAMPLE, ROOT, Server, free_port
-from webhook.tls import KeyPair, issue, new_ca
+from fivespot.webhook.tls import KeyPair, issue, new_ca
 
 REVIEW = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
     "uid": "u-1", "operation": "CREATE", "namespace": "agents", "name": "cap",
@@ -71,7 +71,7 @@ def start_files_server(work: Path, kubeconfig: Path, cert_dir: Path, *flags: str
     log = work / "server.log"
     with log.open("wb") as handle:
         process = subprocess.Popen(
-            [sys.executable, "-m", "webhook", "serve", "--bundle", str(work / "out" / "bundle.json"),
+            [sys.executable, "-m", "fivespot.webhook", "serve", "--bundle", str(work / "out" / "bundle.json"),
              "--port", str(port), "--bind", "127.0.0.1", "--metrics-port", str(metrics_port),
              "--kubeconfig", str(kubeconfig), "--cert-dir", str(cert_dir), *flags],
             cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)

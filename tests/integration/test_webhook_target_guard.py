@@ -23,9 +23,9 @@ from typing import Any, Final
 import pytest
 from kubernetes import client
 
-from runtime.kube import MERGE_PATCH, ApiError, request
-from devcluster.clients import client_as_service_account
-from devcluster.kubectl import kubectl
+from fivespot.runtime.kube import MERGE_PATCH, ApiError, request
+from fivespot.devcluster.clients import client_as_service_account
+from fivespot.devcluster.kubectl import kubectl
 from tests.integration.test_control_plane_is_real import eventually
 from tests.integration.test_webhook_admission import (  # noqa: F401  (a module-scoped fixture)
     CAPACITY_SA,
@@ -100,7 +100,7 @@ def _read(installed: Installed, namespace: str, name: str) -> dict[str, Any]:
 def _refused(call: Callable[[], object]) -> str:
     try:
         message = denial(call)
-    except ApiError as error:  # the raw requests of `runtime.kube`
+    except ApiError as error:  # the raw requests of `fivespot.runtime.kube`
         message = error.message
     assert message is not None, "the write went through"
     assert message.startswith(GUARD_PREFIX), message

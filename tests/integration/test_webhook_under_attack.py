@@ -28,16 +28,16 @@ from typing import Any, Final
 import pytest
 from kubernetes import client
 
-from compiler.output import write_tree
-from compiler.pipeline import compile_repo
-from devcluster.kubectl import apply, wait_established
+from fivespot.compiler.output import write_tree
+from fivespot.compiler.pipeline import compile_repo
+from fivespot.devcluster.kubectl import apply, wait_established
 from tests.integration.test_control_plane_is_real import eventually
 from tests.integration.test_webhook_admission import EXAMPLE, Server, denial
 from tests.integration.test_webhook_server import start_files_server
-from compiler.emit.workloads import WEBHOOK_RESOURCES
-from webhook.bodies import CONSUMER_REVIEW_VALUES
-from webhook.connections import MAX_BODY_BYTES
-from webhook.tls import issue, new_ca
+from fivespot.compiler.emit.workloads import WEBHOOK_RESOURCES
+from fivespot.webhook.bodies import CONSUMER_REVIEW_VALUES
+from fivespot.webhook.connections import MAX_BODY_BYTES
+from fivespot.webhook.tls import issue, new_ca
 
 API_SERVER_TIMEOUT_S: Final = 5.0
 """The compiled webhooks' timeoutSeconds (the example Platform's)."""

@@ -1,5 +1,5 @@
 """A small in-memory API server for unit tests of the runtime and of a controller's shell: put in
-place of `runtime.kube.request`, it keeps objects by path with one revision counter, applies
+place of `fivespot.runtime.kube.request`, it keeps objects by path with one revision counter, applies
 merge patches, honours the preconditions the conditional writer sends (a patch's
 `metadata.resourceVersion`, a delete's uid and resourceVersion: 409 on a mismatch), answers a
 create of what exists with AlreadyExists, and records every call. Integration tests use the real
@@ -13,7 +13,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from runtime import kube
+from fivespot.runtime import kube
 
 
 def merge(into: dict[str, Any], patch: Mapping[str, Any]) -> None:

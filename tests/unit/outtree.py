@@ -34,7 +34,7 @@ def _entry(path: Path) -> Entry:
 
 
 def files_of(root: Path) -> dict[str, bytes]:
-    """The regular files under `root`, as `compiler.output.with_manifest` gives them."""
+    """The regular files under `root`, as `fivespot.compiler.output.with_manifest` gives them."""
     return {relative: content for relative, (kind, _, content) in snapshot(root).items()
             if kind == "file"}
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from policies.admission_eval import (
+from fivespot.policies.admission_eval import (
     Checker,
     NamespaceRequired,
     PolicySet,
@@ -16,11 +16,11 @@ from policies.admission_eval import (
     SchemaError,
     review,
 )
-from policies.admission_eval.crd import compile_schema, with_root_fields
-from policies.admission_eval.pruning import prune_and_default
-from policies.admission_eval.regex import _MEMO_TEXT, Pattern
-from policies.kubeversions import DEFAULT
-from policies.memo import LIMIT as _MEMO_ENTRIES
+from fivespot.policies.admission_eval.crd import compile_schema, with_root_fields
+from fivespot.policies.admission_eval.pruning import prune_and_default
+from fivespot.policies.admission_eval.regex import _MEMO_TEXT, Pattern
+from fivespot.policies.kubeversions import DEFAULT
+from fivespot.policies.memo import LIMIT as _MEMO_ENTRIES
 
 import re2
 
@@ -300,8 +300,8 @@ def test_a_label_selector_needs_the_namespace_object() -> None:
 
 
 def test_fivespot_validations_are_mapped_to_their_fields() -> None:
-    from compiler.emit.admission import policies as emitted
-    from compiler.pipeline import load
+    from fivespot.compiler.emit.admission import policies as emitted
+    from fivespot.compiler.pipeline import load
     from pathlib import Path
 
     repo = load(Path(__file__).resolve().parents[2] / "examples" / "agent-sandbox" / "config")
@@ -312,7 +312,7 @@ def test_fivespot_validations_are_mapped_to_their_fields() -> None:
 
 
 def test_format_checks_give_a_verdict_for_strings_with_lone_surrogates() -> None:
-    from policies.admission_eval.formats import checker
+    from fivespot.policies.admission_eval.formats import checker
 
     for name in ("date", "date-time", "duration", "hostname", "uuid", "byte", "ipv4", "cidr"):
         check = checker(name)
@@ -334,14 +334,14 @@ def test_format_checks_give_a_verdict_for_strings_with_lone_surrogates() -> None
 def test_the_date_time_format_is_kube_openapis_is_date_time(text: str, valid: bool) -> None:
     """strfmt.IsDateTime (k8s.io/kube-openapi pkg/validation/strfmt/time.go), case by case; the
     fidelity corpus asks the API server the same (`override-until` cases)."""
-    from policies.admission_eval.formats import checker
+    from fivespot.policies.admission_eval.formats import checker
 
     check = checker("date-time")
     assert check is not None and check(text) is valid
 
 
 def test_gotext_renders_values_as_the_servers_go_code_does() -> None:
-    from policies.admission_eval.gotext import bad_value, format_float, json_marshal, quote
+    from fivespot.policies.admission_eval.gotext import bad_value, format_float, json_marshal, quote
 
     # strconv.Quote: printable Unicode kept, controls and non-printables escaped
     assert quote("a\x00b\u00a0c\U0001F600d\u00e9\x7f\t\"\\") == \
@@ -358,8 +358,8 @@ def test_gotext_renders_values_as_the_servers_go_code_does() -> None:
 def test_each_supported_version_is_the_release_its_control_plane_module_pins() -> None:
     from pathlib import Path
 
-    from policies.admission_eval.gotext import SERVER_VERSION
-    from policies.kubeversions import DEFAULT, SUPPORTED
+    from fivespot.policies.admission_eval.gotext import SERVER_VERSION
+    from fivespot.policies.kubeversions import DEFAULT, SUPPORTED
 
     wrappers = Path(__file__).resolve().parents[2] / "tools" / "controlplane"
     for version in SUPPORTED:

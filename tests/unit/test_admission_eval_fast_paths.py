@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 from msgspec.structs import force_setattr
 
-from policies.admission_eval import Checker, PolicySet, Request, review
-from policies.admission_eval import projection
-from policies.admission_eval.crd import compile_schema, with_root_fields
-from policies.admission_eval.structural import FieldError
-from policies.admission_eval.validation import validate
-from policies.cel import ABSENT, ADMISSION_VARIABLES, CelEvaluationError, compile_expression
-from policies.kubeversions import DEFAULT
+from fivespot.policies.admission_eval import Checker, PolicySet, Request, review
+from fivespot.policies.admission_eval import projection
+from fivespot.policies.admission_eval.crd import compile_schema, with_root_fields
+from fivespot.policies.admission_eval.structural import FieldError
+from fivespot.policies.admission_eval.validation import validate
+from fivespot.policies.cel import ABSENT, ADMISSION_VARIABLES, CelEvaluationError, compile_expression
+from fivespot.policies.kubeversions import DEFAULT
 
 GROUP = "example.com"
 

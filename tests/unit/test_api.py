@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from api.bundle import BUNDLE_VERSION, BundleError, load_bundle, parse_bundle
-from api.providers import BUILTIN_PROVIDERS, BY_COMMAND, BuiltinProvider
-from controllers.spotschedules.controller import EVALUATORS, PROVIDER_TYPES
+from fivespot.api.bundle import BUNDLE_VERSION, BundleError, load_bundle, parse_bundle
+from fivespot.api.providers import BUILTIN_PROVIDERS, BY_COMMAND, BuiltinProvider
+from fivespot.controllers.spotschedules.controller import EVALUATORS, PROVIDER_TYPES
 
 GOLDEN_BUNDLE = Path(__file__).parent / "golden" / "agent-sandbox" / "bundle.json"
 

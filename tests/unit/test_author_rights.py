@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 import yaml
 
-from compiler.pipeline import compile_repo
-from policies import admission
-from policies.admission_eval import Checker, Request, review
-from policies.cel import ADMISSION_VARIABLES, CRD_VARIABLES, CelCompileError, authz
-from policies.cel import compile_expression
-from policies.kubeversions import DEFAULT
+from fivespot.compiler.pipeline import compile_repo
+from fivespot.policies import admission
+from fivespot.policies.admission_eval import Checker, Request, review
+from fivespot.policies.cel import ADMISSION_VARIABLES, CRD_VARIABLES, CelCompileError, authz
+from fivespot.policies.cel import compile_expression
+from fivespot.policies.kubeversions import DEFAULT
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "agent-sandbox" / "config"
@@ -198,7 +198,7 @@ def test_the_policy_is_compiled_whatever_the_enforcement_but_not_into_the_bundle
 
 
 def _bundle(compiled: Any) -> Any:
-    from compiler.emit.bundle import bundle
+    from fivespot.compiler.emit.bundle import bundle
 
     return bundle(compiled.repo)
 
@@ -307,7 +307,7 @@ def test_authz_functions_are_offered_to_admission_policies_alone() -> None:
 
 def test_an_output_for_clusters_without_vaps_warns_that_nothing_checks_the_authors(
         tmp_path: Path) -> None:
-    from compiler.compile_warnings import unchecked_authors
+    from fivespot.compiler.compile_warnings import unchecked_authors
 
     config = tmp_path / "config"
     shutil.copytree(EXAMPLE, config)

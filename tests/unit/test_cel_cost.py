@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from policies.cel import (
+from fivespot.policies.cel import (
     PER_CRD_LIMIT,
     PER_RULE_LIMIT,
     CelCompileError,
@@ -22,7 +22,7 @@ from policies.cel import (
     budget_violation,
     estimate_cost,
 )
-from policies.kubeversions import DEFAULT
+from fivespot.policies.kubeversions import DEFAULT
 
 Schema = dict[str, Any]
 Generator = Callable[[int | None], Schema]

@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from api.fieldpath import CAPACITY_PATH_PATTERN, capacity_path_error
-from policies.cel import (
+from fivespot.api.fieldpath import CAPACITY_PATH_PATTERN, capacity_path_error
+from fivespot.policies.cel import (
     CRD_VARIABLES,
     CelCompileError,
     CelEvaluationError,

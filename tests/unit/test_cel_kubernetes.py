@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from policies.cel import (
+from fivespot.policies.cel import (
     ABSENT,
     CRD_VARIABLES,
     CelCompileError,

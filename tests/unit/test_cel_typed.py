@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from policies.cel import CelCompileError
-from policies.cel.typed import check_rule_types
+from fivespot.policies.cel import CelCompileError
+from fivespot.policies.cel.typed import check_rule_types
 
 DATE: dict[str, Any] = {"type": "string", "format": "date"}
 STRINGS: dict[str, Any] = {"type": "array", "items": {"type": "string"}}

@@ -1,5 +1,5 @@
 """`fivespot check` keeps the policies it read and the CEL it compiled between runs
-(`compiler.check.cache`): by content, private to the user, never stale, never required; and the
+(`fivespot.compiler.check.cache`): by content, private to the user, never stale, never required; and the
 path of a one-object check imports none of what it does not use."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from compiler.check import cache as checkcache
-from compiler.output import write_tree
-from compiler.pipeline import compile_repo
-from fivespot.cli import main
+from fivespot.compiler.check import cache as checkcache
+from fivespot.compiler.output import write_tree
+from fivespot.compiler.pipeline import compile_repo
+from fivespot.cli.main import main
 from tests.unit.test_cli_check import GOOD
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -142,11 +142,11 @@ def test_a_one_object_check_imports_no_model_cost_estimate_worker_pool_metadata_
     objects.write_text(yaml.safe_dump(GOOD))
     probe = (
         "import sys\n"
-        "from fivespot.cli import main\n"
+        "from fivespot.cli.main import main\n"
         f"code = main(['check', '--policies', {str(out_dir)!r}, {str(objects)!r}])\n"
-        "loaded = [m for m in ('pydantic', 'compiler.spec', 'api.kinds.scheduled_capacity',\n"
-        "          'policies.cel.cost', 'multiprocessing', 'importlib.metadata', 'logging',\n"
-        "          'compiler.ownership', 'dataclasses', 'typing_extensions', 'inspect')\n"
+        "loaded = [m for m in ('pydantic', 'fivespot.compiler.spec', 'fivespot.api.kinds.scheduled_capacity',\n"
+        "          'fivespot.policies.cel.cost', 'multiprocessing', 'importlib.metadata', 'logging',\n"
+        "          'fivespot.compiler.ownership', 'dataclasses', 'typing_extensions', 'inspect')\n"
         "          if m in sys.modules]\n"
         "print(code, loaded)\n"
     )
@@ -166,7 +166,7 @@ def test_with_a_kept_entry_a_check_of_plain_objects_never_imports_pyyaml(
     objects.write_text(yaml.safe_dump_all(many))
     probe = (
         "import sys\n"
-        "from fivespot.cli import main\n"
+        "from fivespot.cli.main import main\n"
         f"code = main(['check', '--policies', {str(out_dir)!r}, {str(objects)!r}])\n"
         "print(code, [m for m in ('yaml', 'multiprocessing') if m in sys.modules])\n"
     )
@@ -178,8 +178,8 @@ def test_with_a_kept_entry_a_check_of_plain_objects_never_imports_pyyaml(
 
 def test_with_a_kept_entry_only_the_kinds_checked_have_their_schema_compiled(
         out_dir: Path, tmp_path: Path, cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from compiler.check.objects import load_checker
-    from policies.admission_eval import Request
+    from fivespot.compiler.check.objects import load_checker
+    from fivespot.policies.admission_eval import Request
 
     first = load_checker([out_dir])  # no entry yet: every schema compiled (and any error raised)
     assert all(kind.compiled is not None for kind in first.kinds.values())
@@ -192,7 +192,7 @@ def test_with_a_kept_entry_only_the_kinds_checked_have_their_schema_compiled(
 
 
 def test_the_yaml_files_of_a_folder_are_read_once_each_in_path_order(tmp_path: Path) -> None:
-    from compiler.check.objects import yaml_files
+    from fivespot.compiler.check.objects import yaml_files
 
     root = tmp_path / "out"
     for name in ("a/b.yaml", "a-c.yaml", "a/z/y.yml", "b.YAML", "c.yaml.txt", ".hidden/x.yaml",

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compiler.check.render import pretty_json
+from fivespot.compiler.check.render import pretty_json
 
 # every JSON value a result can hold (no float: no result has one), any Unicode text
 _JSON = st.recursive(

@@ -1,5 +1,5 @@
 """The offline checker decides and words as the API server version it is given: the differences
-policies/kubeversions.py lists, each as the real servers show it (the fidelity corpus holds the
+fivespot/policies/kubeversions.py lists, each as the real servers show it (the fidelity corpus holds the
 checker to every supported version's server)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from policies.admission_eval import Checker, Request
-from policies.kubeversions import BY_MINOR, KubernetesVersion
+from fivespot.policies.admission_eval import Checker, Request
+from fivespot.policies.kubeversions import BY_MINOR, KubernetesVersion
 
 GAUGES = Path(__file__).resolve().parents[1] / "integration" / "testdata" / "kubeversions" / "gauges.yaml"
 BASE: dict[str, Any] = {"apiVersion": "fidelity.fivespot.example/v1", "kind": "Gauge",

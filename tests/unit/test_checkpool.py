@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from compiler.check import pool as checkpool
+from fivespot.compiler.check import pool as checkpool
 
 pytestmark = pytest.mark.unit
 

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 import yaml
 
-from fivespot.cli import main
-from compiler.output import write_tree
-from compiler.pipeline import compile_repo
+from fivespot.cli.main import main
+from fivespot.compiler.output import write_tree
+from fivespot.compiler.pipeline import compile_repo
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "agent-sandbox" / "config"
 
@@ -47,7 +47,7 @@ def write(path: Path, *documents: Any) -> Path:
 def forked(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """Whether each `checkpool.run` of the test forked its workers (False: it fell back to one
     process)."""
-    from compiler.check import pool as checkpool
+    from fivespot.compiler.check import pool as checkpool
 
     found: list[bool] = []
     real = checkpool.run
@@ -142,7 +142,7 @@ def test_unreadable_yaml_shows_only_fivespots_message_on_stderr_as_a_whole_proce
     # (`line=2 col=1 (8B): ERROR: [parse] ...`): only a real process shows whether it leaks
     objects = tmp_path / "broken.yaml"
     objects.write_text(text)
-    done = subprocess.run([sys.executable, "-m", "fivespot.cli", "check", "--policies",
+    done = subprocess.run([sys.executable, "-m", "fivespot", "check", "--policies",
                            str(out_dir), str(objects)], capture_output=True, text=True,
                           timeout=120, check=False)
     assert (done.returncode, done.stdout) == (2, "")
@@ -435,8 +435,8 @@ def _many(count: int) -> list[dict[str, Any]]:
 
 def test_a_large_input_read_and_decided_on_workers_gives_the_same_results_as_one_process(
         out_dir: Path, tmp_path: Path, forked: list[bool]) -> None:
-    from compiler.check import render
-    from compiler.check.objects import check
+    from fivespot.compiler.check import render
+    from fivespot.compiler.check.objects import check
 
     many = _many(1200)
     objects = write(tmp_path / "objects.yaml", *many)
@@ -458,8 +458,8 @@ def test_a_large_input_read_and_decided_on_workers_gives_the_same_results_as_one
 
 def test_a_large_input_mixing_kinds_no_policy_applies_to_is_still_decided_on_workers(
         out_dir: Path, tmp_path: Path, forked: list[bool]) -> None:
-    from compiler.check import render
-    from compiler.check.objects import check
+    from fivespot.compiler.check import render
+    from fivespot.compiler.check.objects import check
 
     mixed: list[Any] = []
     for index, obj in enumerate(_many(900)):
@@ -477,8 +477,8 @@ def test_a_large_input_mixing_kinds_no_policy_applies_to_is_still_decided_on_wor
 
 def test_a_problem_in_a_large_input_is_reported_as_one_process_reports_it(
         out_dir: Path, tmp_path: Path) -> None:
-    from compiler.check.objects import check
-    from compiler.diagnostics import InputError
+    from fivespot.compiler.check.objects import check
+    from fivespot.compiler.diagnostics import InputError
 
     many = _many(1200)
     many[1100]["kind"] = "NoSuchKind"
@@ -518,7 +518,7 @@ def test_fivespot_test_on_a_repo_that_does_not_compile_runs_no_fixture(
 
 def test_objects_are_read_from_standard_input_for_a_dash_as_kubectl_reads_them(
         out_dir: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "fivespot.cli", "check", "--policies",
+    done = subprocess.run([sys.executable, "-m", "fivespot", "check", "--policies",
                            str(out_dir), "-o", "json", "-"],
                           input=yaml.safe_dump(GOOD).replace("\n", "\r\n"), capture_output=True,
                           text=True, timeout=120, check=False)

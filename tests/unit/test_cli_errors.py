@@ -15,12 +15,12 @@ from typing import Any, NoReturn
 
 import pytest
 
-import compiler.output
-import compiler.pipeline
-from commandline import boundary, exitcodes
-from fivespot.cli import main
-from compiler.output import with_manifest, write_tree
-from runtime import logs
+import fivespot.compiler.output
+import fivespot.compiler.pipeline
+from fivespot.commandline import boundary, exitcodes
+from fivespot.cli.main import main
+from fivespot.compiler.output import with_manifest, write_tree
+from fivespot.runtime import logs
 from tests.unit.outtree import files_of
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "agent-sandbox" / "config"
@@ -32,7 +32,7 @@ def _explode(*args: Any, **kwargs: Any) -> NoReturn:
 
 @pytest.fixture()
 def broken_compiler(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(compiler.pipeline, "compile_repo", _explode)
+    monkeypatch.setattr(fivespot.compiler.pipeline, "compile_repo", _explode)
 
 
 def test_an_unexpected_error_is_one_line_with_exit_3(
@@ -67,7 +67,7 @@ def test_a_full_disk_while_writing_is_exit_2_naming_the_path_and_keeps_the_old_o
         (folder / "crds").mkdir()
         raise OSError(errno.ENOSPC, "No space left on device", str(folder / "crds" / "x.yaml"))
 
-    monkeypatch.setattr(compiler.output, "_fill", full)
+    monkeypatch.setattr(fivespot.compiler.output, "_fill", full)
     assert main(["compile", str(EXAMPLE), "--out", str(out)]) == exitcodes.BAD_INPUT
     err = capsys.readouterr().err
     assert err.startswith(f"fivespot compile: {tmp_path}/.out.fivespot-")
@@ -81,7 +81,7 @@ def test_ctrl_c_is_exit_130_without_a_trace(tmp_path: Path, capsys: pytest.Captu
     def interrupted(*args: Any) -> NoReturn:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(compiler.pipeline, "compile_repo", interrupted)
+    monkeypatch.setattr(fivespot.compiler.pipeline, "compile_repo", interrupted)
     assert main(["compile", str(EXAMPLE), "--out", str(tmp_path / "out")]) == 130
     assert capsys.readouterr().err == "fivespot compile: interrupted\n"
 
@@ -128,7 +128,7 @@ def test_a_process_that_logs_json_keeps_the_trace_in_the_log_record() -> None:
 
 def _write_bundle(tmp_path: Path) -> Path:
     out = tmp_path / "out"
-    write_tree(compiler.pipeline.compile_repo(EXAMPLE).files, out)
+    write_tree(fivespot.compiler.pipeline.compile_repo(EXAMPLE).files, out)
     return out / "bundle.json"
 
 
@@ -136,9 +136,9 @@ def test_every_long_running_entry_point_refuses_a_kubeconfig_that_does_not_load_
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from collections.abc import Callable
 
-    from controllers.__main__ import main as controllers_main
-    from controllers.spotschedules.cli import main as providers_main
-    from webhook.cli import main as webhook_main
+    from fivespot.controllers.__main__ import main as controllers_main
+    from fivespot.controllers.spotschedules.cli import main as providers_main
+    from fivespot.webhook.cli import main as webhook_main
 
     bundle = _write_bundle(tmp_path)
     kubeconfig = tmp_path / "kubeconfig"
@@ -164,7 +164,7 @@ def test_every_long_running_entry_point_refuses_a_kubeconfig_that_does_not_load_
 
 def test_devcluster_without_go_says_so_in_one_line(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    from devcluster.__main__ import main as devcluster_main
+    from fivespot.devcluster.__main__ import main as devcluster_main
 
     monkeypatch.setenv("FIVESPOT_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
@@ -184,7 +184,7 @@ def test_only_the_process_entry_spares_its_shutdown_the_collector_walks() -> Non
     before = gc.get_freeze_count()
     assert main([]) == exitcodes.BAD_INPUT  # an in-process caller (a test) keeps its collector
     assert gc.get_freeze_count() == before
-    code = ("import gc, sys; from fivespot.cli import main; sys.argv = ['fivespot', 'test', "
+    code = ("import gc, sys; from fivespot.cli.main import main; sys.argv = ['fivespot', 'test', "
             f"{str(EXAMPLE)!r}]; code = main(); print(code, gc.get_freeze_count() > 0)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=Path(__file__).resolve().parents[2])
@@ -195,7 +195,7 @@ def test_a_check_collects_less_often_and_restores_the_collector_after(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import gc
 
-    from commandline import collector
+    from fivespot.commandline import collector
 
     seen = []
     real = collector.fewer_collections
@@ -214,7 +214,7 @@ def test_a_check_collects_less_often_and_restores_the_collector_after(
 
 
 def test_a_long_option_is_not_taken_for_one_it_begins(capsys: pytest.CaptureFixture[str]) -> None:
-    from fivespot.cli import build_parser
+    from fivespot.cli.main import build_parser
 
     with pytest.raises(SystemExit) as raised:
         build_parser(["test"]).parse_args(["test", "repo", "--out", "x"])  # --output's prefix
@@ -223,7 +223,7 @@ def test_a_long_option_is_not_taken_for_one_it_begins(capsys: pytest.CaptureFixt
 
 
 def test_a_mistyped_command_gets_the_nearest_one(capsys: pytest.CaptureFixture[str]) -> None:
-    from fivespot.cli import build_parser
+    from fivespot.cli.main import build_parser
 
     with pytest.raises(SystemExit):
         build_parser(["compiel"]).parse_args(["compiel", "repo"])

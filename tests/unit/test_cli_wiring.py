@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fivespot.cli import build_parser
-from compiler.pipeline import compile_repo
+from fivespot.cli.main import build_parser
+from fivespot.compiler.pipeline import compile_repo
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "agent-sandbox" / "config"
 
@@ -24,7 +24,7 @@ def test_compile_does_not_load_the_kubernetes_client() -> None:
     import subprocess
     import sys
 
-    code = "import sys; from fivespot.cli import build_parser; build_parser(['compile']); " \
+    code = "import sys; from fivespot.cli.main import build_parser; build_parser(['compile']); " \
            "print('kubernetes' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -15,13 +15,13 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from api.kinds.providers import CapitalMarketsScheduleSpec
-from compiler import calendars as exchange
-from compiler.diagnostics import CompileError
-from compiler.emit.base import LAYERS, SCHEDULES, SYNC_WAVES, WORKLOADS
-from compiler.emit.schedules import EXCHANGE_ANNOTATION, YEARS_ANNOTATION
-from compiler.pipeline import compile_repo
-from controllers.spotschedules import capital_markets
+from fivespot.api.kinds.providers import CapitalMarketsScheduleSpec
+from fivespot.compiler import calendars as exchange
+from fivespot.compiler.diagnostics import CompileError
+from fivespot.compiler.emit.base import LAYERS, SCHEDULES, SYNC_WAVES, WORKLOADS
+from fivespot.compiler.emit.schedules import EXCHANGE_ANNOTATION, YEARS_ANNOTATION
+from fivespot.compiler.pipeline import compile_repo
+from fivespot.controllers.spotschedules import capital_markets
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "agent-sandbox" / "config"

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fivespot.cli import main
+from fivespot.cli.main import main
 
 exchange_calendars = pytest.importorskip("exchange_calendars")
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from compiler.output import diff_tree
-from compiler.pipeline import compile_repo
+from fivespot.compiler.output import diff_tree
+from fivespot.compiler.pipeline import compile_repo
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "agent-sandbox" / "config"
@@ -64,7 +64,7 @@ def test_a_repo_without_consumers_has_no_capacity_component() -> None:
 
 
 def test_check_mode_passes_when_output_is_current(capsys: pytest.CaptureFixture[str]) -> None:
-    from fivespot.cli import main
+    from fivespot.cli.main import main
 
     assert main(["compile", str(EXAMPLE), "--out", str(GOLDEN), "--check"]) == 0
     assert "up to date" in capsys.readouterr().out
@@ -75,7 +75,7 @@ def test_check_mode_fails_with_a_unified_diff_when_output_is_stale(
 ) -> None:
     import shutil
 
-    from fivespot.cli import main
+    from fivespot.cli.main import main
 
     stale = tmp_path / "out"
     shutil.copytree(GOLDEN, stale)

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from fivespot.cli import main
-from compiler.output import write_tree
-from compiler.ownership import MANIFEST
+from fivespot.cli.main import main
+from fivespot.compiler.output import write_tree
+from fivespot.compiler.ownership import MANIFEST
 
 CASES = sorted(p for p in (Path(__file__).parent / "testdata").glob("invalid-*") if p.is_dir())
 
@@ -69,6 +69,6 @@ def test_an_empty_document_after_a_trailing_marker_is_skipped_as_kubectl_skips_i
 ])
 def test_a_consumer_group_is_refused_exactly_when_it_is_kubernetes_own_or_fivespots(
         group: str, refused: bool) -> None:
-    from compiler.spec import refused_consumer_group
+    from fivespot.compiler.spec import refused_consumer_group
 
     assert (refused_consumer_group(group) is not None) is refused

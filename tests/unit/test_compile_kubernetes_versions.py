@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from compiler import cel_preflight
-from fivespot.cli import main as fivespot
-from compiler.compile_warnings import untested_kubernetes
-from compiler.repo import Repo
-from compiler.spec import Platform
-from policies import kubeversions
+from fivespot.compiler import cel_preflight
+from fivespot.cli.main import main as fivespot
+from fivespot.compiler.compile_warnings import untested_kubernetes
+from fivespot.compiler.repo import Repo
+from fivespot.compiler.spec import Platform
+from fivespot.policies import kubeversions
 from tests.kubeversion_rules import LISTS_RULE, NAME_RULE, crd_with_rule
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from compiler.diagnostics import CompileError
-from compiler.pipeline import compile_repo
+from fivespot.compiler.diagnostics import CompileError
+from fivespot.compiler.pipeline import compile_repo
 
 pytestmark = pytest.mark.unit
 

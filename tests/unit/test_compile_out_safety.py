@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from fivespot.cli import main
-from compiler.output import with_manifest, write_tree
-from compiler.ownership import MANIFEST, MARKER
-from compiler.pipeline import compile_repo
+from fivespot.cli.main import main
+from fivespot.compiler.output import with_manifest, write_tree
+from fivespot.compiler.ownership import MANIFEST, MARKER
+from fivespot.compiler.pipeline import compile_repo
 from tests.unit.outtree import files_of, folders_of, snapshot
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "agent-sandbox" / "config"

@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-from fivespot.cli import main
-from compiler.output import with_manifest, write_tree
-from compiler.pipeline import compile_repo
-from compiler.swap import atomic_exchange_available
+from fivespot.cli.main import main
+from fivespot.compiler.output import with_manifest, write_tree
+from fivespot.compiler.pipeline import compile_repo
+from fivespot.compiler.swap import atomic_exchange_available
 from tests.unit.outtree import files_of
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""The status-condition rule every fivespot controller shares (`api.conditions`): Ready settles,
+"""The status-condition rule every fivespot controller shares (`fivespot.api.conditions`): Ready settles,
 Reconciling and Stalled are present only while True, transitions move only on a flip."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from api import conditions as cond
-from api.kinds.scheduled_capacity import ConditionStatus
-from controllers.capacity import conditions as capacity_conditions
+from fivespot.api import conditions as cond
+from fivespot.api.kinds.scheduled_capacity import ConditionStatus
+from fivespot.controllers.capacity import conditions as capacity_conditions
 
 pytestmark = pytest.mark.unit
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fivespot.cli import main
+from fivespot.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "agent-sandbox" / "config"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from devcluster.build import BUILD_TAGS, ETCD_MODULE, KUBERNETES_PROGRAMS, go_env, kubernetes_module
+from fivespot.devcluster.build import BUILD_TAGS, ETCD_MODULE, KUBERNETES_PROGRAMS, go_env, kubernetes_module
 
 
 def _go_list(module: Path, *packages: str) -> subprocess.CompletedProcess[str]:

@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 import yaml
 
-from compiler.emit.gitops import SYNC_WAVE as COMPILED_SYNC_WAVE
-from compiler.output import write_tree
-from compiler.pipeline import compile_repo
-from deploy import health
-from deploy.installer import _action, install_steps, uninstall_order
-from deploy.manifests import SYNC_WAVE, OutputError, load, waves
+from fivespot.compiler.emit.gitops import SYNC_WAVE as COMPILED_SYNC_WAVE
+from fivespot.compiler.output import write_tree
+from fivespot.compiler.pipeline import compile_repo
+from fivespot.deploy import health
+from fivespot.deploy.installer import _action, install_steps, uninstall_order
+from fivespot.deploy.manifests import SYNC_WAVE, OutputError, load, waves
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "agent-sandbox" / "config"
@@ -198,7 +198,7 @@ def _closed_port() -> int:
 def test_install_on_a_cluster_that_does_not_answer_names_the_server_and_exits_1(
     out: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from fivespot.cli import main
+    from fivespot.cli.main import main
 
     server = f"https://127.0.0.1:{_closed_port()}"
     kubeconfig = tmp_path / "kubeconfig"
@@ -216,7 +216,7 @@ def test_install_on_a_cluster_that_does_not_answer_names_the_server_and_exits_1(
 def test_install_without_a_kubeconfig_says_which_file_it_looked_for(
     out: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from fivespot.cli import main
+    from fivespot.cli.main import main
 
     missing = tmp_path / "nowhere" / "kubeconfig"
     assert main(["install", str(out), "--kubeconfig", str(missing)]) == 2

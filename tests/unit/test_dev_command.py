@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from compiler.output import write_tree
-from compiler.pipeline import compile_repo
-from compiler.scaffold import init
-from deploy.manifests import load
-from deploy.installer import InstallError
-from devcluster import kubectl
-from devcluster.dev import CapacityWatch, DevSession, components, local_args, tenant_namespaces
-from fivespot.cli import main
+from fivespot.compiler.output import write_tree
+from fivespot.compiler.pipeline import compile_repo
+from fivespot.compiler.scaffold import init
+from fivespot.deploy.manifests import load
+from fivespot.deploy.installer import InstallError
+from fivespot.devcluster import kubectl
+from fivespot.devcluster.dev import CapacityWatch, DevSession, components, local_args, tenant_namespaces
+from fivespot.cli.main import main
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""`devcluster.kubectl.install`: a compiled OUT_DIR applied layer by layer in wave order, the
+"""`fivespot.devcluster.kubectl.install`: a compiled OUT_DIR applied layer by layer in wave order, the
 layers asked to be left out never applied, and OUT_DIR itself never changed by it."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from compiler.emit.base import CRDS, WEBHOOK_CONFIG
-from compiler.output import write_tree
-from compiler.pipeline import compile_repo
-from devcluster import kubectl
+from fivespot.compiler.emit.base import CRDS, WEBHOOK_CONFIG
+from fivespot.compiler.output import write_tree
+from fivespot.compiler.pipeline import compile_repo
+from fivespot.devcluster import kubectl
 
 pytestmark = pytest.mark.unit
 

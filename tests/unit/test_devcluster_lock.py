@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from devcluster.build import binaries_dir, ensure_binaries
+from fivespot.devcluster.build import binaries_dir, ensure_binaries
 
 
 def _built_already(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from commandline.docs import DOCS_URL
-from compiler.emit.monitoring import EVERY_ALERT
+from fivespot.commandline.docs import DOCS_URL
+from fivespot.compiler.emit.monitoring import EVERY_ALERT
 from tests.repo_text import ROOT, docs_addresses, tracked_text_files
 
 DOCS = ROOT / "docs"
@@ -43,7 +43,7 @@ MOVED = {
     "Exit codes and errors": ("reference/exit-codes.md", "Exit codes and errors"),
     "Checking objects offline: `fivespot check` and `fivespot test`": (
         "reference/check.md", "Checking objects offline: `fivespot check` and `fivespot test`"),
-    "The admission webhook (`webhook/`)": ("explanation/webhook.md", "The admission webhook (`webhook/`)"),
+    "The admission webhook (`fivespot/webhook/`)": ("explanation/webhook.md", "The admission webhook (`fivespot/webhook/`)"),
     "The capacity controller": ("explanation/capacity-controller.md", "The capacity controller"),
     "The machine controller (ScheduledMachine)": (
         "explanation/machine-controller.md", "The machine controller (ScheduledMachine)"),
@@ -60,7 +60,7 @@ MOVED = {
         "explanation/providers.md", "When will capacity be on? `fivespot schedule preview`"),
     "Exchange calendars, compiled and reviewed": (
         "reference/calendars.md", "Exchange calendars, compiled and reviewed"),
-    "The controller runtime (`runtime/`)": ("explanation/runtime.md", "The controller runtime (`runtime/`)"),
+    "The controller runtime (`fivespot/runtime/`)": ("explanation/runtime.md", "The controller runtime (`fivespot/runtime/`)"),
     "Faults: what users see when the API server or the webhook fails": (
         "operations/faults.md", "Faults: what users see when the API server or the webhook fails"),
     "Installing on a cluster: `fivespot install` / `fivespot uninstall`": (

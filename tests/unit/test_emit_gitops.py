@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 import yaml
 
-from compiler.compile_warnings import compile_warnings
-from compiler.diagnostics import CompileError
-from compiler.emit import gitops, health
-from compiler.emit.base import LAYERS, SYNC_WAVES, WEBHOOK_CONFIG, WORKLOADS
-from compiler.output import read_tree, write_tree
-from compiler.pipeline import Compiled, compile_repo
-from policies.cel.engine import compile_expression
+from fivespot.compiler.compile_warnings import compile_warnings
+from fivespot.compiler.diagnostics import CompileError
+from fivespot.compiler.emit import gitops, health
+from fivespot.compiler.emit.base import LAYERS, SYNC_WAVES, WEBHOOK_CONFIG, WORKLOADS
+from fivespot.compiler.output import read_tree, write_tree
+from fivespot.compiler.pipeline import Compiled, compile_repo
+from fivespot.policies.cel.engine import compile_expression
 
 pytestmark = pytest.mark.unit
 

@@ -6,12 +6,12 @@ from typing import Any
 
 import pytest
 
-from api.identities import lease_name
-from api.providers import BuiltinProvider
-from compiler.emit import rbac, workloads
-from compiler.emit.base import RBAC, Artifact
-from compiler.repo import Repo
-from compiler.spec import CapacityConsumer, CustomProvider, Platform, TenantPolicy
+from fivespot.api.identities import lease_name
+from fivespot.api.providers import BuiltinProvider
+from fivespot.compiler.emit import rbac, workloads
+from fivespot.compiler.emit.base import RBAC, Artifact
+from fivespot.compiler.repo import Repo
+from fivespot.compiler.spec import CapacityConsumer, CustomProvider, Platform, TenantPolicy
 
 API = "config.5spot.finos.org/v1alpha1"
 NS = "fivespot-test"
@@ -341,7 +341,7 @@ def test_normalize_merges_verbs_and_resources_into_one_canonical_form() -> None:
 
 
 def test_an_external_custom_kind_is_read_by_its_consumers_and_gets_no_identity_or_crd() -> None:
-    from compiler.emit import crds
+    from fivespot.compiler.emit import crds
 
     external = CustomProvider.model_validate({"kind": "ManualSchedule", "crd": "external"})
     repo = make_repo(builtin=(), custom=(CUSTOM, external))

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from compiler.emit import rbac, webhook, workloads
-from compiler.emit.base import ADMISSION, WEBHOOK_CONFIG, WORKLOADS
-from compiler.repo import Repo
-from compiler.spec import CapacityConsumer, Platform
-from policies.cel.engine import compile_expression
+from fivespot.compiler.emit import rbac, webhook, workloads
+from fivespot.compiler.emit.base import ADMISSION, WEBHOOK_CONFIG, WORKLOADS
+from fivespot.compiler.repo import Repo
+from fivespot.compiler.spec import CapacityConsumer, Platform
+from fivespot.policies.cel.engine import compile_expression
 
 API = "config.5spot.finos.org/v1alpha1"
 NS = "fivespot-test"

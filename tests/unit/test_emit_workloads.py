@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 import yaml
 
-from api.providers import BuiltinProvider
-from compiler.emit import workloads
-from compiler.emit.base import WORKLOADS
-from compiler.emit.bundle import bundle_json
-from compiler.loader import load_repo
-from compiler.repo import Repo, assemble
-from compiler.spec import CapacityConsumer, CustomProvider, Platform
+from fivespot.api.providers import BuiltinProvider
+from fivespot.compiler.emit import workloads
+from fivespot.compiler.emit.base import WORKLOADS
+from fivespot.compiler.emit.bundle import bundle_json
+from fivespot.compiler.loader import load_repo
+from fivespot.compiler.repo import Repo, assemble
+from fivespot.compiler.spec import CapacityConsumer, CustomProvider, Platform
 
 API = "config.5spot.finos.org/v1alpha1"
 NS = "fivespot-test"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from devcluster import engines
-from devcluster.engines import EngineBuildError, read_pins
+from fivespot.devcluster import engines
+from fivespot.devcluster.engines import EngineBuildError, read_pins
 
 pytestmark = pytest.mark.unit
 

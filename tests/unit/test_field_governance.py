@@ -1,5 +1,5 @@
-"""One field, one governor: the rule (`api.fieldgovernance`) and the webhook's check on it
-(`webhook.review.review_field_governance`), as pure functions."""
+"""One field, one governor: the rule (`fivespot.api.fieldgovernance`) and the webhook's check on it
+(`fivespot.webhook.review.review_field_governance`), as pure functions."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from api.fieldgovernance import (
+from fivespot.api.fieldgovernance import (
     CHECK,
     Claim,
     GovernedBy,
@@ -22,7 +22,7 @@ from api.fieldgovernance import (
     standings,
     target_key,
 )
-from webhook.review import FIELD_GOVERNANCE, Lookups, review, review_field_governance
+from fivespot.webhook.review import FIELD_GOVERNANCE, Lookups, review, review_field_governance
 
 pytestmark = pytest.mark.unit
 
@@ -253,8 +253,8 @@ def test_the_dispatcher_routes_the_check_and_exempts_the_excluded_namespaces() -
 
 @pytest.fixture(scope="module")
 def out_dir(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    from compiler.output import write_tree
-    from compiler.pipeline import compile_repo
+    from fivespot.compiler.output import write_tree
+    from fivespot.compiler.pipeline import compile_repo
     from tests.unit.test_cli_check import EXAMPLE
 
     out = tmp_path_factory.mktemp("out")
@@ -272,7 +272,7 @@ def _file(path: Any, *objects: dict[str, Any]) -> Any:
 def _check(capsys: pytest.CaptureFixture[str], *argv: Any) -> tuple[int, dict[str, Any]]:
     import json
 
-    from fivespot.cli import main
+    from fivespot.cli.main import main
 
     code = main(["check", *map(str, argv), "-o", "json"])
     results = json.loads(capsys.readouterr().out)["results"]
@@ -370,9 +370,9 @@ def _naive(checked: list[Any]) -> list[bool]:
 
 
 def _checked(objects: list[dict[str, Any]], allowed: list[bool]) -> list[Any]:
-    from compiler.check.governance import Checked, object_claim
-    from compiler.diagnostics import Location
-    from policies.admission_eval import Verdict
+    from fivespot.compiler.check.governance import Checked, object_claim
+    from fivespot.compiler.diagnostics import Location
+    from fivespot.policies.admission_eval import Verdict
 
     return [Checked(object_claim(o, "agents"), None, Verdict(ok),
                     functools.partial(Location, "objects.yaml", i + 1, 1))
@@ -383,7 +383,7 @@ def test_check_decides_each_target_apart_and_gives_the_answer_of_every_claim_aga
 ) -> None:
     import random
 
-    from compiler.check.governance import field_governance
+    from fivespot.compiler.check.governance import field_governance
 
     rng = random.Random(1405)
     for _ in range(200):
@@ -399,7 +399,7 @@ def test_check_decides_only_the_contested_targets_and_gives_the_same_verdicts_as
 ) -> None:
     import random
 
-    from compiler.check.governance import field_governance, governed
+    from fivespot.compiler.check.governance import field_governance, governed
 
     rng = random.Random(1406)
     for _ in range(300):
@@ -414,8 +414,8 @@ def test_check_decides_only_the_contested_targets_and_gives_the_same_verdicts_as
 
 def test_check_over_thousands_of_objects_compares_each_only_with_those_on_its_own_target(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    import api.fieldgovernance as rule
-    from compiler.check.governance import field_governance
+    import fivespot.api.fieldgovernance as rule
+    from fivespot.compiler.check.governance import field_governance
 
     calls = 0
     real = rule.overlaps
@@ -465,7 +465,7 @@ def test_check_denies_a_scheduled_capacity_on_an_object_an_hpa_in_the_set_scales
 
 
 def test_a_keda_scaled_object_is_a_governor_too_and_names_min_replica_count() -> None:
-    from api.fieldgovernance import autoscaled_message, writer_of, written_by
+    from fivespot.api.fieldgovernance import autoscaled_message, writer_of, written_by
 
     scaled = {"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
               "metadata": {"name": "web", "namespace": "shop"},
@@ -501,7 +501,7 @@ def test_check_warns_when_a_manifest_in_the_set_sets_the_gated_field_with_the_fi
 
 def test_the_webhook_denies_a_scheduled_capacity_on_an_object_an_hpa_scales_in_the_words_of_check(
 ) -> None:
-    from api.fieldgovernance import autoscaled_message, writer_of
+    from fivespot.api.fieldgovernance import autoscaled_message, writer_of
 
     listed = {"agents": [{k: v for k, v in hpa().items() if k not in ("apiVersion", "kind")}
                          | {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler"}]}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from api.fieldpath import capacity_path_error, drained_path_error
+from fivespot.api.fieldpath import capacity_path_error, drained_path_error
 
 
 @pytest.mark.parametrize(

@@ -27,9 +27,9 @@ from typing import Any, Final
 import pytest
 import yaml
 
-import compiler.check.objects
-from fivespot.cli import main
-from compiler.ownership import MANIFEST, parse_manifest
+import fivespot.compiler.check.objects
+from fivespot.cli.main import main
+from fivespot.compiler.ownership import MANIFEST, parse_manifest
 from tests.unit.mutations import RepoMutator
 from tests.unit.outtree import files_of
 
@@ -186,8 +186,8 @@ def _objects() -> dict[str, list[Any]]:
 def test_generated_object_files_never_crash_check(
         policies: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
-    loaded = compiler.check.objects.load_checker([policies])
-    monkeypatch.setattr(compiler.check.objects, "load_checker", lambda roots: loaded)
+    loaded = fivespot.compiler.check.objects.load_checker([policies])
+    monkeypatch.setattr(fivespot.compiler.check.objects, "load_checker", lambda roots: loaded)
     rng = random.Random(SEED)
     base = _objects()
     mutator = RepoMutator(base)

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from lupa import lua51
 
-from api.kinds.scheduled_capacity import Phase
-from compiler.emit import health
-from controllers.capacity.decide import decide
+from fivespot.api.kinds.scheduled_capacity import Phase
+from fivespot.compiler.emit import health
+from fivespot.controllers.capacity.decide import decide
 from tests import kstatus
 from tests.unit.controllers.capacity.test_decide import TABLE
 

@@ -13,8 +13,8 @@ from zoneinfo import ZoneInfo
 import holidays
 import pytest
 
-from api.kinds.providers import TimeBasedSpotScheduleSpec
-from controllers.spotschedules import time_based as tb
+from fivespot.api.kinds.providers import TimeBasedSpotScheduleSpec
+from fivespot.controllers.spotschedules import time_based as tb
 
 pytestmark = pytest.mark.unit
 

@@ -66,7 +66,7 @@ def test_containerfile_build_stage_runs_the_same_rootfs_command() -> None:
 
 
 def test_image_runs_as_the_uid_the_compiled_deployments_set() -> None:
-    from compiler.emit.workloads import USER_ID
+    from fivespot.compiler.emit.workloads import USER_ID
 
     assert build.USER_ID == USER_ID
     assert build.IMAGE_CONFIG.user == f"{USER_ID}:{USER_ID}"

@@ -1,4 +1,4 @@
-"""`fivespot import` (compiler/importer.py, fivespot/importer.py) on each peer's documented
+"""`fivespot import` (fivespot/compiler/importer.py, fivespot/importer.py) on each peer's documented
 examples, on every form of docs/reference/schedules-from-other-tools.md, and as a user runs it.
 
 Where each example comes from is said beside it: kube-green v0.7.1's README and testdata (its Go
@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 import yaml
 
-from api.kinds.providers import TimeBasedSpotScheduleSpec
-from compiler.diagnostics import InputError
-from compiler.importer import Imported, import_objects, render
-from compiler.check.objectyaml import read_text
-from controllers.spotschedules import time_based as tb
+from fivespot.api.kinds.providers import TimeBasedSpotScheduleSpec
+from fivespot.compiler.diagnostics import InputError
+from fivespot.compiler.importer import Imported, import_objects, render
+from fivespot.compiler.check.objectyaml import read_text
+from fivespot.controllers.spotschedules import time_based as tb
 from tests.unit.test_schedules_from_other_tools import ROWS
 
 pytestmark = pytest.mark.unit

@@ -1,4 +1,4 @@
-"""Which policies are in force (`controllers.inforce.in_force`): the cluster's copies of
+"""Which policies are in force (`fivespot.controllers.inforce.in_force`): the cluster's copies of
 fivespot's policies with the cluster's bindings of them, the bundle's where the cluster has none
 or its copy does not compile here; nobody else's policies. Decided on the compiled example."""
 
@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from api.bundle import parse_bundle
-from compiler.pipeline import compile_repo
-from controllers.inforce import as_created, compile_in_force, in_force
-from policies import admission as rules
-from policies.admission_eval import PolicySet, review
+from fivespot.api.bundle import parse_bundle
+from fivespot.compiler.pipeline import compile_repo
+from fivespot.controllers.inforce import as_created, compile_in_force, in_force
+from fivespot.policies import admission as rules
+from fivespot.policies.admission_eval import PolicySet, review
 
 pytestmark = pytest.mark.unit
 

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from compiler.diagnostics import InputError
-from compiler.kubectlyaml import MERGE, plain_scalar
-from compiler.check.objectyaml import parse_documents, read_text
+from fivespot.compiler.diagnostics import InputError
+from fivespot.compiler.kubectlyaml import MERGE, plain_scalar
+from fivespot.compiler.check.objectyaml import parse_documents, read_text
 
 _INT64 = 1 << 63
 

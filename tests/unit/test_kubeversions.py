@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from devcluster import build
-from devcluster.__main__ import main as devcluster_main
-from policies import kubeversions
+from fivespot.devcluster import build
+from fivespot.devcluster.__main__ import main as devcluster_main
+from fivespot.policies import kubeversions
 
 
 def test_the_supported_range_is_at_least_1_34_to_1_37_with_1_35_the_default() -> None:

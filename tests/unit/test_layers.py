@@ -22,14 +22,15 @@ ROOT = Path(__file__).resolve().parents[2]
 CONTRACTS = ROOT / ".importlinter"
 
 
-def _root_packages() -> tuple[str, ...]:
+def _contracts() -> configparser.ConfigParser:
     parser = configparser.ConfigParser()
     parser.read(CONTRACTS)
-    return tuple(parser["importlinter"]["root_packages"].split())
+    return parser
 
 
-PACKAGES = _root_packages()
-"""Every package the contracts cover (`.importlinter`'s root_packages)."""
+PACKAGES = tuple(sorted(p.name for p in (ROOT / "fivespot").iterdir()
+                        if (p / "__init__.py").exists()))
+"""fivespot's packages (`fivespot.api`, ...): every one is a layer of the contracts."""
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 
 
@@ -43,9 +44,8 @@ def lint_imports(tree: Path) -> subprocess.CompletedProcess[str]:
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
     """A copy of the checkout's packages and contracts."""
-    for package in PACKAGES:
-        shutil.copytree(ROOT / package, tmp_path / package,
-                        ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "fivespot", tmp_path / "fivespot",
+                    ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(CONTRACTS, tmp_path / ".importlinter")
     return tmp_path
 
@@ -60,7 +60,11 @@ def test_the_contracts_and_the_wheel_cover_every_package_and_the_type_check_the_
 
     shipped = {p.name for p in ROOT.iterdir() if (p / "__init__.py").exists()} - {"tests", "bench"}
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]
-    assert set(PACKAGES) == shipped
+    contracts = _contracts()
+    assert shipped == {"fivespot"}, "one top-level package installed (decision 0037)"
+    assert contracts["importlinter"]["root_packages"].split() == ["fivespot"]
+    layered = set(contracts["importlinter:contract:layers"]["layers"].replace("|", " ").split())
+    assert layered == {f"fivespot.{package}" for package in PACKAGES}
     assert set(project["mypy"]["packages"]) == shipped | {"tests"}
     assert {p.rstrip("*") for p in project["setuptools"]["packages"]["find"]["include"]} == shipped
 
@@ -76,25 +80,28 @@ def test_an_unchanged_copy_keeps_every_contract(tree: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+LAYERS = "Layers: cli > devcluster > compiler | webhook | controllers"
+
+
 @pytest.mark.parametrize("module,line,broken", [
-    ("webhook.review", "import compiler.pipeline",
-     "Layers: fivespot > devcluster > compiler | webhook | controllers"),
-    ("controllers.capacity.decide", "from webhook import review",
-     "Layers: fivespot > devcluster > compiler | webhook | controllers"),
-    ("api.kinds.base", "import runtime.kube",
-     "Layers: fivespot > devcluster > compiler | webhook | controllers"),
-    ("runtime.cache", "import controllers.cli",
-     "Layers: fivespot > devcluster > compiler | webhook | controllers"),
-    ("controllers.spotschedules.manual", "import devcluster.kubectl",
-     "Layers: fivespot > devcluster > compiler | webhook | controllers"),
-    ("controllers.capacity.decide", "from kubernetes import client",
+    ("fivespot.webhook.review", "import fivespot.compiler.pipeline",
+     LAYERS),
+    ("fivespot.controllers.capacity.decide", "from fivespot.webhook import review",
+     LAYERS),
+    ("fivespot.api.kinds.base", "import fivespot.runtime.kube",
+     LAYERS),
+    ("fivespot.runtime.cache", "import fivespot.controllers.cli",
+     LAYERS),
+    ("fivespot.controllers.spotschedules.manual", "import fivespot.devcluster.kubectl",
+     LAYERS),
+    ("fivespot.controllers.capacity.decide", "from kubernetes import client",
      "Only the runtime talks to the API server"),
-    ("compiler.emit.rbac", "from runtime import kube",
+    ("fivespot.compiler.emit.rbac", "from fivespot.runtime import kube",
      "The compiler and the checker run offline"),
-    ("controllers.cli", "import flask",
+    ("fivespot.controllers.cli", "import flask",
      "Only the webhook serves HTTP admission"),
-    ("compiler.pipeline", "import compiler.check.objects",
-     "compiler/ holds two products"),
+    ("fivespot.compiler.pipeline", "import fivespot.compiler.check.objects",
+     "fivespot/compiler/ holds two products"),
 ], ids=["webhook-imports-compiler", "controllers-import-webhook", "api-imports-runtime",
         "runtime-imports-controllers", "shipped-code-imports-devcluster",
         "controller-imports-the-client", "compiler-imports-runtime", "controller-serves-http",
@@ -112,14 +119,15 @@ ACYCLIC = "No import cycles"
 
 
 @pytest.mark.parametrize("module,line,package", [
-    ("policies.admission_eval.result", "from policies.admission_eval import status",
-     "policies.admission_eval"),
-    ("controllers.spotschedules.controller",
-     "def _planted() -> None:\n    from controllers.spotschedules import composite_controller",
-     "controllers.spotschedules"),
-    ("devcluster.narration", "import typing\nif typing.TYPE_CHECKING:\n    import devcluster.machine_demo",
-     "devcluster"),
-    ("compiler.emit.base", "import compiler.pipeline", "compiler"),
+    ("fivespot.policies.admission_eval.result", "from fivespot.policies.admission_eval import status",
+     "fivespot.policies.admission_eval"),
+    ("fivespot.controllers.spotschedules.controller",
+     "def _planted() -> None:\n    from fivespot.controllers.spotschedules import composite_controller",
+     "fivespot.controllers.spotschedules"),
+    ("fivespot.devcluster.narration",
+     "import typing\nif typing.TYPE_CHECKING:\n    import fivespot.devcluster.machine_demo",
+     "fivespot.devcluster"),
+    ("fivespot.compiler.emit.base", "import fivespot.compiler.pipeline", "fivespot.compiler"),
 ], ids=["module-level", "inside-a-function", "under-type-checking", "between-subpackages"])
 def test_an_import_circle_inside_a_package_breaks_the_acyclic_contract(tree: Path, module: str,
                                                                        line: str, package: str) -> None:
@@ -133,12 +141,12 @@ def test_an_import_circle_inside_a_package_breaks_the_acyclic_contract(tree: Pat
 def test_no_top_level_package_imports_another_that_imports_it_back() -> None:
     import grimp
 
-    graph = grimp.build_graph(*PACKAGES)
+    graph = grimp.build_graph("fivespot")
     edges: dict[str, set[str]] = {p: set() for p in PACKAGES}
     for importer in graph.modules:
         for imported in graph.find_modules_directly_imported_by(importer):
-            a, b = importer.split(".")[0], imported.split(".")[0]
-            if a != b:
+            a, b = _package(importer), _package(imported)
+            if a in edges and b in edges and a != b:
                 edges[a].add(b)
     done: set[str] = set()
 
@@ -154,26 +162,36 @@ def test_no_top_level_package_imports_another_that_imports_it_back() -> None:
     assert edges["api"] == set() and edges["runtime"] <= {"api", "commandline"}
 
 
+def _package(module: str) -> str:
+    """`fivespot.compiler.emit.rbac` -> `compiler`; `fivespot` itself -> ``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
 def _loaded_after(statement: str) -> set[str]:
+    """fivespot's packages (`compiler`, ...) and the other top-level modules loaded by it."""
     code = f"import sys; {statement}; print(' '.join(sorted(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=ROOT)
-    return {name.split(".")[0] for name in out.stdout.split()}
+    return {_package(name) if name.startswith("fivespot.") else name.split(".")[0]
+            for name in out.stdout.split()}
 
 
 def test_the_webhook_process_does_not_load_the_compiler_or_the_controllers() -> None:
-    loaded = _loaded_after("import webhook.cli, webhook.server")  # what `webhook serve` runs
+    loaded = _loaded_after(  # what `webhook serve` runs
+        "import fivespot.webhook.cli, fivespot.webhook.server")
     assert "webhook" in loaded and "runtime" in loaded
     assert not loaded & {"compiler", "controllers", "devcluster"}
 
 
 def test_the_controller_processes_do_not_load_the_compiler_or_the_webhook() -> None:
-    loaded = _loaded_after("import controllers.cli, controllers.capacity.controller, "
-                           "controllers.spotschedules.cli, controllers.spotschedules.controller")
+    loaded = _loaded_after("import fivespot.controllers.cli, fivespot.controllers.capacity.controller,"
+                           " fivespot.controllers.spotschedules.cli,"
+                           " fivespot.controllers.spotschedules.controller")
     assert "controllers" in loaded and "runtime" in loaded
     assert not loaded & {"compiler", "webhook", "devcluster", "flask", "gunicorn"}
 
 
 def test_the_compiler_does_not_load_the_runtime_or_the_kubernetes_client() -> None:
-    loaded = _loaded_after("import compiler.pipeline, compiler.check.objects")
+    loaded = _loaded_after("import fivespot.compiler.pipeline, fivespot.compiler.check.objects")
     assert not loaded & {"runtime", "kubernetes", "webhook", "controllers", "devcluster"}

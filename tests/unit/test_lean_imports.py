@@ -1,4 +1,4 @@
-"""msgspec imported without typing_extensions at the command's start (`commandline.leanimports`):
+"""msgspec imported without typing_extensions at the command's start (`fivespot.commandline.leanimports`):
 msgspec works as before, and typing_extensions is still there for whoever imports it next."""
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def test_msgspec_still_decodes_typed_values_and_typing_extensions_imports_afterw
 def test_when_msgspec_is_already_imported_nothing_changes() -> None:
     probe = (
         "import sys, typing_extensions, msgspec\n"
-        "from commandline.leanimports import import_msgspec\n"
+        "from fivespot.commandline.leanimports import import_msgspec\n"
         "import_msgspec()\n"
         "print(sys.modules['typing_extensions'] is typing_extensions)\n"
     )

@@ -14,10 +14,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compiler.check import objectyaml
-from compiler.diagnostics import InputError
-from compiler.kubectlyaml import plain_scalar
-from compiler.check.objectyaml import parse_documents, read_text
+from fivespot.compiler.check import objectyaml
+from fivespot.compiler.diagnostics import InputError
+from fivespot.compiler.kubectlyaml import plain_scalar
+from fivespot.compiler.check.objectyaml import parse_documents, read_text
 
 pytestmark = pytest.mark.unit
 
@@ -211,7 +211,7 @@ def test_reading_a_plain_object_file_does_not_import_pyyaml(tmp_path: Any) -> No
     path.write_text("apiVersion: 5spot.finos.org/v1alpha1\nkind: ScheduledCapacity\n"
                     "metadata: {name: a, namespace: agents}\nspec:\n  timeout: 15m\n  count: 4\n"
                     "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: b\n")
-    code = ("import sys; from pathlib import Path; from compiler.check.objectyaml import read_documents; "
+    code = ("import sys; from pathlib import Path; from fivespot.compiler.check.objectyaml import read_documents; "
             f"docs = read_documents(Path({str(path)!r})); "
             "assert [d.data['kind'] for d in docs] == ['ScheduledCapacity', 'ConfigMap']; "
             "print(sorted(m for m in sys.modules if m == 'yaml' or m.startswith('yaml.')))")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from policies.admission_eval import objectmeta
-from policies.kubeversions import DEFAULT
+from fivespot.policies.admission_eval import objectmeta
+from fivespot.policies.kubeversions import DEFAULT
 
 KEY_RULE = ("name part must consist of alphanumeric characters, '-', '_' or '.', and must start and "
             "end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex "

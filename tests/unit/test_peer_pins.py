@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from devcluster import peers
-from devcluster.engines import EngineBuildError, read_pins
+from fivespot.devcluster import peers
+from fivespot.devcluster.engines import EngineBuildError, read_pins
 
 pytestmark = pytest.mark.unit
 

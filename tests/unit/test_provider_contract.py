@@ -1,4 +1,4 @@
-"""The provider contract as every consumer reads it (api/provider_contract.py): only the status,
+"""The provider contract as every consumer reads it (fivespot/api/provider_contract.py): only the status,
 a bool `active`, a Ready condition that is True if present; and the runtime reader's answers
 while a kind is not installed or not yet resolved."""
 
@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from api.provider_contract import LookupFailed, Resolved, Unresolved, UnresolvedReason, observe_schedule
-from runtime.kindwatches import NOT_SERVED, KindWatches, Watched
-from runtime.schedules import read_schedule
+from fivespot.api.provider_contract import LookupFailed, Resolved, Unresolved, UnresolvedReason, observe_schedule
+from fivespot.runtime.kindwatches import NOT_SERVED, KindWatches, Watched
+from fivespot.runtime.schedules import read_schedule
 
 pytestmark = pytest.mark.unit
 

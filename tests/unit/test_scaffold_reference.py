@@ -15,15 +15,15 @@ import jsonschema
 import pytest
 import yaml
 
-from compiler.check.fixtures import run_fixtures
-from compiler.check.objects import check
-from fivespot.cli import main
-from compiler.output import write_tree
-from compiler.pipeline import compile_repo
-from compiler.reference import CLUSTER_EXAMPLES, render
-from compiler.scaffold import FILES, ScaffoldError, init
-from compiler.schemas import COMBINED, schema_files
-from compiler.spec import DEFAULT_IMAGE, DOCUMENT_KINDS, VERSION
+from fivespot.compiler.check.fixtures import run_fixtures
+from fivespot.compiler.check.objects import check
+from fivespot.cli.main import main
+from fivespot.compiler.output import write_tree
+from fivespot.compiler.pipeline import compile_repo
+from fivespot.compiler.reference import CLUSTER_EXAMPLES, render
+from fivespot.compiler.scaffold import FILES, ScaffoldError, init
+from fivespot.compiler.schemas import COMBINED, schema_files
+from fivespot.compiler.spec import DEFAULT_IMAGE, DOCUMENT_KINDS, VERSION
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "agent-sandbox" / "config"
@@ -250,7 +250,7 @@ def test_the_docs_state_the_examples_fixture_count() -> None:
 def test_every_flag_of_every_command_has_help() -> None:
     import argparse
 
-    from fivespot.cli import RUNTIME_COMMANDS, build_parser
+    from fivespot.cli.main import RUNTIME_COMMANDS, build_parser
 
     missing: set[str] = set()
 
@@ -320,7 +320,7 @@ def test_the_readme_quick_start_uses_only_commands_the_suite_runs(
 
 
 def test_every_config_example_of_the_reference_is_a_valid_document() -> None:
-    from compiler.reference import CONFIG_EXAMPLES
+    from fivespot.compiler.reference import CONFIG_EXAMPLES
 
     assert set(CONFIG_EXAMPLES) == set(DOCUMENT_KINDS)
     for kind, text in CONFIG_EXAMPLES.items():

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from api.providers import CAPITAL_MARKETS_SCHEDULE, COMPOSITE_SCHEDULE, MANUAL_SCHEDULE, TIME_BASED_SPOT_SCHEDULE
-from fivespot.cli import main
-from fivespot.override import (
+from fivespot.api.providers import CAPITAL_MARKETS_SCHEDULE, COMPOSITE_SCHEDULE, MANUAL_SCHEDULE, TIME_BASED_SPOT_SCHEDULE
+from fivespot.cli.main import main
+from fivespot.cli.override import (
     Reference,
     Refused,
     parse_duration,

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from controllers.spotschedules.marks import MARK_KINDS, Mark
-from controllers.spotschedules.timeline import Provider, timelines
-from fivespot import picture
-from fivespot.cli import main
+from fivespot.controllers.spotschedules.marks import MARK_KINDS, Mark
+from fivespot.controllers.spotschedules.timeline import Provider, timelines
+from fivespot.cli import picture
+from fivespot.cli.main import main
 
 pytestmark = pytest.mark.unit
 

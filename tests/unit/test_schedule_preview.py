@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from api.kinds.providers import CapitalMarketsScheduleSpec, TimeBasedSpotScheduleSpec
-from controllers.spotschedules import capital_markets, composite, time_based
-from controllers.spotschedules.timeline import Provider, timelines
-from fivespot.cli import main
+from fivespot.api.kinds.providers import CapitalMarketsScheduleSpec, TimeBasedSpotScheduleSpec
+from fivespot.controllers.spotschedules import capital_markets, composite, time_based
+from fivespot.controllers.spotschedules.timeline import Provider, timelines
+from fivespot.cli.main import main
 
 pytestmark = pytest.mark.unit
 

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 import yaml
 
-from runtime import kube
-from runtime.kubeconfig import ClusterAccess, KubeconfigRefused, parse
-from webhook.tls import KeyPair, issue, new_ca
+from fivespot.runtime import kube
+from fivespot.runtime.kubeconfig import ClusterAccess, KubeconfigRefused, parse
+from fivespot.webhook.tls import KeyPair, issue, new_ca
 
 pytestmark = pytest.mark.unit
 

@@ -24,10 +24,10 @@ from tests.unit.test_webhook_review import (
 )
 from prometheus_client import generate_latest
 
-from webhook.app import Runtime, create_app
-from webhook.bodies import SCAP_REVIEW_BYTES
-from webhook.metrics import Metrics
-from webhook.review import Lookups
+from fivespot.webhook.app import Runtime, create_app
+from fivespot.webhook.bodies import SCAP_REVIEW_BYTES
+from fivespot.webhook.metrics import Metrics
+from fivespot.webhook.review import Lookups
 
 PROBLEMS: list[str] = []
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from cryptography import x509
 
-from webhook.certificates import (
+from fivespot.webhook.certificates import (
     Lifetimes,
     ServingNames,
     TLSState,

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from webhook.bodies import OTHER_BYTES, SCAP_REVIEW_BYTES, body_limit, check_label
-from webhook.connections import (
+from fivespot.webhook.bodies import OTHER_BYTES, SCAP_REVIEW_BYTES, body_limit, check_label
+from fivespot.webhook.connections import (
     GATE_EXTENSION,
     MAX_BODY_BYTES,
     BodyLimit,
@@ -216,7 +216,7 @@ def test_an_idle_webhook_worker_ticks_once_a_second_and_still_does_its_once_a_se
     gunicorn (counter % 10 == 0)."""
     from uvicorn.config import Config
 
-    from webhook.connections import QuietServer
+    from fivespot.webhook.connections import QuietServer
 
     sleeps: list[float] = []
     real_sleep = asyncio.sleep
@@ -225,7 +225,7 @@ def test_an_idle_webhook_worker_ticks_once_a_second_and_still_does_its_once_a_se
         sleeps.append(seconds)
         await real_sleep(0)
 
-    monkeypatch.setattr("webhook.connections.asyncio.sleep", sleep)
+    monkeypatch.setattr("fivespot.webhook.connections.asyncio.sleep", sleep)
     server = QuietServer(config=Config(app=lambda *a: None))
     ticks: list[int] = []
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from webhook.ownership import ownership_changes
+from fivespot.webhook.ownership import ownership_changes
 
 ALLOWED = [("spec", "warmReplicas")]
 API = "pools.agents.example.com/v1alpha1"

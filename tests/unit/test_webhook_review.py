@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from api.bundle import BundleError
-from api.bundle import parse_bundle as parse_api_bundle
-from policies.admission_eval import PolicySet
-from policies.admission_eval import review as evaluate
-from webhook.bundle import WebhookBundle, prepare
-from webhook.review import (
+from fivespot.api.bundle import BundleError
+from fivespot.api.bundle import parse_bundle as parse_api_bundle
+from fivespot.policies.admission_eval import PolicySet
+from fivespot.policies.admission_eval import review as evaluate
+from fivespot.webhook.bundle import WebhookBundle, prepare
+from fivespot.webhook.review import (
     HOST_GOVERNANCE,
     TARGET_GUARD,
     VAP_POLYFILL,

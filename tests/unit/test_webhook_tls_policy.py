@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from webhook.serving import (
+from fivespot.webhook.serving import (
     ClientAuthentication,
     ClientCAError,
     ServingCertificate,
@@ -23,7 +23,7 @@ from webhook.serving import (
     names_of,
     server_context,
 )
-from webhook.tls import KeyPair, issue, new_ca
+from fivespot.webhook.tls import KeyPair, issue, new_ca
 
 NOW = datetime.datetime.now(datetime.timezone.utc)
 CA, CA_KEY = new_ca("serving-ca", NOW)

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from commandline.yamlbounds import MAX_FILE_BYTES
-from fivespot.cli import main
+from fivespot.commandline.yamlbounds import MAX_FILE_BYTES
+from fivespot.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "agent-sandbox" / "config"
@@ -144,7 +144,7 @@ def test_check_reads_a_number_longer_than_python_converts_as_the_string_kubectl_
 @pytest.mark.parametrize("case", sorted(BOMBS))
 def test_the_loader_refuses_a_bomb_anywhere_in_a_file_within_a_second(case: str,
                                                                        tmp_path: Path) -> None:
-    from compiler.loader import load_repo
+    from fivespot.compiler.loader import load_repo
 
     text, expected = BOMBS[case]
     (tmp_path / "platform.yaml").write_text(PLATFORM)
@@ -208,7 +208,7 @@ def _config_map(bomb: str) -> str:
 def test_install_reads_its_output_within_the_bounds(case: str, tmp_path: Path) -> None:
     # PyYAML shares an alias's value, so an alias bomb loads at once, and then expands to
     # billions of values when the object is written as JSON for the API server
-    from deploy.manifests import OutputError, load
+    from fivespot.deploy.manifests import OutputError, load
 
     out = _output_with(tmp_path, _config_map(_bomb() if case == "alias bomb" else _merge_bomb()))
     started = time.process_time()
@@ -233,7 +233,7 @@ def test_compile_check_reads_the_previous_outputs_crds_within_the_bounds(tmp_pat
     # Python converts made reading it a ValueError (`compile --check` exited 3, a fivespot bug);
     # a bomb in it is refused as anywhere else. A CRD file that cannot be read is named by its
     # file name.
-    from compiler.compile_warnings import dropped_crds
+    from fivespot.compiler.compile_warnings import dropped_crds
 
     previous = {"crds/long.yaml": f"spec: {{names: {{kind: {'9' * 5000}}}}}\n".encode(),
                 "crds/aliases.yaml": _bomb().encode(), "crds/merges.yaml": _merge_bomb().encode()}
@@ -253,7 +253,7 @@ def _sparse(path: Path, size: int) -> Path:
 
 
 def test_a_config_file_over_the_size_limit_is_refused_without_being_read(tmp_path: Path) -> None:
-    from compiler.loader import load_repo
+    from fivespot.compiler.loader import load_repo
 
     (tmp_path / "platform.yaml").write_text(PLATFORM)
     _sparse(tmp_path / "big.yaml", 64 * 1024 * 1024)
@@ -287,7 +287,7 @@ def test_check_reads_no_more_of_standard_input_than_the_size_limit(tmp_path: Pat
 
 
 def test_install_refuses_an_output_file_over_the_size_limit(tmp_path: Path) -> None:
-    from deploy.manifests import OutputError, load
+    from fivespot.deploy.manifests import OutputError, load
 
     out = _output_with(tmp_path, "")
     _sparse(out / "bad.yaml", 64 * 1024 * 1024)

@@ -9,7 +9,7 @@ are kept, so the server behaves as the released one does.
 
     python tools/controlplane/pin.py 1.36.3     # (re)writes tools/controlplane/kubernetes-1.36/
 
-Adding a minor also means a row in policies/kubeversions.py (the supported range).
+Adding a minor also means a row in fivespot/policies/kubeversions.py (the supported range).
 """
 
 from __future__ import annotations

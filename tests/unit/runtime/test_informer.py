@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from runtime import kube
-from runtime.cache import ADDED, DELETED, MODIFIED, Cache
-from runtime.informer import (
+from fivespot.runtime import kube
+from fivespot.runtime.cache import ADDED, DELETED, MODIFIED, Cache
+from fivespot.runtime.informer import (
     Informer,
     handle_watch_event,
     is_stalled,

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from runtime import kube
-from runtime.kindwatches import NOT_SERVED, KindWatches
-from runtime.kube import ResolvedKind
+from fivespot.runtime import kube
+from fivespot.runtime.kindwatches import NOT_SERVED, KindWatches
+from fivespot.runtime.kube import ResolvedKind
 
 pytestmark = pytest.mark.unit
 
@@ -124,7 +124,7 @@ def test_a_kind_that_stays_unserved_is_looked_up_less_and_less_often_up_to_once_
     kind the cluster never installs (KEDA's ScaledObject without KEDA) costs one discovery
     request a minute; once served, it is watched at the next retry."""
     now = [1000.0]
-    monkeypatch.setattr("runtime.kindwatches.time.monotonic", lambda: now[0])
+    monkeypatch.setattr("fivespot.runtime.kindwatches.time.monotonic", lambda: now[0])
     lookups: list[float] = []
     served: list[ResolvedKind | None] = [None]
 

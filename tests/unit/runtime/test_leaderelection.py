@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runtime.leaderelection import (
+from fivespot.runtime.leaderelection import (
     Action,
     LeaseView,
     Timing,

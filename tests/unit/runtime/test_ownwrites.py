@@ -1,4 +1,4 @@
-"""A controller's own writes (`runtime.ownwrites`): an event that is exactly the object as our
+"""A controller's own writes (`fivespot.runtime.ownwrites`): an event that is exactly the object as our
 write left it is skipped, whichever of the answer and the event arrives first; decisions rest on
 the newer of the cache and our write; and a controller's connection pool is sized to its
 workers."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from runtime.ownwrites import OwnWrites, Seen
+from fivespot.runtime.ownwrites import OwnWrites, Seen
 
 
 def at(version: str, **fields: Any) -> dict[str, Any]:
@@ -85,7 +85,7 @@ def test_a_decision_rests_on_the_newer_of_the_cache_and_our_own_last_write() -> 
 def test_a_controllers_connection_pool_has_one_connection_per_worker_and_room_for_its_watches(
     tmp_path: Path,
 ) -> None:
-    from runtime import kube
+    from fivespot.runtime import kube
 
     assert kube.pool_for(4) == kube.POOL_SIZE
     assert kube.pool_for(64) == 64 + kube.SPARE_CONNECTIONS

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from api.bundle import Bundle, parse_bundle
-from runtime.partitions import Partitions
+from fivespot.api.bundle import Bundle, parse_bundle
+from fivespot.runtime.partitions import Partitions
 
 GOLDEN_BUNDLE = Path(__file__).resolve().parents[1] / "golden" / "agent-sandbox" / "bundle.json"
 

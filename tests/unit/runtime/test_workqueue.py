@@ -9,9 +9,9 @@ from datetime import datetime, timezone
 
 import pytest
 
-from runtime.reconcile import Result
-from runtime.workers import Workers
-from runtime.workqueue import ExponentialBackoff, WorkQueue
+from fivespot.runtime.reconcile import Result
+from fivespot.runtime.workers import Workers
+from fivespot.runtime.workqueue import ExponentialBackoff, WorkQueue
 
 
 class FakeClock:

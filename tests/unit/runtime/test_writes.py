@@ -9,13 +9,13 @@ from typing import cast
 
 import pytest
 
-from api.bundle import Bundle
-from runtime import kube
-from runtime.kube import ApiClient
-from runtime.manager import Manager, Primary, Settings
-from runtime.partitions import Partitions
-from runtime.reconcile import Request, Result
-from runtime.writes import Writes
+from fivespot.api.bundle import Bundle
+from fivespot.runtime import kube
+from fivespot.runtime.kube import ApiClient
+from fivespot.runtime.manager import Manager, Primary, Settings
+from fivespot.runtime.partitions import Partitions
+from fivespot.runtime.reconcile import Request, Result
+from fivespot.runtime.writes import Writes
 from tests.unit.fakeapi import FakeApiServer
 
 KIND = Primary("example.com", "v1", "things")

@@ -1,6 +1,6 @@
 """Another writer of the governed field: the repair backoff as a pure function of status and clock.
 
-`controllers.capacity.contest.judge` is driven here by a simulated other writer (rewriting the
+`fivespot.controllers.capacity.contest.judge` is driven here by a simulated other writer (rewriting the
 field at arbitrary seconds) and by the requeues it asks for; the property tests check the bounds
 decision record 0029 states, for any schedule of rewrites.
 """
@@ -14,16 +14,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from api.identities import CAPACITY_CONTROLLER
-from api.kinds.scheduled_capacity import ContestState
-from controllers.capacity.contest import (
+from fivespot.api.identities import CAPACITY_CONTROLLER
+from fivespot.api.kinds.scheduled_capacity import ContestState
+from fivespot.controllers.capacity.contest import (
     BACKOFF_CAP,
     MAX_WRITES_PER_MINUTE,
     judge,
     quiet,
     repair_delay,
 )
-from controllers.capacity.observations import field_owner
+from fivespot.controllers.capacity.observations import field_owner
 
 pytestmark = pytest.mark.unit
 

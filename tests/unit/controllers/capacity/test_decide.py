@@ -16,23 +16,23 @@ from typing import Any
 
 import pytest
 
-from api.bundle import Bundle, BundleError, Consumer, parse_bundle
-from api.fieldgovernance import Claim, GovernedBy, Governs, Standing
-from api.kinds.scheduled_capacity import (
+from fivespot.api.bundle import Bundle, BundleError, Consumer, parse_bundle
+from fivespot.api.fieldgovernance import Claim, GovernedBy, Governs, Standing
+from fivespot.api.kinds.scheduled_capacity import (
     Capacity,
     ConditionStatus,
     Phase,
     ScheduledCapacitySpec,
     ScheduledCapacityStatus,
 )
-from api.provider_contract import (
+from fivespot.api.provider_contract import (
     LookupFailed,
     Resolved,
     ScheduleObservation,
     Unresolved,
     UnresolvedReason,
 )
-from controllers.capacity.conditions import (
+from fivespot.controllers.capacity.conditions import (
     FIELD_CONTESTED,
     CAPACITY_WRITTEN,
     CONDITION_TYPES,
@@ -45,8 +45,8 @@ from controllers.capacity.conditions import (
     STALLED,
     TARGET_RESOLVED,
 )
-from controllers.capacity.decide import Decision, decide, status_patch, target_patch, write_failed
-from controllers.capacity.observations import (
+from fivespot.controllers.capacity.decide import Decision, decide, status_patch, target_patch, write_failed
+from fivespot.controllers.capacity.observations import (
     PolicyObservation,
     WithinPolicy,
     ABSENT,
@@ -1078,8 +1078,8 @@ def test_a_failed_write_changes_only_capacity_written_and_readiness_and_repeats_
 
 
 def test_an_object_the_tightened_policy_denies_is_handed_back_to_0_loudly() -> None:
-    from controllers.capacity.observations import OutOfPolicy
-    from policies.admission_eval import Violation
+    from fivespot.controllers.capacity.observations import OutOfPolicy
+    from fivespot.policies.admission_eval import Violation
 
     message = ("fivespot-tenant-limits: spec.capacity.activeValue 8 exceeds the limit 5 of "
                "TenantPolicy agents; set it to at most 5")
@@ -1095,8 +1095,8 @@ def test_an_object_the_tightened_policy_denies_is_handed_back_to_0_loudly() -> N
 
 
 def test_a_closed_window_out_of_policy_is_simply_inactive_and_a_failed_policy_lookup_holds() -> None:
-    from controllers.capacity.observations import OutOfPolicy
-    from policies.admission_eval import Violation
+    from fivespot.controllers.capacity.observations import OutOfPolicy
+    from fivespot.policies.admission_eval import Violation
 
     closed = decide(given(schedule=Resolved(False), target=TargetFound(0, 0),
                           policy=OutOfPolicy((Violation("vap", "p", None, "denied"),))))
@@ -1106,7 +1106,7 @@ def test_a_closed_window_out_of_policy_is_simply_inactive_and_a_failed_policy_lo
 
 
 def test_an_hpa_scaling_the_field_makes_the_object_write_nothing_and_name_what_to_gate() -> None:
-    from api.fieldgovernance import OtherWriter, autoscaled_message, target_key
+    from fivespot.api.fieldgovernance import OtherWriter, autoscaled_message, target_key
 
     hpa = OtherWriter("HorizontalPodAutoscaler.autoscaling", "tenant-a", "agents-hpa",
                       target_key("tenant-a", "pools.example.com/v1", "Pool", "agents"), ("spec",),
@@ -1126,7 +1126,7 @@ def test_an_hpa_scaling_the_field_makes_the_object_write_nothing_and_name_what_t
 
 
 def test_a_repair_held_back_is_reported_with_its_time_and_made_when_due() -> None:
-    from api.kinds.scheduled_capacity import ContestState
+    from fivespot.api.kinds.scheduled_capacity import ContestState
 
     prior = active().model_copy(update={"contest": ContestState(
         manager="kustomize-controller", repairs=4, last_repair_time=NOW)})

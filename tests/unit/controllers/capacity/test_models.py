@@ -1,5 +1,5 @@
 """The ScheduledCapacity and ScheduledMachine models: their rules agree with the field-path rule
-of `api.fieldpath` and with the CEL the API server will run, and their schemas carry what
+of `fivespot.api.fieldpath` and with the CEL the API server will run, and their schemas carry what
 the CRD emitter needs (descriptions, bounds, camelCase names, CEL rules that compile).
 """
 
@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
-from api.fieldpath import (
+from fivespot.api.fieldpath import (
     CAPACITY_PATH_MESSAGE,
     CAPACITY_PATH_PATTERN,
     DRAINED_PATH_MESSAGE,
@@ -24,7 +24,7 @@ from api.fieldpath import (
     capacity_path_error,
     drained_path_error,
 )
-from api.kinds.scheduled_capacity import (
+from fivespot.api.kinds.scheduled_capacity import (
     CAPACITY_PATH_CEL,
     DRAINED_PATH_CEL,
     HANDBACK_TIMEOUT_CEL,
@@ -40,12 +40,12 @@ from api.kinds.scheduled_capacity import (
     cel_string,
     parse_duration,
 )
-from api.kinds.scheduled_machine import (
+from fivespot.api.kinds.scheduled_machine import (
     ScheduledMachineSpec,
     ScheduledMachineStatus,
     governed_node,
 )
-from policies.cel.engine import CRD_VARIABLES, CelEvaluationError, compile_expression
+from fivespot.policies.cel.engine import CRD_VARIABLES, CelEvaluationError, compile_expression
 
 CAPACITY_PATHS = [
     "spec.warmReplicas", "spec.a", "spec.pool.size", "spec.a.b.c.d.e.f.g", "spec.x9Y",

@@ -17,15 +17,15 @@ from typing import Any, cast
 
 import pytest
 
-from compiler.emit.bundle import bundle
-from compiler.pipeline import load
-from controllers.capacity.controller import CapacityReconciler, capacity_manager
-from runtime import kube
-from runtime.cache import ADDED, DELETED, MODIFIED
-from runtime.informer import Informer, handle_watch_event
-from runtime.kube import ApiClient, ResolvedKind
-from runtime.manager import Manager, Settings
-from runtime.partitions import Partitions
+from fivespot.compiler.emit.bundle import bundle
+from fivespot.compiler.pipeline import load
+from fivespot.controllers.capacity.controller import CapacityReconciler, capacity_manager
+from fivespot.runtime import kube
+from fivespot.runtime.cache import ADDED, DELETED, MODIFIED
+from fivespot.runtime.informer import Informer, handle_watch_event
+from fivespot.runtime.kube import ApiClient, ResolvedKind
+from fivespot.runtime.manager import Manager, Settings
+from fivespot.runtime.partitions import Partitions
 from tests.unit.fakeapi import FakeApiServer
 
 ROOT = Path(__file__).resolve().parents[4]

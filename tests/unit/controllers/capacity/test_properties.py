@@ -17,26 +17,26 @@ from typing import Any
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from api.bundle import Consumer
-from api.fieldgovernance import Claim, GovernedBy, overlaps, precedence, standings
-from api.fieldpath import capacity_path_error
-from api.kinds.scheduled_capacity import (
+from fivespot.api.bundle import Consumer
+from fivespot.api.fieldgovernance import Claim, GovernedBy, overlaps, precedence, standings
+from fivespot.api.fieldpath import capacity_path_error
+from fivespot.api.kinds.scheduled_capacity import (
     ConditionStatus,
     Phase,
     ScheduledCapacitySpec,
     ScheduledCapacityStatus,
 )
-from api.provider_contract import (
+from fivespot.api.provider_contract import (
     LookupFailed,
     Resolved,
     ScheduleObservation,
     Unresolved,
     UnresolvedReason,
 )
-from controllers.capacity import contest
-from controllers.capacity.conditions import FIELD_GOVERNANCE_CONFLICT, READY
-from controllers.capacity.decide import Decision, decide, status_patch
-from controllers.capacity.observations import (
+from fivespot.controllers.capacity import contest
+from fivespot.controllers.capacity.conditions import FIELD_GOVERNANCE_CONFLICT, READY
+from fivespot.controllers.capacity.decide import Decision, decide, status_patch
+from fivespot.controllers.capacity.observations import (
     ABSENT,
     DecisionInput,
     MachineNode,

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from api.bundle import Consumer
-from api.kinds.scheduled_capacity import ScheduledCapacityStatus
-from controllers.capacity.controller import (
+from fivespot.api.bundle import Consumer
+from fivespot.api.kinds.scheduled_capacity import ScheduledCapacityStatus
+from fivespot.controllers.capacity.controller import (
     BY_NODE,
     BY_SCHEDULE,
     BY_TARGET,
@@ -20,10 +20,10 @@ from controllers.capacity.controller import (
     object_ref_key,
     scap_references,
 )
-from controllers.capacity.decide import Decision
-from controllers.capacity.observations import parse_spec
-from controllers.cli import register
-from runtime.ownwrites import newer
+from fivespot.controllers.capacity.decide import Decision
+from fivespot.controllers.capacity.observations import parse_spec
+from fivespot.controllers.cli import register
+from fivespot.runtime.ownwrites import newer
 
 ENTRY = Consumer(name="pools", group="pools.example.com", version="v1", kind="Pool",
                  resource="pools", capacity_paths=("spec.warmReplicas",), drained_path="status.inUse",
@@ -110,7 +110,7 @@ def test_the_controller_command_takes_the_documented_flags() -> None:
 
 
 def test_the_compiled_deployment_arguments_parse() -> None:
-    from compiler.emit.components import BUNDLE_PATH
+    from fivespot.compiler.emit.components import BUNDLE_PATH
 
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers(dest="command"))

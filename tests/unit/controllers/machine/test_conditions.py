@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from api.kinds.machine_lifecycle import MachinePhase
-from compiler.emit import health
-from controllers.machine.decide import Cordon, Create, Decision, Part, action_failed
-from controllers.machine.observations import (
+from fivespot.api.kinds.machine_lifecycle import MachinePhase
+from fivespot.compiler.emit import health
+from fivespot.controllers.machine.decide import Cordon, Create, Decision, Part, action_failed
+from fivespot.controllers.machine.observations import (
     Foreign,
     NodeGone,
     NodeSeen,

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from api.kinds.machine_lifecycle import MachinePhase, MachineSpec, MachineStatus
-from controllers.machine.decide import (
+from fivespot.api.kinds.machine_lifecycle import MachinePhase, MachineSpec, MachineStatus
+from fivespot.controllers.machine.decide import (
     CLEANUP_SLACK,
     NODE_DRAINED,
     READY,
@@ -24,7 +24,7 @@ from controllers.machine.decide import (
     Reason,
     decide,
 )
-from controllers.machine.observations import (
+from fivespot.controllers.machine.observations import (
     DecisionInput,
     Foreign,
     InvalidSpec,
@@ -320,7 +320,7 @@ def test_embedded_objects_cannot_choose_their_name_or_namespace() -> None:
 
 
 def test_a_create_the_api_server_refuses_is_reported_as_an_error_naming_the_field() -> None:
-    from controllers.machine.decide import action_failed
+    from fivespot.controllers.machine.decide import action_failed
 
     decision = then(given())
     failed = action_failed(given(), decision, Create(Part.BOOTSTRAP),

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from api.kinds.providers import (
+from fivespot.api.kinds.providers import (
     CLOCK_RULE,
     CLOSE_CLOCK_RULE,
     DATE_PATTERN,
@@ -25,7 +25,7 @@ from api.kinds.providers import (
     SessionTimes,
     TradingSession,
 )
-from controllers.spotschedules import capital_markets as cm
+from fivespot.controllers.spotschedules import capital_markets as cm
 
 UTC = dt.timezone.utc
 NY = ZoneInfo("America/New_York")

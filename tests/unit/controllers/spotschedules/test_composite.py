@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from api.kinds.composite import (
+from fivespot.api.kinds.composite import (
     LEAF_MESSAGE,
     LEAF_RULE,
     MAX_DEPTH,
@@ -25,16 +25,16 @@ from api.kinds.composite import (
     SELF_REFERENCE_RULE,
     CompositeScheduleSpec,
 )
-from api.providers import BuiltinProvider
-from api.provider_contract import LookupFailed, Resolved, ScheduleObservation, Unresolved, UnresolvedReason
-from controllers.spotschedules import composite
-from controllers.spotschedules.composite import AllOf, AnyOf, Children, Not, Ref, Truth, truth
-from compiler.emit.crds import builtin_provider, crd
-from compiler.pipeline import compile_repo
-from controllers.spotschedules.composite_controller import child_keys
-from policies.admission_eval import Checker, Request
-from policies.cel import compile_crd_rule, compile_expression
-from policies.kubeversions import DEFAULT
+from fivespot.api.providers import BuiltinProvider
+from fivespot.api.provider_contract import LookupFailed, Resolved, ScheduleObservation, Unresolved, UnresolvedReason
+from fivespot.controllers.spotschedules import composite
+from fivespot.controllers.spotschedules.composite import AllOf, AnyOf, Children, Not, Ref, Truth, truth
+from fivespot.compiler.emit.crds import builtin_provider, crd
+from fivespot.compiler.pipeline import compile_repo
+from fivespot.controllers.spotschedules.composite_controller import child_keys
+from fivespot.policies.admission_eval import Checker, Request
+from fivespot.policies.cel import compile_crd_rule, compile_expression
+from fivespot.policies.kubeversions import DEFAULT
 
 pytestmark = pytest.mark.unit
 

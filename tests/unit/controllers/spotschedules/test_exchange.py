@@ -8,8 +8,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from api.kinds.providers import CapitalMarketsScheduleSpec
-from compiler.calendars import (
+from fivespot.api.kinds.providers import CapitalMarketsScheduleSpec
+from fivespot.compiler.calendars import (
     CalendarsUnavailable,
     ExchangeCalendar,
     ExchangeSession,
@@ -17,7 +17,7 @@ from compiler.calendars import (
     expand_exchange,
     resolve_exchange,
 )
-from controllers.spotschedules import capital_markets as cm
+from fivespot.controllers.spotschedules import capital_markets as cm
 
 NY = ZoneInfo("America/New_York")
 UTC = dt.timezone.utc

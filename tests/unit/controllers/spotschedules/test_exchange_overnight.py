@@ -12,9 +12,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from api.kinds.providers import CapitalMarketsScheduleSpec
-from compiler.calendars import ExchangeSession, expand_exchange
-from controllers.spotschedules import capital_markets as cm
+from fivespot.api.kinds.providers import CapitalMarketsScheduleSpec
+from fivespot.compiler.calendars import ExchangeSession, expand_exchange
+from fivespot.controllers.spotschedules import capital_markets as cm
 
 pytestmark = pytest.mark.unit
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from api.kinds.providers import ManualScheduleSpec
-from controllers.spotschedules import manual
+from fivespot.api.kinds.providers import ManualScheduleSpec
+from fivespot.controllers.spotschedules import manual
 
 NOW = dt.datetime(2026, 11, 30, 12, 0, 0, 123456, tzinfo=dt.timezone.utc)
 LATER = NOW + dt.timedelta(hours=3)

@@ -11,20 +11,20 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from api.kinds.composite import CompositeScheduleSpec
-from api.kinds.providers import (
+from fivespot.api.kinds.composite import CompositeScheduleSpec
+from fivespot.api.kinds.providers import (
     UNTIL_MESSAGE,
     UNTIL_RULE,
     ManualScheduleSpec,
     TimeBasedSpotScheduleSpec,
     parse_until,
 )
-from api.provider_contract import LookupFailed, Resolved, Unresolved, UnresolvedReason
-from api.providers import BUILTIN_PROVIDERS
-from compiler.emit.crds import builtin_provider
-from controllers.spotschedules import capital_markets, composite, manual, override, time_based
-from controllers.spotschedules.composite import Children
-from controllers.spotschedules.reconcile import plan
+from fivespot.api.provider_contract import LookupFailed, Resolved, Unresolved, UnresolvedReason
+from fivespot.api.providers import BUILTIN_PROVIDERS
+from fivespot.compiler.emit.crds import builtin_provider
+from fivespot.controllers.spotschedules import capital_markets, composite, manual, override, time_based
+from fivespot.controllers.spotschedules.composite import Children
+from fivespot.controllers.spotschedules.reconcile import plan
 from tests.celgo import cel_accepts
 
 pytestmark = pytest.mark.unit

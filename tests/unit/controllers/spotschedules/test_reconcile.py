@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from compiler.emit.bundle import bundle
-from compiler.pipeline import load
-from controllers.spotschedules import manual, time_based
-from controllers.spotschedules.cli import main
-from controllers.spotschedules.controller import PROVIDER_TYPES, bundle_lists
-from controllers.spotschedules.reconcile import plan
-from runtime.reconcile import requeue_after
+from fivespot.compiler.emit.bundle import bundle
+from fivespot.compiler.pipeline import load
+from fivespot.controllers.spotschedules import manual, time_based
+from fivespot.controllers.spotschedules.cli import main
+from fivespot.controllers.spotschedules.controller import PROVIDER_TYPES, bundle_lists
+from fivespot.controllers.spotschedules.reconcile import plan
+from fivespot.runtime.reconcile import requeue_after
 
 UTC = dt.timezone.utc
 ROOT = Path(__file__).resolve().parents[4]

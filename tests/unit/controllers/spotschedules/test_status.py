@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from api.kinds.providers import Condition, ProviderStatus
-from controllers.spotschedules import capital_markets, time_based
-from controllers.spotschedules.status import (
+from fivespot.api.kinds.providers import Condition, ProviderStatus
+from fivespot.controllers.spotschedules import capital_markets, time_based
+from fivespot.controllers.spotschedules.status import (
     MAX_MESSAGE_LENGTH,
     desired_status,
     read_prior_status,

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from api.kinds.providers import (
+from fivespot.api.kinds.providers import (
     DAYS_RULE,
     HOURS_RULE,
     TIMEZONE_RULE,
@@ -19,7 +19,7 @@ from api.kinds.providers import (
     parse_days,
     parse_hours,
 )
-from controllers.spotschedules import time_based as tb
+from fivespot.controllers.spotschedules import time_based as tb
 from tests.celgo import cel_accepts
 
 UTC = dt.timezone.utc

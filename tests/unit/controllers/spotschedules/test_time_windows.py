@@ -13,14 +13,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from api.holiday_calendars import Unanswerable, holiday_year
-from api.kinds.providers import AbsoluteRange, TimeBasedSpotScheduleSpec, parse_days
-from api.providers import BuiltinProvider
-from compiler.emit.crds import builtin_provider, crd
-from controllers.spotschedules import time_based as tb
-from controllers.spotschedules import timeline
-from policies.admission_eval import Checker, Request
-from policies.kubeversions import DEFAULT
+from fivespot.api.holiday_calendars import Unanswerable, holiday_year
+from fivespot.api.kinds.providers import AbsoluteRange, TimeBasedSpotScheduleSpec, parse_days
+from fivespot.api.providers import BuiltinProvider
+from fivespot.compiler.emit.crds import builtin_provider, crd
+from fivespot.controllers.spotschedules import time_based as tb
+from fivespot.controllers.spotschedules import timeline
+from fivespot.policies.admission_eval import Checker, Request
+from fivespot.policies.kubeversions import DEFAULT
 
 pytestmark = pytest.mark.unit
 

@@ -1,3 +1,0 @@
-"""One emitter per artifact kind. Each is a pure function `Repo -> list[Artifact]`: it builds
-objects and never writes files; `compiler.output` renders and writes them all at once.
-"""

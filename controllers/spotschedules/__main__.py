@@ -1,8 +1,0 @@
-"""`python -m controllers.spotschedules manual|time-based|capital-markets --bundle PATH ...`: the
-same command as `fivespot provider ...`, runnable without the `fivespot` entry point."""
-
-import sys
-
-from controllers.spotschedules.cli import main
-
-sys.exit(main())
