@@ -39,6 +39,7 @@ from fivespot.devcluster.kubectl import apply, kubectl
 from fivespot.devcluster.controlplane import ControlPlane
 from fivespot.runtime import kube
 from tests.integration.capacity_world import (
+    DEPLOYMENT_CONSUMER,
     POOLS,
     SCAP,
     ControllerProcess,
@@ -71,18 +72,7 @@ def admin(module_admin: client.ApiClient) -> client.ApiClient:
     return module_admin
 
 
-DEPLOYMENTS = '''
-apiVersion: config.5spot.finos.org/v1alpha1
-kind: CapacityConsumer
-metadata: {name: deployments}
-spec:
-  group: apps
-  version: v1
-  kind: Deployment
-  resource: deployments
-  capacityPaths: [spec.replicas]
-  maxActiveValue: 10
----
+DEPLOYMENTS = DEPLOYMENT_CONSUMER + '''---
 apiVersion: config.5spot.finos.org/v1alpha1
 kind: TenantPolicy
 metadata: {name: lab}
