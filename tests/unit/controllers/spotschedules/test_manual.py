@@ -10,22 +10,10 @@ from pydantic import ValidationError
 
 from fivespot.api.kinds.providers import ManualScheduleSpec
 from fivespot.controllers.spotschedules import manual
+from tests.unit.controllers.spotschedules.test_status import apply
 
 NOW = dt.datetime(2026, 11, 30, 12, 0, 0, 123456, tzinfo=dt.timezone.utc)
 LATER = NOW + dt.timedelta(hours=3)
-
-
-def apply(status: dict[str, Any] | None, patch: dict[str, Any] | None) -> dict[str, Any] | None:
-    """What the API server stores after a JSON merge patch of the status."""
-    if patch is None:
-        return status
-    merged = dict(status or {})
-    for key, value in patch["status"].items():
-        if value is None:
-            merged.pop(key, None)
-        else:
-            merged[key] = value
-    return merged
 
 
 @pytest.mark.parametrize("enabled", [True, False])
