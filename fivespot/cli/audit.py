@@ -18,7 +18,6 @@ from typing import Any
 
 from fivespot.commandline import exitcodes
 
-PAGE: int = 500
 """Objects per list request: kubectl's chunk size, so the API server's cost is kubectl's."""
 
 
@@ -71,29 +70,9 @@ def _live(out_dir: Path, kubeconfig: Path | None, context: str | None) -> Iterat
     api = kube.load_cli_client(kubeconfig, context)
     try:
         for group, version, plural in _kinds(out_dir):
-            yield from _list(api, kube.resource_path(group, version, plural))
+            yield from kube.list_objects(api, kube.resource_path(group, version, plural))
     finally:
         api.close()
-
-
-def _list(api: Any, path: str) -> Iterator[dict[str, Any]]:
-    from fivespot.runtime import kube
-
-    token: str | None = None
-    while True:
-        try:
-            page = kube.request(api, "GET", path, query={"limit": PAGE, "continue": token})
-        except kube.ApiError as error:
-            if error.not_found:
-                return
-            raise
-        meta = page.get("metadata") or {}
-        api_version, kind = page.get("apiVersion"), str(page.get("kind", "")).removesuffix("List")
-        for item in page.get("items") or []:
-            yield {"apiVersion": api_version, "kind": kind, **item}
-        token = meta.get("continue") or None
-        if token is None:
-            return
 
 
 def _kinds(out_dir: Path) -> list[tuple[str, str, str]]:

@@ -29,7 +29,7 @@ RUNTIME_COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "schedule": ("fivespot.cli.preview", "preview schedules offline, or override one on a live "
                  "cluster (schedule preview|override)"),
     "audit": ("fivespot.cli.audit", "which stored objects a compiled output's policies would deny"),
-    "import": ("fivespot.importer", "write fivespot config and objects from kube-green, "
+    "import": ("fivespot.cli.importer", "write fivespot config and objects from kube-green, "
                "kube-downscaler or KEDA cron (files or a cluster), with a report"),
 }
 """Long-running commands, each registered by its package's `register(subparsers)`. They import the

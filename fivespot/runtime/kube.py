@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import ssl
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -319,6 +319,30 @@ def merge_patch(
     query = {"fieldManager": field_manager} if field_manager else None
     return request(api, "PATCH", path, query=query, body=dict(body), content_type=MERGE_PATCH,
                    timeout=timeout)
+
+
+LIST_PAGE: Final = 500
+"""Objects per page of `list_objects`."""
+
+
+def list_objects(api: client.ApiClient, path: str) -> Iterator[dict[str, Any]]:
+    """Every object at `path`, page by page, each with the list's apiVersion and kind (a list's
+    items carry neither); none when the server does not serve the kind."""
+    token: str | None = None
+    while True:
+        try:
+            page = request(api, "GET", path, query={"limit": LIST_PAGE, "continue": token})
+        except ApiError as error:
+            if error.not_found:
+                return
+            raise
+        meta = page.get("metadata") or {}
+        api_version, kind = page.get("apiVersion"), str(page.get("kind", "")).removesuffix("List")
+        for item in page.get("items") or []:
+            yield {"apiVersion": api_version, "kind": kind, **item}
+        token = meta.get("continue") or None
+        if token is None:
+            return
 
 
 # --- discovery ---------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""`fivespot import` (fivespot/compiler/importer.py, fivespot/importer.py) on each peer's documented
+"""`fivespot import` (fivespot/compiler/importer.py, fivespot/cli/importer.py) on each peer's documented
 examples, on every form of docs/reference/schedules-from-other-tools.md, and as a user runs it.
 
 Where each example comes from is said beside it: kube-green v0.7.1's README and testdata (its Go

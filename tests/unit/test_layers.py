@@ -62,6 +62,8 @@ def test_the_contracts_and_the_wheel_cover_every_package_and_the_type_check_the_
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]
     contracts = _contracts()
     assert shipped == {"fivespot"}, "one top-level package installed (decision 0037)"
+    assert {p.name for p in (ROOT / "fivespot").glob("*.py")} == {"__init__.py", "__main__.py"}, \
+        "every module is in a package, so in a layer (a command goes in fivespot/cli/)"
     assert contracts["importlinter"]["root_packages"].split() == ["fivespot"]
     layered = set(contracts["importlinter:contract:layers"]["layers"].replace("|", " ").split())
     assert layered == {f"fivespot.{package}" for package in PACKAGES}

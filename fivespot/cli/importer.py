@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
@@ -26,7 +25,6 @@ KINDS_FROM_CLUSTER: Final = (
     ("apps", "v1", "deployments", "Deployment"),
     ("apps", "v1", "statefulsets", "StatefulSet"),
 )
-PAGE: Final = 500
 RESOURCES: Final = {"deployments": "Deployment", "statefulsets": "StatefulSet"}
 
 
@@ -136,7 +134,7 @@ def _from_cluster(kubeconfig: Path | None, context: str | None) -> tuple[list[An
     documents, counts = [], []
     try:
         for group, version, plural, kind in KINDS_FROM_CLUSTER:
-            items = list(_list(api, kube.resource_path(group, version, plural)))
+            items = list(kube.list_objects(api, kube.resource_path(group, version, plural)))
             counts.append(f"{len(items)} {plural}")
             for item in items:
                 meta = item.get("metadata") or {}
@@ -148,21 +146,3 @@ def _from_cluster(kubeconfig: Path | None, context: str | None) -> tuple[list[An
     finally:
         api.close()
     return documents, [f"the cluster ({', '.join(counts)})"]
-
-
-def _list(api: Any, path: str) -> Iterator[dict[str, Any]]:
-    """Every object at `path`, page by page; none when the cluster does not serve the kind."""
-    from fivespot.runtime import kube
-
-    token: str | None = None
-    while True:
-        try:
-            page = kube.request(api, "GET", path, query={"limit": PAGE, "continue": token})
-        except kube.ApiError as error:
-            if error.not_found:
-                return
-            raise
-        yield from page.get("items") or []
-        token = (page.get("metadata") or {}).get("continue") or None
-        if token is None:
-            return
