@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from fivespot.api.bundle import Bundle, BundleError, load_bundle
 from fivespot.commandline import exitcodes
 from fivespot.runtime import logs
-from fivespot.runtime.informer import DEFAULT_WATCH_TIMEOUT_S
+from fivespot.runtime.informer import DEFAULT_RESYNC_S, DEFAULT_WATCH_TIMEOUT_S
 from fivespot.runtime.leaderelection import Timing, default_identity
 from fivespot.runtime.manager import Manager, Settings
 from fivespot.runtime.partitions import Partitions
@@ -67,8 +67,9 @@ def add_runtime_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--solo-lease-duration", type=float, default=120.0, metavar="S",
                         help="the lease a holder writes while no standby replica has announced "
                              "itself (renewed at the same fraction; 0: always --lease-duration)")
-    parser.add_argument("--resync", type=float, default=300.0, metavar="S",
-                        help="slow periodic resync of every cached object (the backstop clock)")
+    parser.add_argument("--resync", type=float, default=DEFAULT_RESYNC_S, metavar="S",
+                        help="slow periodic resync of every cached object, the backstop for a "
+                             "missed reaction (each period drawn between S and 1.25 S; 0: none)")
     parser.add_argument("--stall-after", type=float, default=150.0, metavar="S",
                         help="a watch with no event and no bookmark for this long is restarted")
     parser.add_argument("--watch-timeout", type=float, default=DEFAULT_WATCH_TIMEOUT_S, metavar="S",

@@ -21,7 +21,9 @@ stop delivering; client-go's reflector is the model here):
   owner can re-resolve the kind; the informer itself keeps retrying until it is stopped.
 
 A slow periodic resync re-delivers every cached object as RESYNC: the second clock, a backstop
-for anything an event-driven reaction missed.
+for anything an event-driven reaction missed (decision 0040: once an hour by default, each period
+drawn between 1 and 1.25 times it, as controller-runtime's SyncPeriod is, so a process's informers
+and a Deployment's replicas do not resync in lockstep).
 """
 
 from __future__ import annotations
@@ -63,6 +65,12 @@ DEFAULT_WATCH_TIMEOUT_S: Final = 480.0
 """8 to 10 minutes with the jitter (client-go's reflector: 5 to 10): each restart is a request,
 and a quiet watch is proven alive by its bookmarks, not by restarting it."""
 PAGE_SIZE: Final = 500
+DEFAULT_RESYNC_S: Final = 3600.0
+"""The backstop's period (decision 0040). A resync re-drives what the cache already holds, so it
+repairs a missed reaction, never a stale cache; every decision that depends on time is requeued
+at its own deadline. At 1,000 targets one resync of the capacity controller costs about half a
+CPU second, which every 5 minutes was most of fivespot's idle CPU."""
+RESYNC_JITTER: Final = 0.25
 
 
 class _Gone(Exception):
@@ -115,6 +123,11 @@ def reconnect_delay(attempt: int, rng: random.Random, base_s: float = 0.5,
     return float(ceiling * rng.uniform(0.5, 1.0))
 
 
+def resync_delay(period_s: float, rng: random.Random) -> float:
+    """The wait before the next resync: between the period and (1 + RESYNC_JITTER) times it."""
+    return float(period_s * (1.0 + RESYNC_JITTER * rng.random()))
+
+
 def is_stalled(last_activity: float, now: float, stall_after_s: float) -> bool:
     return now - last_activity > stall_after_s
 
@@ -143,7 +156,7 @@ class Informer:
         plural: str,
         namespace: str | None = None,
         *,
-        resync_s: float = 300.0,
+        resync_s: float = DEFAULT_RESYNC_S,
         stall_after_s: float = DEFAULT_STALL_AFTER_S,
         watch_timeout_s: float = DEFAULT_WATCH_TIMEOUT_S,
         page_size: int = PAGE_SIZE,
@@ -408,6 +421,6 @@ class Informer:
                 log.exception("not-found handler failed", extra={"resource": self.name})
 
     def _resync_loop(self) -> None:
-        while not self._stop.wait(self.resync_s):
+        while not self._stop.wait(resync_delay(self.resync_s, self._rng)):
             if self.has_synced():
                 self._dispatch([Delta(RESYNC, o, o) for o in self._cache.list()])

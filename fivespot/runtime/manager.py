@@ -42,7 +42,13 @@ from fivespot.runtime.cache import DELETED, Obj, strip
 from fivespot.runtime.clock import SYSTEM_CLOCK, Clock
 from fivespot.runtime.events import EventRecorder, EventType, reference
 from fivespot.runtime.health import HealthServer
-from fivespot.runtime.informer import DEFAULT_STALL_AFTER_S, DEFAULT_WATCH_TIMEOUT_S, EventHandler, Informer
+from fivespot.runtime.informer import (
+    DEFAULT_RESYNC_S,
+    DEFAULT_STALL_AFTER_S,
+    DEFAULT_WATCH_TIMEOUT_S,
+    EventHandler,
+    Informer,
+)
 from fivespot.runtime.kindwatches import KindWatches
 from fivespot.runtime.kube import ApiClient, ResolvedKind
 from fivespot.runtime.leaderelection import LeaderElector, Timing, leases_for
@@ -71,7 +77,7 @@ class Settings:
     partitions: Partitions
     timing: Timing = field(default_factory=Timing)
     workers: int = 4
-    resync_s: float = 300.0
+    resync_s: float = DEFAULT_RESYNC_S
     stall_after_s: float = DEFAULT_STALL_AFTER_S
     watch_timeout_s: float = DEFAULT_WATCH_TIMEOUT_S
     resolve_retry_s: float = 5.0

@@ -10,13 +10,15 @@ from typing import Any
 import pytest
 
 from fivespot.runtime import kube
-from fivespot.runtime.cache import ADDED, DELETED, MODIFIED, Cache
+from fivespot.runtime.cache import ADDED, DELETED, MODIFIED, RESYNC, Cache
 from fivespot.runtime.informer import (
+    DEFAULT_RESYNC_S,
     Informer,
     handle_watch_event,
     is_stalled,
     iter_lines,
     reconnect_delay,
+    resync_delay,
 )
 
 
@@ -108,6 +110,44 @@ def test_reconnect_delays_grow_with_jitter_and_are_capped() -> None:
         ceiling = min(30, 0.5 * 2 ** attempt)
         assert ceiling / 2 <= delay <= ceiling
     assert len(set(delays)) == len(delays), "jittered, so replicas do not reconnect in lockstep"
+
+
+def test_resync_periods_are_drawn_between_the_period_and_a_quarter_more() -> None:
+    rng = random.Random(11)
+    delays = [resync_delay(3600.0, rng) for _ in range(200)]
+    assert all(3600.0 <= d < 4500.0 for d in delays)
+    assert max(delays) - min(delays) > 600.0, "spread, so informers do not resync in lockstep"
+
+
+class _CountedStop:
+    """Stands in for the informer's stop event in its resync loop: records each wait and says
+    "stopped" after `rounds` of them."""
+
+    def __init__(self, rounds: int) -> None:
+        self.waits: list[float] = []
+        self.rounds = rounds
+
+    def wait(self, timeout: float | None = None) -> bool:
+        assert timeout is not None
+        self.waits.append(timeout)
+        return len(self.waits) > self.rounds
+
+
+def test_the_backstop_resync_comes_once_an_hour_by_default_jittered_and_redelivers_the_cache(
+) -> None:
+    informer = Informer(None, "ex.com", "v1", "widgets")
+    assert informer.resync_s == DEFAULT_RESYNC_S == 3600.0
+    informer._cache.replace([obj("a", "1"), obj("b", "1")])
+    informer._synced.set()
+    seen: list[tuple[str, str]] = []
+    informer.add_handler(lambda event, o, old: seen.append((event, o["metadata"]["name"])))
+    stop = _CountedStop(rounds=3)
+    informer._stop = stop  # type: ignore[assignment]
+    informer._resync_loop()
+    assert len(stop.waits) == 4
+    assert all(3600.0 <= w < 4500.0 for w in stop.waits)
+    assert len(set(stop.waits)) == len(stop.waits), "each period drawn anew"
+    assert sorted(seen) == sorted([(RESYNC, "a"), (RESYNC, "b")] * 3)
 
 
 def test_lines_split_across_chunks_are_reassembled() -> None:
