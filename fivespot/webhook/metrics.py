@@ -22,6 +22,8 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
 
+from fivespot.runtime.health import QuietServing
+
 STATUSES: Final = frozenset({400, 403, 404, 405, 408, 413, 415, 431, 500, 503})
 """The HTTP statuses `rejected` counts by name; any other is counted as "other"."""
 
@@ -72,7 +74,9 @@ class _QuietHandler(WSGIRequestHandler):
         """Scrapes are not logged (one line per scrape would drown the webhook's log)."""
 
 
-class _MetricsServer(socketserver.ThreadingMixIn, WSGIServer):
+class _MetricsServer(QuietServing, socketserver.ThreadingMixIn, WSGIServer):
+    """Waits for a scrape without waking twice a second for nothing (`QuietServing`)."""
+
     daemon_threads = True
 
 
