@@ -42,6 +42,11 @@ until a whole request has arrived:
 
 The deadline is an absolute time per request, so a client needs to finish a request within it to
 hold a connection any longer, and then it is a kept-alive connection like the API server's own.
+
+An idle webhook sleeps (decision 0040): the master (`QuietArbiter`) and each worker
+(`QuietServer`) wake every few seconds for gunicorn's worker watchdog, not once a second, a stop
+wakes them at once, and a response's Date header is brought up to the second as the response is
+made (`fresh_date`) instead of by uvicorn's once-a-second tick.
 """
 
 from __future__ import annotations
@@ -51,10 +56,14 @@ import gc
 import io
 import json
 import logging
+import signal
 import ssl
 import sys
+import time
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from dataclasses import dataclass
+from email.utils import formatdate
+from types import FrameType
 from typing import Any, ClassVar, Final, cast
 
 import uvloop
@@ -196,6 +205,8 @@ class DeadlineProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._in_head = False
+        state = self.server_state
+        state.default_headers = fresh_date(state.default_headers, time.time())
         super().on_headers_complete()
 
     def on_message_complete(self) -> None:
@@ -441,6 +452,18 @@ class WSGIGateway:
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
+Headers = list[tuple[bytes, bytes]]
+
+
+def fresh_date(headers: Headers, now: float) -> Headers:
+    """`headers` (uvicorn's defaults: the Date, when it sends one, and the configured ones) with the
+    Date of the second `now` is in; the same list when it already says so, or has no Date."""
+    date = formatdate(int(now), usegmt=True).encode()
+    if not any(name == b"date" and value != date for name, value in headers):
+        return headers
+    return [(b"date", date) if name == b"date" else (name, value) for name, value in headers]
+
+
 def _content_length(scope: Scope) -> int | None:
     for name, value in scope.get("headers", ()):
         if name == b"content-length":
@@ -468,21 +491,46 @@ class DeadlineLoop(uvloop.Loop):
 SSLContextFactory = Callable[[Any, Callable[[], ssl.SSLContext]], ssl.SSLContext]
 
 
-class QuietServer(Server):
-    """uvicorn's server, ticking once a second instead of ten times. Its tick refreshes the Date
-    header and notifies gunicorn (both once a second anyway) and checks whether to exit, so an
-    idle worker woke ten times a second for one second's work; a stop is now noticed within a
-    second instead of a tenth."""
+WATCHDOG_TICK_S: Final = 5.0
+"""How often an idle master and worker wake: gunicorn's watchdog kills a worker that has not
+notified it for its `timeout` (30 s), and a worker notifies at its first tick after half of it,
+so a tick of 5 s keeps the notifications 15-20 s apart and a hung worker is found within 35 s."""
 
-    TICK_S: ClassVar[float] = 1.0
+
+class QuietServer(Server):
+    """uvicorn's server, ticking every `TICK_S` (5 s) instead of ten times a second. Its tick
+    refreshes the Date header (done per request here: `fresh_date`), notifies gunicorn (every
+    15 s anyway) and checks whether to exit, which a stop signal now wakes it for at once."""
+
+    TICK_S: ClassVar[float] = WATCHDOG_TICK_S
 
     async def main_loop(self) -> None:
-        counter = 0  # uvicorn's on_tick does its once-a-second work when counter % 10 == 0
+        woken = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        self._wake: Callable[[], object] = lambda: loop.call_soon_threadsafe(woken.set)
+        counter = 0  # uvicorn's on_tick does its periodic work when counter % 10 == 0
         should_exit = await self.on_tick(counter)
         while not should_exit:
-            counter = (counter + 10) % 864000
-            await asyncio.sleep(self.TICK_S)
+            try:
+                await asyncio.wait_for(woken.wait(), self.TICK_S)
+            except TimeoutError:
+                pass
+            woken.clear()
             should_exit = await self.on_tick(counter)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        super().handle_exit(sig, frame)
+        wake = getattr(self, "_wake", None)
+        if wake is not None:
+            wake()
+
+
+class QuietArbiter(Arbiter):  # type: ignore[misc]
+    """gunicorn's master, waking every `WATCHDOG_TICK_S` instead of every second when no signal
+    comes: what it does then is the watchdog (a dead worker's SIGCHLD and a stop wake it at once)."""
+
+    def wait_for_signals(self, timeout: float = 1.0) -> list[signal.Signals]:
+        return cast(list[signal.Signals], super().wait_for_signals(timeout=WATCHDOG_TICK_S))
 
 
 class AdmissionWorker(UvicornWorker):  # type: ignore[misc]

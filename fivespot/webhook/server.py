@@ -31,6 +31,7 @@ import logging
 import os
 import shutil
 import ssl
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -58,7 +59,13 @@ from fivespot.webhook.caches import (
     machine_informer,
     namespace_informer,
 )
-from fivespot.webhook.connections import AdmissionWorker, ConnectionLimits, WSGIGateway, observe_cuts
+from fivespot.webhook.connections import (
+    AdmissionWorker,
+    ConnectionLimits,
+    QuietArbiter,
+    WSGIGateway,
+    observe_cuts,
+)
 from fivespot.webhook.certificates import (
     CertificateError,
     CertificateLoop,
@@ -315,6 +322,15 @@ class GunicornApplication(BaseApplication):  # type: ignore[misc]
         }
         for key, value in settings.items():
             self.cfg.set(key, value)
+
+    def run(self) -> None:
+        """gunicorn's `BaseApplication.run`, with the `QuietArbiter`."""
+        try:
+            QuietArbiter(self).run()
+        except RuntimeError as error:
+            print(f"\nError: {error}\n", file=sys.stderr)
+            sys.stderr.flush()
+            sys.exit(1)
 
     def load(self) -> Any:
         app = WSGIGateway(self.factory(), self.limits, body_limit, self.on_refused)

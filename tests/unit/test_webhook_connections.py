@@ -209,23 +209,23 @@ def test_a_body_refused_once_whole_frees_its_slot_though_its_client_stays_connec
     assert gateway.large.free == 1
 
 
-def test_an_idle_webhook_worker_ticks_once_a_second_and_still_does_its_once_a_second_work(
+def test_an_idle_webhook_worker_ticks_every_five_seconds_and_does_its_periodic_work_each_time(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """uvicorn's server loop woke ten times a second; the worker's `QuietServer` sleeps a second
-    between ticks, and every tick is one on which uvicorn refreshes the Date header and notifies
-    gunicorn (counter % 10 == 0)."""
+    """uvicorn's server loop woke ten times a second; the worker's `QuietServer` waits 5 s
+    between ticks (decision 0040), and every tick is one on which uvicorn refreshes the Date
+    header and notifies gunicorn (counter % 10 == 0)."""
     from uvicorn.config import Config
 
     from fivespot.webhook.connections import QuietServer
 
-    sleeps: list[float] = []
-    real_sleep = asyncio.sleep
+    waits: list[float | None] = []
+    real_wait_for = asyncio.wait_for
 
-    async def sleep(seconds: float) -> None:
-        sleeps.append(seconds)
-        await real_sleep(0)
+    async def wait_for(awaitable: Any, timeout: float | None) -> Any:
+        waits.append(timeout)
+        return await real_wait_for(awaitable, 0.001)
 
-    monkeypatch.setattr("fivespot.webhook.connections.asyncio.sleep", sleep)
+    monkeypatch.setattr("fivespot.webhook.connections.asyncio.wait_for", wait_for)
     server = QuietServer(config=Config(app=lambda *a: None))
     ticks: list[int] = []
 
@@ -235,5 +235,56 @@ def test_an_idle_webhook_worker_ticks_once_a_second_and_still_does_its_once_a_se
 
     monkeypatch.setattr(server, "on_tick", on_tick)
     asyncio.run(server.main_loop())
-    assert sleeps == [1.0] * 5
-    assert ticks == [0, 10, 20, 30, 40, 50]
+    assert waits == [5.0] * 5
+    assert ticks == [0] * 6
+
+
+def test_a_stop_signal_ends_an_idle_webhook_worker_at_once_not_at_its_next_tick() -> None:
+    import signal
+    import time
+
+    from uvicorn.config import Config
+
+    from fivespot.webhook.connections import QuietServer
+
+    server = QuietServer(config=Config(app=lambda *a: None))
+
+    async def main() -> float:
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.2, server.handle_exit, signal.SIGTERM, None)
+        started = time.monotonic()
+        await server.main_loop()
+        return time.monotonic() - started
+
+    assert asyncio.run(main()) < 1.0  # a whole tick (5 s; 1 s before) would be longer
+
+
+def test_a_response_date_is_brought_to_the_current_second_only_when_it_is_stale() -> None:
+    from fivespot.webhook.connections import fresh_date
+
+    stale = [(b"date", b"Sun, 06 Dec 2026 12:00:00 GMT"), (b"x-other", b"1")]
+    now = 1796558405.7  # 2026-12-06 12:00:05.7 UTC
+    assert fresh_date(stale, now) == [(b"date", b"Sun, 06 Dec 2026 12:00:05 GMT"),
+                                      (b"x-other", b"1")]
+    current = fresh_date(stale, now)
+    assert fresh_date(current, now + 0.2) is current
+    assert fresh_date([(b"x-other", b"1")], now) == [(b"x-other", b"1")], "no Date: none added"
+
+
+def test_an_idle_webhook_master_wakes_every_five_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """gunicorn's arbiter waits for a signal for 1 s per loop; `QuietArbiter` for 5 s (signals
+    still wake it at once: they are what it waits for)."""
+    from gunicorn.arbiter import Arbiter
+
+    from fivespot.webhook.connections import QuietArbiter
+
+    asked: list[float] = []
+
+    def wait_for_signals(self: Arbiter, timeout: float = 1.0) -> list[int]:
+        asked.append(timeout)
+        return []
+
+    monkeypatch.setattr(Arbiter, "wait_for_signals", wait_for_signals)
+    arbiter = QuietArbiter.__new__(QuietArbiter)
+    assert arbiter.wait_for_signals(timeout=1.0) == []
+    assert asked == [5.0]
