@@ -31,13 +31,15 @@ Check = Callable[[], bool]
 class QuietServing(socketserver.TCPServer):
     """A socketserver mixin (list it before the server class) whose `serve_forever` blocks until
     a connection arrives or `shutdown` wakes it through a pipe, instead of polling for the stop.
-    As with the standard library's, `shutdown` must not be called before `serve_forever` runs
-    and returns once the loop has ended."""
+    `shutdown` waits for the loop to end; as with the standard library's, call it only once
+    `serve_forever` runs (from another thread)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._stop_serving = threading.Event()
         self._served = threading.Event()
         self._wake_read, self._wake_write = os.pipe()
+        self._wake_fds: tuple[int, ...] = (self._wake_read, self._wake_write)
+        self._closing = threading.Lock()
         super().__init__(*args, **kwargs)
 
     def serve_forever(self, poll_interval: float = 0.5) -> None:
@@ -57,16 +59,17 @@ class QuietServing(socketserver.TCPServer):
 
     def shutdown(self) -> None:
         self._stop_serving.set()
-        os.write(self._wake_write, b"\0")
+        with self._closing:
+            if self._wake_fds:  # else closed after an earlier stop: the loop has ended
+                os.write(self._wake_write, b"\0")
         self._served.wait()
 
     def server_close(self) -> None:
         super().server_close()
-        for fd in (self._wake_read, self._wake_write):
-            try:
-                os.close(fd)
-            except OSError:  # closed already
-                pass
+        with self._closing:
+            fds, self._wake_fds = self._wake_fds, ()
+        for fd in fds:  # once: a second close could hit a descriptor reused since
+            os.close(fd)
 
 
 class _HealthHTTPServer(QuietServing, ThreadingHTTPServer):

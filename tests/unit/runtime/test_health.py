@@ -48,7 +48,7 @@ def _webhook_metrics() -> Iterator[Serving]:
 
 
 @pytest.mark.parametrize("serving", [_health, _webhook_metrics], ids=["health", "webhook-metrics"])
-def test_an_idle_server_does_not_wake_answers_a_scrape_and_stops_at_once(
+def test_an_idle_server_does_not_wake_answers_a_scrape_and_stops_at_once_and_twice(
     serving: Callable[[], AbstractContextManager[Serving]],
 ) -> None:
     with serving() as (port, thread, stop):
@@ -66,3 +66,4 @@ def test_an_idle_server_does_not_wake_answers_a_scrape_and_stops_at_once(
         thread.join(2)
         assert not thread.is_alive()
         assert time.monotonic() - started < 1.0
+        stop()  # a second stop finds the loop ended and the wake-up pipe closed: nothing to do
