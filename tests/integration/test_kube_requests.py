@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import urllib3
 from kubernetes import client
 from kubernetes.config.incluster_config import InClusterConfigLoader
 
@@ -127,11 +128,11 @@ def test_a_single_timeout_bounds_the_whole_request(kubeconfig: Path, namespace: 
     try:
         path = kube.resource_path("", "v1", "configmaps", namespace)
         started = time.monotonic()
-        with pytest.raises(kube.ApiError) as timed_out:
-            # a watch the server would hold open for 30 s, read to its end
+        with pytest.raises(urllib3.exceptions.ReadTimeoutError):
+            # a watch the server would hold open for 30 s, read to its end (the answer's body is
+            # read after `_raw`, so its timeout is urllib3's, as it was through the generated path)
             kube.request(api, "GET", path, query={"watch": True, "timeoutSeconds": 30},
                          timeout=1.0)
-        assert timed_out.value.status == 0
         assert time.monotonic() - started < 10
     finally:
         api.close()
@@ -145,10 +146,9 @@ def test_a_read_timeout_bounds_each_read_of_a_stream(kubeconfig: Path, namespace
                                timeout=(5.0, 1.0))
         started = time.monotonic()
         try:
-            with pytest.raises(Exception) as silent:
+            with pytest.raises(urllib3.exceptions.ReadTimeoutError):
                 for _ in response.response.stream(1024):
                     pass
-            assert "timed out" in str(silent.value).lower()
             assert time.monotonic() - started < 10
         finally:
             response.response.release_conn()
