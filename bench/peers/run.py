@@ -48,6 +48,9 @@ watches, never the tools' logs):
    and at `--grow-to` targets after one more boundary shared by all (one round; contended, so
    its times are reported but are not the boundary figure).
 
+Every tool's processes are supervised as the kubelet would (`Kubelet`): one that exits on its own
+is started again after the kubelet's back-off (10 s, doubling), and the table counts restarts.
+
     .venv/bin/python bench/peers/run.py [--targets 1000] [--rounds 5] [--grow-to 10000] [--json F]
 """
 
@@ -366,6 +369,85 @@ class Bench:
                 "peak_mb": round(sum(v[1] for v in values), 1), "processes": len(values)}
 
 
+CRASH_BACKOFF_S: Final = (10.0, 20.0, 40.0, 80.0, 160.0, 300.0)
+"""The kubelet's delays before restarting a container that exited (restartPolicy Always; its
+CrashLoopBackOff: 10 s, doubling, capped at 5 minutes)."""
+
+
+class Kubelet:
+    """Restarts a tool's process that exits on its own, as the kubelet restarts a Pod's container:
+    each tool's shipped manifests run it under a Deployment, so a process that exits (kube-green's
+    controller-runtime manager exits when it cannot renew its Lease in time, as it did under load
+    in an earlier run) is back after the kubelet's back-off, not gone for the rest of the run.
+    Every restart is recorded (tool, process, exit code, when), and the table counts them. The
+    outage's deliberate stops are not restarts: the bench marks a tool down while it is out."""
+
+    def __init__(self, bench: "Bench") -> None:
+        self.bench = bench
+        self.lock = threading.Lock()
+        self.down: set[str] = set()
+        self.restarts: list[dict[str, Any]] = []
+        self._due: dict[tuple[str, str], float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="kubelet", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def out(self, tool: str) -> None:
+        """The tool is stopped on purpose (the outage): its processes are not restarted."""
+        with self.lock:
+            self.down.add(tool)
+            self.bench.stop(tool)
+
+    def back(self, tool: str) -> None:
+        with self.lock:
+            self.bench.start(tool)
+            self.down.discard(tool)
+
+    def _exited(self, tool: str) -> list[tuple[str, int]]:
+        if tool == "fivespot":
+            return [(name, p.returncode) for name, p in self.bench.session.processes
+                    if p.poll() is not None]
+        process = self.bench.peers[tool].process
+        if process is not None and process.poll() is not None:
+            return [(tool, process.returncode)]
+        return []
+
+    def _restart(self, tool: str, name: str) -> None:
+        if tool == "fivespot":
+            session = self.bench.session
+            session.processes[:] = [(n, p) for n, p in session.processes if n != name]
+            session.restart_component(name)
+        else:
+            self.bench.peers[tool].kill()
+            self.bench.peers[tool].start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(1.0):
+            with self.lock:
+                for tool in TOOLS:
+                    if tool in self.down:
+                        continue
+                    for name, code in self._exited(tool):
+                        key = (tool, name)
+                        if key not in self._due:
+                            count = sum(1 for r in self.restarts if r["process"] == name)
+                            delay = CRASH_BACKOFF_S[min(count, len(CRASH_BACKOFF_S) - 1)]
+                            self._due[key] = time.monotonic() + delay
+                            print(f"kubelet: {name} exited ({code}) at "
+                                  f"{dt.datetime.now(UTC):%H:%M:%S}; restart in {delay:.0f} s", flush=True)
+                        elif time.monotonic() >= self._due[key]:
+                            del self._due[key]
+                            self._restart(tool, name)
+                            self.restarts.append({"tool": tool, "process": name, "exit_code": code,
+                                                  "restarted": f"{dt.datetime.now(UTC):%H:%M:%SZ}"})
+
+
 def audit_counts(log: Path, start: int, stop: int, prefixes: tuple[str, ...]) -> tuple[int, int]:
     """(requests, writes) in the audit log between two byte offsets by users starting with one of
     `prefixes`, each request counted once (a watch logs when it starts and when it ends)."""
@@ -487,6 +569,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     seen = Seen()
     informers: list[Informer] = []
     peer_map: dict[str, Peer] = {}
+    kubelet: Kubelet | None = None
     try:
         session.start()
         assert session.kubeconfig is not None
@@ -551,6 +634,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         bare_config = world.cluster_admin("bench-bare")
         for peer in peer_map.values():
             peer.start()
+        kubelet = Kubelet(bench)
+        kubelet.start()
 
         # Settled: every ScheduledCapacity Active (the Deployments are already at 1).
         fs_keys = set(targets("fivespot", 0, args.targets))
@@ -624,12 +709,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         sleep_until(outage - dt.timedelta(seconds=OUTAGE_BEFORE_S))
         stopped = time.time()
         for tool in TOOLS:
-            bench.stop(tool)
+            kubelet.out(tool)
         print(f"outage: every tool stopped at {dt.datetime.now(UTC):%H:%M:%S}", flush=True)
         sleep_until(outage + dt.timedelta(seconds=OUTAGE_AFTER_S))
         back = time.time()
         for tool in TOOLS:
-            bench.start(tool)
+            kubelet.back(tool)
         print(f"outage: every tool started again at {dt.datetime.now(UTC):%H:%M:%S}", flush=True)
         sleep_until(outage + dt.timedelta(seconds=OUTAGE_AFTER_S + RIGHT_AFTER_S))
         result_outage: dict[str, Any] = {"boundary": f"{outage:%H:%M:%SZ}", "down_s": round(back - stopped, 1)}
@@ -677,11 +762,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     bench, tool, big, 0, targets(tool, 0, args.grow_to), mark)}
             bench.results["memory"][str(args.grow_to)] = grown
             print(f"at {args.grow_to}: {json.dumps(grown)}", flush=True)
+        bench.results["restarts"] = kubelet.restarts
         bench.results["machine"] = machine
         bench.results["zone"] = zone
         bench.results["peers"] = {name: f"{pin.module}@{pin.version}" for name, pin in peers.pins.items()}
         return bench.results
     finally:
+        if kubelet is not None:
+            kubelet.stop()
         for informer in informers:
             informer.stop()
         for peer in peer_map.values():
@@ -703,7 +791,7 @@ def table(results: dict[str, Any], targets_n: int, grow_to: int) -> str:
     bare99 = float(p("bare", "last_s", 99))
     lines = [f"{'':18} {'last write p50/p99 s':>21} {'x bare':>11} {'status p50/p99 s':>17} "
              f"{'after outage':>13} {'idle writes/h':>13} {'requests/h':>10} {'CPU s/h':>8} "
-             f"{'MiB@' + str(targets_n):>9} {'MiB@' + str(grow_to):>10}"]
+             f"{'MiB@' + str(targets_n):>9} {'MiB@' + str(grow_to):>10} {'restarts':>8}"]
     for tool in (*TOOLS, "bare"):
         last = f"{p(tool, 'last_s', 50)}/{p(tool, 'last_s', 99)}"
         try:
@@ -719,10 +807,11 @@ def table(results: dict[str, Any], targets_n: int, grow_to: int) -> str:
         idle = results["idle"][tool]
         mem = results["memory"][str(targets_n)][tool]["after_rounds"]["peak_mb"]
         big = results["memory"].get(str(grow_to), {}).get(tool, {}).get("peak_mb", "—")
+        restarts = sum(1 for r in results.get("restarts", []) if r["tool"] == tool)
         lines.append(f"{tool:18} {last:>21} {ratio:>11} {status:>17} "
                      f"{str(outage['right_60s_after_back']) + '/' + str(outage['of']):>13} "
                      f"{idle['writes_per_h']:>13} {idle['requests_per_h']:>10} "
-                     f"{idle['cpu_s_per_h']:>8} {mem:>9} {big:>10}")
+                     f"{idle['cpu_s_per_h']:>8} {mem:>9} {big:>10} {restarts:>8}")
     return "\n".join(lines)
 
 

@@ -119,6 +119,12 @@ def merge(
     merged = []
     for obs in sorted(observations, key=rank):
         before = by_type.get(obs.type)
+        observed = generation if obs.generation is None else obs.generation
+        if before is not None and (before.status, before.reason, before.message,
+                                   before.observed_generation) == \
+                (obs.status, obs.reason, obs.message, observed):
+            merged.append(before)  # unchanged: the very condition (frozen), not a validated copy
+            continue
         if before is None or before.status != obs.status:
             since = now
         else:
@@ -130,7 +136,7 @@ def merge(
                 reason=obs.reason,
                 message=obs.message,
                 last_transition_time=since,
-                observed_generation=generation if obs.generation is None else obs.generation,
+                observed_generation=observed,
             )
         )
     return tuple(merged)

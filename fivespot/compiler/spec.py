@@ -327,6 +327,14 @@ class ArgoCD(_Strict):
     destination_server: str = Field(
         default="https://kubernetes.default.svc", max_length=2048, description="Target cluster."
     )
+    fixed_self_heal_timeout: StrictBool = Field(
+        default=True,
+        description="Emit argocd/argocd-cmd-params-cm.yaml: Argo CD's application-controller "
+        "self-heals no sooner than 5 s after an Application's last operation, every 5 s, instead "
+        "of its exponential backoff, whose first attempt waits for nothing. Without it a tenant's "
+        "Application with selfHeal may re-apply the commit it has just synced, git's value of a "
+        "gated field included. Applies to every Application; takes effect once the "
+        "application-controller restarts (decision record 0038). false: no such file.")
 
 
 class FluxSourceRef(_Strict):

@@ -50,6 +50,10 @@ ARGOCD_WRAPPERS: Final = ("hack/git-verify-wrapper.sh", "hack/gpg-wrapper.sh")
 `permission denied`); the module's copies are not executable."""
 ARGOCD_PROGRAMS: Final = ("argocd-application-controller", "argocd-repo-server")
 """The one `argocd` binary picks what to run by the name it was started with."""
+ARGOCD_CONTROLLER_STATEFULSET: Final = (
+    "manifests/base/application-controller/argocd-application-controller-statefulset.yaml")
+"""The application-controller's StatefulSet in Argo CD's own install: its env says which
+argocd-cmd-params-cm key sets which variable (`fivespot.devcluster.gitops_engines` reads it)."""
 REDIS_PACKAGES: Final = ("redis-server", "redis-tools", "libjemalloc2", "liblzf1")
 
 
@@ -86,6 +90,7 @@ class Engines:
     put it first on the repo-server's PATH."""
     argocd_crds: Path
     argocd_base_config: Path
+    argocd_controller_statefulset: Path
     source_controller: Path
     kustomize_controller: Path
     flux_crds: tuple[Path, Path]
@@ -151,6 +156,7 @@ def _layout(pins: dict[str, Pin]) -> Engines:
     return Engines(
         argocd_bin=argocd / "bin", argocd_crds=argocd / "manifests" / "crds",
         argocd_base_config=argocd / "manifests" / "base-config",
+        argocd_controller_statefulset=argocd / "manifests" / Path(ARGOCD_CONTROLLER_STATEFULSET).name,
         source_controller=source / "source-controller",
         kustomize_controller=kustomize_controller / "kustomize-controller",
         flux_crds=(source / "crds", kustomize_controller / "crds"),
@@ -174,6 +180,7 @@ def _complete(engines: Engines) -> bool:
             and all((engines.argocd_bin / name).exists() for name in ARGOCD_PROGRAMS)
             and (engines.argocd_crds / "kustomization.yaml").is_file()
             and (engines.argocd_base_config / "kustomization.yaml").is_file()
+            and engines.argocd_controller_statefulset.is_file()
             and all(folder.is_dir() for folder in engines.flux_crds))
 
 
@@ -201,6 +208,8 @@ def ensure_engines(out: IO[str] = sys.stderr) -> Engines:
                 _build_flux(pins[name], binary, crds, out)
         if not _argocd_done(engines):
             _build_argocd(pins["argocd"], engines, out)
+        if not engines.argocd_controller_statefulset.is_file():
+            _copy_argocd_controller_statefulset(pins["argocd"], engines, out)
     if not _complete(engines):
         raise EngineBuildError(f"the engines' cache {root} is incomplete after building")
     return engines
@@ -346,6 +355,21 @@ def _build_argocd(pin: Pin, engines: Engines, out: IO[str]) -> None:
                                (source / "manifests" / "base" / "config", engines.argocd_base_config)):
             shutil.rmtree(target, ignore_errors=True)
             shutil.copytree(origin, target)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _copy_argocd_controller_statefulset(pin: Pin, engines: Engines, out: IO[str]) -> None:
+    """ARGOCD_CONTROLLER_STATEFULSET from the pinned module's source into the cache (a cache
+    built before it was kept gets it without a rebuild)."""
+    work = fresh_folder(engines.argocd_bin.parent)
+    try:
+        source = module_dir(pin, work, go_env(pin.toolchain), out) / ARGOCD_CONTROLLER_STATEFULSET
+        if not source.is_file():
+            raise EngineBuildError(f"{pin.module}@{pin.version} has no {ARGOCD_CONTROLLER_STATEFULSET}")
+        target = engines.argocd_controller_statefulset
+        shutil.copyfile(source, target.with_suffix(".tmp"))
+        target.with_suffix(".tmp").replace(target)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -14,6 +14,11 @@ What a cluster runs for them and the local control plane does not is set here, e
   computes it, in `Application.status.resources[].health` (off by default since 3.x).
 - Argo CD prunes and deletes in the foreground: the control plane must run kube-controller-manager's
   garbage collector (`ENGINE_CONTROLLERS`), or pruned objects stay "Pending deletion" forever.
+- The application-controller's environment holds what its StatefulSet in Argo CD's install maps
+  from ConfigMap keys (`argocd-cmd-params-cm`'s `controller.*`, a few of `argocd-cm`), read from
+  the pinned install manifest and the live ConfigMaps when it starts, as a pod gets them; like a
+  pod, it sees a changed key only after a restart (`ArgoCD.restart_controller`, the local
+  `kubectl rollout restart statefulset argocd-application-controller`).
 
 Each process runs in its own process group, tied to this process (PR_SET_PDEATHSIG), with its log
 in the state folder; `stop()` ends the groups it started, and nothing else.
@@ -21,6 +26,7 @@ in the state folder; `stop()` ends the groups it started, and nothing else.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -28,7 +34,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final, Sequence
+from typing import Any, Final, Sequence
 
 import yaml
 
@@ -44,6 +50,7 @@ FLUX_NAMESPACE: Final = "flux-system"
 INSTALL_MANAGER_ARGS: Final = ("apply", "--server-side", "--force-conflicts")
 """How Argo CD's and Flux's own installs apply (kubectl's default field manager, `kubectl`)."""
 READY_TIMEOUT_S: Final = 90.0
+APPLICATION_CONTROLLER: Final = "argocd-application-controller"
 
 
 class EngineExited(RuntimeError):
@@ -98,13 +105,15 @@ class _Processes:
         raise EngineExited(f"{name} did not listen on 127.0.0.1:{port} within "
                            f"{READY_TIMEOUT_S:.0f}s:\n{self.tail(name)}")
 
-    def stop(self) -> None:
-        for _, process in reversed(self.started):
+    def stop(self, name: str | None = None) -> None:
+        """End the groups started (only `name`'s when given), asking first, then killing."""
+        ending = [(n, p) for n, p in reversed(self.started) if name is None or n == name]
+        for _, process in ending:
             try:
                 os.killpg(process.pid, signal.SIGTERM)
             except ProcessLookupError:
                 pass
-        for _, process in reversed(self.started):
+        for _, process in ending:
             try:
                 process.wait(15)
             except subprocess.TimeoutExpired:
@@ -114,7 +123,30 @@ class _Processes:
             except ProcessLookupError:
                 pass
             process.wait(5)
-        self.started.clear()
+        self.started = [(n, p) for n, p in self.started if (n, p) not in ending]
+
+
+def config_map_env(statefulset: dict[str, Any], container: str,
+                   config_maps: dict[str, dict[str, str]]) -> dict[str, str]:
+    """The environment a pod of `statefulset` gives `container` from ConfigMaps (`config_maps`:
+    each one's data by name): each env entry whose `configMapKeyRef` names a key they hold. A
+    missing key leaves an optional entry unset (every one in Argo CD's install is optional) and
+    keeps a pod from starting otherwise, here an error naming it."""
+    env: dict[str, str] = {}
+    for spec in statefulset["spec"]["template"]["spec"]["containers"]:
+        if spec["name"] != container:
+            continue
+        for entry in spec.get("env") or []:
+            ref = (entry.get("valueFrom") or {}).get("configMapKeyRef")
+            if ref is None:
+                continue
+            data = config_maps.get(ref["name"]) or {}
+            if ref["key"] in data:
+                env[entry["name"]] = data[ref["key"]]
+            elif not ref.get("optional"):
+                raise EngineExited(f"{container}: env {entry['name']} needs key {ref['key']!r} of "
+                                   f"ConfigMap {ref['name']}, which has none")
+    return env
 
 
 def _namespace(kubeconfig: Path, name: str) -> None:
@@ -172,14 +204,38 @@ class ArgoCD:
             "--metrics-address", "127.0.0.1", "--metrics-port", str(free_port()),
             "--redis", f"127.0.0.1:{self.redis_port}", "--logformat", "text"], env)
         self.processes.wait_listening("argocd-repo-server", self.repo_port)
-        self.processes.spawn("argocd-application-controller", [
-            str(self.engines.argocd_bin / "argocd-application-controller"),
+        self._start_controller()
+        return self
+
+    def _start_controller(self) -> None:
+        self.processes.spawn(APPLICATION_CONTROLLER, [
+            str(self.engines.argocd_bin / APPLICATION_CONTROLLER),
             "--kubeconfig", str(self.kubeconfig), "--namespace", ARGOCD_NAMESPACE,
             "--repo-server", f"127.0.0.1:{self.repo_port}", "--repo-server-plaintext",
             "--redis", f"127.0.0.1:{self.redis_port}", "--metrics-port", str(free_port()),
             "--logformat", "text", "--app-resync", str(self.app_resync_s),
-            "--persist-resource-health"], env)
-        return self
+            "--persist-resource-health"], {**self._env(), **self.controller_config_env()})
+
+    def controller_config_env(self) -> dict[str, str]:
+        """What Argo CD's install puts in the application-controller's environment from the
+        live ConfigMaps (`config_map_env` of the pinned install's StatefulSet)."""
+        statefulset = yaml.safe_load(self.engines.argocd_controller_statefulset.read_text())
+        names = {entry["valueFrom"]["configMapKeyRef"]["name"]
+                 for spec in statefulset["spec"]["template"]["spec"]["containers"]
+                 for entry in spec.get("env") or []
+                 if "configMapKeyRef" in (entry.get("valueFrom") or {})}
+        config_maps = {}
+        for name in sorted(names):
+            found = kubectl(self.kubeconfig, "-n", ARGOCD_NAMESPACE, "get", "configmap", name,
+                            "--ignore-not-found", "-o", "json")
+            config_maps[name] = (json.loads(found).get("data") or {}) if found.strip() else {}
+        return config_map_env(statefulset, APPLICATION_CONTROLLER, config_maps)
+
+    def restart_controller(self) -> None:
+        """As `kubectl rollout restart` does to the StatefulSet: the application-controller ends
+        and starts again, with its environment read afresh."""
+        self.processes.stop(APPLICATION_CONTROLLER)
+        self._start_controller()
 
     def _env(self) -> dict[str, str]:
         state = self.state_dir

@@ -8,15 +8,20 @@ caller chose. This module is the only place that builds URLs and interprets HTTP
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import ssl
+import threading
+import time
+import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
+import urllib3
 import yaml
 from kubernetes import client, config
 from kubernetes.client.rest import RESTResponse
@@ -227,6 +232,73 @@ def resource_path(
     return "/".join(parts)
 
 
+AUTH_REFRESH_S: Final = 1.0
+"""Seconds a client's request headers (its Authorization above all) are reused before its
+credentials hook runs again. The `kubernetes` client runs that hook on every request — it
+re-reads a projected ServiceAccount token once its minute is up, a kubeconfig's expiring token
+when it expires — and the hook re-sets the host, which re-reads the environment's proxies: at a
+market open, a fair share of the controller's CPU per write. Once a second sees a rotated token at
+most a second later than the client would; a 401 answer drops the headers at once."""
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """What every request of one client sends until `until` (time.monotonic())."""
+
+    base: str
+    headers: Mapping[str, str]
+    until: float
+
+
+_prepared: weakref.WeakKeyDictionary[client.ApiClient, _Prepared] = weakref.WeakKeyDictionary()
+_prepared_lock = threading.Lock()
+
+
+def _prepare(api: client.ApiClient) -> _Prepared:
+    """The client's base URL and headers (its default headers, cookie and credentials), as its
+    generated request path would send them, taken afresh every AUTH_REFRESH_S."""
+    now = time.monotonic()
+    prepared = _prepared.get(api)
+    if prepared is not None and now < prepared.until:
+        return prepared
+    headers: dict[str, str] = {"Accept": JSON, **api.default_headers}
+    if api.cookie:
+        headers["Cookie"] = api.cookie
+    queries: list[tuple[str, str]] = []
+    api.update_params_for_auth(headers, queries, ["BearerToken"], "", "GET", None)
+    if queries:  # never from a kubeconfig: the generated client knows no credential in the query
+        raise KubeconfigError("credentials in the query string are not supported")
+    prepared = _Prepared(api.configuration.host, headers, now + AUTH_REFRESH_S)
+    with _prepared_lock:
+        _prepared[api] = prepared
+    return prepared
+
+
+def _forget_credentials(api: client.ApiClient) -> None:
+    """After a 401: the next request runs the credentials hook again (a rotated token)."""
+    with _prepared_lock:
+        _prepared.pop(api, None)
+
+
+def query_string(query: Mapping[str, Any] | None) -> str:
+    """`?k=v&...` for the parameters that are not None (booleans as `true`/`false`, as the API
+    server and the generated client spell them), or nothing."""
+    params = [(k, ("true" if v else "false") if isinstance(v, bool) else str(v))
+              for k, v in (query or {}).items() if v is not None]
+    return "?" + urlencode(params, quote_via=quote) if params else ""
+
+
+@functools.lru_cache(maxsize=64)
+def _timeout(timeout: float | tuple[float, float] | None) -> urllib3.Timeout | None:
+    """A number is the whole request's limit, a pair (connect, read); none or 0, no limit (as
+    the generated client reads `_request_timeout`)."""
+    if not timeout:
+        return None
+    if isinstance(timeout, tuple):
+        return urllib3.Timeout(connect=timeout[0], read=timeout[1])
+    return urllib3.Timeout(total=timeout)
+
+
 def _raw(
     api: client.ApiClient,
     method: str,
@@ -236,22 +308,25 @@ def _raw(
     content_type: str | None,
     timeout: float | tuple[float, float] | None,
 ) -> RESTResponse:
-    headers = {"Accept": JSON}
-    if content_type is not None:
-        headers["Content-Type"] = content_type
-    params = [(k, v) for k, v in (query or {}).items() if v is not None]
-    method, url, header_params, body, post_params = api.param_serialize(
-        method, path, query_params=params or None, header_params=headers, body=body,
-        auth_settings=["BearerToken"],
-    )
+    """One request over the client's own urllib3 pool (its TLS material, client certificate,
+    proxy and pool size), with its credentials; without its generated request path, which
+    serialises every parameter and runs the credentials hook for every request."""
     try:
-        response: RESTResponse = api.call_api(
-            method, url, header_params=header_params, body=body, post_params=post_params,
-            _request_timeout=timeout,
-        )
+        prepared = _prepare(api)
+        headers = dict(prepared.headers)
+        data = None
+        if content_type is not None:
+            headers["Content-Type"] = content_type
+        if body is not None:
+            data = json.dumps(body).encode()
+        answer = api.rest_client.pool_manager.urlopen(
+            method, prepared.base + path + query_string(query), body=data, headers=headers,
+            timeout=_timeout(timeout), preload_content=False)
     except Exception as error:  # connection refused, reset, timeout: no HTTP answer at all
         raise ApiError(0, type(error).__name__, str(error)) from error
-    return response
+    if answer.status == 401:
+        _forget_credentials(api)
+    return RESTResponse(answer)
 
 
 def _error(response: RESTResponse) -> ApiError:

@@ -66,23 +66,26 @@ class Hold:
 
 class HoldingClient(client.ApiClient):  # type: ignore[misc]
     """An ApiClient whose chosen requests can be held on their way, and whose Lease writes can
-    be made to fail (the API server unreachable for renewals)."""
+    be made to fail (the API server unreachable for renewals): at its connection pool, where
+    `fivespot.runtime.kube` sends every request."""
 
     def __init__(self, configuration: client.Configuration) -> None:
         super().__init__(configuration)
         self.holds: list[Hold] = []
         self.leases_fail = threading.Event()
+        self._send = self.rest_client.pool_manager.urlopen
+        self.rest_client.pool_manager.urlopen = self.urlopen
 
-    def call_api(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+    def urlopen(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
         if self.leases_fail.is_set() and "/leases" in url and method in ("PUT", "POST"):
             raise ConnectionError("renewals cut off (test)")
         hold = next((h for h in self.holds if h.method == method and h.url_part in url
                      and not h.arrived.is_set()), None)
         if hold is None:
-            return super().call_api(method, url, *args, **kwargs)
+            return self._send(method, url, *args, **kwargs)
         hold.arrived.set()
         hold.release.wait(120)
-        answer = super().call_api(method, url, *args, **kwargs)
+        answer = self._send(method, url, *args, **kwargs)
         hold.answers.append(int(answer.status))
         return answer
 

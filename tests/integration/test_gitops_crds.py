@@ -3,7 +3,8 @@ their sources) on the real API server, with strict field validation: the Applica
 AppProject, the health keys of argocd-cm, the GitRepository / OCIRepository, the entry
 Kustomization and every layer Kustomization are accepted with no unknown or invalid field. And
 argocd-cm, which two owners apply: Argo CD's install and fivespot's health keys each keep the
-other's keys, in either order."""
+other's keys, in either order; argocd-cmd-params-cm's self-heal keys likewise, and a key the
+install already set to another value is a conflict, never overwritten."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from fivespot.compiler.emit.gitops import ARGOCD_CM_APPLY
+from fivespot.compiler.emit.gitops import ARGOCD_CM_APPLY, ARGOCD_CMD_PARAMS_APPLY, ARGOCD_CMD_PARAMS_FILE
 from fivespot.compiler.output import write_tree
 from fivespot.compiler.pipeline import compile_repo
 from fivespot.devcluster.engines import cached_engines, ensure_engines, Engines
@@ -99,13 +100,26 @@ def test_every_argo_cd_and_flux_object_is_valid_against_the_upstream_crds(
     assert source["spec"]["url"] == flux["url"]
 
 
-def _argocd_cm(core: client.CoreV1Api) -> dict[str, str]:
+def _argocd_cm(core: client.CoreV1Api, name: str = "argocd-cm") -> dict[str, str]:
     try:
-        return dict(core.read_namespaced_config_map("argocd-cm", "argocd").data or {})
+        return dict(core.read_namespaced_config_map(name, "argocd").data or {})
     except client.ApiException as error:
         if error.status == 404:
             return {}
         raise
+
+
+def _install(kubeconfig: Path) -> None:
+    """Argo CD's base config (its v3.6.2 install's ConfigMaps), applied as its install applies it."""
+    kubectl(kubeconfig, "-n", "argocd", "apply", "--server-side", "--force-conflicts", "-k",
+            str(engines().argocd_base_config))
+
+
+def _documented(kubeconfig: Path, out: Path, command: str) -> subprocess.CompletedProcess[str]:
+    """A command of the docs, run from the output folder against `kubeconfig`."""
+    argv = command.split()
+    return subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig), *argv[1:]], cwd=out,
+                          capture_output=True, text=True, timeout=120)
 
 
 @pytest.mark.parametrize("first", ["argocd-install", "fivespot"])
@@ -129,13 +143,10 @@ def test_argo_cds_install_and_fivespots_health_keys_keep_each_others_keys_in_eit
     kubectl(kubeconfig, "-n", "argocd", "delete", "configmap", "argocd-cm", "--ignore-not-found")
 
     def install() -> None:
-        kubectl(kubeconfig, "-n", "argocd", "apply", "--server-side", "--force-conflicts", "-k",
-                str(base_config))
+        _install(kubeconfig)
 
     def fivespot(command: str = ARGOCD_CM_APPLY) -> None:
-        argv = command.split()
-        done = subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig), *argv[1:]], cwd=out,
-                              capture_output=True, text=True, timeout=120)
+        done = _documented(kubeconfig, out, command)
         assert done.returncode == 0, done.stderr
 
     steps = [install, fivespot, install, fivespot]
@@ -158,3 +169,38 @@ def test_argo_cds_install_and_fivespots_health_keys_keep_each_others_keys_in_eit
     install()
     assert not health_keys & set(_argocd_cm(core))
     kubectl(kubeconfig, "-n", "argocd", "delete", "configmap", "argocd-cm", "--ignore-not-found")
+
+
+def test_fivespots_self_heal_keys_survive_argo_cds_install_and_a_key_it_set_otherwise_is_a_conflict(
+        kubeconfig: Path, admin: client.ApiClient, gitops_crds: None, tmp_path: Path) -> None:
+    """argocd-cmd-params-cm, which Argo CD's install creates without data: fivespot's self-heal
+    keys, applied with the command the docs and the file's comment give, stay through the
+    install's next apply; and where the install already set one of them to another value, the
+    apply fails on that key's conflict and the install's value stays."""
+    core = client.CoreV1Api(admin)
+    out = _compiled(tmp_path, {})
+    params = out / ARGOCD_CMD_PARAMS_FILE
+    keys = yaml.safe_load(params.read_text())["data"]
+    assert ARGOCD_CMD_PARAMS_APPLY in (HERE.parents[1] / "docs" / "operations" / "gitops.md").read_text()
+    assert ARGOCD_CMD_PARAMS_APPLY in params.read_text()
+    name = "argocd-cmd-params-cm"
+    kubectl(kubeconfig, "-n", "argocd", "delete", "configmap", name, "--ignore-not-found")
+    _install(kubeconfig)
+    for step in ("fivespot", "install"):
+        if step == "fivespot":
+            done = _documented(kubeconfig, out, ARGOCD_CMD_PARAMS_APPLY)
+            assert done.returncode == 0, done.stderr
+        else:
+            _install(kubeconfig)
+        assert keys.items() <= _argocd_cm(core, name).items(), step
+
+    # an install that already holds the timeout, at another value (under its own manager, kubectl)
+    kubectl(kubeconfig, "-n", "argocd", "delete", "configmap", name)
+    theirs = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "argocd"},
+              "data": {"controller.self.heal.timeout.seconds": "10"}}
+    kubectl(kubeconfig, "apply", "--server-side", "-f", "-", stdin=yaml.safe_dump(theirs))
+    done = _documented(kubeconfig, out, ARGOCD_CMD_PARAMS_APPLY)
+    assert done.returncode != 0 and "conflict" in done.stderr.lower(), done
+    assert "controller.self.heal.timeout.seconds" in done.stderr, done.stderr
+    assert _argocd_cm(core, name) == {"controller.self.heal.timeout.seconds": "10"}
+    kubectl(kubeconfig, "-n", "argocd", "delete", "configmap", name, "--ignore-not-found")

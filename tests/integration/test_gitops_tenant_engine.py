@@ -10,14 +10,14 @@ each count from the API server's record — a watch of the tenant's objects from
 resourceVersion, every revision with the moment it arrived — never from fivespot's logs:
 
 - Argo CD: a tenant Application (automated, `selfHeal: true`, as docs/how-to/tenant-gitops.md
-  writes it), with nothing but what the compiled platform output installs (argocd-cm): through
-  four schedule flips and two unrelated tenant commits, the Application is never OutOfSync but
-  while a commit is being synced, Argo CD starts no operation at all between commits, each
-  commit's sync operations (its sync, and at most one self-heal right after it: each
-  operation's `autoHealAttemptsCount`, sampled) revert each gated field at most once each, no
-  revert happens outside a commit's sync, and fivespot's value is back within 1 s. With
-  `RespectIgnoreDifferences=true` (the documented tenant option), no revert at all, that
-  self-heal included.
+  writes it), with nothing but what the compiled platform output installs, as
+  docs/operations/gitops.md says (argocd-cm's keys, argocd-cmd-params-cm's self-heal keys, the
+  application-controller restarted): through four schedule flips and two unrelated tenant
+  commits, the Application is never OutOfSync but while a commit is being synced, Argo CD starts
+  no self-heal at all (one operation per commit, each with `autoHealAttemptsCount` 0), each
+  commit's sync reverts each gated field at most once, no revert happens outside a commit's sync,
+  and fivespot's value is back within 1 s. With `RespectIgnoreDifferences=true` (the documented
+  tenant option), no revert at all.
 - Flux: a tenant Kustomization with the field out of git (the documented option): no revert over
   five intervals. With the field in git: the ScheduledCapacity names `kustomize-controller`
   within three rewrites, and fivespot's writes stay within the stated bound per minute.
@@ -39,10 +39,14 @@ from typing import Any, Final
 import pytest
 import yaml
 
-from fivespot.compiler.emit.gitops import ARGOCD_CM_APPLY
+from fivespot.compiler.emit.gitops import (
+    ARGOCD_CM_APPLY,
+    ARGOCD_CMD_PARAMS_APPLY,
+    SELF_HEAL_PARAMS,
+)
 from fivespot.controllers.capacity.contest import MAX_WRITES_PER_MINUTE
 from fivespot.devcluster import localrun
-from fivespot.devcluster.gitops_engines import ENGINE_CONTROLLERS, ArgoCD, Flux
+from fivespot.devcluster.gitops_engines import APPLICATION_CONTROLLER, ENGINE_CONTROLLERS, ArgoCD, Flux
 from fivespot.devcluster.gitserver import GitServer
 from fivespot.devcluster.kubectl import kubectl
 from fivespot.runtime import kube
@@ -360,15 +364,37 @@ def documented_application(name: str, repo_url: str, option: str | None) -> dict
     return app
 
 
-def test_argo_cd_with_selfheal_and_the_field_in_git_never_drifts_and_each_sync_reverts_it_once_at_most(
-        tmp_path: Path) -> None:
-    with fivespot(tmp_path, argocd=True) as (spot, stack):
-        # the platform side, exactly as the docs say: the argocd-cm keys under fivespot's manager
-        argocd = stack.enter_context(_argocd(spot))
-        command = ARGOCD_CM_APPLY.split()
+SELF_HEAL_ENV: Final = {"ARGOCD_APPLICATION_CONTROLLER_SELF_HEAL_TIMEOUT_SECONDS": "5",
+                        "ARGOCD_APPLICATION_CONTROLLER_SELF_HEAL_BACKOFF_TIMEOUT_SECONDS": "0"}
+"""What Argo CD's install gives the application-controller from SELF_HEAL_PARAMS (its
+StatefulSet's configMapKeyRefs; the flags' env names in cmd/argocd-application-controller)."""
+
+
+def _platform_side(spot: Fivespot, argocd: ArgoCD) -> None:
+    """Exactly as docs/operations/gitops.md says, from the output folder: argocd-cm's keys and
+    argocd-cmd-params-cm's under fivespot's manager, then the application-controller restarted
+    (the local `kubectl rollout restart`), which then runs with the self-heal keys."""
+    for apply in (ARGOCD_CM_APPLY, ARGOCD_CMD_PARAMS_APPLY):
+        command = apply.split()
+        assert command[0] == "kubectl"
         done = subprocess.run(["kubectl", "--kubeconfig", str(spot.plane_kubeconfig), *command[1:]],
                               cwd=spot.out, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr
+    argocd.restart_controller()
+    pid = next(p.pid for n, p in argocd.processes.started if n == APPLICATION_CONTROLLER)
+    # the process's own environment (`nice` execs the controller with the one it was given)
+    environ = dict(item.split("=", 1) for item in
+                   Path(f"/proc/{pid}/environ").read_bytes().decode().split("\0") if "=" in item)
+    assert {k: environ.get(k) for k in SELF_HEAL_ENV} == SELF_HEAL_ENV, sorted(environ)
+    assert len(SELF_HEAL_PARAMS) == len(SELF_HEAL_ENV)
+
+
+def test_argo_cd_with_selfheal_and_the_field_in_git_never_drifts_and_each_sync_reverts_it_once_at_most(
+        tmp_path: Path) -> None:
+    with fivespot(tmp_path, argocd=True) as (spot, stack):
+        # the platform side, exactly as the docs say
+        argocd = stack.enter_context(_argocd(spot))
+        _platform_side(spot, argocd)
         for option, name in ((None, "team"), ("RespectIgnoreDifferences=true", "team-rid")):
             repo = WatchedRepo.create(spot.server, name, tmp_path)
             (repo.tree / "agents").mkdir()
@@ -410,26 +436,25 @@ def test_argo_cd_with_selfheal_and_the_field_in_git_never_drifts_and_each_sync_r
                   f"restored after { {n: [(round(b - a, 3) if b else None) for a, b in r] for n, r in reverts.items()} } s; "
                   f"operations sampled (startedAt: seen, autoHealAttemptsCount) "
                   f"{ {k: (round(t - first, 2), n) for k, (t, n) in tenant.operations.items()} }")
-            context = (started, tenant.commits, reverts, tenant.autosync_log())
-            # every operation is a commit's, started in its window: none between commits (so
-            # self-heal never touches the field then); each commit synced once, and self-healed
-            # at most once right after (Argo CD's first comparison after a sync can read its cache
-            # from before the sync's own writes, and its first self-heal attempt has no backoff:
-            # decision record 0029)
+            context = (started, tenant.commits, reverts, tenant.operations, tenant.autosync_log())
+            # no self-heal at all: one operation per commit, started in its window, each the sync
+            # of a new revision (without the self-heal keys Argo CD's first comparison after a
+            # sync can read its cache from before the sync's own writes and self-heal at once:
+            # decision record 0038)
             assert sum(per_commit) == len(started), context
-            assert all(1 <= n <= 2 for n in per_commit), context
+            assert per_commit == [1] * len(tenant.commits), context
             for moment, revision in started:
                 assert any(r == revision and a - 1 <= moment <= b + 1 for r, a, b in tenant.commits), context
+            assert tenant.operations and all(n == 0 for _, n in tenant.operations.values()), context
             if option is None:
-                # only a commit's sync operations apply git's value, at most once each, and
+                # only a commit's sync applies git's value, at most once per field, and
                 # fivespot's value is back within a second
                 for one in gated:
                     for moment, back in reverts[one.name]:
                         assert any(a <= moment <= b for a, b in tenant.pending), (one.name, moment, context)
                         assert back is not None and back - moment < RESTORED_WITHIN_S, (one.name, moment, back)
-                    for (a, b), operations in zip(tenant.pending, per_commit):
-                        assert sum(1 for m, _ in reverts[one.name] if a <= m <= b) <= operations, \
-                            (one.name, context)
+                    for a, b in tenant.pending:
+                        assert sum(1 for m, _ in reverts[one.name] if a <= m <= b) <= 1, (one.name, context)
             else:
                 # the tenant's one line: not even that self-heal applies git's value
                 assert reverts == {one.name: [] for one in gated}, context

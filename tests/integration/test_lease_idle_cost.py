@@ -44,11 +44,14 @@ class CountingClient(client.ApiClient):  # type: ignore[misc]
     def __init__(self, configuration: client.Configuration, lease_name: str) -> None:
         super().__init__(configuration)
         self.suffix, self.gets = f"/leases/{lease_name}", 0
+        # at the connection pool, where `fivespot.runtime.kube` sends every request
+        self._send = self.rest_client.pool_manager.urlopen
+        self.rest_client.pool_manager.urlopen = self.urlopen
 
-    def call_api(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+    def urlopen(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
         if method == "GET" and url.split("?")[0].endswith(self.suffix):
             self.gets += 1
-        return super().call_api(method, url, *args, **kwargs)
+        return self._send(method, url, *args, **kwargs)
 
 
 def counting_client(kubeconfig: Path, lease_name: str) -> CountingClient:

@@ -73,3 +73,16 @@ def test_scheduled_capacity_orders_by_its_own_condition_types() -> None:
     merged = capacity_conditions.merge((), (cond.false(capacity_conditions.TARGET_RESOLVED, "t", "m"),
                                             *cond.working("A", "B", "m")), T0, 1)
     assert [c.type for c in merged] == ["Ready", "Reconciling", "TargetResolved"]
+
+
+def test_an_unchanged_condition_is_carried_over_as_it_was_and_a_changed_one_is_made_anew() -> None:
+    first = cond.merge((), (*cond.settled("A", "one"), cond.false("Other", "B", "m")), T0, 1, ORDER)
+    again = cond.merge(first, (*cond.settled("A", "two"), cond.false("Other", "B", "m")),
+                       T0 + timedelta(hours=1), 1, ORDER)
+    assert again[1] is first[1]
+    assert again[0] is not first[0] and again[0].message == "two"
+    assert again[0].last_transition_time == T0
+    bumped = cond.merge(again, (*cond.settled("A", "two"), cond.false("Other", "B", "m")),
+                        T0 + timedelta(hours=2), 2, ORDER)
+    assert [c.observed_generation for c in bumped] == [2, 2]
+    assert [c.last_transition_time for c in bumped] == [T0, T0]

@@ -218,6 +218,60 @@ def test_argocd_cm_says_in_its_comment_to_apply_it_under_fivespots_own_field_man
     assert yaml.safe_load(text)["kind"] == "ConfigMap"
 
 
+def test_argocd_cmd_params_cm_sets_a_fixed_five_second_self_heal_timeout_and_no_backoff(
+        example: Compiled) -> None:
+    # Argo CD v3.6 builds no backoff when its initial timeout is 0 and then waits the fixed
+    # timeout after the last operation; with the backoff, the first self-heal waits for nothing
+    config_map = load(example, "argocd/argocd-cmd-params-cm.yaml")
+    assert config_map["metadata"] == {
+        "name": "argocd-cmd-params-cm", "namespace": "argocd",
+        "labels": {"app.kubernetes.io/name": "argocd-cmd-params-cm", "app.kubernetes.io/part-of": "argocd"}}
+    assert config_map["data"] == {"controller.self.heal.timeout.seconds": "5",
+                                  "controller.self.heal.backoff.timeout.seconds": "0"}
+
+
+def test_argocd_cmd_params_cm_says_to_apply_it_under_fivespots_own_manager_and_restart_the_controller(
+        example: Compiled) -> None:
+    text = example.files["argocd/argocd-cmd-params-cm.yaml"].decode()
+    comment = [line for line in text.splitlines() if line.startswith("#")]
+    assert f"# Apply from the output folder: {gitops.ARGOCD_CMD_PARAMS_APPLY}" in comment
+    assert "--field-manager=fivespot-argocd-health -f argocd/argocd-cmd-params-cm.yaml" in gitops.ARGOCD_CMD_PARAMS_APPLY
+    assert "#   kubectl -n argocd rollout restart statefulset argocd-application-controller" in comment
+    readme = example.files["README.md"].decode()
+    assert gitops.ARGOCD_CMD_PARAMS_APPLY in readme
+    assert "kubectl -n argocd rollout restart statefulset argocd-application-controller" in readme
+
+
+def test_the_restart_names_the_namespace_argo_cd_runs_in(tmp_path: Path) -> None:
+    compiled = compile_with(tmp_path, gitops={"argocd": {"namespace": "gitops"}})
+    assert load(compiled, "argocd/argocd-cmd-params-cm.yaml")["metadata"]["namespace"] == "gitops"
+    text = compiled.files["argocd/argocd-cmd-params-cm.yaml"].decode()
+    assert "#   kubectl -n gitops rollout restart statefulset argocd-application-controller" in text
+
+
+def test_fixed_self_heal_timeout_false_leaves_argocd_cmd_params_cm_out(tmp_path: Path) -> None:
+    compiled = compile_with(tmp_path, gitops={"argocd": {"fixedSelfHealTimeout": False}})
+    assert "argocd/argocd-cmd-params-cm.yaml" not in compiled.files
+    assert "argocd/argocd-cm.health.yaml" in compiled.files
+    assert "argocd-cmd-params-cm" not in compiled.files["README.md"].decode()
+
+
+def test_without_argo_cd_there_are_no_self_heal_keys(tmp_path: Path) -> None:
+    compiled = compile_with(tmp_path, gitops={"argocd": None})
+    assert not [path for path in compiled.files if path.startswith("argocd/")]
+    assert "argocd-cmd-params-cm" not in compiled.files["README.md"].decode()
+
+
+def test_the_platform_docs_give_the_self_heal_keys_and_the_exact_apply_and_restart_commands(
+        example: Compiled) -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "operations" / "gitops.md").read_text()
+    blocks = [textwrap.dedent(b) for b in re.findall(r"```(?:yaml|sh)\n(.*?)```", page, re.S)]
+    shown = [yaml.safe_load(b) for b in blocks if "controller.self.heal" in b]
+    assert shown == [load(example, "argocd/argocd-cmd-params-cm.yaml")["data"]]
+    commands = [b.strip() for b in blocks if gitops.ARGOCD_CMD_PARAMS_APPLY in b]
+    assert commands == [f"{gitops.ARGOCD_CMD_PARAMS_APPLY}\n{gitops.argocd_controller_restart('argocd')}"]
+
+
 # --- Flux ----------------------------------------------------------------------------------------
 
 

@@ -69,7 +69,7 @@ def test_a_bad_pin_is_refused_naming_the_file_and_line(tmp_path: Path, old: str,
 
 def test_a_cache_missing_one_program_is_not_complete_so_it_gets_built(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`cached_engines` is None unless every program and manifest folder is there: the tests and
+    """`cached_engines` is None unless every program and manifest is there: the tests and
     `make engines` then build what is missing (never skip it)."""
     monkeypatch.setenv("FIVESPOT_CACHE_DIR", str(tmp_path))
     layout = engines._layout(read_pins())
@@ -83,6 +83,10 @@ def test_a_cache_missing_one_program_is_not_complete_so_it_gets_built(
         (folder / "kustomization.yaml").write_text("")
     for folder in layout.flux_crds:
         folder.mkdir(parents=True, exist_ok=True)
+    layout.argocd_controller_statefulset.write_text("")
     assert engines.cached_engines() == layout
+    layout.argocd_controller_statefulset.unlink()
+    assert engines.cached_engines() is None
+    layout.argocd_controller_statefulset.write_text("")
     layout.kustomize.unlink()
     assert engines.cached_engines() is None

@@ -123,3 +123,77 @@ def test_a_clusters_copy_that_does_not_compile_here_is_replaced_by_the_bundles(
     assert list(unusable) == [rules.TENANCY]
     verdict = review(policies.with_params(params), as_created(scap("agents"), "agents"))
     assert verdict.allowed, "judged by the bundle's copy, which lists agents"
+
+
+# --- the answer memoised by the informers' revisions -----------------------------------------------
+
+
+class Watched:
+    """An informer's cache as PoliciesInForce reads it: its objects and its resourceVersion."""
+
+    def __init__(self, name: str, objects: Objects, version: str | None = "10") -> None:
+        self.name, self.objects, self.resource_version = name, objects, version
+        self.lists = 0
+
+    def has_synced(self) -> bool:
+        return True
+
+    def list(self, namespace: str | None = None) -> Objects:
+        self.lists += 1
+        return list(self.objects)
+
+    def add_handler(self, handler: Any) -> None:
+        pass
+
+
+class Stand:
+    """What PoliciesInForce asks of its Manager: the bundle, two informers, kind watches."""
+
+    def __init__(self, admission: Any, policies: Watched, bindings: Watched) -> None:
+        self.settings = type("S", (), {"bundle": type("B", (), {"admission": admission})})()
+        self._informers = iter((policies, bindings))
+
+    def informer(self, group: str, version: str, plural: str) -> Watched:
+        return next(self._informers)
+
+    def kind_watches(self, on_event: Any) -> Any:
+        return type("K", (), {"want": lambda self, group, kind: None})()
+
+
+@pytest.fixture
+def live(bundle: tuple[Objects, Objects]) -> tuple[Any, Watched, Watched]:
+    from fivespot.api.bundle import Admission
+    from fivespot.controllers.inforce import PoliciesInForce
+    objects, params = bundle
+    policies = Watched("policies", [o for o in objects if o["kind"] == "ValidatingAdmissionPolicy"])
+    bindings = Watched("bindings", [o for o in objects if o["kind"] != "ValidatingAdmissionPolicy"])
+    admission = Admission(policies=tuple(objects), params=tuple(params), vaps=True)
+    return PoliciesInForce(Stand(admission, policies, bindings), lambda *a: None), policies, bindings  # type: ignore[arg-type]
+
+
+def test_the_policies_in_force_are_not_listed_again_while_their_informers_stand_still(
+        live: tuple[Any, Watched, Watched]) -> None:
+    in_force_now, policies, bindings = live
+    first = in_force_now.policies()
+    assert in_force_now.policies() is first
+    assert (policies.lists, bindings.lists) == (1, 1)
+
+
+def test_a_policy_changed_in_the_cluster_is_in_force_once_its_informer_moves(
+        live: tuple[Any, Watched, Watched], bundle: tuple[Objects, Objects]) -> None:
+    in_force_now, policies, _ = live
+    version, _ = in_force_now.policies()
+    policies.objects = [tenancy_for(bundle[0], ["desk"]) if o["metadata"]["name"] == rules.TENANCY
+                        else o for o in policies.objects]
+    assert in_force_now.policies()[0] == version  # the cache has it; the revision says nothing yet
+    policies.resource_version = "11"
+    assert in_force_now.policies()[0] != version
+
+
+def test_an_informer_without_a_revision_is_listed_every_time(
+        live: tuple[Any, Watched, Watched]) -> None:
+    in_force_now, policies, _ = live
+    policies.resource_version = None
+    in_force_now.policies()
+    in_force_now.policies()
+    assert policies.lists == 2

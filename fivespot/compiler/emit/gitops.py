@@ -57,13 +57,32 @@ NEVER_DELETE: Final = (NO_PRUNE, "Delete=false")
 SKIP_DRY_RUN: Final = "SkipDryRunOnMissingResource=true"
 ARGOCD_CM: Final = "argocd-cm"
 ARGOCD_CM_FIELD_MANAGER: Final = "fivespot-argocd-health"
-"""The field manager fivespot's health keys are applied to argocd-cm with. It must be fivespot's
-own: Argo CD's install is applied with kubectl's default manager (`kubectl`), and a server-side
-apply under the same manager removes every key the other apply set (each apply owns exactly what
-it sends). With a manager of its own each owner's keys survive the other's apply."""
+"""The field manager fivespot's keys are applied to argocd-cm and argocd-cmd-params-cm with. It
+must be fivespot's own: Argo CD's install is applied with kubectl's default manager (`kubectl`),
+and a server-side apply under the same manager removes every key the other apply set (each apply
+owns exactly what it sends). With a manager of its own each owner's keys survive the other's
+apply, and a key both set to different values is a conflict, not a silent overwrite."""
 ARGOCD_CM_APPLY: Final = (f"kubectl apply --server-side --field-manager={ARGOCD_CM_FIELD_MANAGER} "
                           "-f argocd/argocd-cm.health.yaml")
 """How to apply the health keys: docs/operations/gitops.md and the file's own comment say it."""
+ARGOCD_CMD_PARAMS_CM: Final = "argocd-cmd-params-cm"
+ARGOCD_CMD_PARAMS_FILE: Final = f"argocd/{ARGOCD_CMD_PARAMS_CM}.yaml"
+ARGOCD_CMD_PARAMS_APPLY: Final = (f"kubectl apply --server-side --field-manager={ARGOCD_CM_FIELD_MANAGER} "
+                                  f"-f {ARGOCD_CMD_PARAMS_FILE}")
+"""How to apply the self-heal keys (then restart the application-controller: ARGOCD_CONTROLLER_RESTART)."""
+ARGOCD_APPLICATION_CONTROLLER: Final = "argocd-application-controller"
+ARGOCD_CONTROLLER_RESTART: Final = "kubectl -n {namespace} rollout restart statefulset " + ARGOCD_APPLICATION_CONTROLLER
+"""The application-controller reads argocd-cmd-params-cm's keys only into its environment
+(`configMapKeyRef`s in its StatefulSet), so only a restart puts new values in force."""
+SELF_HEAL_TIMEOUT_S: Final = 5
+SELF_HEAL_PARAMS: Final = {
+    "controller.self.heal.timeout.seconds": str(SELF_HEAL_TIMEOUT_S),
+    "controller.self.heal.backoff.timeout.seconds": "0",
+}
+"""A fixed self-heal timeout instead of Argo CD v3's exponential backoff (no backoff object when
+its initial timeout is 0): the first self-heal after an operation waits until SELF_HEAL_TIMEOUT_S
+after it finished, past the stale comparison right after a sync that would re-apply the commit,
+git's value of a gated field included (decision record 0038)."""
 DEFAULT_PROJECT: Final = "default"
 IGNORE_DIFFERENCES_ALL: Final = "resource.customizations.ignoreDifferences.all"
 """The argocd-cm key whose `managedFieldsManagers` Argo CD leaves out of every Application's diff:
@@ -268,6 +287,36 @@ def argocd_health(repo: Repo, artifacts: list[Artifact]) -> list[Artifact]:
     return [Artifact("", "argocd/argocd-cm.health.yaml", config_map, comment)]
 
 
+def argocd_cmd_params(repo: Repo) -> list[Artifact]:
+    """SELF_HEAL_PARAMS as the keys of argocd-cmd-params-cm to add, applied like the health keys
+    (ARGOCD_CMD_PARAMS_APPLY), unless `fixedSelfHealTimeout: false`."""
+    argo = repo.platform.spec.gitops.argocd
+    if argo is None or not argo.fixed_self_heal_timeout:
+        return []
+    config_map = {
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": ARGOCD_CMD_PARAMS_CM, "namespace": argo.namespace,
+                     "labels": {"app.kubernetes.io/name": ARGOCD_CMD_PARAMS_CM,
+                                "app.kubernetes.io/part-of": "argocd"}},
+        "data": dict(SELF_HEAL_PARAMS),
+    }
+    comment = (
+        f"Argo CD self-heals no sooner than {SELF_HEAL_TIMEOUT_S} s after an Application's last operation,\n"
+        f"then every {SELF_HEAL_TIMEOUT_S} s, instead of its exponential backoff (whose first attempt waits\n"
+        "for nothing and can re-apply the commit just synced, git's value of a gated field\n"
+        "included). For every Application. Keys to add to Argo CD's argocd-cmd-params-cm (not\n"
+        "synced by the Application); gitops.argocd.fixedSelfHealTimeout: false leaves this file out.\n"
+        f"Apply from the output folder: {ARGOCD_CMD_PARAMS_APPLY}\n"
+        "then restart the application-controller, which reads these keys only when it starts:\n"
+        f"  {argocd_controller_restart(argo.namespace)}\n"
+        f"A key your install already sets to another value is an apply conflict: keep one value.")
+    return [Artifact("", ARGOCD_CMD_PARAMS_FILE, config_map, comment)]
+
+
+def argocd_controller_restart(namespace: str) -> str:
+    return ARGOCD_CONTROLLER_RESTART.format(namespace=namespace)
+
+
 # --- Flux ----------------------------------------------------------------------------------------
 
 
@@ -347,6 +396,6 @@ def flux_kustomizations(repo: Repo, artifacts: list[Artifact]) -> list[Artifact]
 def emit(repo: Repo, artifacts: list[Artifact]) -> list[Artifact]:
     """The layout files around the (already decorated) objects."""
     return (kustomize_tree(repo, artifacts) + argocd_application(repo)
-            + argocd_project(repo, artifacts) + argocd_health(repo, artifacts)
+            + argocd_project(repo, artifacts) + argocd_health(repo, artifacts) + argocd_cmd_params(repo)
             + flux_kustomizations(repo, artifacts))
 

@@ -13,7 +13,13 @@ from typing import Any
 import jinja2
 
 from fivespot.compiler.emit.base import SYNC_WAVES, Artifact
-from fivespot.compiler.emit.gitops import ARGOCD_CM_APPLY
+from fivespot.compiler.emit.gitops import (
+    ARGOCD_CM_APPLY,
+    ARGOCD_CMD_PARAMS_APPLY,
+    ARGOCD_CMD_PARAMS_FILE,
+    SELF_HEAL_TIMEOUT_S,
+    argocd_controller_restart,
+)
 from fivespot.compiler.repo import Repo
 
 _ENV = jinja2.Environment(
@@ -168,4 +174,14 @@ def render(repo: Repo, artifacts: list[Artifact]) -> str:
         policies=_policy_views(artifacts),
         rbac=_rbac_rows(artifacts),
         argocd_cm_apply=ARGOCD_CM_APPLY,
+        self_heal=_self_heal_view(repo),
     )
+
+
+def _self_heal_view(repo: Repo) -> dict[str, str | int] | None:
+    """How to put argocd-cmd-params-cm's self-heal keys in force, when the output has them."""
+    argo = repo.platform.spec.gitops.argocd
+    if argo is None or not argo.fixed_self_heal_timeout:
+        return None
+    return {"file": ARGOCD_CMD_PARAMS_FILE, "apply": ARGOCD_CMD_PARAMS_APPLY,
+            "restart": argocd_controller_restart(argo.namespace), "seconds": SELF_HEAL_TIMEOUT_S}

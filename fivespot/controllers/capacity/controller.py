@@ -78,6 +78,7 @@ from fivespot.controllers.capacity.observations import (
     DecisionInput,
     InvalidSpec,
     MachinesObservation,
+    SpecMemo,
     TargetFound,
     TargetNotFound,
     TargetObservation,
@@ -85,7 +86,6 @@ from fivespot.controllers.capacity.observations import (
     field_owner,
     observe_machines,
     observe_target,
-    parse_spec,
     parse_status,
 )
 from fivespot.controllers.capacity.patches import status_patch, target_patch
@@ -224,6 +224,8 @@ class CapacityReconciler:
         value just written and a ScheduledMachine taking the node (or the schedule closing) a
         moment later, the cached copy still reads 0, so "hand back" would look done and no zero
         write would be sent."""
+        self._specs = SpecMemo()
+        """Each object's parsed spec per (uid, generation): parsed once, not every reconcile."""
         self._pending: dict[str, PendingStatus] = {}
         """Key -> the status of a landed target write, not yet sent (`PendingStatus`)."""
         self._pending_lock = threading.Lock()
@@ -410,9 +412,10 @@ class CapacityReconciler:
             return Result(retry=True)
         obj = held.obj if held is not None else request.current()
         if obj is None:
+            self._specs.forget(key)
             return Result()
         meta = _mapping(obj.get("metadata"))
-        spec = parse_spec(obj.get("spec"))
+        spec = self._specs.parse(key, obj)
         raw_status = obj.get("status") if isinstance(obj.get("status"), Mapping) else None
         prior = held.status if held is not None else parse_status(raw_status)
         entry = None

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
-from typing import Final
+from typing import Any, Final
 
 from pydantic import ValidationError
 
@@ -121,6 +121,36 @@ def parse_spec(raw: object) -> ScheduledCapacitySpec | InvalidSpec:
                 f"spec.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors()
             ),
         )
+
+
+class SpecMemo:
+    """Each object's parsed spec, kept per (uid, generation) under its cache key: the API server
+    counts every change of a custom resource's spec in its generation, so a reconcile after a
+    status write, or an event of its target or schedule, parses nothing. An object without a uid
+    or generation is parsed every time. Reconciles of one key never run at once (the workqueue),
+    so one key's entry has one writer."""
+
+    def __init__(self) -> None:
+        self._parsed: dict[str, tuple[str, int, ScheduledCapacitySpec | InvalidSpec]] = {}
+
+    def parse(self, key: str, obj: Mapping[str, Any]) -> ScheduledCapacitySpec | InvalidSpec:
+        """`parse_spec` of `obj`'s spec, from the last parse of the same uid and generation."""
+        meta = obj.get("metadata")
+        uid = meta.get("uid") if isinstance(meta, Mapping) else None
+        generation = meta.get("generation") if isinstance(meta, Mapping) else None
+        if not isinstance(uid, str) or not uid or not isinstance(generation, int) \
+                or isinstance(generation, bool) or generation <= 0:
+            return parse_spec(obj.get("spec"))
+        found = self._parsed.get(key)
+        if found is not None and found[0] == uid and found[1] == generation:
+            return found[2]
+        spec = parse_spec(obj.get("spec"))
+        self._parsed[key] = (uid, generation, spec)
+        return spec
+
+    def forget(self, key: str) -> None:
+        """The object is gone."""
+        self._parsed.pop(key, None)
 
 
 def parse_status(raw: object) -> ScheduledCapacityStatus | None:
