@@ -299,6 +299,22 @@ def _timeout(timeout: float | tuple[float, float] | None) -> urllib3.Timeout | N
     return urllib3.Timeout(total=timeout)
 
 
+def encode_body(body: Any, content_type: str | None) -> bytes:
+    """The body's bytes as the generated client sends them: a JSON content type is always the
+    body as JSON; any other (an apply patch's YAML) takes a body given already serialised as it
+    is, and a structure as JSON (JSON is YAML)."""
+    if isinstance(body, (str, bytes)) and not _is_json(content_type):
+        return body.encode() if isinstance(body, str) else body
+    return json.dumps(body).encode()
+
+
+def _is_json(content_type: str | None) -> bool:
+    if not content_type:
+        return True
+    kind = content_type.split(";")[0].strip().lower()
+    return kind == "application/json" or (kind.startswith("application/") and kind.endswith("+json"))
+
+
 def _raw(
     api: client.ApiClient,
     method: str,
@@ -318,7 +334,7 @@ def _raw(
         if content_type is not None:
             headers["Content-Type"] = content_type
         if body is not None:
-            data = json.dumps(body).encode()
+            data = encode_body(body, content_type)
         answer = api.rest_client.pool_manager.urlopen(
             method, prepared.base + path + query_string(query), body=data, headers=headers,
             timeout=_timeout(timeout), preload_content=False)

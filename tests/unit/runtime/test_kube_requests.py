@@ -39,6 +39,23 @@ def test_a_pair_is_the_connect_and_read_timeouts_and_a_number_the_whole_request(
     assert kube._timeout(None) is None and kube._timeout(0) is None
 
 
+def test_an_apply_patch_given_as_text_is_sent_as_it_is() -> None:
+    text = '{"apiVersion": "v1", "kind": "ConfigMap"}'
+    assert kube.encode_body(text, "application/apply-patch+yaml") == text.encode()
+    assert kube.encode_body(b"kind: ConfigMap\n", "application/apply-patch+yaml") == b"kind: ConfigMap\n"
+
+
+def test_a_structure_is_sent_as_json_whatever_the_content_type() -> None:
+    assert kube.encode_body({"a": 1}, "application/apply-patch+yaml") == b'{"a": 1}'
+    assert kube.encode_body({"a": 1}, kube.MERGE_PATCH) == b'{"a": 1}'
+    assert kube.encode_body([{"op": "add"}], kube.JSON_PATCH) == b'[{"op": "add"}]'
+
+
+def test_a_json_content_type_sends_even_text_as_json() -> None:
+    assert kube.encode_body("x", kube.JSON) == b'"x"'
+    assert kube.encode_body("x", None) == b'"x"'
+
+
 class Clock:
     def __init__(self) -> None:
         self.now = 1000.0
