@@ -258,6 +258,16 @@ def null_parents_ignored(repo: Repo) -> dict[str, str]:
     return dict(sorted(keys.items()))
 
 
+def _argocd_config_map(name: str, namespace: str, data: dict[str, str]) -> dict[str, Any]:
+    """One of Argo CD's ConfigMaps, holding only `data` (the keys fivespot adds), labelled as
+    Argo CD labels its own: it finds them by `app.kubernetes.io/part-of: argocd`."""
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": namespace,
+                         "labels": {"app.kubernetes.io/name": name,
+                                    "app.kubernetes.io/part-of": "argocd"}},
+            "data": data}
+
+
 def argocd_health(repo: Repo, artifacts: list[Artifact]) -> list[Artifact]:
     """The health Lua as the keys of argocd-cm to add: apply it server-side under fivespot's own
     field manager (it then owns only these keys; ARGOCD_CM_FIELD_MANAGER says why it must be its
@@ -266,15 +276,10 @@ def argocd_health(repo: Repo, artifacts: list[Artifact]) -> list[Artifact]:
     argo = repo.platform.spec.gitops.argocd
     if argo is None:
         return []
-    config_map = {
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": ARGOCD_CM, "namespace": argo.namespace,
-                     "labels": {"app.kubernetes.io/name": ARGOCD_CM,
-                                "app.kubernetes.io/part-of": "argocd"}},
-        "data": {**health.argocd_health(reporting_kinds(artifacts), repo.has_webhook),
-                 IGNORE_DIFFERENCES_ALL: f"managedFieldsManagers:\n- {CAPACITY_CONTROLLER}\n",
-                 **null_parents_ignored(repo)},
-    }
+    config_map = _argocd_config_map(ARGOCD_CM, argo.namespace, {
+        **health.argocd_health(reporting_kinds(artifacts), repo.has_webhook),
+        IGNORE_DIFFERENCES_ALL: f"managedFieldsManagers:\n- {CAPACITY_CONTROLLER}\n",
+        **null_parents_ignored(repo)})
     comment = (
         "fivespot's health checks, and the gated fields left out of every Application's diff\n"
         "(ignoreDifferences.all: what fivespot's capacity controller owns; ignoreDifferences of\n"
@@ -293,13 +298,7 @@ def argocd_cmd_params(repo: Repo) -> list[Artifact]:
     argo = repo.platform.spec.gitops.argocd
     if argo is None or not argo.fixed_self_heal_timeout:
         return []
-    config_map = {
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": ARGOCD_CMD_PARAMS_CM, "namespace": argo.namespace,
-                     "labels": {"app.kubernetes.io/name": ARGOCD_CMD_PARAMS_CM,
-                                "app.kubernetes.io/part-of": "argocd"}},
-        "data": dict(SELF_HEAL_PARAMS),
-    }
+    config_map = _argocd_config_map(ARGOCD_CMD_PARAMS_CM, argo.namespace, dict(SELF_HEAL_PARAMS))
     comment = (
         f"Argo CD self-heals no sooner than {SELF_HEAL_TIMEOUT_S} s after an Application's last operation,\n"
         f"then every {SELF_HEAL_TIMEOUT_S} s, instead of its exponential backoff (whose first attempt waits\n"
