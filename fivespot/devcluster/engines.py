@@ -355,21 +355,26 @@ def _build_argocd(pin: Pin, engines: Engines, out: IO[str]) -> None:
                                (source / "manifests" / "base" / "config", engines.argocd_base_config)):
             shutil.rmtree(target, ignore_errors=True)
             shutil.copytree(origin, target)
+        _keep_controller_statefulset(pin, source, engines)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def _keep_controller_statefulset(pin: Pin, source: Path, engines: Engines) -> None:
+    """ARGOCD_CONTROLLER_STATEFULSET from the module's source `source` into the cache."""
+    origin = source / ARGOCD_CONTROLLER_STATEFULSET
+    if not origin.is_file():
+        raise EngineBuildError(f"{pin.module}@{pin.version} has no {ARGOCD_CONTROLLER_STATEFULSET}")
+    target = engines.argocd_controller_statefulset
+    shutil.copyfile(origin, target.with_suffix(".tmp"))
+    target.with_suffix(".tmp").replace(target)
+
+
 def _copy_argocd_controller_statefulset(pin: Pin, engines: Engines, out: IO[str]) -> None:
-    """ARGOCD_CONTROLLER_STATEFULSET from the pinned module's source into the cache (a cache
-    built before it was kept gets it without a rebuild)."""
+    """ARGOCD_CONTROLLER_STATEFULSET into a cache built before it was kept, without a rebuild."""
     work = fresh_folder(engines.argocd_bin.parent)
     try:
-        source = module_dir(pin, work, go_env(pin.toolchain), out) / ARGOCD_CONTROLLER_STATEFULSET
-        if not source.is_file():
-            raise EngineBuildError(f"{pin.module}@{pin.version} has no {ARGOCD_CONTROLLER_STATEFULSET}")
-        target = engines.argocd_controller_statefulset
-        shutil.copyfile(source, target.with_suffix(".tmp"))
-        target.with_suffix(".tmp").replace(target)
+        _keep_controller_statefulset(pin, module_dir(pin, work, go_env(pin.toolchain), out), engines)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

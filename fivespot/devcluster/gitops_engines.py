@@ -126,6 +126,14 @@ class _Processes:
         self.started = [(n, p) for n, p in self.started if (n, p) not in ending]
 
 
+def config_map_refs(statefulset: dict[str, Any], container: str) -> list[tuple[str, dict[str, Any]]]:
+    """`container`'s env entries set from a ConfigMap key: (variable, its `configMapKeyRef`)."""
+    return [(entry["name"], entry["valueFrom"]["configMapKeyRef"])
+            for spec in statefulset["spec"]["template"]["spec"]["containers"] if spec["name"] == container
+            for entry in spec.get("env") or []
+            if "configMapKeyRef" in (entry.get("valueFrom") or {})]
+
+
 def config_map_env(statefulset: dict[str, Any], container: str,
                    config_maps: dict[str, dict[str, str]]) -> dict[str, str]:
     """The environment a pod of `statefulset` gives `container` from ConfigMaps (`config_maps`:
@@ -133,19 +141,13 @@ def config_map_env(statefulset: dict[str, Any], container: str,
     missing key leaves an optional entry unset (every one in Argo CD's install is optional) and
     keeps a pod from starting otherwise, here an error naming it."""
     env: dict[str, str] = {}
-    for spec in statefulset["spec"]["template"]["spec"]["containers"]:
-        if spec["name"] != container:
-            continue
-        for entry in spec.get("env") or []:
-            ref = (entry.get("valueFrom") or {}).get("configMapKeyRef")
-            if ref is None:
-                continue
-            data = config_maps.get(ref["name"]) or {}
-            if ref["key"] in data:
-                env[entry["name"]] = data[ref["key"]]
-            elif not ref.get("optional"):
-                raise EngineExited(f"{container}: env {entry['name']} needs key {ref['key']!r} of "
-                                   f"ConfigMap {ref['name']}, which has none")
+    for variable, ref in config_map_refs(statefulset, container):
+        data = config_maps.get(ref["name"]) or {}
+        if ref["key"] in data:
+            env[variable] = data[ref["key"]]
+        elif not ref.get("optional"):
+            raise EngineExited(f"{container}: env {variable} needs key {ref['key']!r} of "
+                               f"ConfigMap {ref['name']}, which has none")
     return env
 
 
@@ -220,10 +222,7 @@ class ArgoCD:
         """What Argo CD's install puts in the application-controller's environment from the
         live ConfigMaps (`config_map_env` of the pinned install's StatefulSet)."""
         statefulset = yaml.safe_load(self.engines.argocd_controller_statefulset.read_text())
-        names = {entry["valueFrom"]["configMapKeyRef"]["name"]
-                 for spec in statefulset["spec"]["template"]["spec"]["containers"]
-                 for entry in spec.get("env") or []
-                 if "configMapKeyRef" in (entry.get("valueFrom") or {})}
+        names = {ref["name"] for _, ref in config_map_refs(statefulset, APPLICATION_CONTROLLER)}
         config_maps = {}
         for name in sorted(names):
             found = kubectl(self.kubeconfig, "-n", ARGOCD_NAMESPACE, "get", "configmap", name,
