@@ -38,6 +38,7 @@ from typing import Any, Final, Sequence
 
 import yaml
 
+from fivespot.compiler.emit.gitops import ARGOCD_APPLICATION_CONTROLLER
 from fivespot.devcluster.engines import Engines
 from fivespot.devcluster.kubectl import kubectl
 from fivespot.runtime.processes import die_with_parent
@@ -50,7 +51,8 @@ FLUX_NAMESPACE: Final = "flux-system"
 INSTALL_MANAGER_ARGS: Final = ("apply", "--server-side", "--force-conflicts")
 """How Argo CD's and Flux's own installs apply (kubectl's default field manager, `kubectl`)."""
 READY_TIMEOUT_S: Final = 90.0
-APPLICATION_CONTROLLER: Final = "argocd-application-controller"
+APPLICATION_CONTROLLER: Final = ARGOCD_APPLICATION_CONTROLLER
+"""The program, and the StatefulSet of Argo CD's install, the compiled output names."""
 
 
 class EngineExited(RuntimeError):
