@@ -63,6 +63,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from fivespot.controllers.cli import CAPACITY_WORKERS  # noqa: E402
 from fivespot.devcluster import localrun  # noqa: E402
 from fivespot.runtime import kube  # noqa: E402
 from fivespot.runtime.informer import Informer  # noqa: E402
@@ -314,7 +315,9 @@ def server_totals(kubeconfig: Path) -> dict[str, tuple[float, float]]:
             for suffix, slot in (("_sum{", 0), ("_count{", 1)):
                 if line.startswith(name + suffix) and all(label in line for label in labels):
                     found[what][slot] += float(line.split()[-1])
-    return {what: (total, count) for what, (total, count) in found.items()}
+    cpu = next((float(line.split()[-1]) for line in text.splitlines()
+                if line.startswith("process_cpu_seconds_total ")), 0.0)
+    return {**{what: (total, count) for what, (total, count) in found.items()}, "cpu": (cpu, 1.0)}
 
 
 def server_ms(before: dict[str, tuple[float, float]], after: dict[str, tuple[float, float]],
@@ -324,6 +327,7 @@ def server_ms(before: dict[str, tuple[float, float]], after: dict[str, tuple[flo
     for what in SERVER_SERIES:
         total, count = (after[what][0] - before[what][0]), (after[what][1] - before[what][1])
         out[what] = {"n": int(count), "mean_ms": round(1000 * total / count, 2) if count else None}
+    out["cpu_s"] = round(after["cpu"][0] - before["cpu"][0], 2)
     return out
 
 
@@ -522,7 +526,8 @@ def main() -> int:
     parser.add_argument("--burst-separate", type=int, default=500, metavar="N",
                         help="then flip N objects' own schedules at once (0: skip)")
     parser.add_argument("--kubeconfig", type=Path, help="use a running cluster instead of starting one")
-    parser.add_argument("--workers", type=int, default=4, help="the controller's --workers")
+    parser.add_argument("--workers", type=int, default=CAPACITY_WORKERS,
+                        help="the controller's --workers (default: its own default)")
     parser.add_argument("--idle", type=float, default=20.0, metavar="S",
                         help="measure the settled controller's CPU over this long (0: skip)")
     parser.add_argument("--json", type=Path, help="also write the results here")

@@ -23,11 +23,14 @@ reports it (PolicyReports); this module is what the two share.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
+
+import msgspec
 
 from fivespot.api.kinds import scheduled_capacity as scap
 from fivespot.api.kinds.scheduled_capacity import api_group
@@ -68,6 +71,31 @@ class OutOfPolicy:
 
 
 PolicyObservation = WithinPolicy | OutOfPolicy | LookupFailed
+
+MAX_VERDICTS: Final = 100_000
+"""Verdicts kept (`PoliciesInForce.observe`); past this the memo starts over, so the entries of
+deleted objects cannot pile up."""
+
+VOLATILE: Final = frozenset({"resourceVersion", "managedFields"})
+"""Metadata the API server changes on every write (a status patch included) that no admission
+policy judging a create reads."""
+
+
+def created_form(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """What a create of stored `obj` would show an admission policy: the object without its
+    status (a create of a custom resource with a status subresource drops it) and without the
+    metadata every write changes (`VOLATILE`), so every version between two spec or metadata
+    changes is judged on the same input."""
+    meta = obj.get("metadata")
+    created = {key: value for key, value in obj.items() if key != "status"}
+    if isinstance(meta, Mapping):
+        created["metadata"] = {key: value for key, value in meta.items() if key not in VOLATILE}
+    return created
+
+
+def fingerprint(created: Mapping[str, Any]) -> bytes:
+    """A digest of a `created_form`: equal digests, equal inputs to the review."""
+    return hashlib.blake2b(msgspec.json.encode(created), digest_size=16).digest()
 
 
 def as_created(obj: Mapping[str, Any], namespace: str) -> dict[str, Any]:
@@ -182,6 +210,10 @@ class PoliciesInForce:
         self._params_revisions: tuple[Revisions, PolicySet] | None = None
         """The last answers by their informers' resourceVersions (`revisions`): asked on every
         reconcile, answered without listing and sorting the caches while nothing has changed."""
+        self._verdicts: dict[str, tuple[PolicySet, bytes, WithinPolicy | OutOfPolicy]] = {}
+        """uid -> the last verdict, with the policies and the `fingerprint` it was made on: a
+        reconcile after a status write, or an event of the object's target or schedule, judges
+        nothing again (the audit controller judges a whole namespace on every change of one)."""
         self._lock = threading.Lock()
 
     def _ours(self, on_change: EventHandler) -> EventHandler:
@@ -273,10 +305,23 @@ class PoliciesInForce:
             return policies
         meta = obj.get("metadata")
         namespace = str(meta.get("namespace", "")) if isinstance(meta, Mapping) else ""
+        uid = meta.get("uid") if isinstance(meta, Mapping) else None
+        created = created_form(obj)
+        digest = fingerprint(created)
+        if isinstance(uid, str) and uid:
+            with self._lock:
+                found = self._verdicts.get(uid)
+            if found is not None and found[0] is policies and found[1] == digest:
+                return found[2]
         try:
-            verdict = review(policies, as_created(obj, namespace))
+            verdict = review(policies, as_created(created, namespace))
         except NamespaceRequired as needed:  # a selector on namespace labels: not compiled so
             return LookupFailed(str(needed))
-        if verdict.allowed:
-            return WithinPolicy()
-        return OutOfPolicy(tuple(verdict.violations))
+        judged: WithinPolicy | OutOfPolicy = (WithinPolicy() if verdict.allowed
+                                              else OutOfPolicy(tuple(verdict.violations)))
+        if isinstance(uid, str) and uid:
+            with self._lock:
+                if len(self._verdicts) >= MAX_VERDICTS:
+                    self._verdicts.clear()
+                self._verdicts[uid] = (policies, digest, judged)
+        return judged

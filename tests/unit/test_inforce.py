@@ -152,12 +152,16 @@ class Stand:
     def __init__(self, admission: Any, policies: Watched, bindings: Watched) -> None:
         self.settings = type("S", (), {"bundle": type("B", (), {"admission": admission})})()
         self._informers = iter((policies, bindings))
+        self.params = Watched("params", list(admission.params))
 
     def informer(self, group: str, version: str, plural: str) -> Watched:
         return next(self._informers)
 
     def kind_watches(self, on_event: Any) -> Any:
-        return type("K", (), {"want": lambda self, group, kind: None})()
+        """Every params kind served, its cache holding the bundle's params."""
+        watched = type("W", (), {"informer": self.params, "last_error": None})()
+        return type("K", (), {"want": lambda self, group, kind: None,
+                              "get": lambda self, group, kind: watched})()
 
 
 @pytest.fixture
@@ -197,3 +201,74 @@ def test_an_informer_without_a_revision_is_listed_every_time(
     in_force_now.policies()
     in_force_now.policies()
     assert policies.lists == 2
+
+
+# --- each object's verdict memoised by what a create of it would show --------------------------
+
+
+def stored(namespace: str, *, version: str, phase: str = "Active", uid: str = "u1",
+           value: int = 2) -> dict[str, Any]:
+    obj = scap(namespace, value)
+    obj["metadata"].update({"uid": uid, "resourceVersion": version, "generation": 1,
+                            "managedFields": [{"manager": "m", "time": version}]})
+    obj["status"] = {"phase": phase}
+    return obj
+
+
+@pytest.fixture
+def reviews(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """Every review PoliciesInForce makes, by its request."""
+    from fivespot.controllers import inforce
+    seen: list[dict[str, Any]] = []
+    real = review
+
+    def counted(policies: Any, request: dict[str, Any]) -> Any:
+        seen.append(request)
+        return real(policies, request)
+
+    monkeypatch.setattr(inforce, "review", counted)
+    return seen
+
+
+def test_an_object_whose_status_alone_changed_is_not_judged_again(
+        live: tuple[Any, Watched, Watched], reviews: list[dict[str, Any]]) -> None:
+    from fivespot.controllers.inforce import WithinPolicy
+    in_force_now, _, _ = live
+    first = in_force_now.observe(stored("agents", version="5"))
+    again = in_force_now.observe(stored("agents", version="6", phase="HandingBack"))
+    assert isinstance(first, WithinPolicy) and again is first
+    assert len(reviews) == 1
+    assert "status" not in reviews[0]["object"], "a create of it would carry no status"
+    assert "resourceVersion" not in reviews[0]["object"]["metadata"]
+
+
+def test_an_object_whose_spec_or_metadata_changed_is_judged_again(
+        live: tuple[Any, Watched, Watched], reviews: list[dict[str, Any]]) -> None:
+    in_force_now, _, _ = live
+    in_force_now.observe(stored("agents", version="5", value=2))
+    in_force_now.observe(stored("agents", version="6", value=3))
+    labelled = stored("agents", version="7", value=3)
+    labelled["metadata"]["labels"] = {"team": "desk"}
+    in_force_now.observe(labelled)
+    assert len(reviews) == 3
+
+
+def test_an_object_is_judged_again_once_the_policies_in_force_change(
+        live: tuple[Any, Watched, Watched], bundle: tuple[Objects, Objects],
+        reviews: list[dict[str, Any]]) -> None:
+    from fivespot.controllers.inforce import OutOfPolicy, WithinPolicy
+    in_force_now, policies, _ = live
+    assert isinstance(in_force_now.observe(stored("agents", version="5")), WithinPolicy)
+    policies.objects = [tenancy_for(bundle[0], ["desk"]) if o["metadata"]["name"] == rules.TENANCY
+                        else o for o in policies.objects]
+    policies.resource_version = "11"
+    assert isinstance(in_force_now.observe(stored("agents", version="5")), OutOfPolicy)
+    assert len(reviews) == 2
+
+
+def test_another_object_of_the_same_spec_is_judged_on_its_own(
+        live: tuple[Any, Watched, Watched], reviews: list[dict[str, Any]]) -> None:
+    in_force_now, _, _ = live
+    in_force_now.observe(stored("agents", version="5", uid="u1"))
+    in_force_now.observe(stored("agents", version="5", uid="u2"))
+    assert len(reviews) == 2

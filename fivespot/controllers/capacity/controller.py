@@ -86,7 +86,6 @@ from fivespot.controllers.capacity.observations import (
     field_owner,
     observe_machines,
     observe_target,
-    parse_status,
 )
 from fivespot.controllers.capacity.patches import status_patch, target_patch
 from fivespot.runtime import kube, metrics
@@ -417,7 +416,7 @@ class CapacityReconciler:
         meta = _mapping(obj.get("metadata"))
         spec = self._specs.parse(key, obj)
         raw_status = obj.get("status") if isinstance(obj.get("status"), Mapping) else None
-        prior = held.status if held is not None else parse_status(raw_status)
+        prior = held.status if held is not None else self._specs.status(key, obj)
         entry = None
         schedule: ScheduleObservation = LookupFailed("not read: the spec is refused")
         target: TargetObservation = TargetNotFound()

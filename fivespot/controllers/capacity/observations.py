@@ -128,10 +128,15 @@ class SpecMemo:
     counts every change of a custom resource's spec in its generation, so a reconcile after a
     status write, or an event of its target or schedule, parses nothing. An object without a uid
     or generation is parsed every time. Reconciles of one key never run at once (the workqueue),
-    so one key's entry has one writer."""
+    so one key's entry has one writer.
+
+    The prior status is kept the same way per (uid, resourceVersion): a version of an object
+    never changes, so the reconcile of a target's or a schedule's event parses no status either
+    (`status`)."""
 
     def __init__(self) -> None:
         self._parsed: dict[str, tuple[str, int, ScheduledCapacitySpec | InvalidSpec]] = {}
+        self._statuses: dict[str, tuple[str, str, ScheduledCapacityStatus | None]] = {}
 
     def parse(self, key: str, obj: Mapping[str, Any]) -> ScheduledCapacitySpec | InvalidSpec:
         """`parse_spec` of `obj`'s spec, from the last parse of the same uid and generation."""
@@ -148,9 +153,25 @@ class SpecMemo:
         self._parsed[key] = (uid, generation, spec)
         return spec
 
+    def status(self, key: str, obj: Mapping[str, Any]) -> ScheduledCapacityStatus | None:
+        """`parse_status` of `obj`'s status, from the last parse of the same uid and
+        resourceVersion."""
+        meta = obj.get("metadata")
+        uid = meta.get("uid") if isinstance(meta, Mapping) else None
+        version = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
+        if not isinstance(uid, str) or not uid or not isinstance(version, str) or not version:
+            return parse_status(obj.get("status"))
+        found = self._statuses.get(key)
+        if found is not None and found[0] == uid and found[1] == version:
+            return found[2]
+        status = parse_status(obj.get("status"))
+        self._statuses[key] = (uid, version, status)
+        return status
+
     def forget(self, key: str) -> None:
         """The object is gone."""
         self._parsed.pop(key, None)
+        self._statuses.pop(key, None)
 
 
 def parse_status(raw: object) -> ScheduledCapacityStatus | None:

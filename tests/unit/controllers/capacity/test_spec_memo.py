@@ -71,3 +71,52 @@ def test_an_invalid_spec_is_kept_as_invalid_for_its_generation() -> None:
     found = memo.parse("trading/desk", bad)
     assert isinstance(found, InvalidSpec) and found.errors
     assert memo.parse("trading/desk", bad) is found
+
+
+def with_status(uid: str | None, version: str | None, phase: str) -> dict[str, Any]:
+    obj = scap(uid, 1)
+    if version is not None:
+        obj["metadata"]["resourceVersion"] = version
+    obj["status"] = {"phase": phase}
+    return obj
+
+
+def test_the_same_uid_and_resource_version_parses_its_status_once() -> None:
+    memo = SpecMemo()
+    first = memo.status("trading/desk", with_status("u1", "41", "Active"))
+    assert first is not None and first.phase.value == "Active"
+    assert memo.status("trading/desk", with_status("u1", "41", "Active")) is first
+
+
+def test_a_new_resource_version_parses_its_status_again() -> None:
+    memo = SpecMemo()
+    memo.status("trading/desk", with_status("u1", "41", "Active"))
+    found = memo.status("trading/desk", with_status("u1", "42", "HandingBack"))
+    assert found is not None and found.phase.value == "HandingBack"
+
+
+def test_a_recreated_or_forgotten_object_parses_its_status_again() -> None:
+    memo = SpecMemo()
+    first = memo.status("trading/desk", with_status("u1", "41", "Active"))
+    recreated = memo.status("trading/desk", with_status("u2", "41", "Inactive"))
+    assert recreated is not None and recreated.phase.value == "Inactive"
+    memo.forget("trading/desk")
+    assert memo.status("trading/desk", with_status("u1", "41", "Active")) is not first
+
+
+@pytest.mark.parametrize("uid, version", [(None, "41"), ("u1", None), ("", "41"), ("u1", "")])
+def test_an_object_without_a_uid_or_resource_version_parses_its_status_every_time(
+        uid: str | None, version: str | None) -> None:
+    memo = SpecMemo()
+    first = memo.status("trading/desk", with_status(uid, version, "Active"))
+    assert memo.status("trading/desk", with_status(uid, version, "Active")) is not first
+
+
+def test_an_absent_or_unreadable_status_is_none() -> None:
+    memo = SpecMemo()
+    obj = scap("u1", 1)
+    obj["metadata"]["resourceVersion"] = "41"
+    assert memo.status("trading/desk", obj) is None
+    obj["status"] = {"phase": "NoSuchPhase"}
+    obj["metadata"]["resourceVersion"] = "42"
+    assert memo.status("trading/desk", obj) is None
