@@ -12,11 +12,11 @@ second flips nothing.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from pydantic import ValidationError
 
@@ -135,43 +135,50 @@ class SpecMemo:
     (`status`)."""
 
     def __init__(self) -> None:
-        self._parsed: dict[str, tuple[str, int, ScheduledCapacitySpec | InvalidSpec]] = {}
-        self._statuses: dict[str, tuple[str, str, ScheduledCapacityStatus | None]] = {}
+        self._parsed: dict[str, tuple[str, object, ScheduledCapacitySpec | InvalidSpec]] = {}
+        self._statuses: dict[str, tuple[str, object, ScheduledCapacityStatus | None]] = {}
 
     def parse(self, key: str, obj: Mapping[str, Any]) -> ScheduledCapacitySpec | InvalidSpec:
         """`parse_spec` of `obj`'s spec, from the last parse of the same uid and generation."""
-        meta = obj.get("metadata")
-        uid = meta.get("uid") if isinstance(meta, Mapping) else None
-        generation = meta.get("generation") if isinstance(meta, Mapping) else None
-        if not isinstance(uid, str) or not uid or not isinstance(generation, int) \
-                or isinstance(generation, bool) or generation <= 0:
-            return parse_spec(obj.get("spec"))
-        found = self._parsed.get(key)
-        if found is not None and found[0] == uid and found[1] == generation:
-            return found[2]
-        spec = parse_spec(obj.get("spec"))
-        self._parsed[key] = (uid, generation, spec)
-        return spec
+        generation = _meta(obj).get("generation")
+        usable = isinstance(generation, int) and not isinstance(generation, bool) and generation > 0
+        return _kept(self._parsed, key, obj, generation if usable else None,
+                     lambda: parse_spec(obj.get("spec")))
 
     def status(self, key: str, obj: Mapping[str, Any]) -> ScheduledCapacityStatus | None:
         """`parse_status` of `obj`'s status, from the last parse of the same uid and
         resourceVersion."""
-        meta = obj.get("metadata")
-        uid = meta.get("uid") if isinstance(meta, Mapping) else None
-        version = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
-        if not isinstance(uid, str) or not uid or not isinstance(version, str) or not version:
-            return parse_status(obj.get("status"))
-        found = self._statuses.get(key)
-        if found is not None and found[0] == uid and found[1] == version:
-            return found[2]
-        status = parse_status(obj.get("status"))
-        self._statuses[key] = (uid, version, status)
-        return status
+        version = _meta(obj).get("resourceVersion")
+        return _kept(self._statuses, key, obj, version if isinstance(version, str) and version
+                     else None, lambda: parse_status(obj.get("status")))
 
     def forget(self, key: str) -> None:
         """The object is gone."""
         self._parsed.pop(key, None)
         self._statuses.pop(key, None)
+
+
+Parsed = TypeVar("Parsed")
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def _kept(store: dict[str, tuple[str, object, Parsed]], key: str, obj: Mapping[str, Any],
+          version: object, parse: Callable[[], Parsed]) -> Parsed:
+    """`parse()`, or what it gave for the same uid and `version` of `key` (None: no usable
+    version, parsed every time)."""
+    uid = _meta(obj).get("uid")
+    if not isinstance(uid, str) or not uid or version is None:
+        return parse()
+    found = store.get(key)
+    if found is not None and found[0] == uid and found[1] == version:
+        return found[2]
+    parsed = parse()
+    store[key] = (uid, version, parsed)
+    return parsed
 
 
 def parse_status(raw: object) -> ScheduledCapacityStatus | None:
