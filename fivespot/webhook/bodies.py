@@ -56,6 +56,7 @@ BODY_LIMITS: Final = {
     TARGET_GUARD: BodyLimit(CONSUMER_REVIEW_BYTES, CONSUMER_REVIEW_VALUES),
 }
 assert set(BODY_LIMITS) == set(CHECKS)
+
 OTHER: Final = BodyLimit(OTHER_BYTES, OTHER_BYTES)
 
 
@@ -65,6 +66,17 @@ def check_of(path: str) -> str | None:
         return None
     name = path[len(VALIDATE_PREFIX):]
     return name if name in BODY_LIMITS else None
+
+
+WAITS_ON_THE_API_SERVER: Final = frozenset({FIELD_GOVERNANCE})
+"""The checks that may read the API server while deciding (field governance: the namespace's
+autoscalers, and a rival before a denial): served off the event loop
+(`fivespot.webhook.connections.WSGIGateway.waits`)."""
+
+
+def waits(path: str) -> bool:
+    """Whether the check at `path` may wait on the API server."""
+    return check_of(path) in WAITS_ON_THE_API_SERVER
 
 
 def body_limit(path: str) -> BodyLimit:

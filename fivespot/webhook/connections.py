@@ -21,7 +21,11 @@ until a whole request has arrived:
   lengths) is rejected by the parser with a 400.
 - **Only complete requests reach the app.** `WSGIGateway` reads the whole body on the loop and
   only then calls the WSGI app (Flask; the environ built by a2wsgi), on the loop itself: what it
-  does is pure CPU work with no I/O to wait on, so no client can hold it.
+  does is pure CPU work with no I/O to wait on, so no client can hold it. The one exception is a
+  check that may read the API server (field governance lists a namespace's autoscalers and
+  re-reads a rival before a denial, decision 0029): its paths (`waits`) are called on a thread
+  of their own pool (`WAITING_THREADS`), so a burst of ScheduledCapacity creates never holds the
+  loop, nor the target guard's reviews of the capacity controller's writes behind it.
 - **Per-path body limits** (`BodyLimit`, the check's own: `fivespot.webhook.bodies`): a size, applied to
   the declared length before a byte of the body is buffered and to a chunked body as it
   arrives, and a count of JSON values, checked before the body is parsed. Parsing costs per
@@ -61,6 +65,7 @@ import ssl
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from email.utils import formatdate
 from types import FrameType
@@ -89,6 +94,9 @@ SMALL_BODY_BYTES: Final = 64 * 1024
 """Bodies up to this size are parsed in a few milliseconds and never wait for a large-body slot."""
 LARGE_BODIES: Final = 4
 """Large bodies received or parsed at once: 4 x 7 MiB buffered, one parse's objects alive."""
+WAITING_THREADS: Final = 4
+"""Reviews that wait on the API server at once (`WSGIGateway.waits`); more queue for a thread,
+never for the loop."""
 PROBE_PATHS: Final = frozenset({"/healthz", "/readyz"})
 """What a caller without an accepted client certificate may still GET: the kubelet's probes,
 which present none."""
@@ -298,11 +306,17 @@ class WSGIGateway:
 
     def __init__(self, app: WSGIApp, limits: ConnectionLimits,
                  body_limit: Callable[[str], BodyLimit] | None = None,
-                 on_refused: RefusalObserver | None = None) -> None:
+                 on_refused: RefusalObserver | None = None,
+                 waits: Callable[[str], bool] | None = None) -> None:
         self.app, self.limits, self.on_refused = app, limits, on_refused
         self.body_limit = body_limit or (
             lambda _path: BodyLimit(limits.max_body_bytes, limits.max_body_bytes))
         self.large = LargeBodies(limits.large_bodies)
+        self.waits = waits or (lambda _path: False)
+        """Whether a path's check may wait on the API server (a read it cannot take from a
+        cache): its app call runs on a thread of `waiting`, so the loop keeps serving every
+        other review meanwhile."""
+        self._waiting: ThreadPoolExecutor | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -360,7 +374,7 @@ class WSGIGateway:
                                    drain=False)
                 return
             answer = await self._parse_in_turn(scope, bytes(body)) if large else \
-                self._call(scope, bytes(body))
+                await self._decide(scope, bytes(body))
         finally:
             if taken:
                 self.large.give()
@@ -380,9 +394,20 @@ class WSGIGateway:
         except TimeoutError:
             return None
         try:
-            return self._call(scope, body)
+            return await self._decide(scope, body)
         finally:
             self.large.parsing.release()
+
+    async def _decide(self, scope: Scope, body: bytes
+                      ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        """The app's answer: on the loop (pure CPU work), or on a thread of `waiting` when the
+        path's check may wait on the API server."""
+        if not self.waits(str(scope.get("path", ""))):
+            return self._call(scope, body)
+        if self._waiting is None:  # made in the worker, after the fork
+            self._waiting = ThreadPoolExecutor(WAITING_THREADS, thread_name_prefix="webhook-reads")
+        return await asyncio.get_running_loop().run_in_executor(
+            self._waiting, self._call_app, scope, body)
 
     def _call(self, scope: Scope, body: bytes) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
         # No cyclic collection while a request is decided: a hostile body makes `json` build

@@ -47,7 +47,7 @@ from fivespot.runtime.kube import ApiClient, ApiError, load_client
 from fivespot.runtime.processes import die_with_parent
 from fivespot.webhook import metrics as prometheus
 from fivespot.webhook.app import Runtime, create_app, utcnow
-from fivespot.webhook.bodies import body_limit, check_label
+from fivespot.webhook.bodies import body_limit, check_label, waits
 from fivespot.webhook.bundle import WebhookBundle, load_bundle
 from fivespot.webhook.caches import (
     AutoscalersNow,
@@ -333,7 +333,7 @@ class GunicornApplication(BaseApplication):  # type: ignore[misc]
             sys.exit(1)
 
     def load(self) -> Any:
-        app = WSGIGateway(self.factory(), self.limits, body_limit, self.on_refused)
+        app = WSGIGateway(self.factory(), self.limits, body_limit, self.on_refused, waits)
         # Everything built so far (imports, bundle, compiled policies, the app) lives as long as
         # the worker: move it out of the collector's generations, so a full collection scans
         # only what requests allocate and stays short.

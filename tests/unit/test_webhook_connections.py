@@ -288,3 +288,64 @@ def test_an_idle_webhook_master_wakes_every_five_seconds(monkeypatch: pytest.Mon
     arbiter = QuietArbiter.__new__(QuietArbiter)
     assert arbiter.wait_for_signals(timeout=1.0) == []
     assert asked == [5.0]
+
+
+class Waiting:
+    """A WSGI app whose field-governance reviews wait (as on the API server) until released; any
+    other review is answered at once. `order` is when each finished."""
+
+    def __init__(self) -> None:
+        import threading
+        self.release = threading.Event()
+        self.order: list[str] = []
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        path = environ["PATH_INFO"]
+        if path.endswith("/field-governance"):
+            self.release.wait(2.0)
+        self.order.append(path)
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"ok"]
+
+
+def test_a_review_that_waits_on_the_api_server_does_not_hold_the_other_reviews() -> None:
+    from fivespot.webhook.bodies import waits
+    app = Waiting()
+    gateway = WSGIGateway(app, LIMITS, waits=waits)
+
+    async def one(path: str, sent: list[Message]) -> None:
+        async def receive() -> dict[str, Any]:
+            return body(b"{}")
+
+        async def send(message: Message) -> None:
+            sent.append(message)
+
+        scope = {"type": "http", "path": path, "headers": [(b"content-length", b"2")],
+                 "method": "POST", "query_string": b"", "http_version": "1.1", "scheme": "https",
+                 "root_path": "", "extensions": {GATE_EXTENSION: None}}
+        await gateway(scope, receive, send)
+
+    async def both() -> tuple[list[Message], list[Message]]:
+        slow: list[Message] = []
+        fast: list[Message] = []
+        waiting = asyncio.create_task(one("/validate/field-governance", slow))
+        await asyncio.sleep(0.05)  # the field-governance review is waiting on its thread
+        await asyncio.wait_for(one("/validate/target-guard", fast), 1.0)
+        assert not slow, "still waiting"
+        app.release.set()
+        await asyncio.wait_for(waiting, 2.0)
+        return slow, fast
+
+    slow, fast = asyncio.run(both())
+    assert app.order == ["/validate/target-guard", "/validate/field-governance"]
+    assert slow[0]["status"] == fast[0]["status"] == 200 and slow[1]["body"] == b"ok"
+
+
+@pytest.mark.parametrize(("path", "waiting"), [
+    ("/validate/field-governance", True), ("/validate/target-guard", False),
+    ("/validate/host-governance", False), ("/validate/vap-polyfill", False),
+    ("/validate/nothing", False), ("/healthz", False)])
+def test_only_the_checks_that_read_the_api_server_are_served_off_the_loop(
+        path: str, waiting: bool) -> None:
+    from fivespot.webhook.bodies import waits
+    assert waits(path) is waiting
