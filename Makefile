@@ -29,7 +29,7 @@ VERSION_TESTS := tests/integration/test_kubernetes_versions.py \
 CLUSTER_DIR := .cluster
 EXAMPLE := examples/agent-sandbox
 
-.PHONY: soak-governance install run test unit-then-lowest unit integration test-lowest typecheck imports controlplane engines engines-then-peers cluster cluster-down clean golden demo bench bench-compile bench-check bench-webhook bench-capacity bench-providers bench-market-open bench-peers peers bench-composite bench-deploy bench-gitops bench-audit bench-informers bench-faults image image-lock reference kind
+.PHONY: soak-governance install run test unit-then-lowest unit integration test-lowest typecheck imports controlplane engines engines-then-peers cluster cluster-down clean golden demo bench bench-compile bench-check bench-webhook bench-webhook-creates bench-capacity bench-providers bench-market-open bench-peers peers bench-composite bench-deploy bench-gitops bench-audit bench-informers bench-faults image image-lock reference kind
 
 .PHONY: controlplane-versions test-versions docs test-docs
 
@@ -181,6 +181,10 @@ bench-check: install controlplane
 
 bench-webhook: install controlplane
 	$(BIN)/python bench/webhook/run.py
+
+# A burst of ScheduledCapacity creates through the webhook, the target guard's writes meanwhile.
+bench-webhook-creates: install controlplane
+	$(BIN)/python bench/webhook/creates.py
 
 soak-governance: install controlplane
 	FIVESPOT_SOAK_TRIALS=1000 $(BIN)/python -m pytest -m integration -q -s tests/integration/test_capacity_governance.py -k under_load
