@@ -452,12 +452,15 @@ def test_no_sequence_of_events_gives_a_conflicted_host_the_active_value(
             world.value = decision.write
         status = decision.status
 
-    # Recovery is automatic: once the conflict and every override are gone and the schedule is
-    # open, the next reconciles write the active value and report Active.
+    # Recovery is automatic: once the conflict and every override are gone, the schedule is
+    # open and any repair back-off has run out (a field rewritten more than IMMEDIATE_REPAIRS
+    # times is repaired again only after it, decision 0029), the next reconciles write the
+    # active value and report Active.
     world.machines.clear()
     world.schedule = Resolved(True)
     world.target_exists = True
     world.spec = {**world.spec, "enabled": True, "killSwitch": False}
+    world.now += contest.BACKOFF_CAP
     for _ in range(2):
         decision = decide(observe(world, None, status))
         if decision.write is not None:
