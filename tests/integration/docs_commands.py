@@ -113,6 +113,16 @@ def unmatched(expected: list[str], output: str) -> list[str]:
     return []
 
 
+def as_a_terminal() -> None:
+    """A block left running gets Ctrl-C as a terminal's shell would: with SIGINT at its default.
+    A process started in the background by a non-interactive shell (a CI script's `cmd &`,
+    `nohup`) has SIGINT ignored, and every child inherits that through exec; bash cannot trap a
+    signal ignored on entry, so a page's `trap ... INT` would never run. Exec resets a handled
+    signal to its default, so handling it here is enough."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 class Background:
     """A block left running in a terminal of its own; its output is collected line by line."""
 
@@ -193,6 +203,7 @@ class Session:
             return
         word = block.waits_for
         if word is not None:
+            as_a_terminal()
             process = subprocess.Popen(
                 ["bash", "-c", self.script(block.code, keep_state=False)], env=self.environment(),
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
