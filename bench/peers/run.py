@@ -74,7 +74,7 @@ from typing import Any, Final
 ROOT: Final = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from fivespot.controllers.cli import CAPACITY_WORKERS as CONTROLLER_DEFAULTS  # noqa: E402
+from fivespot.controllers.cli import CAPACITY_WORKERS  # noqa: E402  (the bare client's threads)
 from fivespot.devcluster.dev import DevSession  # noqa: E402
 from fivespot.devcluster.kubectl import apply, wait_established  # noqa: E402
 from fivespot.devcluster.peers import PeerProcess as Peer, cluster_admin, ensure_peers, peer_processes  # noqa: E402
@@ -95,8 +95,6 @@ DOWNTIME: Final = "downscaler/downtime"
 FIVESPOT_CONTROLLERS: Final = ("fivespot-capacity-controller", "fivespot-provider-capital-markets",
                                "fivespot-audit-controller")
 """What the outage kills of fivespot: its controllers (the webhook is a separate Deployment)."""
-CAPACITY_WORKERS: Final = CONTROLLER_DEFAULTS
-"""The capacity controller's default --workers (`fivespot.controllers.cli`): the bare client's threads."""
 OUTAGE_BEFORE_S: Final = 20.0
 OUTAGE_AFTER_S: Final = 70.0
 RIGHT_AFTER_S: Final = 60.0

@@ -307,8 +307,8 @@ class PoliciesInForce:
         namespace = str(meta.get("namespace", "")) if isinstance(meta, Mapping) else ""
         uid = meta.get("uid") if isinstance(meta, Mapping) else None
         created = created_form(obj)
-        digest = fingerprint(created)
-        if isinstance(uid, str) and uid:
+        digest = fingerprint(created) if isinstance(uid, str) and uid else None
+        if digest is not None:
             with self._lock:
                 found = self._verdicts.get(uid)
             if found is not None and found[0] is policies and found[1] == digest:
@@ -319,7 +319,7 @@ class PoliciesInForce:
             return LookupFailed(str(needed))
         judged: WithinPolicy | OutOfPolicy = (WithinPolicy() if verdict.allowed
                                               else OutOfPolicy(tuple(verdict.violations)))
-        if isinstance(uid, str) and uid:
+        if digest is not None:
             with self._lock:
                 if len(self._verdicts) >= MAX_VERDICTS:
                     self._verdicts.clear()
