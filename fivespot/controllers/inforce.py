@@ -305,9 +305,10 @@ class PoliciesInForce:
             return policies
         meta = obj.get("metadata")
         namespace = str(meta.get("namespace", "")) if isinstance(meta, Mapping) else ""
-        uid = meta.get("uid") if isinstance(meta, Mapping) else None
+        found_uid = meta.get("uid") if isinstance(meta, Mapping) else None
+        uid = found_uid if isinstance(found_uid, str) else ""
         created = created_form(obj)
-        digest = fingerprint(created) if isinstance(uid, str) and uid else None
+        digest = fingerprint(created) if uid else None
         if digest is not None:
             with self._lock:
                 found = self._verdicts.get(uid)
