@@ -67,6 +67,10 @@ def add_runtime_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--solo-lease-duration", type=float, default=120.0, metavar="S",
                         help="the lease a holder writes while no standby replica has announced "
                              "itself (renewed at the same fraction; 0: always --lease-duration)")
+    parser.add_argument("--idle-release", type=float, default=Timing.idle_release_s, metavar="S",
+                        help="a holder no standby replica has announced itself to releases its "
+                             "lease after S seconds without a write and takes it again before "
+                             "its next write (0: keep it and renew it)")
     parser.add_argument("--resync", type=float, default=DEFAULT_RESYNC_S, metavar="S",
                         help="slow periodic resync of every cached object, the backstop for a "
                              "missed reaction (each period drawn between S and 1.25 S; 0: none)")
@@ -89,7 +93,8 @@ def runtime_inputs(args: argparse.Namespace) -> tuple[Bundle, Partitions, Timing
     partitions = partitions_from(args, bundle)
     timing = Timing(lease_duration_s=args.lease_duration, renew_deadline_s=args.renew_deadline,
                     retry_period_s=args.retry_period, renew_every_s=args.renew_every,
-                    solo_lease_duration_s=args.solo_lease_duration or None)
+                    solo_lease_duration_s=args.solo_lease_duration or None,
+                    idle_release_s=args.idle_release or None)
     if args.workers < 1:
         raise ValueError("--workers must be at least 1")
     return bundle, partitions, timing

@@ -38,6 +38,13 @@ The decision is the pure function `decide(view, me, now, held, timing, renewed_a
   resourceVersion), so a request to a dead holder cannot keep its lease alive.
 - Graceful shutdown stops acting first, then releases each held lease (holder cleared), so a
   peer takes over after `spread` instead of a whole lease duration.
+- A lone holder rests (decision 0043): once no standby has announced itself and it has sent no
+  write for `idle_release_s`, it releases its lease (holder cleared) and leads on without one —
+  its informers, queue and timers run, it decides, but it writes nothing. Its next write takes
+  the lease again first (`writing`), so no write is ever sent without a held lease; a write in
+  flight keeps it from resting. A replica that takes the free lease meanwhile leads from then
+  on: the resting one hears it through its watch (or finds it when it tries to take the lease
+  back) and stops leading, as any holder that lost its lease does.
 """
 
 from __future__ import annotations
@@ -49,7 +56,8 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
@@ -109,6 +117,10 @@ class Timing:
     solo_lease_duration_s: float | None = 120.0
     """The lease a holder writes while no standby has announced itself (None: always
     `lease_duration_s`); the renew cadence and deadline scale with it."""
+    idle_release_s: float | None = 10.0
+    """A holder no standby has announced itself to releases its lease once it has sent no write
+    for this long and leads on at rest, taking the lease again before its next write (None: it
+    keeps the lease and renews it)."""
 
     def __post_init__(self) -> None:
         if not 0 < self.retry_period_s < self.renew_deadline_s < self.lease_duration_s:
@@ -119,6 +131,8 @@ class Timing:
             raise ValueError("need retry_period <= renew_every < renew_deadline")
         if self.solo_lease_duration_s is not None and self.solo_lease_duration_s < self.lease_duration_s:
             raise ValueError("need solo_lease_duration >= lease_duration")
+        if self.idle_release_s is not None and self.idle_release_s <= 0:
+            raise ValueError("need idle_release > 0 (None: never)")
 
     @property
     def renew_interval_s(self) -> float:
@@ -150,6 +164,20 @@ def lease_to_write(timing: Timing, peer_seen_at: float | None, now: float) -> fl
     if solo is None or (peer_seen_at is not None and now < peer_seen_at + solo):
         return timing.lease_duration_s
     return solo
+
+
+def rest_from(timing: Timing, active_at: float | None, peer_seen_at: float | None,
+              in_flight: int) -> float | None:
+    """When a holder may let its lease go and lead on at rest, if no write comes first (None:
+    not while resting is off, a write is in flight, or the lease was never taken):
+    `idle_release_s` after its last write (or after it took the lease), and no sooner than a
+    solo lease after a standby last announced itself (a standby would take the free lease)."""
+    if timing.idle_release_s is None or in_flight or active_at is None:
+        return None
+    at = active_at + timing.idle_release_s
+    if peer_seen_at is not None:
+        at = max(at, peer_seen_at + (timing.solo_lease_duration_s or timing.lease_duration_s))
+    return at
 
 
 def should_announce(view: LeaseView, me: str, now: float, timing: Timing,
@@ -341,6 +369,13 @@ class _State:
     """As standby: when I last announced myself (local monotonic)."""
     reread: bool = False
     """The lease's watch saw a change that matters: read it before the next decision."""
+    resting: bool = False
+    """Leading with the lease released, nothing being written (`rest_from`): the next write takes
+    the lease again first."""
+    active_at: float | None = None
+    """When a write last ended or began, or the lease was last taken (local monotonic)."""
+    in_flight: int = 0
+    """Writes between their permission and their answer (`writing`)."""
 
 
 Callback = Callable[[str], None]
@@ -385,6 +420,8 @@ class LeaderElector:
         self._lock = threading.Lock()
         self._campaign = threading.Lock()
         self._states = {p: _State() for p in self.leases}
+        self._taking = {p: threading.Lock() for p in self.leases}
+        """Per partition: one rest or one retake of its lease at a time."""
         self._stop = threading.Event()
         self._wakes = {p: threading.Event() for p in self.leases}
         self._threads: list[threading.Thread] = []
@@ -423,29 +460,57 @@ class LeaderElector:
         for partition in sorted(self.leases):
             with self._lock:
                 state = self._states[partition]
-                was_leading = state.renewed_at is not None
-                state.renewed_at = None
+                was_leading, held = state.renewed_at is not None or state.resting, \
+                    state.renewed_at is not None
+                state.renewed_at, state.resting = None, False
             if was_leading:
                 self._stopped(partition, "shutting down")
-                if release:
+                if release and held:
                     self._release(partition, state)
 
     def is_leading(self, partition: str) -> bool:
-        """May this replica write for `partition` now? Check right before every write."""
+        """May this replica act for `partition` now (resting included: it decides, and a write
+        goes through `writing`, which takes the lease again first)?"""
         with self._lock:
             state = self._states.get(partition)
-            renewed = state.renewed_at if state is not None and not state.draining else None
-            lease_s = state.lease_s if state is not None else None
-        return is_leading(renewed, self._clock.monotonic(), self.timing, lease_s)
+            return state is not None and self._acting(state, self._clock.monotonic())
 
     def holds(self, partition: str) -> bool:
         """Does this replica still hold `partition`'s lease (leading, or handing it back with
         in-flight work finishing)? For that work only: new work checks `is_leading`."""
         with self._lock:
             state = self._states.get(partition)
-            renewed = state.renewed_at if state is not None else None
-            lease_s = state.lease_s if state is not None else None
-        return is_leading(renewed, self._clock.monotonic(), self.timing, lease_s)
+            return state is not None and self._acting(state, self._clock.monotonic(),
+                                                      draining=True)
+
+    def _acting(self, state: _State, now: float, draining: bool = False) -> bool:
+        """Leading (`draining`: or handing back with work finishing), or resting. Under `_lock`."""
+        if state.resting:
+            return True
+        if state.draining and not draining:
+            return False
+        return is_leading(state.renewed_at, now, self.timing, state.lease_s)
+
+    @contextmanager
+    def writing(self, partition: str, held: bool = False) -> Iterator[bool]:
+        """Around one write for `partition`: whether it may be sent (`is_leading`; `held`:
+        `holds`), a resting lease taken again first; the write counts as in flight until the
+        block ends, so the lease is not let go under it."""
+        with self._lock:
+            state = self._states.get(partition)
+            if state is not None:
+                state.in_flight += 1
+                state.active_at = self._clock.monotonic()
+            resting = state is not None and state.resting
+        try:
+            if resting:
+                self._retake(partition)
+            yield self.holds(partition) if held else self.is_leading(partition)
+        finally:
+            if state is not None:
+                with self._lock:
+                    state.in_flight -= 1
+                    state.active_at = self._clock.monotonic()
 
     def leading(self) -> frozenset[str]:
         return frozenset(p for p in self.leases if self.is_leading(p))
@@ -457,16 +522,14 @@ class LeaderElector:
         now = self._clock.monotonic()
         with self._lock:
             views = {p: s.view for p, s in self._states.items() if s.view is not None}
-            leading = frozenset(p for p, s in self._states.items()
-                                if not s.draining
-                                and is_leading(s.renewed_at, now, self.timing, s.lease_s))
+            leading = frozenset(p for p, s in self._states.items() if self._acting(s, now))
         return views, leading
 
     def _held_except(self, partition: str) -> int:
         now = self._clock.monotonic()
         with self._lock:
             return sum(1 for p, s in self._states.items()
-                       if p != partition and is_leading(s.renewed_at, now, self.timing, s.lease_s))
+                       if p != partition and self._acting(s, now, draining=True))
 
     def _run(self, partition: str) -> None:
         while not self._stop.is_set():
@@ -515,6 +578,8 @@ class LeaderElector:
         if state.view is None or state.reread or (
                 state.renewed_at is None and not self._watched(partition)):
             state = self._read(partition)
+        if state.resting:
+            return self._step_resting(partition, state)
         now = self._clock.monotonic()
         assert state.view is not None
         verdict = decide(state.view, self.identity, now, self._held_except(partition),
@@ -551,11 +616,97 @@ class LeaderElector:
             self._stopped(partition, verdict.reason)
             return 0.0
         now = self._clock.monotonic()
+        if verdict.action is Action.HOLD and self.timing.idle_release_s is not None:
+            if self._rest(partition):
+                return self._step_resting(partition, replace(self._states[partition]))
+            with self._lock:
+                current = self._states[partition]
+                rest_at = rest_from(self.timing, current.active_at, current.peer_seen_at,
+                                    current.in_flight)
+            if rest_at is not None and now < rest_at < verdict.at:
+                return rest_at - now  # look again when the lease may be let go
         if verdict.action is Action.STAND_BY and verdict.until is not None and self._watched(partition):
             # the watch keeps the view and wakes me on any change; look again at the latest once
             # a lease duration (announcements, requests)
             return min(verdict.until, now + self.timing.lease_duration_s) - now
         return verdict.at - now
+
+    def _rest(self, partition: str) -> bool:
+        """Let the lease go and lead on at rest, when `rest_from` says so; True when resting now. The
+        state turns resting before the release is sent, so a write arriving meanwhile waits for
+        the release (`_taking`) and then takes the lease again."""
+        with self._taking[partition]:
+            with self._lock:
+                state = self._states[partition]
+                now = self._clock.monotonic()
+                at = rest_from(self.timing, state.active_at, state.peer_seen_at, state.in_flight)
+                if state.draining or at is None or now < at \
+                        or not is_leading(state.renewed_at, now, self.timing, state.lease_s):
+                    return False
+                held = replace(state)
+                state.resting, state.renewed_at, state.lease_s = True, None, None
+            answer = self._release(partition, held, retry=False)
+            if answer is None:  # not released (a request or announcement landed): hold on
+                with self._lock:
+                    state = self._states[partition]
+                    state.resting, state.renewed_at, state.lease_s = False, held.renewed_at, held.lease_s
+                    state.reread = True
+                return False
+            self._observed(partition, answer, self._clock.monotonic())
+            log.info("resting: released the lease while nothing is written",
+                     extra={"partition": partition, "identity": self.identity})
+            return True
+
+    def _retake(self, partition: str) -> None:
+        """Take a resting lease again before a write; if another replica took it meanwhile,
+        stop leading the partition (the write is not sent)."""
+        with self._taking[partition]:
+            with self._lock:
+                state = replace(self._states[partition])
+            if not state.resting:
+                return
+            taken = False
+            for attempt in range(2):
+                view = state.view
+                if view is not None and view.exists and view.holder not in (None, self.identity):
+                    break
+                if view is not None and (state.raw is not None or not view.exists):
+                    taken = self._write(partition, state, acquire=True, reason="a write is due",
+                                        retake=True)
+                    if taken:
+                        break
+                state = self._read(partition)
+            self._end_rest(partition, taken, state)
+
+    def _end_rest(self, partition: str, taken: bool, state: _State) -> None:
+        """Resting ends: with the lease taken again, or lost to the replica named on it."""
+        with self._lock:
+            current = self._states[partition]
+            if not current.resting:
+                return
+            current.resting = False
+            if taken:
+                current.active_at = self._clock.monotonic()
+        if taken:
+            log.info("took the lease again for a write", extra={"partition": partition,
+                                                               "identity": self.identity})
+        else:
+            holder = state.view.holder if state.view is not None else None
+            self._stopped(partition, f"{holder or 'another replica'} took the lease while this "
+                                     "replica rested")
+        self._wakes[partition].set()
+
+    def _step_resting(self, partition: str, state: _State) -> float:
+        """While resting: nothing is written; a lease another replica took ends the rest. The
+        watch wakes the loop on any change; without it the lease is read once a lease duration."""
+        view = state.view
+        if view is not None and view.exists and view.holder not in (None, self.identity):
+            with self._taking[partition]:
+                self._end_rest(partition, False, state)
+            return 0.0
+        if self._watched(partition):
+            return self.timing.solo_lease_duration_s or self.timing.lease_duration_s
+        return self.timing.lease_duration_s
 
     def _watched(self, partition: str) -> bool:
         """Whether this partition's lease watch is synced and not stalled."""
@@ -692,13 +843,15 @@ class LeaderElector:
             raw = None
         return self._observed(partition, raw, self._clock.monotonic())
 
-    def _write(self, partition: str, state: _State, *, acquire: bool, reason: str) -> bool:
-        """Create, take over or renew; True when this replica now holds the lease."""
+    def _write(self, partition: str, state: _State, *, acquire: bool, reason: str,
+               retake: bool = False) -> bool:
+        """Create, take over or renew; True when this replica now holds the lease. `retake`:
+        the lease this replica released to rest (no holder to come back)."""
         sent = self._clock.monotonic()
         stamp = micro_time(self._clock.now())
         name = self.leases[partition]
         peer_seen_at = state.peer_seen_at
-        if acquire and state.view is not None and (
+        if acquire and not retake and state.view is not None and (
                 state.view.holder or state.view.handed_to or state.view.standby):
             peer_seen_at = sent  # a holder that may come back, or a standby: start short
         lease_s = lease_to_write(self.timing, peer_seen_at, sent)
@@ -732,7 +885,9 @@ class LeaderElector:
         started = False
         with self._lock:
             current = self._states[partition]
-            started = current.renewed_at is None
+            started = current.renewed_at is None and not current.resting
+            if started:
+                current.active_at = sent
             current.renewed_at, current.lease_s = sent, lease_s
             if peer_seen_at is not None:
                 current.peer_seen_at = max(peer_seen_at, current.peer_seen_at or peer_seen_at)
@@ -757,37 +912,41 @@ class LeaderElector:
         if self._on_stopped is not None:
             self._on_stopped(partition)
 
-    def _release(self, partition: str, state: _State, handed_to: str | None = None) -> None:
+    def _release(self, partition: str, state: _State, handed_to: str | None = None,
+                 retry: bool = True) -> dict[str, Any] | None:
         """Clear the holder (conditional on the version we hold; on a conflict — a peer's request
-        landed meanwhile — read once and try again). `handed_to`: the peer that may take it at
-        once."""
+        landed meanwhile — read once and try again, with `retry`); the released lease, or None
+        when not released. `handed_to`: the peer that may take it at once."""
         raw = state.raw
         for attempt in range(2):
             if not raw:
-                return
+                return None
             spec = dict(raw.get("spec") or {})
             if spec.get("holderIdentity") != self.identity:
-                return
+                return None
             spec.pop("holderIdentity", None)
             stamp = micro_time(self._clock.now())
             spec.update(leaseDurationSeconds=1, renewTime=stamp, acquireTime=stamp)
             body = {**_annotated(raw, {WANTED_BY: None, HANDED_TO: handed_to}), "spec": spec}
             try:
-                kube.request(self.api_client, "PUT", self._path(partition), body=body,
-                             timeout=(2.0, 3.0))
+                answer: dict[str, Any] = kube.request(self.api_client, "PUT", self._path(partition),
+                                                      body=body, timeout=(2.0, 3.0))
+                metrics.WRITES.labels(controller=self.controller, what="lease").inc()
                 log.info("released lease", extra={"partition": partition,
                                                   "lease": self.leases[partition],
                                                   "handed_to": handed_to})
-                return
+                return answer
             except kube.ApiError as error:
-                if not error.conflict or attempt:
-                    log.warning("could not release lease", extra={"partition": partition,
-                                                                  "error": error.message[:300]})
-                    return
+                if not error.conflict or attempt or not retry:
+                    log.log(logging.INFO if error.conflict else logging.WARNING,
+                            "could not release lease", extra={"partition": partition,
+                                                              "error": error.message[:300]})
+                    return None
             try:
                 raw = kube.request(self.api_client, "GET", self._path(partition), timeout=(2.0, 3.0))
             except kube.ApiError:
-                return
+                return None
+        return None
 
 
 def _view(raw: Mapping[str, Any] | None, now: float) -> LeaseView:

@@ -31,6 +31,7 @@ import functools
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
@@ -256,8 +257,8 @@ class Manager:
             return None
         return self.reconciler.reconcile(request)
 
-    def _may_act(self, partition: str, held: bool) -> bool:
-        return self.holds(partition) if held else self.leading(partition)
+    def _may_act(self, partition: str, held: bool) -> AbstractContextManager[bool]:
+        return self.elector.writing(partition, held)
 
     def enqueue(self, key: str, *, later: bool = False) -> None:
         """Queue `key` if this replica leads its partition (`later`: behind the rest)."""

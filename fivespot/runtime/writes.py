@@ -13,7 +13,9 @@ carries its precondition, and there is no way to send one without it:
 
 Before sending, the writer asks whether this replica may still act for the object's partition
 (leading it; or, for the record of work already done, still holding its lease): when it may not,
-nothing is sent and the call answers None. Every write sent is counted in
+nothing is sent and the call answers None. The question wraps the whole request, so a lone holder
+resting without its lease (decision 0043) takes it again first and does not let it go while the
+write is in flight. Every write sent is counted in
 `fivespot_writes_total{controller, what}`. A failure is raised as `kube.ApiError` for the caller
 to judge (a conflict is an ordinary outcome: decide again on fresh state).
 """
@@ -21,6 +23,7 @@ to judge (a conflict is an ordinary outcome: decide again on fresh state).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from typing import Any, Final
 
 from fivespot.runtime import kube, metrics
@@ -28,9 +31,9 @@ from fivespot.runtime.kube import ApiClient
 
 APPLY: Final = "application/apply-patch+yaml"
 
-MayAct = Callable[[str, bool], bool]
-"""`(partition, held)`: may this replica write for `partition` now (`held`: still holding its
-lease is enough)?"""
+MayAct = Callable[[str, bool], AbstractContextManager[bool]]
+"""`(partition, held)`: around one write, may this replica send it for `partition` now (`held`:
+still holding its lease is enough)? (`LeaderElector.writing`)"""
 
 
 class Writes:
@@ -48,15 +51,17 @@ class Writes:
               ) -> dict[str, Any] | None:
         """Patch `path` with `body`, conditional on `resource_version`; the answer, or None when
         not sent (no longer ours to write). `force`: a server-side apply taking over fields."""
-        if not self._may_act(partition, held):
-            return None
         meta = dict(body.get("metadata") or {})
         meta["resourceVersion"] = resource_version
         query: dict[str, str] = {"fieldManager": self.component}
         if force:
             query["force"] = "true"
-        answer = kube.request(client or self.api, "PATCH", path, body={**body, "metadata": meta},
-                              content_type=content_type, query=query, timeout=timeout)
+        with self._may_act(partition, held) as may:
+            if not may:
+                return None
+            answer = kube.request(client or self.api, "PATCH", path,
+                                  body={**body, "metadata": meta}, content_type=content_type,
+                                  query=query, timeout=timeout)
         self._count(what)
         return answer
 
@@ -64,10 +69,11 @@ class Writes:
                client: ApiClient | None = None) -> dict[str, Any] | None:
         """Create `body` in the collection `path` (AlreadyExists is raised as a 409); None when
         not sent."""
-        if not self._may_act(partition, False):
-            return None
-        answer = kube.request(client or self.api, "POST", path, body=dict(body),
-                              query={"fieldManager": self.component})
+        with self._may_act(partition, False) as may:
+            if not may:
+                return None
+            answer = kube.request(client or self.api, "POST", path, body=dict(body),
+                                  query={"fieldManager": self.component})
         self._count(what)
         return answer
 
@@ -75,11 +81,12 @@ class Writes:
                what: str, client: ApiClient | None = None) -> bool:
         """Delete exactly the object observed (its uid and, when known, resourceVersion); False
         when not sent."""
-        if not self._may_act(partition, False):
-            return False
-        kube.request(client or self.api, "DELETE", path, body={
-            "apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background",
-            "preconditions": preconditions(uid, resource_version)})
+        with self._may_act(partition, False) as may:
+            if not may:
+                return False
+            kube.request(client or self.api, "DELETE", path, body={
+                "apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background",
+                "preconditions": preconditions(uid, resource_version)})
         self._count(what)
         return True
 
@@ -88,13 +95,14 @@ class Writes:
         """Evict exactly the pod observed (the eviction's delete options carry its uid and
         resourceVersion, so a pod replaced or changed since is not evicted: 409); False when not
         sent."""
-        if not self._may_act(partition, False):
-            return False
-        kube.request(client, "POST", kube.resource_path("", "v1", "pods", namespace, name,
-                                                        "eviction"), body={
-            "apiVersion": "policy/v1", "kind": "Eviction",
-            "metadata": {"name": name, "namespace": namespace},
-            "deleteOptions": {"preconditions": preconditions(uid, resource_version)}})
+        with self._may_act(partition, False) as may:
+            if not may:
+                return False
+            kube.request(client, "POST", kube.resource_path("", "v1", "pods", namespace, name,
+                                                            "eviction"), body={
+                "apiVersion": "policy/v1", "kind": "Eviction",
+                "metadata": {"name": name, "namespace": namespace},
+                "deleteOptions": {"preconditions": preconditions(uid, resource_version)}})
         self._count(what)
         return True
 

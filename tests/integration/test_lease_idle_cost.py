@@ -1,14 +1,17 @@
-"""What a partition lease costs, against the real API server (decision 0034).
+"""What a partition lease costs, against the real API server (decisions 0034 and 0043).
 
 A lone holder writes the long solo lease and renews it at a third of it; a standby announces
 itself and the holder, which watches its lease, switches to the short lease at once, so a crash
-of the holder is taken over within the short lease duration. The elector here is the one every
-controller runs (`fivespot.runtime.leaderelection.LeaderElector`), with short timings.
+of the holder is taken over within the short lease duration. A lone holder with nothing to write
+rests: it releases the lease, writes nothing while idle, and takes the lease again before its
+next write; a replica that takes the free lease meanwhile ends the rest. The elector here is the
+one every controller runs (`fivespot.runtime.leaderelection.LeaderElector`), with short timings.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +22,8 @@ from fivespot.runtime.leaderelection import LEASE_GROUP, LEASE_VERSION, STANDBY,
 from tests.integration.capacity_world import eventually, unique
 
 TIMING = Timing(lease_duration_s=4.0, renew_deadline_s=3.0, retry_period_s=1.0, poll_s=0.25,
-                solo_lease_duration_s=12.0)
+                solo_lease_duration_s=12.0, idle_release_s=None)
+RESTING = replace(TIMING, idle_release_s=2.0)
 
 
 def lease(admin: client.ApiClient, namespace: str, name: str) -> dict[str, Any] | None:
@@ -33,24 +37,30 @@ def lease(admin: client.ApiClient, namespace: str, name: str) -> dict[str, Any] 
         raise
 
 
-def elector(api: client.ApiClient, namespace: str, name: str, identity: str) -> LeaderElector:
-    return LeaderElector(api, namespace, {"p": name}, identity, timing=TIMING,
+def elector(api: client.ApiClient, namespace: str, name: str, identity: str,
+            timing: Timing = TIMING) -> LeaderElector:
+    return LeaderElector(api, namespace, {"p": name}, identity, timing=timing,
                          controller=unique("lease-cost"))
 
 
 class CountingClient(client.ApiClient):  # type: ignore[misc]
-    """Counts the GETs of one Lease (a watch lists and watches the collection, not counted)."""
+    """Counts the GETs and the writes of one Lease (a watch lists and watches the collection,
+    not counted)."""
 
     def __init__(self, configuration: client.Configuration, lease_name: str) -> None:
         super().__init__(configuration)
-        self.suffix, self.gets = f"/leases/{lease_name}", 0
+        self.name, self.gets, self.writes = lease_name, 0, 0
         # at the connection pool, where `fivespot.runtime.kube` sends every request
         self._send = self.rest_client.pool_manager.urlopen
         self.rest_client.pool_manager.urlopen = self.urlopen
 
     def urlopen(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
-        if method == "GET" and url.split("?")[0].endswith(self.suffix):
+        path = url.split("?")[0]
+        if method == "GET" and path.endswith(f"/leases/{self.name}"):
             self.gets += 1
+        if (method == "PUT" and path.endswith(f"/leases/{self.name}")) or (
+                method == "POST" and path.endswith("/leases")):
+            self.writes += 1
         return self._send(method, url, *args, **kwargs)
 
 
@@ -122,3 +132,59 @@ def test_a_standby_is_heard_at_once_reads_nothing_while_it_waits_and_replaces_a_
     finally:
         holder.stop()
         standby.stop()
+
+
+def holder(admin: client.ApiClient, namespace: str, name: str) -> str | None:
+    found = lease(admin, namespace, name)
+    return (found or {}).get("spec", {}).get("holderIdentity") or None
+
+
+def test_a_lone_holder_rests_writes_nothing_while_idle_and_takes_the_lease_again_for_a_write(
+    kubeconfig: Path, admin: client.ApiClient, namespace: str
+) -> None:
+    name = unique("lease")
+    api = counting_client(kubeconfig, name)
+    alone = elector(api, namespace, name, unique("alone"), RESTING)
+    alone.start()
+    try:
+        eventually(lambda: holder(admin, namespace, name) == alone.identity, 20, "the lone replica leads")
+        eventually(lambda: holder(admin, namespace, name) is None, 10, "the idle holder releases")
+        assert alone.is_leading("p"), "it leads on at rest"
+        version = (lease(admin, namespace, name) or {})["metadata"]["resourceVersion"]
+        writes = api.writes
+        time.sleep(10.0)  # five idle releases, more than two solo renewals of 4 s
+        assert api.writes == writes, f"{api.writes - writes} lease writes while idle"
+        assert (lease(admin, namespace, name) or {})["metadata"]["resourceVersion"] == version
+        assert alone.is_leading("p")
+        with alone.writing("p") as may:
+            assert may
+            assert holder(admin, namespace, name) == alone.identity, "taken again before the write"
+            time.sleep(6.0)  # a slow write: not released under it
+            assert holder(admin, namespace, name) == alone.identity
+        assert api.writes == writes + 1 + 1, "the retake, then one solo renewal during the write"
+        eventually(lambda: holder(admin, namespace, name) is None, 10, "released again once idle")
+    finally:
+        alone.stop()
+
+
+def test_a_replica_that_takes_a_resting_lease_leads_and_the_rester_stops_without_writing(
+    admin: client.ApiClient, namespace: str
+) -> None:
+    name = unique("lease")
+    first = elector(admin, namespace, name, unique("first"), RESTING)
+    first.start()
+    second = elector(admin, namespace, name, unique("second"), RESTING)
+    try:
+        eventually(lambda: holder(admin, namespace, name) == first.identity, 20, "the first leads")
+        eventually(lambda: holder(admin, namespace, name) is None, 10, "the first rests")
+        second.start()
+        eventually(lambda: holder(admin, namespace, name) == second.identity, 10,
+                   "the second takes the free lease at once")
+        eventually(lambda: not first.is_leading("p"), 5, "the first hears it and stops leading")
+        with first.writing("p") as may:
+            assert not may, "the first sends nothing"
+        assert holder(admin, namespace, name) == second.identity
+        assert second.is_leading("p")
+    finally:
+        first.stop()
+        second.stop()

@@ -1,6 +1,6 @@
 """A small in-memory API server for unit tests of the runtime and of a controller's shell: put in
 place of `fivespot.runtime.kube.request`, it keeps objects by path with one revision counter, applies
-merge patches, honours the preconditions the conditional writer sends (a patch's
+merge patches, replaces on PUT, honours the preconditions the conditional writer sends (a patch's
 `metadata.resourceVersion`, a delete's uid and resourceVersion: 409 on a mismatch), answers a
 create of what exists with AlreadyExists, and records every call. Integration tests use the real
 API server; this is for what a unit test must hold still (an event held back, a write that lands
@@ -59,6 +59,8 @@ class FakeApiServer:
             return self._create(path, body)
         if method == "PATCH":
             return self._patch(path, body)
+        if method == "PUT":
+            return self._replace(path, body)
         if method == "DELETE":
             return self._delete(path, body)
         raise kube.ApiError(405, "MethodNotAllowed", f"{method} {path}")
@@ -91,6 +93,13 @@ class FakeApiServer:
         stored = self.put(base, updated)
         self.patched.append((base, copy.deepcopy(stored)))
         return stored
+
+    def _replace(self, path: str, body: Any) -> dict[str, Any]:
+        """An update: the whole object, conditional on its resourceVersion when it carries one."""
+        if path not in self.objects:
+            raise kube.ApiError(404, "NotFound", path)
+        self._precondition(path, (body.get("metadata") or {}).get("resourceVersion"))
+        return self.put(path, body)
 
     def _delete(self, path: str, body: Any) -> dict[str, Any]:
         if path not in self.objects:

@@ -4,6 +4,7 @@ never once the partition is no longer ours."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from typing import cast
 
@@ -46,7 +47,8 @@ def server(monkeypatch: pytest.MonkeyPatch) -> FakeApiServer:
 
 
 def _writes(may_act: bool = True) -> Writes:
-    return Writes(cast(ApiClient, None), "fivespot-unit", lambda partition, held: may_act)
+    return Writes(cast(ApiClient, None), "fivespot-unit",
+                  lambda partition, held: contextlib.nullcontext(may_act))
 
 
 def _manager(monkeypatch: pytest.MonkeyPatch, leading: set[str]) -> tuple[Manager, Recorder]:

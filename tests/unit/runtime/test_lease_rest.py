@@ -1,0 +1,181 @@
+"""A lone holder rests (decision 0043): with no standby and no write for `idle_release_s` it
+releases its lease and leads on without one; a write takes the lease again before it is sent;
+a replica that took the free lease meanwhile ends the rest. The elector's loop is stepped by
+hand here, on a manual clock, against the in-memory API server."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+from fivespot.runtime import kube
+from fivespot.runtime.leaderelection import (
+    LEASE_GROUP,
+    LEASE_VERSION,
+    STANDBY,
+    LeaderElector,
+    Timing,
+    rest_from,
+)
+from tests.unit.fakeapi import FakeApiServer
+
+T = Timing(lease_duration_s=15, renew_deadline_s=10, retry_period_s=2, poll_s=0.5,
+           solo_lease_duration_s=120, idle_release_s=10)
+LEASE = kube.resource_path(LEASE_GROUP, LEASE_VERSION, "leases", "ns", "lease-p")
+
+
+class ManualClock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def monotonic(self) -> float:
+        return self.t
+
+    def now(self) -> datetime:
+        return datetime(2026, 12, 6, tzinfo=timezone.utc) + timedelta(seconds=self.t)
+
+
+class World:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, timing: Timing = T) -> None:
+        self.api = FakeApiServer()
+        monkeypatch.setattr(kube, "request", self.api.request)
+        self.clock = ManualClock()
+        self.started: list[str] = []
+        self.stopped: list[str] = []
+        self.elector = LeaderElector(None, "ns", {"p": "lease-p"}, "me", timing=timing,
+                                     clock=self.clock, watch=False,
+                                     on_started_leading=self.started.append,
+                                     on_stopped_leading=self.stopped.append)
+
+    def step(self) -> float:
+        return self.elector._step("p")
+
+    def run_for(self, seconds: float) -> None:
+        """The elector's loop for `seconds` of the clock, stepping when it asks to be woken."""
+        until = self.clock.t + seconds
+        while self.clock.t < until:
+            wait = self.step()
+            self.clock.t = min(until, self.clock.t + max(wait, 0.01))
+
+    def lease_writes(self) -> int:
+        return sum(1 for method, path in self.api.calls
+                   if method in ("PUT", "POST") and path.startswith(LEASE.rsplit("/", 1)[0]))
+
+    def holder(self) -> Any:
+        return self.api.objects[LEASE]["spec"].get("holderIdentity")
+
+
+def leading(monkeypatch: pytest.MonkeyPatch, timing: Timing = T) -> World:
+    world = World(monkeypatch, timing)
+    world.step()
+    assert world.elector.is_leading("p") and world.holder() == "me"
+    return world
+
+
+def test_resting_starts_the_idle_time_after_the_last_write_and_not_while_one_is_in_flight() -> None:
+    assert rest_from(T, active_at=100.0, peer_seen_at=None, in_flight=0) == 110.0
+    assert rest_from(T, active_at=100.0, peer_seen_at=None, in_flight=1) is None
+    assert rest_from(T, active_at=None, peer_seen_at=None, in_flight=0) is None
+    assert rest_from(replace(T, idle_release_s=None), 100.0, None, 0) is None
+
+
+def test_a_holder_a_standby_announced_itself_to_rests_only_a_solo_lease_after_the_announcement() -> None:
+    assert rest_from(T, active_at=100.0, peer_seen_at=95.0, in_flight=0) == 215.0
+    assert rest_from(replace(T, solo_lease_duration_s=None), 100.0, 95.0, 0) == 110.0
+
+
+def test_an_idle_release_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="idle_release"):
+        replace(T, idle_release_s=0)
+
+
+def test_a_lone_holder_releases_its_lease_after_the_idle_time_and_writes_nothing_after(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    world = leading(monkeypatch)
+    writes = world.lease_writes()
+    world.run_for(9.5)
+    assert world.holder() == "me" and world.lease_writes() == writes
+    world.run_for(1.0)
+    assert world.holder() is None, "released once idle for 10 s"
+    assert world.elector.is_leading("p") and world.elector.holds("p"), "leads on at rest"
+    released = world.lease_writes()
+    assert released == writes + 1
+    world.run_for(3600)
+    assert world.lease_writes() == released, "an idle hour writes nothing"
+    assert world.stopped == [] and world.started == ["p"]
+
+
+def test_a_write_takes_the_resting_lease_again_before_it_is_sent_and_keeps_it_while_in_flight(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    world = leading(monkeypatch)
+    world.run_for(11)
+    assert world.holder() is None
+    before = world.lease_writes()
+    with world.elector.writing("p") as may:
+        assert may
+        assert world.holder() == "me" and world.lease_writes() == before + 1
+        world.run_for(60)  # the write hangs for a minute: renewed, never released
+        assert world.holder() == "me"
+    assert world.started == ["p"], "taking the lease again does not start leading afresh"
+    world.run_for(9.5)
+    assert world.holder() == "me"
+    world.run_for(1.0)
+    assert world.holder() is None, "released 10 s after the write ended"
+
+
+def test_a_replica_that_took_the_free_lease_ends_the_rest_and_the_write_is_not_sent(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    world = leading(monkeypatch)
+    world.run_for(11)
+    lease = world.api.objects[LEASE]
+    world.api.put(LEASE, {**lease, "spec": {**lease["spec"], "holderIdentity": "other",
+                                            "leaseDurationSeconds": 15}})
+    with world.elector.writing("p") as may:
+        assert not may
+    assert not world.elector.is_leading("p") and world.stopped == ["p"]
+    assert world.holder() == "other"
+
+
+def test_a_resting_replica_hears_of_a_new_holder_on_its_own_and_stops_leading(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    world = leading(monkeypatch)
+    world.run_for(11)
+    lease = world.api.objects[LEASE]
+    world.api.put(LEASE, {**lease, "spec": {**lease["spec"], "holderIdentity": "other",
+                                            "leaseDurationSeconds": 15}})
+    world.run_for(T.lease_duration_s / 2)  # no watch here: read at the loop's next step
+    assert not world.elector.is_leading("p") and world.stopped == ["p"]
+    assert world.holder() == "other"
+
+
+def test_a_holder_a_standby_announced_itself_to_keeps_its_lease(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    world = leading(monkeypatch)
+    lease = world.api.objects[LEASE]
+    world.api.put(LEASE, {**lease, "metadata": {**lease["metadata"], "annotations": {
+        STANDBY: "other 2026-12-06T00:00:00.000000Z"}}})
+    world.elector._states["p"].reread = True
+    world.run_for(60)
+    assert world.holder() == "me" and world.elector.is_leading("p")
+    assert world.api.objects[LEASE]["spec"]["leaseDurationSeconds"] == 15, "short, for the standby"
+
+
+def test_without_an_idle_release_a_lone_holder_keeps_renewing(monkeypatch: pytest.MonkeyPatch) -> None:
+    world = leading(monkeypatch, replace(T, idle_release_s=None))
+    writes = world.lease_writes()
+    world.run_for(400)
+    assert world.holder() == "me"
+    assert world.lease_writes() - writes == 9, "a 120 s solo lease renewed every 40 s (40 ... 360 s)"
+
+
+def test_shutting_down_at_rest_stops_leading_and_writes_nothing(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    world = leading(monkeypatch)
+    world.run_for(11)
+    writes = world.lease_writes()
+    world.elector.stop()
+    assert world.stopped == ["p"] and not world.elector.is_leading("p")
+    assert world.lease_writes() == writes
