@@ -43,7 +43,9 @@ watches, never the tools' logs):
    Deployments are right.
 3. idle: before the first boundary, with nothing due, each tool's writes, API requests (from the
    audit log, by identity) and CPU seconds (its processes' utime + stime), scaled to an hour
-   (`--only-idle` stops after it: `--lead 400` idles about five minutes at 1,000 targets).
+   (`--only-idle` stops after it: `--lead 400` idles about five minutes at 1,000 targets). The
+   window opens `IDLE_AFTER_S` (20 s) after the set-up settled; what each tool sent in those
+   20 s is reported apart (`settle_tail`).
 4. memory: each tool's resident set (VmRSS, and the peak VmHWM) at `--targets` after the rounds,
    and at `--grow-to` targets after one more boundary shared by all (one round; contended, so
    its times are reported but are not the boundary figure).
@@ -98,6 +100,10 @@ FIVESPOT_CONTROLLERS: Final = ("fivespot-capacity-controller", "fivespot-provide
 OUTAGE_BEFORE_S: Final = 20.0
 OUTAGE_AFTER_S: Final = 70.0
 RIGHT_AFTER_S: Final = 60.0
+IDLE_AFTER_S: Final = 20.0
+"""The idle window opens this long after the set-up settled, for every tool: the set-up's tail
+(the last status writes, and what a tool does once after its last write, such as fivespot's
+lease release 10 s later, decision 0043) is reported apart (`settle_tail`), not counted as idle."""
 CLOCK_TICKS: Final = os.sysconf("SC_CLK_TCK")
 
 
@@ -647,9 +653,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         print(f"settled {dt.datetime.now(UTC):%H:%M:%S}; idle until {first - dt.timedelta(seconds=10):%H:%M:%S}",
               flush=True)
 
-        # 3. idle, until 10 s before the first boundary.
-        time.sleep(5)
+        # 3. idle, from IDLE_AFTER_S after the set-up settled until 10 s before the first boundary.
+        settled_offset = audit_log.stat().st_size
+        time.sleep(IDLE_AFTER_S)
         idle_from, idle_offset = time.monotonic(), audit_log.stat().st_size
+        bench.results["settle_tail"] = {
+            tool: dict(zip(("requests", "writes"), audit_counts(
+                audit_log, settled_offset, idle_offset, bench.users(tool))), seconds=IDLE_AFTER_S)
+            for tool in TOOLS}
+        print(f"settle tail over {IDLE_AFTER_S:g} s: {json.dumps(bench.results['settle_tail'])}",
+              flush=True)
         cpu_before = {tool: sum(cpu_seconds(p) for p in bench.pids(tool)) for tool in TOOLS}
         cpu_parts_before = bench.fivespot_cpu()
         sleep_until(first - dt.timedelta(seconds=10))
@@ -821,7 +834,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5, help="boundaries per tool")
     parser.add_argument("--grow-to", type=int, default=10000,
                         help="targets per tool for the second memory point (0: skip)")
-    parser.add_argument("--lead", type=float, default=150.0, metavar="S",
+    parser.add_argument("--lead", type=float, default=165.0, metavar="S",
                         help="seconds from the set-up to the first boundary (settle and idle)")
     parser.add_argument("--settle", type=float, default=55.0, metavar="S",
                         help="seconds after a boundary before it is measured")

@@ -603,12 +603,12 @@ class LeaderElector:
                                  self._held_except(partition), self.timing, state.renewed_at)
                 if verdict.action is Action.ACQUIRE:
                     if self._write(partition, state, acquire=True, reason=verdict.reason):
-                        return self._renew_after(partition)
+                        return self._until_next(partition, self._renew_after(partition))
                     return self.timing.retry_period_s
         if verdict.action is Action.RENEW:
             if not self._write(partition, state, acquire=False, reason=verdict.reason):
                 return min(self.timing.poll_s, self.timing.retry_period_s)
-            return self._renew_after(partition)
+            return self._until_next(partition, self._renew_after(partition))
         if verdict.action is Action.LOST:
             with self._lock:
                 self._states[partition].renewed_at = None
@@ -616,20 +616,32 @@ class LeaderElector:
             self._stopped(partition, verdict.reason)
             return 0.0
         now = self._clock.monotonic()
-        if verdict.action is Action.HOLD and self.timing.idle_release_s is not None:
+        if verdict.action is Action.HOLD:
             if self._rest(partition):
                 return self._step_resting(partition, replace(self._states[partition]))
-            with self._lock:
-                current = self._states[partition]
-                rest_at = rest_from(self.timing, current.active_at, current.peer_seen_at,
-                                    current.in_flight)
-            if rest_at is not None and now < rest_at < verdict.at:
-                return rest_at - now  # look again when the lease may be let go
+            return self._until_next(partition, verdict.at - now)
         if verdict.action is Action.STAND_BY and verdict.until is not None and self._watched(partition):
             # the watch keeps the view and wakes me on any change; look again at the latest once
             # a lease duration (announcements, requests)
             return min(verdict.until, now + self.timing.lease_duration_s) - now
         return verdict.at - now
+
+    def _until_next(self, partition: str, renew_in: float) -> float:
+        """How long the loop may sleep while leading: until the next renewal (`renew_in`), or
+        until the lease may be let go (`rest_from`), whichever comes first."""
+        with self._lock:
+            current = self._states[partition]
+            rest_at = rest_from(self.timing, current.active_at, current.peer_seen_at,
+                                current.in_flight)
+            in_flight = current.in_flight
+        if rest_at is None:
+            if in_flight and self.timing.idle_release_s is not None:
+                return min(renew_in, self.timing.idle_release_s)  # look again once it ended
+            return renew_in
+        rest_in = rest_at - self._clock.monotonic()
+        if rest_in <= 0:  # due, yet `_rest` declined (a release refused): not a busy loop
+            return min(renew_in, self.timing.retry_period_s)
+        return min(renew_in, rest_in)
 
     def _rest(self, partition: str) -> bool:
         """Let the lease go and lead on at rest, when `rest_from` says so; True when resting now. The
