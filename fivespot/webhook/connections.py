@@ -21,7 +21,10 @@ until a whole request has arrived:
   lengths) is rejected by the parser with a 400.
 - **Only complete requests reach the app.** `WSGIGateway` reads the whole body on the loop and
   only then calls the WSGI app (Flask; the environ built by a2wsgi), on the loop itself: what it
-  does is pure CPU work with no I/O to wait on, so no client can hold it. The one exception is a
+  does is pure CPU work with no I/O to wait on, so no client can hold it. An AdmissionReview is
+  answered without the WSGI app when the app offers a direct answer (`Served.direct`, the
+  webhook's `fivespot.webhook.app.direct`: the same function its Flask view calls), which saves
+  the environ and the framework on the path every write the webhook reviews takes. The one exception is a
   check that may read the API server (field governance lists a namespace's autoscalers and
   re-reads a rival before a denial, decision 0029): its paths (`waits`) are called on a thread
   of their own pool (`WAITING_THREADS`), so a burst of ScheduledCapacity creates never holds the
@@ -266,6 +269,19 @@ class DeadlineProtocol(HttpToolsProtocol):
 
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+Answer = tuple[int, list[tuple[bytes, bytes]], bytes]
+"""A response made whole: status, headers (lower-case names), body."""
+DirectAnswer = Callable[[str, str, bytes], "Answer | None"]
+"""`(method, path, body)`: the answer to a whole request made without the WSGI app, or None to
+leave it to the app."""
+
+
+@dataclass(frozen=True)
+class Served:
+    """What a worker serves: the WSGI app, and the requests it answers without it."""
+
+    app: WSGIApp
+    direct: DirectAnswer | None = None
 
 
 class LargeBodies:
@@ -304,11 +320,13 @@ class WSGIGateway:
     reach it one at a time.
     """
 
-    def __init__(self, app: WSGIApp, limits: ConnectionLimits,
+    def __init__(self, app: WSGIApp | Served, limits: ConnectionLimits,
                  body_limit: Callable[[str], BodyLimit] | None = None,
                  on_refused: RefusalObserver | None = None,
                  waits: Callable[[str], bool] | None = None) -> None:
-        self.app, self.limits, self.on_refused = app, limits, on_refused
+        served = app if isinstance(app, Served) else Served(app)
+        self.app, self.direct = served.app, served.direct
+        self.limits, self.on_refused = limits, on_refused
         self.body_limit = body_limit or (
             lambda _path: BodyLimit(limits.max_body_bytes, limits.max_body_bytes))
         self.large = LargeBodies(limits.large_bodies)
@@ -423,17 +441,24 @@ class WSGIGateway:
                 gc.enable()
 
     def _call_app(self, scope: Scope, body: bytes) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        if self.direct is not None:
+            answer = self.direct(str(scope.get("method", "")), str(scope.get("path", "")), body)
+            if answer is not None:
+                return answer
+        return self._call_wsgi(scope, body)
+
+    def _call_wsgi(self, scope: Scope, body: bytes) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
         environ: dict[str, Any] = dict(build_environ(cast(Any, scope), cast(Any, io.BytesIO(body))))
         # The length is known now, whatever the framing was (WSGI reads a body without a
         # Content-Length as empty).
         environ["CONTENT_LENGTH"] = str(len(body))
         environ.pop("HTTP_TRANSFER_ENCODING", None)
-        answer: list[Any] = []
+        started: list[Any] = []
         chunks: list[bytes] = []
 
         def start_response(status: str, headers: list[tuple[str, str]],
                            exc_info: Any = None) -> Callable[[bytes], None]:
-            answer[:] = [status, headers]  # nothing is sent before the app returns
+            started[:] = [status, headers]  # nothing is sent before the app returns
             return chunks.append
 
         result = self.app(environ, start_response)
@@ -443,7 +468,7 @@ class WSGIGateway:
             close = getattr(result, "close", None)
             if close is not None:
                 close()
-        status, headers = answer
+        status, headers = started
         return (int(status.split(" ", 1)[0]),
                 [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers],
                 b"".join(chunks))

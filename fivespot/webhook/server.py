@@ -46,7 +46,7 @@ from fivespot.runtime.informer import Informer
 from fivespot.runtime.kube import ApiClient, ApiError, load_client
 from fivespot.runtime.processes import die_with_parent
 from fivespot.webhook import metrics as prometheus
-from fivespot.webhook.app import Runtime, create_app, utcnow
+from fivespot.webhook.app import Runtime, served, utcnow
 from fivespot.webhook.bodies import body_limit, check_label, waits
 from fivespot.webhook.bundle import WebhookBundle, load_bundle
 from fivespot.webhook.caches import (
@@ -370,7 +370,7 @@ def _webhook_factory(options: ServeOptions, bundle: WebhookBundle, cert: Path, k
         if options.metrics_port:
             prometheus.serve(runtime.metrics.registry, options.metrics_port, options.bind,
                              shared=options.workers > 1)
-        return create_app(runtime)
+        return served(runtime)
 
     return factory
 

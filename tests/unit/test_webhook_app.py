@@ -24,7 +24,7 @@ from tests.unit.test_webhook_review import (
 )
 from prometheus_client import generate_latest
 
-from fivespot.webhook.app import Runtime, create_app
+from fivespot.webhook.app import Runtime, create_app, direct
 from fivespot.webhook.bodies import SCAP_REVIEW_BYTES
 from fivespot.webhook.metrics import Metrics
 from fivespot.webhook.review import Lookups
@@ -245,3 +245,32 @@ def test_ten_thousand_generated_bodies_never_get_a_500_or_raise_in_a_check() -> 
     one()
     assert posted["count"] >= FUZZ_BODIES
     assert sum(runtime.metrics.errors.labels(c)._value.get() for c in CHECKS) == 0
+
+
+@pytest.mark.parametrize("check,body", [
+    ("host-governance", envelope(request(scap()))),
+    ("target-guard", envelope(guard(pool(labels={"x": "y"}), pool()))),
+    ("target-guard", envelope(guard(pool(), pool()))),
+    ("vap-polyfill", envelope(request(scap(namespace="team-x", node=None), namespace="team-x"))),
+    ("target-guard", b"\xff\xfe garbage"),
+    ("host-governance", {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}),
+])
+def test_the_servers_direct_answer_to_a_review_is_the_flask_views_answer_byte_for_byte(
+        client: FlaskClient, runtime: Runtime, check: str, body: Any) -> None:
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    viewed = post(client, check, data)
+    answered = direct(runtime)("POST", f"/validate/{check}", data)
+    assert answered is not None
+    status, headers, payload = answered
+    assert (status, payload) == (viewed.status_code, viewed.get_data())
+    assert dict(headers) == {b"content-type": b"application/json",
+                             b"content-length": str(len(payload)).encode()}
+
+
+@pytest.mark.parametrize("method,path", [
+    ("GET", "/healthz"), ("GET", "/readyz"), ("POST", "/validate/nonsense"),
+    ("GET", "/validate/target-guard"), ("POST", "/validate/"), ("POST", "/metrics"),
+])
+def test_everything_but_a_review_of_a_known_check_is_left_to_the_flask_app(
+        runtime: Runtime, method: str, path: str) -> None:
+    assert direct(runtime)(method, path, b"{}") is None

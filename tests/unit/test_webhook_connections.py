@@ -18,6 +18,7 @@ from fivespot.webhook.connections import (
     BodyLimit,
     ConnectionLimits,
     Message,
+    Served,
     WSGIGateway,
     json_values,
 )
@@ -349,3 +350,22 @@ def test_only_the_checks_that_read_the_api_server_are_served_off_the_loop(
         path: str, waiting: bool) -> None:
     from fivespot.webhook.bodies import waits
     assert waits(path) is waiting
+
+
+def test_a_direct_answer_is_sent_as_it_is_and_the_wsgi_app_is_not_called() -> None:
+    seen: list[tuple[str, str, bytes]] = []
+
+    def answer(method: str, path: str, data: bytes) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        seen.append((method, path, data))
+        return 200, [(b"content-type", b"application/json"), (b"content-length", b"2")], b"{}"
+
+    gateway = WSGIGateway(Served(Recorder(), answer), LIMITS)
+    app, sent, _ = run([body(b"abc")], [(b"content-length", b"3")], gateway)
+    assert seen == [("POST", "/validate/target-guard", b"abc")] and app.calls == []
+    assert sent[0]["status"] == 200 and sent[1]["body"] == b"{}"
+
+
+def test_a_request_the_direct_answer_declines_goes_to_the_wsgi_app() -> None:
+    gateway = WSGIGateway(Served(Recorder(), lambda method, path, data: None), LIMITS)
+    app, sent, _ = run([body(b"abc")], [(b"content-length", b"3")], gateway)
+    assert len(app.calls) == 1 and sent[1]["body"] == b"ok"
