@@ -274,15 +274,17 @@ class Bench:
                     for i in indices if f"cap-{i:05d}" in self.inactive]
 
 
-def bare_patches(kubeconfig: Path, paths: list[str], threads: int, body: dict[str, Any]) -> float:
+def bare_patches(kubeconfig: Path, paths: list[str], threads: int, body: dict[str, Any], *,
+                 field_manager: str = "bench-bare") -> float:
     """The limit: the same merge patches of one field a controller sends, from the same client
     configuration (`kubeconfig`'s identity, `fivespot.runtime.kube.load_client`'s pool), with as many
     threads as it has workers, to objects nobody governs. Seconds for all of them. (Also the
-    peers' benchmark's bare client, bench/peers/run.py.)"""
+    peers' benchmark's bare client, bench/peers/run.py, which sends them a second time as the
+    capacity controller's identity and field manager, through its target guard.)"""
     api = kube.load_client(kubeconfig)
 
     def one(path: str) -> None:
-        kube.merge_patch(api, path, body, field_manager="bench-bare")
+        kube.merge_patch(api, path, body, field_manager=field_manager)
 
     try:
         with ThreadPoolExecutor(threads) as pool:

@@ -76,7 +76,9 @@ from typing import Any, Final
 ROOT: Final = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from fivespot.api.identities import CAPACITY_CONTROLLER  # noqa: E402
 from fivespot.controllers.cli import CAPACITY_WORKERS  # noqa: E402  (the bare client's threads)
+from fivespot.devcluster.clients import service_account_kubeconfig  # noqa: E402
 from fivespot.devcluster.dev import DevSession  # noqa: E402
 from fivespot.devcluster.kubectl import apply, wait_established  # noqa: E402
 from fivespot.devcluster.peers import PeerProcess as Peer, cluster_admin, ensure_peers, peer_processes  # noqa: E402
@@ -100,6 +102,14 @@ FIVESPOT_CONTROLLERS: Final = ("fivespot-capacity-controller", "fivespot-provide
 OUTAGE_BEFORE_S: Final = 20.0
 OUTAGE_AFTER_S: Final = 70.0
 RIGHT_AFTER_S: Final = 60.0
+FIVESPOT_NS: Final = "5spot-system"
+"""fivespot's install namespace in the bench (bench/peers/config/platform.yaml)."""
+BARE: Final = ("bare", "bare-guarded")
+"""The bare client's two runs each round: as itself (cluster-admin: no webhook sees its writes)
+and as fivespot's capacity identity, whose writes fivespot's target guard reviews."""
+GUARDED_VALUE: Final = 2
+"""What the guarded run writes: never the 0 or 1 the plain run just wrote, so each patch is a
+change (the API server skips the storage write of a patch that changes nothing)."""
 IDLE_AFTER_S: Final = 20.0
 """The idle window opens this long after the set-up settled, for every tool: the set-up's tail
 (the last status writes, and what a tool does once after its last write, such as fivespot's
@@ -317,6 +327,31 @@ class World:
     def cluster_admin(self, name: str) -> Path:
         """A kubeconfig for ServiceAccount peers-system/NAME bound to cluster-admin."""
         return cluster_admin(self.kubeconfig, self.api, PEERS_NS, name)
+
+    def capacity_identity(self, namespace: str) -> Path:
+        """A kubeconfig for fivespot's capacity controller's ServiceAccount, which may also
+        patch the bare client's Deployments here (a Role in each bare namespace, the bench's
+        only): its patches pass fivespot's target guard exactly as the controller's do."""
+        rbac = "/apis/rbac.authorization.k8s.io/v1"
+        for bare in namespaces("bare"):
+            for path, body in (
+                (f"{rbac}/namespaces/{bare}/roles", {
+                    "metadata": {"name": "bench-guarded-bare"},
+                    "rules": [{"apiGroups": ["apps"], "resources": ["deployments"],
+                               "verbs": ["get", "patch"]}]}),
+                (f"{rbac}/namespaces/{bare}/rolebindings", {
+                    "metadata": {"name": "bench-guarded-bare"},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                "name": "bench-guarded-bare"},
+                    "subjects": [{"kind": "ServiceAccount", "name": CAPACITY_CONTROLLER,
+                                  "namespace": namespace}]})):
+                try:
+                    kube.request(self.api, "POST", path, body=body)
+                except kube.ApiError as error:
+                    if not error.conflict:
+                        raise
+        return service_account_kubeconfig(self.kubeconfig, namespace, CAPACITY_CONTROLLER,
+                                          self.kubeconfig.parent / "bench-guarded-bare.kubeconfig")
 
 
 # --- the bench -----------------------------------------------------------------------------------
@@ -637,6 +672,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             tls_dir, kube_green_lease_namespace=PEERS_NS if args.kube_green_leader_elect else None))
         bench.results["kube_green_leader_elect"] = args.kube_green_leader_elect
         bare_config = world.cluster_admin("bench-bare")
+        guarded_config = world.capacity_identity(FIVESPOT_NS)
         for peer in peer_map.values():
             peer.start()
         kubelet = Kubelet(bench)
@@ -688,7 +724,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
         # 1. the boundary rounds, in minute order.
         timeline = sorted((b, tool, r) for tool in TOOLS for r, b in enumerate(slots[tool]))
-        rounds: dict[str, list[dict[str, Any]]] = {tool: [] for tool in (*TOOLS, "bare")}
+        rounds: dict[str, list[dict[str, Any]]] = {tool: [] for tool in (*TOOLS, *BARE)}
         bare_paths = [kube.resource_path(*DEPLOYMENTS, namespace=n, name=d)
                       for n, d in targets("bare", 0, args.targets)]
         mark = audit_log.stat().st_size
@@ -701,7 +737,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 bare_s = CAPACITY.bare_patches(bare_config, bare_paths, CAPACITY_WORKERS,
                                                {"spec": {"replicas": value_at[r]}})
                 rounds["bare"].append({"last_s": round(bare_s, 2)})
-                print(f"  bare client round {r + 1}: {bare_s:.2f} s", flush=True)
+                # The same client as fivespot's capacity identity, so each patch passes its
+                # target guard as the controller's do; a value the plain run did not just write.
+                guarded_s = CAPACITY.bare_patches(guarded_config, bare_paths, CAPACITY_WORKERS,
+                                                  {"spec": {"replicas": GUARDED_VALUE}},
+                                                  field_manager=CAPACITY_CONTROLLER)
+                rounds["bare-guarded"].append({"last_s": round(guarded_s, 2)})
+                print(f"  bare client round {r + 1}: {bare_s:.2f} s; through the target guard "
+                      f"{guarded_s:.2f} s", flush=True)
             sleep_until(boundary + dt.timedelta(seconds=args.settle))
             which = targets(tool, 0, args.targets)
             figures = boundary_figures(bench, tool, boundary, value_at[r], which, mark)
@@ -801,6 +844,10 @@ def table(results: dict[str, Any], targets_n: int, grow_to: int) -> str:
 
     bare50 = float(p("bare", "last_s", 50))
     bare99 = float(p("bare", "last_s", 99))
+    try:
+        guarded = (float(p("bare-guarded", "last_s", 50)), float(p("bare-guarded", "last_s", 99)))
+    except ValueError:
+        guarded = None
     lines = [f"{'':18} {'last write p50/p99 s':>21} {'x bare':>11} {'status p50/p99 s':>17} "
              f"{'after outage':>13} {'idle writes/h':>13} {'requests/h':>10} {'CPU s/h':>8} "
              f"{'MiB@' + str(targets_n):>9} {'MiB@' + str(grow_to):>10} {'restarts':>8}"]
@@ -813,6 +860,11 @@ def table(results: dict[str, Any], targets_n: int, grow_to: int) -> str:
             ratio = "—"
         if tool == "bare":
             lines.append(f"{'bare client':18} {last:>21} {'1.00/1.00':>11}")
+            if guarded is not None:
+                lines.append(f"{'bare, guarded':18} {f'{guarded[0]:.2f}/{guarded[1]:.2f}':>21} "
+                             f"{f'{guarded[0] / bare50:.2f}/{guarded[1] / bare99:.2f}':>11}")
+                fs50, fs99 = float(p("fivespot", "last_s", 50)), float(p("fivespot", "last_s", 99))
+                lines.append(f"fivespot / bare, guarded: {fs50 / guarded[0]:.2f}/{fs99 / guarded[1]:.2f}")
             continue
         status = f"{p(tool, 'status_s', 50)}/{p(tool, 'status_s', 99)}"
         outage = results["outage"][tool]
