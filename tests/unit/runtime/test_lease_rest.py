@@ -74,6 +74,12 @@ class World:
     def holder(self) -> Any:
         return self.api.objects[LEASE]["spec"].get("holderIdentity")
 
+    def taken_by(self, identity: str) -> None:
+        """Another replica takes the lease (as it may once the holder released it)."""
+        lease = self.api.objects[LEASE]
+        self.api.put(LEASE, {**lease, "spec": {**lease["spec"], "holderIdentity": identity,
+                                               "leaseDurationSeconds": 15}})
+
 
 def leading(monkeypatch: pytest.MonkeyPatch, timing: Timing = T) -> World:
     world = World(monkeypatch, timing)
@@ -137,9 +143,7 @@ def test_a_replica_that_took_the_free_lease_ends_the_rest_and_the_write_is_not_s
         monkeypatch: pytest.MonkeyPatch) -> None:
     world = leading(monkeypatch)
     world.run_for(11)
-    lease = world.api.objects[LEASE]
-    world.api.put(LEASE, {**lease, "spec": {**lease["spec"], "holderIdentity": "other",
-                                            "leaseDurationSeconds": 15}})
+    world.taken_by("other")
     with world.elector.writing("p") as may:
         assert not may
     assert not world.elector.is_leading("p") and world.stopped == ["p"]
@@ -150,9 +154,7 @@ def test_a_resting_replica_hears_of_a_new_holder_on_its_own_and_stops_leading(
         monkeypatch: pytest.MonkeyPatch) -> None:
     world = leading(monkeypatch)
     world.run_for(11)
-    lease = world.api.objects[LEASE]
-    world.api.put(LEASE, {**lease, "spec": {**lease["spec"], "holderIdentity": "other",
-                                            "leaseDurationSeconds": 15}})
+    world.taken_by("other")
     world.run_for(T.lease_duration_s + 1)  # no watch here: read once a lease duration
     assert not world.elector.is_leading("p") and world.stopped == ["p"]
     assert world.holder() == "other"
