@@ -6,7 +6,6 @@ hand here, on a manual clock, against the in-memory API server."""
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -21,28 +20,18 @@ from fivespot.runtime.leaderelection import (
     rest_from,
 )
 from tests.unit.fakeapi import FakeApiServer
+from tests.unit.runtime.test_workqueue import FakeClock
 
 T = Timing(lease_duration_s=15, renew_deadline_s=10, retry_period_s=2, poll_s=0.5,
            solo_lease_duration_s=120, idle_release_s=10)
 LEASE = kube.resource_path(LEASE_GROUP, LEASE_VERSION, "leases", "ns", "lease-p")
 
 
-class ManualClock:
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def monotonic(self) -> float:
-        return self.t
-
-    def now(self) -> datetime:
-        return datetime(2026, 12, 6, tzinfo=timezone.utc) + timedelta(seconds=self.t)
-
-
 class World:
     def __init__(self, monkeypatch: pytest.MonkeyPatch, timing: Timing = T) -> None:
         self.api = FakeApiServer()
         monkeypatch.setattr(kube, "request", self.api.request)
-        self.clock = ManualClock()
+        self.clock = FakeClock()
         self.started: list[str] = []
         self.stopped: list[str] = []
         self.elector = LeaderElector(None, "ns", {"p": "lease-p"}, "me", timing=timing,
