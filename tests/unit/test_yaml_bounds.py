@@ -2,8 +2,9 @@
 many documents each expanding far, deep nesting, integers longer than Python converts, files
 over the size limit; by `compile`/`test`, by `check`, by `install` and by `compile --check`'s
 read of the previous output alike (except that `check` reads a number as kubectl does, for which
-no integer is that long). A bomb costs a whole process less than a second of CPU: refused before
-it is expanded, wherever in a file it stands."""
+no integer is that long). A bomb is refused before it is expanded, wherever in a file it stands:
+it costs a whole process less than half a second of CPU more than a one-line mistake does (the
+same command, on the same machine, in the same test), where expanding it would take minutes."""
 
 from __future__ import annotations
 
@@ -80,6 +81,26 @@ def _run(argv: list[str], tmp_path: Path, stdin: bytes | None = None
     return done, cpu, wall
 
 
+DEEP = "x: " + "[" * 500 + "]" * 500 + "\n"
+"""A one-line mistake every reader refuses at once (nested too deep): the baseline of a bomb."""
+
+BOMB_CPU_S = 0.5
+"""What a bomb may cost a process over the baseline. A CI runner's CPU time swings with what
+else it runs, so the bound is on the difference of two runs side by side, not on one run."""
+
+
+def _over_the_baseline(argv: list[str], bad: Path, text: str, tmp_path: Path
+                       ) -> tuple[subprocess.CompletedProcess[bytes], float, str]:
+    """`fivespot ARGV` with `bad` holding `text`: its result, the CPU seconds it took more than
+    the same command with `bad` holding DEEP, and both figures to print if it fails."""
+    bad.write_text(DEEP)
+    plain, baseline, _ = _run(argv, tmp_path)
+    assert plain.returncode == 2, plain.stderr.decode()
+    bad.write_text(text)
+    done, cpu, wall = _run(argv, tmp_path)
+    return done, cpu - baseline, f"{cpu:.2f} s of CPU ({wall:.2f} s wall) against {baseline:.2f} s"
+
+
 def _bytes_read() -> int:
     """What this process has read so far (Linux's `rchar`: every read(2), cached or not)."""
     for line in Path("/proc/self/io").read_text().splitlines():
@@ -92,7 +113,7 @@ CASES = {
     "bomb": (_bomb(), "bad.yaml:1:1: refused: the document expands to more than 100,000 values "
                       "(aliases that refer to aliases?)"),
     # libyaml itself stops at 1,000 levels ("invalid YAML: exceeded maximum nesting depth").
-    "deep": ("x: " + "[" * 500 + "]" * 500 + "\n", "bad.yaml:1:103: refused: nested more than 100 levels deep"),
+    "deep": (DEEP, "bad.yaml:1:103: refused: nested more than 100 levels deep"),
     "digits": ("n: " + "9" * 5000 + "\n", "bad.yaml:1:4: refused: an integer of 5,000 digits; at most 4,300"),
 }
 
@@ -157,35 +178,34 @@ def test_the_loader_refuses_a_bomb_anywhere_in_a_file_within_a_second(case: str,
 
 @pytest.mark.parametrize("command", ["compile", "test"])
 @pytest.mark.parametrize("case", sorted(BOMBS))
-def test_compile_and_test_refuse_a_bomb_as_a_whole_process_within_a_second(
+def test_compile_and_test_refuse_a_bomb_for_little_more_than_a_one_line_mistake(
         case: str, command: str, tmp_path: Path) -> None:
     text, expected = BOMBS[case]
     config = tmp_path / "config"
     config.mkdir()
     (config / "platform.yaml").write_text(PLATFORM)
-    (config / "bad.yaml").write_text(text)
     argv = [command, str(config)] + (["--out", str(tmp_path / "out")] if command == "compile" else [])
-    done, cpu, wall = _run(argv, tmp_path)
+    done, extra, figures = _over_the_baseline(argv, config / "bad.yaml", text, tmp_path)
     err = done.stderr.decode()
     assert done.returncode == 2, err
     assert f"bad.yaml:{expected}" in err.splitlines()
     assert "Traceback" not in err
-    assert cpu < 1.0, f"{cpu:.2f} s of CPU ({wall:.2f} s wall)"
+    assert extra < BOMB_CPU_S, figures
     assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("case", ["merge bomb", "many documents"])
-def test_check_refuses_a_bomb_as_a_whole_process_within_a_second(
+def test_check_refuses_a_bomb_for_little_more_than_a_one_line_mistake(
         case: str, tmp_path: Path, policies: Path) -> None:
     text, expected = {"merge bomb": (_merge_bomb(), f"1:1: {EXPANDS}"),
                       "many documents": BOMBS["many documents"]}[case]
     objects = tmp_path / "objects.yaml"
-    objects.write_text(text)
-    done, cpu, wall = _run(["check", "--policies", str(policies), str(objects)], tmp_path)
+    done, extra, figures = _over_the_baseline(["check", "--policies", str(policies), str(objects)],
+                                              objects, text, tmp_path)
     err = done.stderr.decode()
     assert done.returncode == 2, err
     assert f"{objects}:{expected}" in err.splitlines()
-    assert cpu < 1.0, f"{cpu:.2f} s of CPU ({wall:.2f} s wall)"
+    assert extra < BOMB_CPU_S, figures
 
 
 def _output_with(tmp_path: Path, text: str) -> Path:
@@ -219,12 +239,13 @@ def test_install_reads_its_output_within_the_bounds(case: str, tmp_path: Path) -
 
 
 def test_install_dry_run_refuses_an_alias_bomb_before_it_asks_a_cluster(tmp_path: Path) -> None:
-    out = _output_with(tmp_path, _config_map(_bomb()))
-    done, cpu, wall = _run(["install", str(out), "--dry-run", "--kubeconfig",
-                            str(tmp_path / "no-kubeconfig")], tmp_path)
+    out = _output_with(tmp_path, "")
+    done, extra, figures = _over_the_baseline(
+        ["install", str(out), "--dry-run", "--kubeconfig", str(tmp_path / "no-kubeconfig")],
+        out / "bad.yaml", _config_map(_bomb()), tmp_path)
     assert done.returncode == 2
     assert done.stderr.decode() == f"error: bad.yaml:1:1: {EXPANDS}\n"
-    assert cpu < 1.0, f"{cpu:.2f} s of CPU ({wall:.2f} s wall)"
+    assert extra < BOMB_CPU_S, figures
 
 
 @pytest.mark.timeout(60)
