@@ -25,6 +25,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -431,3 +432,38 @@ def test_the_out_of_policy_alert_fires_on_the_gauge_and_resolves(tightened: dict
     rule_test(ALERT, series='fivespot_objects_out_of_policy{namespace="lab", pod="a"}',
               values=f"{before:g}x20 {after:g}x20", firing_at="17m", resolved_at="30m",
               labels={"namespace": "lab"}, work=tightened["work"])
+
+
+def _queue_adds(metrics: str) -> float:
+    return sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+               if line.startswith("fivespot_workqueue_adds_total{"))
+
+
+def test_a_boundary_sends_the_audit_controller_no_work_and_a_label_change_does(
+        tightened: dict[str, Any], admin: client.ApiClient) -> None:
+    """The capacity controller's status writes at a boundary leave what a create of each object
+    would show the policies as it was: the audit controller queues nothing for them (each of
+    its reconciles judges a whole namespace); a label, which a policy may read, is queued."""
+    world, auditor = tightened["world"], tightened["auditor"]
+    world.schedule("quiet", True)
+    world.pool("quiet")
+    world.scap("quiet", "quiet", "quiet", 1)
+    world.wait_phase("quiet", "Active", 60)
+    since: list[tuple[float, float]] = []  # (when the count was first seen, the count)
+
+    def settled() -> bool:
+        count = _queue_adds(auditor.metrics())
+        if not since or since[-1][1] != count:
+            since.append((time.monotonic(), count))
+        return time.monotonic() - since[-1][0] >= 3.0
+
+    eventually(settled, 60, "the audit controller's queue quiet for 3 s")
+    before = since[-1][1]
+    for active, phase in ((False, "Inactive"), (True, "Active")):
+        world.set_active("quiet", active)
+        world.wait_phase("quiet", phase, 60)
+    time.sleep(2.0)
+    assert _queue_adds(auditor.metrics()) == before, "a status write queued a judgement"
+    kube.merge_patch(admin, path(SCAP, "quiet", ns=world.ns), {"metadata": {"labels": {"tier": "b"}}})
+    eventually(lambda: _queue_adds(auditor.metrics()) > before, REPORT_BOUND_S,
+               "a label change queued its namespace")

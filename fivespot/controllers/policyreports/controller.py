@@ -8,9 +8,10 @@ component a cluster's writes wait on); it runs like every controller (one leader
 `fivespot.runtime.manager`), reads ScheduledCapacities, the policies and the tenant limits, and writes
 nothing else.
 
-A namespace is reconciled when one of its ScheduledCapacities changes, when any tenant's limits
-or one of fivespot's policies or bindings change (every namespace then), and on taking a partition (namespaces with objects, and those with
-an earlier report to clear); the informers' resync is the backstop. Each reconcile judges every
+A namespace is reconciled when one of its ScheduledCapacities changes (a status write aside:
+`changes_the_report`), when any tenant's limits or one of fivespot's policies or bindings change
+(every namespace then), and on taking a partition (namespaces with objects, and those with an
+earlier report to clear); the informers' resync is the backstop. Each reconcile judges every
 object of the namespace (`fivespot.controllers.inforce`: as `fivespot check` decides a create of it
 today), and writes the report only when it differs from the stored one: created when there is
 none, else applied server-side on the resourceVersion read (the Manager's conditional writer). Where the
@@ -29,9 +30,9 @@ from fivespot.api.identities import AUDIT_CONTROLLER
 from fivespot.api.kinds import scheduled_capacity as scap
 from fivespot.api.provider_contract import LookupFailed
 from fivespot.controllers.policyreports import reports
-from fivespot.controllers.inforce import PoliciesInForce
+from fivespot.controllers.inforce import PoliciesInForce, created_form
 from fivespot.runtime import kube, metrics
-from fivespot.runtime.cache import Obj
+from fivespot.runtime.cache import MODIFIED, Obj
 from fivespot.runtime.clock import SYSTEM_CLOCK, Clock
 from fivespot.runtime.reconcile import Request, Result
 from fivespot.runtime.writes import APPLY
@@ -43,6 +44,15 @@ log = logging.getLogger("fivespot.audit")
 KIND: Final = Primary(scap.GROUP, scap.VERSION, scap.PLURAL)
 RECHECK_CRD_S: Final = 60.0
 """How often a missing PolicyReport CRD is looked for again."""
+
+
+def changes_the_report(event: str, obj: Obj, old: Obj | None) -> bool:
+    """Whether an event of a ScheduledCapacity can change its namespace's report: all but a
+    change that leaves what a create of it would show the policies as it was (`created_form`),
+    such as the status write the capacity controller makes of every object at a boundary. Each
+    reconcile judges and compares the whole namespace, so those would cost work in proportion to
+    the namespace's size for each object flipped, and change nothing."""
+    return event != MODIFIED or old is None or created_form(old) != created_form(obj)
 
 
 def report_key(obj: Obj) -> str:
@@ -57,7 +67,7 @@ class AuditReconciler:
 
     def __init__(self, mgr: Manager):
         self.mgr = mgr
-        self.scaps = mgr.reconcile(KIND, self, key=report_key)
+        self.scaps = mgr.reconcile(KIND, self, predicate=changes_the_report, key=report_key)
         self.in_force = PoliciesInForce(mgr, self._on_limits)
         self._crd_served: bool | None = None
         self._crd_checked = 0.0
