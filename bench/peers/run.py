@@ -48,7 +48,8 @@ watches, never the tools' logs):
    20 s is reported apart (`settle_tail`).
 4. memory: each tool's resident set (VmRSS, and the peak VmHWM) at `--targets` after the rounds,
    and at `--grow-to` targets after one more boundary shared by all (one round; contended, so
-   its times are reported but are not the boundary figure).
+   its times are reported but are not the boundary figure), with each process's CPU seconds
+   from the start of growing to that boundary and from the boundary to the reading.
 
 Every tool's processes are supervised as the kubelet would (`Kubelet`): one that exits on its own
 is started again after the kubelet's back-off (10 s, doubling), and the table counts restarts.
@@ -794,6 +795,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         # 4. memory at --grow-to targets, after one more boundary shared by all (sleep).
         if args.grow_to > args.targets:
             started = time.monotonic()
+            cpu_at = [cpu_now(bench)]  # the grow's start, the boundary, the read
             for tool in TOOLS:
                 world.deployments(targets(tool, args.targets, args.grow_to))
             world.scheduled_capacities(targets("fivespot", args.targets, args.grow_to))
@@ -810,8 +812,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 world.annotate(namespace, downtime([*windows("gokubedownscaler", True), (big, end)],
                                                    zone, offset))
             mark = audit_log.stat().st_size
+            sleep_until(big)
+            cpu_at.append(cpu_now(bench))
             sleep_until(big + dt.timedelta(seconds=args.settle + 30))
-            grown: dict[str, Any] = {"boundary": f"{big:%H:%M:%SZ}", "grow_s": round(grown_s)}
+            cpu_at.append(cpu_now(bench))
+            grown: dict[str, Any] = {"boundary": f"{big:%H:%M:%SZ}", "grow_s": round(grown_s),
+                                     "cpu_s_to_boundary": cpu_between(cpu_at[0], cpu_at[1]),
+                                     "cpu_s_after_boundary": cpu_between(cpu_at[1], cpu_at[2])}
             for tool in TOOLS:
                 grown[tool] = {**bench.memory(tool), **boundary_figures(
                     bench, tool, big, 0, targets(tool, 0, args.grow_to), mark)}
@@ -830,6 +837,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for peer in peer_map.values():
             peer.stop()
         session.stop()
+
+
+def cpu_now(bench: Bench) -> dict[str, float]:
+    """CPU seconds so far of each fivespot component and each peer (processes and children)."""
+    return {**{f"fivespot {name}": cpu for name, cpu in bench.fivespot_cpu().items()},
+            **{tool: sum(cpu_seconds(p) for p in bench.pids(tool)) for tool in TOOLS
+               if tool != "fivespot"}}
+
+
+def cpu_between(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """CPU seconds each process spent between two `cpu_now` readings (a restarted process
+    counts from its start)."""
+    return {name: round(cpu - before.get(name, 0.0) if cpu >= before.get(name, 0.0) else cpu, 1)
+            for name, cpu in after.items()}
 
 
 def table(results: dict[str, Any], targets_n: int, grow_to: int) -> str:
