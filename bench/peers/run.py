@@ -49,7 +49,8 @@ watches, never the tools' logs):
 4. memory: each tool's resident set (VmRSS, and the peak VmHWM) at `--targets` after the rounds,
    and at `--grow-to` targets after one more boundary shared by all (one round; contended, so
    its times are reported but are not the boundary figure), with each process's CPU seconds
-   from the start of growing to that boundary and from the boundary to the reading.
+   (the control plane's and the bench's too) from the start of growing to that boundary and
+   from the boundary to the reading, and each tool's writes in each 5 s after it.
 
 Every tool's processes are supervised as the kubelet would (`Kubelet`): one that exits on its own
 is started again after the kubelet's back-off (10 s, doubling), and the table counts restarts.
@@ -551,10 +552,12 @@ def sleep_until(instant: dt.datetime) -> None:
 
 
 def boundary_figures(bench: Bench, tool: str, boundary: dt.datetime, value: int,
-                     which: list[tuple[str, str]], mark: int) -> dict[str, Any]:
+                     which: list[tuple[str, str]], mark: int, *,
+                     timeline: bool = False) -> dict[str, Any]:
     """Seconds from the boundary to the tool's first and last Deployment write, and to its
     status saying so, from the API server's audit log (from byte offset `mark`, taken before the
-    boundary); a watch in this process confirms every target reads `value`."""
+    boundary); a watch in this process confirms every target reads `value`. `timeline`: also
+    how many targets were first written in each 5 s after the boundary."""
     since = boundary.timestamp() - 1.0
     wanted = set(which)
     users = bench.users(tool)
@@ -570,6 +573,11 @@ def boundary_figures(bench: Bench, tool: str, boundary: dt.datetime, value: int,
     figures: dict[str, Any] = {"boundary": boundary.strftime("%H:%M:%SZ"), "value": value,
                                "written": len(first_write), "reads_value": len(seen),
                                "of": len(which)}
+    if timeline:
+        per_5s = [0] * (int(max(first_write.values(), default=start) - start) // 5 + 1)
+        for at in first_write.values():
+            per_5s[max(0, int(at - start) // 5)] += 1
+        figures["written_per_5s"] = per_5s
     if first_write:
         figures["first_s"] = round(min(first_write.values()) - start, 2)
         figures["last_s"] = (round(max(first_write.values()) - start, 2)
@@ -821,7 +829,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                      "cpu_s_after_boundary": cpu_between(cpu_at[1], cpu_at[2])}
             for tool in TOOLS:
                 grown[tool] = {**bench.memory(tool), **boundary_figures(
-                    bench, tool, big, 0, targets(tool, 0, args.grow_to), mark)}
+                    bench, tool, big, 0, targets(tool, 0, args.grow_to), mark, timeline=True)}
             bench.results["memory"][str(args.grow_to)] = grown
             print(f"at {args.grow_to}: {json.dumps(grown)}", flush=True)
         bench.results["restarts"] = kubelet.restarts
@@ -840,10 +848,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cpu_now(bench: Bench) -> dict[str, float]:
-    """CPU seconds so far of each fivespot component and each peer (processes and children)."""
+    """CPU seconds so far of each fivespot component, each peer (processes and children), the
+    control plane's processes (kube-apiserver, etcd) and this bench (its watches and clients):
+    everything that shares the machine's cores."""
+    plane = bench.session.plane
+    own = os.times()
     return {**{f"fivespot {name}": cpu for name, cpu in bench.fivespot_cpu().items()},
             **{tool: sum(cpu_seconds(p) for p in bench.pids(tool)) for tool in TOOLS
-               if tool != "fivespot"}}
+               if tool != "fivespot"},
+            **{name: cpu_seconds(process.pid) for name, process in
+               (plane.processes if plane is not None else [])},
+            "bench": own.user + own.system}
 
 
 def cpu_between(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
