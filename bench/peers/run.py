@@ -381,6 +381,10 @@ class Bench:
             roots = [process.pid] if process is not None and process.poll() is None else []
         return [pid for root in roots for pid in with_descendants(root)]
 
+    def cpu(self, tool: str) -> float:
+        """CPU seconds so far of the tool's running processes and their descendants."""
+        return sum(cpu_seconds(pid) for pid in self.pids(tool))
+
     def fivespot_cpu(self) -> dict[str, float]:
         """CPU seconds so far of each running fivespot component (its process and descendants)."""
         return {name: sum(cpu_seconds(pid) for pid in with_descendants(p.pid))
@@ -708,14 +712,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for tool in TOOLS}
         print(f"settle tail over {IDLE_AFTER_S:g} s: {json.dumps(bench.results['settle_tail'])}",
               flush=True)
-        cpu_before = {tool: sum(cpu_seconds(p) for p in bench.pids(tool)) for tool in TOOLS}
+        cpu_before = {tool: bench.cpu(tool) for tool in TOOLS}
         cpu_parts_before = bench.fivespot_cpu()
         sleep_until(first - dt.timedelta(seconds=10))
         idle_s = time.monotonic() - idle_from
         idle_stop = audit_log.stat().st_size
         idle: dict[str, Any] = {"seconds": round(idle_s, 1)}
         for tool in TOOLS:
-            cpu = sum(cpu_seconds(p) for p in bench.pids(tool)) - cpu_before[tool]
+            cpu = bench.cpu(tool) - cpu_before[tool]
             requests, writes = audit_counts(audit_log, idle_offset, idle_stop, bench.users(tool))
             scale = 3600 / idle_s
             idle[tool] = {"writes_per_h": round(writes * scale), "requests_per_h": round(requests * scale),
@@ -854,8 +858,7 @@ def cpu_now(bench: Bench) -> dict[str, float]:
     plane = bench.session.plane
     own = os.times()
     return {**{f"fivespot {name}": cpu for name, cpu in bench.fivespot_cpu().items()},
-            **{tool: sum(cpu_seconds(p) for p in bench.pids(tool)) for tool in TOOLS
-               if tool != "fivespot"},
+            **{tool: bench.cpu(tool) for tool in TOOLS if tool != "fivespot"},
             **{name: cpu_seconds(process.pid) for name, process in
                (plane.processes if plane is not None else [])},
             "bench": own.user + own.system}

@@ -33,6 +33,7 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes import client
+from prometheus_client.parser import text_string_to_metric_families
 
 from fivespot.devcluster import localrun
 from fivespot.devcluster.clients import service_account_kubeconfig
@@ -435,8 +436,9 @@ def test_the_out_of_policy_alert_fires_on_the_gauge_and_resolves(tightened: dict
 
 
 def _queue_adds(metrics: str) -> float:
-    return sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
-               if line.startswith("fivespot_workqueue_adds_total{"))
+    """Keys the process has queued so far, over all its queues."""
+    return sum(sample.value for family in text_string_to_metric_families(metrics)
+               for sample in family.samples if sample.name == "fivespot_workqueue_adds_total")
 
 
 def test_a_boundary_sends_the_audit_controller_no_work_and_a_label_change_does(
