@@ -6,20 +6,31 @@ repo-server). It is git's own `git http-backend`, run as a CGI program per reque
 threaded HTTP server: `http.server`'s CGI handler cannot be used, as it always answers 200 before
 the program runs, where http-backend answers e.g. 404 for a missing repository in its `Status:`
 header. Pushing over HTTP is allowed (`http.receivepack`), so a test can push as a user would.
+
+Every request, and every error a request meets, goes to `access.log` under the root (with the
+time it took): when an engine reports a failed fetch, that log says whether the request reached
+this server and what it answered.
 """
 
 from __future__ import annotations
 
+import datetime
 import os
 import shutil
+import socket
 import subprocess
 import threading
+import time
+import traceback
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Final
 from urllib.parse import urlsplit
 
 GIT_TIMEOUT_S: Final = 120
+BACKLOG: Final = 128
+"""Connections the kernel holds until the server accepts them (socketserver's default is 5: past
+it, a burst of engine fetches is refused with a reset)."""
 
 
 class GitServerError(RuntimeError):
@@ -44,8 +55,11 @@ class _Handler(BaseHTTPRequestHandler):
         self._cgi()
 
     def log_message(self, format: str, *args: object) -> None:
-        with open(self.server.log, "a") as log:
-            log.write(f"{self.address_string()} {format % args}\n")
+        self.server.note(f"{self.address_string()} {format % args}")
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        took = time.monotonic() - getattr(self, "_started", time.monotonic())
+        self.log_message('"%s" %s %s %.3fs', self.requestline, str(code), str(size), took)
 
     def _body(self) -> bytes:
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
@@ -61,6 +75,7 @@ class _Handler(BaseHTTPRequestHandler):
         return self.rfile.read(int(self.headers.get("Content-Length") or 0))
 
     def _cgi(self) -> None:
+        self._started = time.monotonic()
         url = urlsplit(self.path)
         body = self._body() if self.command == "POST" else b""
         env = {
@@ -107,10 +122,21 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = BACKLOG
 
     def __init__(self, root: Path, log: Path) -> None:
         self.root, self.log = root, log
+        self._log_lock = threading.Lock()
         super().__init__(("127.0.0.1", 0), _Handler)
+
+    def note(self, line: str) -> None:
+        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%H:%M:%S.%f")[:-3]
+        with self._log_lock, open(self.log, "a") as log:
+            log.write(f"{stamp} {line}\n")
+
+    def handle_error(self, request: socket.socket | tuple[bytes, socket.socket],
+                     client_address: tuple[str, int] | str) -> None:
+        self.note(f"{client_address} error:\n{traceback.format_exc()}")
 
 
 class GitServer:
@@ -128,6 +154,14 @@ class GitServer:
 
     def url(self, name: str) -> str:
         return f"http://127.0.0.1:{self.port}/{name}.git"
+
+    def log_tail(self, lines: int = 20, containing: str = "") -> str:
+        """The last `lines` of the access log (those containing `containing`): what an engine's
+        failed fetch looked like from here."""
+        log = self.root / "access.log"
+        found = [line for line in (log.read_text(errors="replace").splitlines() if log.exists() else [])
+                 if containing in line]
+        return "\n".join(found[-lines:])
 
     def start(self) -> "GitServer":
         self.root.mkdir(parents=True, exist_ok=True)

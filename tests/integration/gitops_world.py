@@ -256,6 +256,26 @@ def refresh(api: Any, name: str = "fivespot", kind: str = "normal") -> None:
                      {"metadata": {"annotations": {"argocd.argoproj.io/refresh": kind}}})
 
 
+class FetchRetry:
+    """Argo CD's refresh again when its last one failed to fetch from the git server, as a user
+    presses Refresh after a failed fetch: Argo CD itself retries only at its next resync, three
+    minutes on. A refused manifest is left alone: only a fetch from `url` is retried, at most
+    every `every_s`."""
+
+    def __init__(self, api: Any, name: str, url: str, every_s: float = 15.0) -> None:
+        self.api, self.name, self.url, self.every_s = api, name, url, every_s
+        self.last, self.retried = time.monotonic(), 0
+
+    def __call__(self, app: dict[str, Any]) -> None:
+        if "argocd.argoproj.io/refresh" in (app["metadata"].get("annotations") or {}):
+            return
+        failed = [c for c in (app.get("status") or {}).get("conditions") or []
+                  if c.get("type") == "ComparisonError" and self.url in (c.get("message") or "")]
+        if failed and time.monotonic() - self.last >= self.every_s:
+            refresh(self.api, self.name)
+            self.last, self.retried = time.monotonic(), self.retried + 1
+
+
 def synced_at(app: dict[str, Any], revision: str) -> bool:
     """Synced and Healthy at `revision`, its last operation a success, nothing still running."""
     status = app.get("status") or {}

@@ -41,6 +41,7 @@ from fivespot.runtime import kube
 from tests.integration.gitops_world import (
     APPLICATIONS,
     EXAMPLE,
+    FetchRetry,
     INSTALL_NS,
     ROOT,
     SCAP,
@@ -99,15 +100,18 @@ class ArgoWorld:
 
     def wait_synced(self, revision: str, name: str = "fivespot",
                     timeout_s: float = SYNC_TIMEOUT_S) -> dict[str, Any]:
+        retry = FetchRetry(self.api, name, self.repo.url)
+
         def done() -> dict[str, Any] | None:
             self.argocd.check()
             app = application(self.api, name)
+            retry(app)
             return app if synced_at(app, revision) else None
 
         return eventually(done, timeout_s, f"Application {name} Synced / Healthy at {revision}",
                           lambda: describe_application(application(self.api, name))
-                          + "\n" + self.argocd.processes.tail("argocd-application-controller", 10),
-                          every_s=1.0)
+                          + "\n" + self.argocd.processes.tail("argocd-application-controller", 10)
+                          + "\ngit server:\n" + self.server.log_tail(), every_s=1.0)
 
 
 @pytest.fixture(scope="module")

@@ -31,6 +31,7 @@ from fivespot.compiler.scaffold import init
 from fivespot.devcluster.gitops_engines import ArgoCD
 from fivespot.runtime import kube
 from tests.integration.gitops_world import (
+    FetchRetry,
     Node,
     WatchedRepo,
     Writer,
@@ -98,13 +99,17 @@ class Story:
                    env={"PRE_COMMIT_HOME": str(self.home)})
 
     def wait_synced(self, revision: str) -> dict[str, Any]:
+        retry = FetchRetry(self.api, "fivespot", self.repo.url)
+
         def done() -> dict[str, Any] | None:
             self.argocd.check()
             app = application(self.api)
+            retry(app)
             return app if synced_at(app, revision) else None
 
         return eventually(done, SYNC_TIMEOUT_S, f"Synced / Healthy at {revision}",
-                          lambda: describe_application(application(self.api)), every_s=1.0)
+                          lambda: describe_application(application(self.api))
+                          + "\ngit server:\n" + self.repo.server.log_tail(), every_s=1.0)
 
 
 @pytest.fixture(scope="module")

@@ -64,6 +64,7 @@ from tests.integration.conftest import own_control_plane
 from tests.integration.gitops_world import (
     APPLICATIONS,
     EXAMPLE,
+    FetchRetry,
     KUSTOMIZATIONS,
     TENANT,
     WatchedRepo,
@@ -272,16 +273,20 @@ class ArgoTenant:
         pushed_at, pushed_wall = time.monotonic(), time.time()
         revision = self.repo.push()
         refresh(self.spot.admin, self.name)
+        retry = FetchRetry(self.spot.admin, self.name, self.repo.url)
 
         def synced() -> bool:
             self.argocd.check()
-            status = self.app().get("status") or {}
+            app = self.app()
+            retry(app)
+            status = app.get("status") or {}
             return (status.get("sync") or {}).get("revision") == revision and \
                 (status.get("operationState") or {}).get("phase") == "Succeeded" and \
                 (status.get("sync") or {}).get("status") == "Synced"
 
         eventually(synced, 300, f"{self.name} synced at {revision}",
-                   on_timeout=lambda: describe_application(self.app()), every_s=0.5)
+                   on_timeout=lambda: describe_application(self.app()) + "\ngit server:\n"
+                   + self.repo.server.log_tail(containing=f"/{self.name}.git"), every_s=0.5)
         time.sleep(2)
         self.pending.append((pushed_at, time.monotonic()))
         self.commits.append((revision, pushed_wall, time.time()))
