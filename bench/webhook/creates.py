@@ -2,7 +2,7 @@
 writes meanwhile (decision 0042). Not a test. `make bench-webhook-creates`.
 
 `fivespot dev` on the peers bench's config (bench/peers/config: one tenant of 20 namespaces,
-Deployments as the consumer kind) with its webhook as installed. Then `--targets` Deployments,
+Deployments as the consumer kind) with its webhook as installed, and the PolicyReport CRDs. Then `--targets` Deployments,
 and one ScheduledCapacity for each created by `--threads` client threads, as a GitOps sync of a
 large config repo would: every create passes the field-governance check, which reads the
 namespace's autoscalers from the API server (decision 0029). Meanwhile one thread patches those
@@ -11,16 +11,21 @@ each patch passes the target guard, as a schedule boundary's writes do.
 
 Printed: the creates' wall time, the field-governance reviews' count and mean time (the
 webhook's `fivespot_webhook_admission_duration_seconds`), and the target-guard patches' count
-and latency (p50, p99, max) during the creates.
+and latency (p50, p99, max) during the creates. Then the audit controller's side of the same
+burst (decision 0046): seconds from the end of the creates until every namespace's PolicyReport
+lists each of its objects, and the controller's CPU seconds, reconciles and report writes from
+the first create to then.
 
-    .venv/bin/python bench/webhook/creates.py [--targets 1000] [--threads 8]
+    .venv/bin/python bench/webhook/creates.py [--targets 1000] [--threads 8] [--profile DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -32,9 +37,17 @@ from typing import Final
 ROOT: Final = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from fivespot.api.identities import AUDIT_CONTROLLER  # noqa: E402
+from fivespot.controllers.policyreports import reports as policy_reports  # noqa: E402
 from fivespot.devcluster.dev import DevSession  # noqa: E402
 from fivespot.devcluster.localrun import http_get  # noqa: E402
 from fivespot.runtime import kube  # noqa: E402
+
+
+POLICY_REPORT_CRDS: Final = sorted(
+    (ROOT / "tests" / "integration" / "testdata" / "policyreport-crds").glob("*.yaml"))
+"""The upstream PolicyReport CRDs (wgpolicyk8s.io), so the audit controller writes its reports as
+on a cluster with a policy-report viewer installed."""
 
 
 def peers_bench() -> ModuleType:
@@ -60,15 +73,40 @@ def reviews(port: int, check: str) -> tuple[int, float]:
     return int(count), total
 
 
+def audit_counts(port: int) -> tuple[int, int]:
+    """(reconciles, PolicyReport writes) of the audit controller so far, from its /metrics."""
+    _, text = http_get(port, "/metrics")
+    reconciles = writes = 0.0
+    for line in text.splitlines():
+        if line.startswith("fivespot_reconcile_duration_seconds_count{") and AUDIT_CONTROLLER in line:
+            reconciles += float(line.split()[-1])
+        elif line.startswith("fivespot_writes_total{") and 'what="policyreport"' in line:
+            writes += float(line.split()[-1])
+    return int(reconciles), int(writes)
+
+
+def reported(api: object, namespaces: set[str]) -> int:
+    """Objects the namespaces' PolicyReports list (passed or failed)."""
+    listed = kube.request(api, "GET", kube.resource_path(
+        policy_reports.GROUP, policy_reports.VERSION, policy_reports.PLURAL))
+    return sum(int(summary.get("pass") or 0) + int(summary.get("fail") or 0)
+               for item in listed.get("items") or []
+               if (item.get("metadata") or {}).get("namespace") in namespaces
+               and (item.get("metadata") or {}).get("name") == policy_reports.NAME
+               for summary in [item.get("summary") or {}])
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--targets", type=int, default=1000)
     parser.add_argument("--threads", type=int, default=8, help="client threads creating")
+    parser.add_argument("--profile", type=Path, help="py-spy the audit controller during the "
+                        "creates and until its reports are complete (collapsed stacks here)")
     args = parser.parse_args()
     peers = peers_bench()
     work = Path(tempfile.mkdtemp(prefix="fivespot-bench-creates-"))
-    session = DevSession(ROOT / "bench" / "peers" / "config", work / "dev",
+    session = DevSession(ROOT / "bench" / "peers" / "config", work / "dev", POLICY_REPORT_CRDS,
                          report=lambda line: print(f"[dev] {line}", flush=True))
     session.start()
     try:
@@ -93,6 +131,16 @@ def main() -> int:
                                  field_manager="fivespot-capacity-controller")
                 latencies.append(time.perf_counter() - started)
 
+        audit_port = session.metrics_ports[AUDIT_CONTROLLER]
+        audit_pid = next(p.pid for name, p in session.processes if name == AUDIT_CONTROLLER)
+        spy = None
+        if args.profile is not None:
+            args.profile.mkdir(parents=True, exist_ok=True)
+            spy = subprocess.Popen([shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy"),
+                                    "record", "--format", "raw", "--threads", "--pid", str(audit_pid),
+                                    "--output", str(args.profile / "audit.txt")],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        audit_before = audit_counts(audit_port), peers.cpu_seconds(audit_pid)
         before = reviews(port, "field-governance")
         writer = threading.Thread(target=guarded_writes, name="guarded-writes")
         started = time.monotonic()
@@ -101,6 +149,16 @@ def main() -> int:
         wall = time.monotonic() - started
         stop.set()
         writer.join()
+        namespaces = {namespace for namespace, _ in which}
+        created = time.monotonic()
+        while reported(session.api, namespaces) < len(which) and time.monotonic() - created < 600:
+            time.sleep(0.2)
+        complete = time.monotonic() - created
+        audit_cpu = peers.cpu_seconds(audit_pid) - audit_before[1]
+        reconciles, writes = (a - b for a, b in zip(audit_counts(audit_port), audit_before[0]))
+        if spy is not None:
+            spy.send_signal(2)
+            spy.wait(60)
         count, total = (a - b for a, b in zip(reviews(port, "field-governance"), before))
         ordered = sorted(latencies)
         print(f"{args.targets} ScheduledCapacity creates ({args.threads} threads) in {wall:.1f} s; "
@@ -109,6 +167,10 @@ def main() -> int:
               f"p50 {1000 * statistics.median(ordered):.1f} ms, "
               f"p99 {1000 * ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]:.1f} ms, "
               f"max {1000 * ordered[-1]:.1f} ms", flush=True)
+        print(f"audit controller: every object in its namespace's PolicyReport {complete:.1f} s "
+              f"after the last create; from the first create to then {audit_cpu:.1f} CPU-s, "
+              f"{reconciles} reconciles, {writes} report writes "
+              f"({len(namespaces)} namespaces)", flush=True)
         return 0
     finally:
         session.stop()

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -35,6 +36,7 @@ import yaml
 from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
+from fivespot.controllers.policyreports.controller import REBUILD_EVERY_S
 from fivespot.devcluster import localrun
 from fivespot.devcluster.clients import service_account_kubeconfig
 from fivespot.devcluster.kubectl import apply, kubectl
@@ -435,6 +437,11 @@ def test_the_out_of_policy_alert_fires_on_the_gauge_and_resolves(tightened: dict
               labels={"namespace": "lab"}, work=tightened["work"])
 
 
+QUIET_S = REBUILD_EVERY_S + 1.0
+"""Longer than a paced rebuild can wait to be queued (decision 0046): a queue this quiet has
+nothing left to come."""
+
+
 def _queue_adds(metrics: str) -> float:
     """Keys the process has queued so far, over all its queues."""
     return sum(sample.value for family in text_string_to_metric_families(metrics)
@@ -466,9 +473,9 @@ def _status_writes_queue_nothing(world: World, auditor: ControllerProcess,
         count = _queue_adds(auditor.metrics())
         if not since or since[-1][1] != count:
             since.append((time.monotonic(), count))
-        return time.monotonic() - since[-1][0] >= 3.0
+        return time.monotonic() - since[-1][0] >= QUIET_S
 
-    eventually(settled, 60, "the audit controller's queue quiet for 3 s")
+    eventually(settled, 60, f"the audit controller's queue quiet for {QUIET_S:g} s")
     before = since[-1][1]
     for active, phase in ((False, "Inactive"), (True, "Active")):
         world.set_active("quiet", active)
@@ -478,3 +485,45 @@ def _status_writes_queue_nothing(world: World, auditor: ControllerProcess,
     kube.merge_patch(admin, path(SCAP, "quiet", ns=world.ns), {"metadata": {"labels": {"tier": "b"}}})
     eventually(lambda: _queue_adds(auditor.metrics()) > before, REPORT_BOUND_S,
                "a label change queued its namespace")
+
+
+BURST = 40
+
+
+def _report_writes(metrics: str) -> float:
+    """PolicyReports the audit controller has written so far."""
+    return sum(sample.value for family in text_string_to_metric_families(metrics)
+               for sample in family.samples
+               if sample.name == "fivespot_writes_total" and sample.labels.get("what") == "policyreport")
+
+
+def _listed(report: dict[str, Any] | None) -> set[str]:
+    return {r["resources"][0]["name"] for r in (report or {}).get("results", [])}
+
+
+def test_a_burst_of_creates_is_reported_within_the_bound_in_a_rebuild_every_few_seconds(
+        tightened: dict[str, Any], admin: client.ApiClient) -> None:
+    """A namespace's report is rebuilt at most once every REBUILD_EVERY_S (decision 0046): a
+    burst of creates, as a GitOps sync or an import makes, is judged in a few rebuilds rather
+    than one per create, and every object is still in the report within the bound. Its objects
+    are deleted at the end."""
+    world, auditor = tightened["world"], tightened["auditor"]
+    names = [f"burst-{index}" for index in range(BURST)]
+    before = _report_writes(auditor.metrics())
+    try:
+        started = time.monotonic()
+        for name in names:
+            world.scap(name, "open", name, 1)
+        created = time.monotonic()
+        eventually(lambda: set(names) <= _listed(_report(admin, world.ns)), REPORT_BOUND_S,
+                   f"{BURST} new objects in {world.ns}'s report")
+        took = time.monotonic() - created
+        writes = _report_writes(auditor.metrics()) - before
+        print(f"audit: {BURST} creates in {created - started:.2f} s, all reported {took:.2f} s "
+              f"after the last, in {writes:g} report writes")
+        assert writes <= 2 + math.ceil((created - started) / REBUILD_EVERY_S), writes
+    finally:
+        for name in names:
+            kube.request(admin, "DELETE", path(SCAP, name, ns=world.ns))
+    eventually(lambda: not set(names) & _listed(_report(admin, world.ns)), REPORT_BOUND_S,
+               "the burst's objects gone from the report")

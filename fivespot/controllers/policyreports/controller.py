@@ -16,6 +16,12 @@ object of the namespace (`fivespot.controllers.inforce`: as `fivespot check` dec
 today), and writes the report only when it differs from the stored one: created when there is
 none, else applied server-side on the resourceVersion read (the Manager's conditional writer). Where the
 PolicyReport CRD is not installed there is no report; the metric is kept anyway.
+
+A namespace's report is rebuilt at most once every REBUILD_EVERY_S (`rebuild_wait`, decision
+0046): the first change after a quiet spell is judged at once, and the changes that follow within
+that time are judged together when it has passed. Each rebuild judges the whole namespace, so
+without it a burst of n creates in a namespace (a GitOps sync of a large repository, an import)
+would cost up to n rebuilds of up to n objects each, and as many writes of a growing report.
 """
 
 from __future__ import annotations
@@ -44,6 +50,18 @@ log = logging.getLogger("fivespot.audit")
 KIND: Final = Primary(scap.GROUP, scap.VERSION, scap.PLURAL)
 RECHECK_CRD_S: Final = 60.0
 """How often a missing PolicyReport CRD is looked for again."""
+REBUILD_EVERY_S: Final = 5.0
+"""The least time between two rebuilds of one namespace's report: half the bound within which a
+report reflects a change (docs/design/numbers.md), so a change that just misses one rebuild is
+still in the next well within it."""
+
+
+def rebuild_wait(last_rebuilt: float | None, now: float, every_s: float = REBUILD_EVERY_S) -> float:
+    """Seconds before a namespace's report may be rebuilt again (0: now), given when (on the
+    monotonic clock) it was last rebuilt, if ever."""
+    if last_rebuilt is None:
+        return 0.0
+    return max(0.0, last_rebuilt + every_s - now)
 
 
 def changes_the_report(event: str, obj: Obj, old: Obj | None) -> bool:
@@ -72,6 +90,8 @@ class AuditReconciler:
         self._crd_served: bool | None = None
         self._crd_checked = 0.0
         self._counted: dict[str, int] = {}
+        self._rebuilt: dict[str, float] = {}
+        """Namespace -> when (monotonic) its report was last rebuilt."""
         self._lock = threading.Lock()
         mgr.on_started_leading(self._started)
         mgr.on_stopped_leading(self._stopped)
@@ -104,11 +124,18 @@ class AuditReconciler:
             for namespace in [n for n in self._counted if self.mgr.partition_of(n) == partition]:
                 metrics.OUT_OF_POLICY.remove(namespace)
                 del self._counted[namespace]
+            for namespace in [n for n in self._rebuilt if self.mgr.partition_of(n) == partition]:
+                del self._rebuilt[namespace]
 
     # --- the reconcile ------------------------------------------------------------------------
 
     def reconcile(self, request: Request) -> Result | None:
         namespace = request.namespace
+        now = self.mgr.clock.monotonic()
+        with self._lock:
+            wait = rebuild_wait(self._rebuilt.get(namespace), now)
+        if wait > 0:
+            return Result(requeue_after_s=wait)  # the queue keeps one, the earliest
         if isinstance(self.in_force.policy_set(), LookupFailed):
             return Result(retry=True)
         objects = sorted(self.scaps.list(namespace),
@@ -116,6 +143,8 @@ class AuditReconciler:
         judged = [(obj, self.in_force.observe(obj)) for obj in objects]
         if any(isinstance(observation, LookupFailed) for _, observation in judged):
             return Result(retry=True)
+        with self._lock:
+            self._rebuilt[namespace] = now
         stored = self._stored(namespace)
         listed = reports.results(judged, int(self.mgr.clock.now().timestamp()),
                                  reports.timestamps(stored))
