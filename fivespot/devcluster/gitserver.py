@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 GIT_TIMEOUT_S: Final = 120
 BACKLOG: Final = 128
 """Connections the kernel holds until the server accepts them (socketserver's default is 5: past
-it, a burst of engine fetches is refused with a reset)."""
+it, a burst of engine fetches is reset or left to time out)."""
 
 
 class GitServerError(RuntimeError):
