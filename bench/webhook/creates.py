@@ -2,8 +2,9 @@
 writes meanwhile (decision 0042). Not a test. `make bench-webhook-creates`.
 
 `fivespot dev` on the peers bench's config (bench/peers/config: one tenant of 20 namespaces,
-Deployments as the consumer kind) with its webhook as installed, and the PolicyReport CRDs. Then `--targets` Deployments,
-and one ScheduledCapacity for each created by `--threads` client threads, as a GitOps sync of a
+Deployments as the consumer kind) with its webhook as installed, and the PolicyReport CRDs.
+Then `--targets` Deployments, and one ScheduledCapacity for each created by `--threads` client
+threads, as a GitOps sync of a
 large config repo would: every create passes the field-governance check, which reads the
 namespace's autoscalers from the API server (decision 0029). Meanwhile one thread patches those
 Deployments' `spec.replicas` one after another as the capacity controller's own identity, so
@@ -23,9 +24,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -50,12 +49,14 @@ POLICY_REPORT_CRDS: Final = sorted(
 on a cluster with a policy-report viewer installed."""
 
 
-def peers_bench() -> ModuleType:
-    """bench/peers/run.py, for its World (namespaces, Deployments, ScheduledCapacities)."""
-    spec = importlib.util.spec_from_file_location("peers_run", ROOT / "bench" / "peers" / "run.py")
+def bench_module(name: str) -> ModuleType:
+    """bench/NAME/run.py: the peers bench for its World (namespaces, Deployments,
+    ScheduledCapacities) and per-process CPU, the capacity bench for its metric reader and
+    profiler."""
+    spec = importlib.util.spec_from_file_location(f"{name}_run", ROOT / "bench" / name / "run.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules["peers_run"] = module
+    sys.modules[f"{name}_run"] = module
     spec.loader.exec_module(module)
     return module
 
@@ -73,16 +74,11 @@ def reviews(port: int, check: str) -> tuple[int, float]:
     return int(count), total
 
 
-def audit_counts(port: int) -> tuple[int, int]:
+def audit_counts(capacity_bench: ModuleType, port: int) -> tuple[int, int]:
     """(reconciles, PolicyReport writes) of the audit controller so far, from its /metrics."""
-    _, text = http_get(port, "/metrics")
-    reconciles = writes = 0.0
-    for line in text.splitlines():
-        if line.startswith("fivespot_reconcile_duration_seconds_count{") and AUDIT_CONTROLLER in line:
-            reconciles += float(line.split()[-1])
-        elif line.startswith("fivespot_writes_total{") and 'what="policyreport"' in line:
-            writes += float(line.split()[-1])
-    return int(reconciles), int(writes)
+    return (int(capacity_bench.metric_value(port, "fivespot_reconcile_duration_seconds_count",
+                                            f'controller="{AUDIT_CONTROLLER}"')),
+            int(capacity_bench.metric_value(port, "fivespot_writes_total", 'what="policyreport"')))
 
 
 def reported(api: object, namespaces: set[str]) -> int:
@@ -101,10 +97,11 @@ def main() -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--targets", type=int, default=1000)
     parser.add_argument("--threads", type=int, default=8, help="client threads creating")
-    parser.add_argument("--profile", type=Path, help="py-spy the audit controller during the "
-                        "creates and until its reports are complete (collapsed stacks here)")
+    parser.add_argument("--profile", type=Path, help="py-spy the audit controller's Python CPU "
+                        "during the creates and until its reports are complete (collapsed stacks "
+                        "into DIR/audit.txt)")
     args = parser.parse_args()
-    peers = peers_bench()
+    peers, capacity_bench = bench_module("peers"), bench_module("capacity")
     work = Path(tempfile.mkdtemp(prefix="fivespot-bench-creates-"))
     session = DevSession(ROOT / "bench" / "peers" / "config", work / "dev", POLICY_REPORT_CRDS,
                          report=lambda line: print(f"[dev] {line}", flush=True))
@@ -136,11 +133,8 @@ def main() -> int:
         spy = None
         if args.profile is not None:
             args.profile.mkdir(parents=True, exist_ok=True)
-            spy = subprocess.Popen([shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy"),
-                                    "record", "--format", "raw", "--threads", "--pid", str(audit_pid),
-                                    "--output", str(args.profile / "audit.txt")],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        audit_before = audit_counts(audit_port), peers.cpu_seconds(audit_pid)
+            spy = capacity_bench.start_profile(audit_pid, args.profile / "audit.txt")
+        audit_before = audit_counts(capacity_bench, audit_port), peers.cpu_seconds(audit_pid)
         before = reviews(port, "field-governance")
         writer = threading.Thread(target=guarded_writes, name="guarded-writes")
         started = time.monotonic()
@@ -155,10 +149,9 @@ def main() -> int:
             time.sleep(0.2)
         complete = time.monotonic() - created
         audit_cpu = peers.cpu_seconds(audit_pid) - audit_before[1]
-        reconciles, writes = (a - b for a, b in zip(audit_counts(audit_port), audit_before[0]))
-        if spy is not None:
-            spy.send_signal(2)
-            spy.wait(60)
+        reconciles, writes = (a - b for a, b in zip(audit_counts(capacity_bench, audit_port),
+                                                     audit_before[0]))
+        capacity_bench.stop_profile(spy)
         count, total = (a - b for a, b in zip(reviews(port, "field-governance"), before))
         ordered = sorted(latencies)
         print(f"{args.targets} ScheduledCapacity creates ({args.threads} threads) in {wall:.1f} s; "

@@ -155,10 +155,15 @@ class GitServer:
     def url(self, name: str) -> str:
         return f"http://127.0.0.1:{self.port}/{name}.git"
 
+    @property
+    def log_path(self) -> Path:
+        """Every request and every error the server met, a line each."""
+        return self.root / "access.log"
+
     def log_tail(self, lines: int = 20, containing: str = "") -> str:
         """The last `lines` of the access log (those containing `containing`): what an engine's
         failed fetch looked like from here."""
-        log = self.root / "access.log"
+        log = self.log_path
         found = [line for line in (log.read_text(errors="replace").splitlines() if log.exists() else [])
                  if containing in line]
         return "\n".join(found[-lines:])
@@ -166,7 +171,7 @@ class GitServer:
     def start(self) -> "GitServer":
         self.root.mkdir(parents=True, exist_ok=True)
         _git()
-        self._server = _Server(self.root, self.root / "access.log")
+        self._server = _Server(self.root, self.log_path)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True,
                                         name="git-http")
         self._thread.start()

@@ -264,7 +264,7 @@ class FetchRetry:
 
     def __init__(self, api: Any, name: str, url: str, every_s: float = 15.0) -> None:
         self.api, self.name, self.url, self.every_s = api, name, url, every_s
-        self.last, self.retried = time.monotonic(), 0
+        self.last = time.monotonic()
 
     def __call__(self, app: dict[str, Any]) -> None:
         if "argocd.argoproj.io/refresh" in (app["metadata"].get("annotations") or {}):
@@ -273,7 +273,7 @@ class FetchRetry:
                   if c.get("type") == "ComparisonError" and self.url in (c.get("message") or "")]
         if failed and time.monotonic() - self.last >= self.every_s:
             refresh(self.api, self.name)
-            self.last, self.retried = time.monotonic(), self.retried + 1
+            self.last = time.monotonic()
 
 
 def synced_at(app: dict[str, Any], revision: str) -> bool:

@@ -442,10 +442,16 @@ QUIET_S = REBUILD_EVERY_S + 1.0
 nothing left to come."""
 
 
+def _total(metrics: str, name: str, **labels: str) -> float:
+    """The sum of a metric's samples over every label set that has `labels`."""
+    return sum(sample.value for family in text_string_to_metric_families(metrics)
+               for sample in family.samples if sample.name == name
+               and all(sample.labels.get(key) == value for key, value in labels.items()))
+
+
 def _queue_adds(metrics: str) -> float:
     """Keys the process has queued so far, over all its queues."""
-    return sum(sample.value for family in text_string_to_metric_families(metrics)
-               for sample in family.samples if sample.name == "fivespot_workqueue_adds_total")
+    return _total(metrics, "fivespot_workqueue_adds_total")
 
 
 def test_a_boundary_sends_the_audit_controller_no_work_and_a_label_change_does(
@@ -492,9 +498,7 @@ BURST = 40
 
 def _report_writes(metrics: str) -> float:
     """PolicyReports the audit controller has written so far."""
-    return sum(sample.value for family in text_string_to_metric_families(metrics)
-               for sample in family.samples
-               if sample.name == "fivespot_writes_total" and sample.labels.get("what") == "policyreport")
+    return _total(metrics, "fivespot_writes_total", what="policyreport")
 
 
 def _listed(report: dict[str, Any] | None) -> set[str]:
