@@ -143,10 +143,13 @@ class Bench:
 
     def create_shared(self, i: int) -> None:
         """A market-open object: its own pool, the shared schedule ms-burst; and a bare pool
-        for the baseline's patches."""
+        for the baseline's patches. Both pools get the drain counter the same way, so the bare
+        client's patches meet objects of the same shape and size as the controller's (the API
+        server's work per patch grows with the object: a bare pool without the status and its
+        managedFields entry was 725 bytes against 1,012, and took a third less of its CPU)."""
         for name in (f"bpool-{i:05d}", f"bare-{i:05d}"):
             self.create_pool(name)
-        kube.merge_patch(self.api, p(POOLS, f"bpool-{i:05d}", "status"), {"status": {"inUse": 0}})
+            kube.merge_patch(self.api, p(POOLS, name, "status"), {"status": {"inUse": 0}})
         self.create_scap(f"bcap-{i:05d}", "ms-burst", f"bpool-{i:05d}")
 
     def create_conflicted(self, i: int) -> None:
