@@ -645,7 +645,17 @@ class CapacityReconciler:
         error = self.mgr.write(key, obj, patch, held=held)
         if error is None:
             self._count_transitions(prior, desired)
+            self._parse_written_status(key)
         return error
+
+    def _parse_written_status(self, key: str) -> None:
+        """Parse the status just written, from the write's answer, into the memo: the next
+        boundary's reconcile of the object reads that version and finds it parsed. Status writes
+        trail a boundary's target writes (the queue's later lane), so the parse leaves the path
+        the next boundary's writes wait on."""
+        answer = self.mgr.current(key)
+        if answer is not None:
+            self._specs.status(key, answer)
 
     def _count_transitions(self, prior: ScheduledCapacityStatus | None, status: ScheduledCapacityStatus) -> None:
         if status.phase is Phase.HANDBACK_TIMED_OUT and (prior is None or prior.phase is not status.phase):

@@ -19,6 +19,7 @@ import pytest
 
 from fivespot.compiler.emit.bundle import bundle
 from fivespot.compiler.pipeline import load
+from fivespot.controllers.capacity import observations
 from fivespot.controllers.capacity.controller import CapacityReconciler, capacity_manager
 from fivespot.runtime import kube
 from fivespot.runtime.cache import ADDED, DELETED, MODIFIED
@@ -238,3 +239,27 @@ def test_the_echo_of_our_own_zero_write_is_reconciled_in_the_later_lane(world: W
     world.deliver("VirtualMachinePool", world.server.objects[POOL])
     assert world.mgr.queue.later() == [f"{NS}/cap"]
     assert len(world.mgr.queue) == 1
+
+
+def test_the_status_written_after_a_boundary_is_parsed_then_so_the_next_boundary_parses_none(
+        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    with_uid = copy.deepcopy(world.server.objects[SCAP])
+    with_uid["metadata"]["uid"] = "0b5e"  # the memo keeps what it parsed per uid and version
+    world.deliver("scaps", world.server.put(SCAP, with_uid))
+    world.queued()
+    world.reconcile()  # the open: the target write, its status held back
+    assert target_writes(world.server) == [7]
+    parsed: list[object] = []
+    real = observations.parse_status
+    monkeypatch.setattr(observations, "parse_status",
+                        lambda raw: parsed.append(raw) or real(raw))
+    world.reconcile()  # the held-back status goes out, and its answer is parsed now
+    assert parsed and world.server.objects[SCAP]["status"]["phase"] == "Active"
+    world.deliver("scaps", world.server.objects[SCAP])
+    parsed.clear()
+    closed = world.server.objects[SCHEDULE]
+    closed["status"]["active"] = False
+    world.deliver("ManualSchedule", world.server.put(SCHEDULE, closed))
+    world.reconcile()  # the close's target write decides on the written status, already parsed
+    assert target_writes(world.server) == [7, 0]
+    assert parsed == [], "the close parsed the status the open wrote again"
