@@ -17,6 +17,7 @@ from typing import Any, cast
 
 import pytest
 
+from fivespot.api.kinds.scheduled_capacity import ScheduledCapacityStatus
 from fivespot.compiler.emit.bundle import bundle
 from fivespot.compiler.pipeline import load
 from fivespot.controllers.capacity import observations
@@ -251,8 +252,12 @@ def test_the_status_written_after_a_boundary_is_parsed_then_so_the_next_boundary
     assert target_writes(world.server) == [7]
     parsed: list[object] = []
     real = observations.parse_status
-    monkeypatch.setattr(observations, "parse_status",
-                        lambda raw: parsed.append(raw) or real(raw))
+
+    def counted(raw: object) -> ScheduledCapacityStatus | None:
+        parsed.append(raw)
+        return real(raw)
+
+    monkeypatch.setattr(observations, "parse_status", counted)
     world.reconcile()  # the held-back status goes out, and its answer is parsed now
     assert parsed and world.server.objects[SCAP]["status"]["phase"] == "Active"
     world.deliver("scaps", world.server.objects[SCAP])
