@@ -4,9 +4,9 @@ writes meanwhile (decision 0042). Not a test. `make bench-webhook-creates`.
 `fivespot dev` on the peers bench's config (bench/peers/config: one tenant of 20 namespaces,
 Deployments as the consumer kind) with its webhook as installed, and the PolicyReport CRDs.
 Then `--targets` Deployments, and one ScheduledCapacity for each created by `--threads` client
-threads, as a GitOps sync of a
-large config repo would: every create passes the field-governance check, which reads the
-namespace's autoscalers from the API server (decision 0029). Meanwhile one thread patches those
+threads, as a GitOps sync of a large config repo would: every create passes the
+field-governance check, which reads the namespace's autoscalers from the API server (decision
+0029). Meanwhile one thread patches those
 Deployments' `spec.replicas` one after another as the capacity controller's own identity, so
 each patch passes the target guard, as a schedule boundary's writes do.
 
