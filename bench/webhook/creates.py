@@ -6,9 +6,9 @@ Deployments as the consumer kind) with its webhook as installed, and the PolicyR
 Then `--targets` Deployments, and one ScheduledCapacity for each created by `--threads` client
 threads, as a GitOps sync of a large config repo would: every create passes the
 field-governance check, which reads the namespace's autoscalers from the API server (decision
-0029). Meanwhile one thread patches those
-Deployments' `spec.replicas` one after another as the capacity controller's own identity, so
-each patch passes the target guard, as a schedule boundary's writes do.
+0029). Meanwhile one thread patches those Deployments' `spec.replicas` one after another as the
+capacity controller's own identity, so each patch passes the target guard, as a schedule
+boundary's writes do.
 
 Printed: the creates' wall time, the field-governance reviews' count and mean time (the
 webhook's `fivespot_webhook_admission_duration_seconds`), and the target-guard patches' count
