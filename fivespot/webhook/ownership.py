@@ -24,8 +24,9 @@ re-encodes one as the other), so how the API server serialises it does not matte
 
 from __future__ import annotations
 
+import marshal
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, cast
 
 ANCIENT_CHANGES: Final = ("ancient-changes", "Update", "")
 """The entry the API server folds its oldest Update managers into (apiserver fieldmanager)."""
@@ -34,6 +35,19 @@ BEFORE_FIRST_APPLY: Final = ("before-first-apply", "Update", "")
 
 Key = tuple[str, str, str]
 FieldPath = tuple[str, ...]
+
+
+def identical(a: object, b: object) -> bool:
+    """Whether two decoded JSON values are the same, strictly (`1`, `1.0` and `true` differ),
+    decided in C. `==` alone equates those three; their `marshal` encodings (format 0: no
+    back-references, so how the values share objects does not matter) tell them apart. A pair
+    that is equal but encodes differently (the same keys in another order), or that cannot be
+    encoded (nested too deep, not plain JSON values), is not called identical: the caller's
+    own walk decides it."""
+    try:
+        return a == b and marshal.dumps(cast(Any, a), 0) == marshal.dumps(cast(Any, b), 0)
+    except (RecursionError, ValueError):
+        return False
 
 
 def _key(entry: Mapping[str, Any]) -> Key:
@@ -102,10 +116,12 @@ def ownership_changes(old: object, new: object, capacity_paths: Sequence[Sequenc
     if before is None or after is None:
         return [] if old == new else ["managedFields is not a list of distinct manager entries"]
     allowed = [_field_path(p) for p in capacity_paths]
-    owned_before = {k: _outside(e, allowed) for k, e in before.items()}
-    owned_after = {k: _outside(e, allowed) for k, e in after.items()}
+    unchanged = {k for k in before.keys() & after.keys() if k != ANCIENT_CHANGES
+                 and identical(before[k].get("fieldsV1"), after[k].get("fieldsV1"))}
+    owned_before = {k: _outside(e, allowed) for k, e in before.items() if k not in unchanged}
+    owned_after = {k: _outside(e, allowed) for k, e in after.items() if k not in unchanged}
     _fold_ancient_changes(owned_before, owned_after)
-    if not owned_before:
+    if not before:
         owned_after.pop(BEFORE_FIRST_APPLY, None)
     changes = []
     for key in sorted(set(owned_before) | set(owned_after)):

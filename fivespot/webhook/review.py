@@ -50,7 +50,7 @@ from fivespot.policies.admission_eval import NamespaceRequired, PolicySet
 from fivespot.policies.admission_eval import review as evaluate_policies
 from fivespot.policies.admission_eval.vap import reasons_to_code
 from fivespot.webhook.bundle import WebhookBundle
-from fivespot.webhook.ownership import ownership_changes
+from fivespot.webhook.ownership import identical, ownership_changes
 
 log = logging.getLogger("fivespot.webhook")
 
@@ -344,11 +344,15 @@ def changed_paths(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Path]:
     field ownership aside (`ownership_changes` judges that).
 
     Iterative (an object nested thousands deep cannot exhaust the stack), and strict about
-    types (`1`, `1.0` and `true` are different values)."""
+    types (`1`, `1.0` and `true` are different values). A subtree left as it was (all of a
+    Deployment's but its replicas, when the capacity controller writes those) is passed over
+    whole (`identical`), not walked."""
     found: list[Path] = []
     stack: list[tuple[Path, object, object]] = [((), old, new)]
     while stack:
         path, a, b = stack.pop()
+        if path and isinstance(a, Mapping | list) and identical(a, b):
+            continue
         if a is _MISSING and isinstance(b, Mapping) and b:
             a = {}
         if b is _MISSING and isinstance(a, Mapping) and a:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from fivespot.webhook.ownership import ownership_changes
+from fivespot.webhook.ownership import identical, ownership_changes
 
 ALLOWED = [("spec", "warmReplicas")]
 API = "pools.agents.example.com/v1alpha1"
@@ -128,3 +128,28 @@ def test_a_fields_tree_that_is_not_a_tree_is_compared_as_an_opaque_value() -> No
     odd = [entry("kubectl-create", "not-a-tree")]  # type: ignore[arg-type]
     assert ownership_changes(odd, odd, ALLOWED) == []
     assert ownership_changes(odd, CREATED, ALLOWED) != []
+
+
+def test_an_opaque_member_changing_type_is_a_change_though_python_calls_it_equal() -> None:
+    one = [entry("kubectl-create", {"f:spec": {"f:template": 1}})]
+    true = [entry("kubectl-create", {"f:spec": {"f:template": True}})]
+    assert one == true
+    assert ownership_changes(one, true, ALLOWED) != []
+
+
+@pytest.mark.parametrize("a,b,same", [
+    ({"a": [1, {"b": None}]}, {"a": [1, {"b": None}]}, True),
+    ({"a": 1}, {"a": 1.0}, False),
+    ([0], [False], False),
+    ({"a": 1, "b": 2}, {"b": 2, "a": 1}, False),  # left to the caller's walk, which finds them equal
+    ({"a": float("nan")}, {"a": float("nan")}, False),
+])
+def test_identical_is_strict_about_types_and_leaves_the_rest_to_a_walk(a: Any, b: Any, same: bool) -> None:
+    assert identical(a, b) is same
+
+
+def test_values_nested_too_deep_to_encode_are_not_called_identical() -> None:
+    deep: list[Any] = []
+    for _ in range(5000):
+        deep = [deep]
+    assert identical(deep, deep) is False

@@ -186,6 +186,24 @@ def test_a_type_change_that_python_would_call_equal_is_still_a_change(bundle: We
     assert not review_target_guard(guard(new, old), bundle).allowed
 
 
+@pytest.mark.parametrize("before,after,inside", [
+    (1, 1.0, ()), (1, True, ()), (0, False, ()), ([2, 1.0], [2, 1], ("[1]",))])
+def test_a_subtree_python_calls_equal_is_still_walked_for_type_changes(before: Any, after: Any,
+                                                                        inside: tuple[str, ...]) -> None:
+    old, new = pool(), pool()
+    old["spec"]["template"] = {"image": "sandbox:1", "limits": {"cpu": before, "n": [2, 3]}}
+    new["spec"]["template"] = {"image": "sandbox:1", "limits": {"cpu": after, "n": [2, 3]}}
+    assert old == new
+    assert changed_paths(old, new) == [("spec", "template", "limits", "cpu", *inside)]
+
+
+def test_a_subtree_with_its_keys_in_another_order_is_unchanged() -> None:
+    old, new = pool(), pool()
+    old["spec"]["template"] = {"image": "sandbox:1", "env": {"A": "1", "B": "2"}}
+    new["spec"]["template"] = {"env": {"B": "2", "A": "1"}, "image": "sandbox:1"}
+    assert changed_paths(old, new) == []
+
+
 def test_the_capacity_value_must_be_an_integer_within_the_consumer_ceiling(bundle: WebhookBundle) -> None:
     for bad in (33, -1, 2.5, True, "4"):
         response = review_target_guard(guard(pool(warm=bad), pool(warm=2)), bundle)  # type: ignore[arg-type]
