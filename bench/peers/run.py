@@ -117,6 +117,8 @@ IDLE_AFTER_S: Final = 20.0
 (the last status writes, and what a tool does once after its last write, such as fivespot's
 lease release 10 s later, decision 0043) is reported apart (`settle_tail`), not counted as idle."""
 CLOCK_TICKS: Final = os.sysconf("SC_CLK_TCK")
+TRACE_EVERY_S: Final = 0.2
+"""How often a round's `CpuTrace` reads every process's CPU seconds."""
 
 
 def _script(relative: str) -> ModuleType:
@@ -389,6 +391,17 @@ class Bench:
         """CPU seconds so far of each running fivespot component (its process and descendants)."""
         return {name: sum(cpu_seconds(pid) for pid in with_descendants(p.pid))
                 for name, p in self.session.processes if p.poll() is None}
+
+    def process_groups(self) -> dict[str, list[int]]:
+        """Everything that shares the machine's cores, by name, with its process ids: each
+        fivespot component, each peer (processes and children), the control plane's processes
+        (kube-apiserver, etcd). This bench's own process is read apart (`cpu_of`)."""
+        plane = self.session.plane
+        return {**{f"fivespot {name}": with_descendants(p.pid)
+                   for name, p in self.session.processes if p.poll() is None},
+                **{tool: self.pids(tool) for tool in TOOLS if tool != "fivespot"},
+                **{name: [process.pid] for name, process in
+                   (plane.processes if plane is not None else [])}}
 
     def users(self, tool: str) -> tuple[str, ...]:
         if tool == "fivespot":
@@ -742,25 +755,36 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                       for n, d in targets("bare", 0, args.targets)]
         mark = audit_log.stat().st_size
         for boundary, tool, r in timeline:
+            sleep_until(boundary - dt.timedelta(seconds=1))
+            trace = CpuTrace(bench.process_groups())
             if tool == "kube-green":
                 # In kube-green's minute, once its writes are done (it keeps nothing running
                 # after them, while fivespot's status writes can run for most of its minute):
                 # the bare client's same writes, long before the next tool's boundary.
                 sleep_until(boundary + dt.timedelta(seconds=args.bare_after))
+                cpu0 = cpu_of(trace.groups)
                 bare_s = CAPACITY.bare_patches(bare_config, bare_paths, CAPACITY_WORKERS,
                                                {"spec": {"replicas": value_at[r]}})
-                rounds["bare"].append({"last_s": round(bare_s, 2)})
+                cpu1 = cpu_of(trace.groups)
+                rounds["bare"].append({"last_s": round(bare_s, 2), "cpu_to_last": {
+                    "span_s": round(bare_s, 2), "cpu_s": cpu_between(cpu0, cpu1, digits=2)}})
                 # The same client as fivespot's capacity identity, so each patch passes its
                 # target guard as the controller's do; a value the plain run did not just write.
                 guarded_s = CAPACITY.bare_patches(guarded_config, bare_paths, CAPACITY_WORKERS,
                                                   {"spec": {"replicas": GUARDED_VALUE}},
                                                   field_manager=CAPACITY_CONTROLLER)
-                rounds["bare-guarded"].append({"last_s": round(guarded_s, 2)})
+                cpu2 = cpu_of(trace.groups)
+                rounds["bare-guarded"].append({"last_s": round(guarded_s, 2), "cpu_to_last": {
+                    "span_s": round(guarded_s, 2), "cpu_s": cpu_between(cpu1, cpu2, digits=2)}})
                 print(f"  bare client round {r + 1}: {bare_s:.2f} s; through the target guard "
                       f"{guarded_s:.2f} s", flush=True)
             sleep_until(boundary + dt.timedelta(seconds=args.settle))
             which = targets(tool, 0, args.targets)
+            trace.stop()
             figures = boundary_figures(bench, tool, boundary, value_at[r], which, mark)
+            if figures.get("last_s") is not None:
+                figures["cpu_to_last"] = trace.between(boundary.timestamp(),
+                                                       boundary.timestamp() + figures["last_s"])
             mark = audit_log.stat().st_size
             rounds[tool].append(figures)
             print(f"  {tool} round {r + 1}: {figures}", flush=True)
@@ -855,19 +879,57 @@ def cpu_now(bench: Bench) -> dict[str, float]:
     """CPU seconds so far of each fivespot component, each peer (processes and children), the
     control plane's processes (kube-apiserver, etcd) and this bench (its watches and clients):
     everything that shares the machine's cores."""
-    plane = bench.session.plane
+    return cpu_of(bench.process_groups())
+
+
+def cpu_of(groups: dict[str, list[int]]) -> dict[str, float]:
+    """CPU seconds so far of each group of processes, and of this bench's own process."""
     own = os.times()
-    return {**{f"fivespot {name}": cpu for name, cpu in bench.fivespot_cpu().items()},
-            **{tool: bench.cpu(tool) for tool in TOOLS if tool != "fivespot"},
-            **{name: cpu_seconds(process.pid) for name, process in
-               (plane.processes if plane is not None else [])},
+    return {**{name: sum(cpu_seconds(pid) for pid in pids) for name, pids in groups.items()},
             "bench": own.user + own.system}
 
 
-def cpu_between(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+class CpuTrace:
+    """Every process's CPU seconds, read every `TRACE_EVERY_S` through one round, so that the
+    round can say where the machine's two cores went between its boundary and its last write:
+    which process is the bound. The process ids are found once, when the trace starts (a walk
+    of /proc per reading would cost the bench what it measures); one started later is missed."""
+
+    def __init__(self, groups: dict[str, list[int]]) -> None:
+        self.groups = groups
+        self.readings: list[tuple[float, dict[str, float]]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="cpu-trace", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            self.readings.append((time.time(), cpu_of(self.groups)))
+            if self._stop.wait(TRACE_EVERY_S):
+                return
+
+    def stop(self) -> None:
+        """Stop reading, with a last reading now."""
+        self._stop.set()
+        self._thread.join()
+        self.readings.append((time.time(), cpu_of(self.groups)))
+
+    def between(self, start: float, end: float) -> dict[str, Any] | None:
+        """CPU seconds of each process from the last reading at or before `start` to the first
+        at or after `end`, with the span they cover; None when the trace does not span them."""
+        before = [r for r in self.readings if r[0] <= start]
+        after = [r for r in self.readings if r[0] >= end]
+        if not before or not after:
+            return None
+        (t0, cpu0), (t1, cpu1) = before[-1], after[0]
+        return {"span_s": round(t1 - t0, 2), "cpu_s": cpu_between(cpu0, cpu1, digits=2)}
+
+
+def cpu_between(before: dict[str, float], after: dict[str, float],
+                digits: int = 1) -> dict[str, float]:
     """CPU seconds each process spent between two `cpu_now` readings (a restarted process
     counts from its start)."""
-    return {name: round(cpu - before.get(name, 0.0) if cpu >= before.get(name, 0.0) else cpu, 1)
+    return {name: round(cpu - before.get(name, 0.0) if cpu >= before.get(name, 0.0) else cpu, digits)
             for name, cpu in after.items()}
 
 
@@ -918,6 +980,24 @@ def table(results: dict[str, Any], targets_n: int, grow_to: int) -> str:
     return "\n".join(lines)
 
 
+def cpu_table(results: dict[str, Any]) -> str:
+    """Where the two cores went from each tool's boundary to its last write, in its median
+    round (by last write): each process's CPU seconds, and how many cores they kept busy."""
+    lines = ["CPU s from the boundary to the last write, median round (cores busy of "
+             f"{os.cpu_count()}):"]
+    for tool, rounds in results["rounds"].items():
+        traced = sorted((r["last_s"], r["cpu_to_last"]) for r in rounds
+                        if r.get("last_s") is not None and r.get("cpu_to_last"))
+        if not traced:
+            continue
+        _, median = traced[len(traced) // 2]
+        cpu = {name: v for name, v in median["cpu_s"].items() if v >= 0.05}
+        busy = sum(median["cpu_s"].values()) / median["span_s"]
+        parts = ", ".join(f"{name} {v:.2f}" for name, v in sorted(cpu.items(), key=lambda i: -i[1]))
+        lines.append(f"  {tool}: {median['span_s']:.2f} s, {busy:.2f} cores: {parts}")
+    return "\n".join(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -951,6 +1031,7 @@ def main() -> int:
     if not args.only_idle:
         print()
         print(table(results, args.targets, args.grow_to))
+        print(cpu_table(results))
     return 0
 
 
