@@ -37,7 +37,10 @@ watches, never the tools' logs):
    GoKubeDownscaler keeps no status); the bare client's time for the same writes (client side),
    in kube-green's minute after its writes (the first recorded run sent them in fivespot's
    minute, 25 s after its boundary, where fivespot's own status writes were still running in
-   three rounds of five).
+   three rounds of five). Each round also says where the machine's cores went up to its last
+   write (`CpuTrace`: every process's CPU seconds, read every 0.2 s from a second before the
+   boundary; the bare client's runs read before and after), so the table can name the bound:
+   the API server, or a tool's own processes.
 2. outage: every tool's processes are killed 20 s before one shared (wake) boundary and started
    again 70 s after it (90 s down); 60 s after they are back, how many of each tool's
    Deployments are right.
