@@ -38,8 +38,8 @@ watches, never the tools' logs):
    in kube-green's minute after its writes (the first recorded run sent them in fivespot's
    minute, 25 s after its boundary, where fivespot's own status writes were still running in
    three rounds of five). Each round also says where the machine's cores went up to its last
-   write (`CpuTrace`: every process's CPU seconds, read every 0.2 s from a second before the
-   boundary; the bare client's runs read before and after), so the table can name the bound:
+   write (`CpuTrace`: every process's CPU seconds, read every 0.1 s from a second before the
+   boundary and interpolated between readings; the bare client's runs read before and after), so the table can name the bound:
    the API server, or a tool's own processes.
 2. outage: every tool's processes are killed 20 s before one shared (wake) boundary and started
    again 70 s after it (90 s down); 60 s after they are back, how many of each tool's
@@ -120,7 +120,7 @@ IDLE_AFTER_S: Final = 20.0
 (the last status writes, and what a tool does once after its last write, such as fivespot's
 lease release 10 s later, decision 0043) is reported apart (`settle_tail`), not counted as idle."""
 CLOCK_TICKS: Final = os.sysconf("SC_CLK_TCK")
-TRACE_EVERY_S: Final = 0.2
+TRACE_EVERY_S: Final = 0.1
 """How often a round's `CpuTrace` reads every process's CPU seconds."""
 
 
@@ -917,15 +917,24 @@ class CpuTrace:
         self._thread.join()
         self.readings.append((time.time(), cpu_of(self.groups)))
 
+    def at(self, instant: float) -> dict[str, float] | None:
+        """Each process's CPU seconds at `instant`, interpolated between the two readings
+        around it (a status write burst starting just after a last write must not be counted
+        to it whole); None outside the trace."""
+        for (t0, cpu0), (t1, cpu1) in zip(self.readings, self.readings[1:]):
+            if t0 <= instant <= t1:
+                share = (instant - t0) / (t1 - t0) if t1 > t0 else 0.0
+                return {name: cpu0.get(name, 0.0) + share * (cpu - cpu0.get(name, 0.0))
+                        for name, cpu in cpu1.items()}
+        return None
+
     def between(self, start: float, end: float) -> dict[str, Any] | None:
-        """CPU seconds of each process from the last reading at or before `start` to the first
-        at or after `end`, with the span they cover; None when the trace does not span them."""
-        before = [r for r in self.readings if r[0] <= start]
-        after = [r for r in self.readings if r[0] >= end]
-        if not before or not after:
+        """CPU seconds of each process from `start` to `end`, with the span they cover; None
+        when the trace does not span them."""
+        cpu0, cpu1 = self.at(start), self.at(end)
+        if cpu0 is None or cpu1 is None:
             return None
-        (t0, cpu0), (t1, cpu1) = before[-1], after[0]
-        return {"span_s": round(t1 - t0, 2), "cpu_s": cpu_between(cpu0, cpu1, digits=2)}
+        return {"span_s": round(end - start, 2), "cpu_s": cpu_between(cpu0, cpu1, digits=2)}
 
 
 def cpu_between(before: dict[str, float], after: dict[str, float],

@@ -41,12 +41,14 @@ def test_a_trace_reads_its_own_process_and_stops(bench: ModuleType) -> None:
     assert bench.cpu_of({"me": [os.getpid()]})["bench"] >= 0.2
 
 
-def test_between_takes_the_readings_around_the_span_and_none_outside_them(bench: ModuleType) -> None:
+def test_between_interpolates_the_readings_around_the_span_and_is_none_outside_them(
+        bench: ModuleType) -> None:
     trace = bench.CpuTrace({})
     trace.stop()
     trace.readings = [(10.0, {"kube-apiserver": 1.0}), (10.2, {"kube-apiserver": 1.3}),
                       (10.4, {"kube-apiserver": 1.7}), (10.6, {"kube-apiserver": 2.0})]
-    assert trace.between(10.1, 10.3) == {"span_s": 0.4, "cpu_s": {"kube-apiserver": 0.7}}
+    assert trace.between(10.1, 10.5) == {"span_s": 0.4, "cpu_s": {"kube-apiserver": 0.7}}
+    assert trace.between(10.2, 10.4) == {"span_s": 0.2, "cpu_s": {"kube-apiserver": 0.4}}
     assert trace.between(9.9, 10.3) is None
     assert trace.between(10.1, 10.7) is None
 
