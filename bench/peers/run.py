@@ -39,8 +39,8 @@ watches, never the tools' logs):
    minute, 25 s after its boundary, where fivespot's own status writes were still running in
    three rounds of five). Each round also says where the machine's cores went up to its last
    write (`CpuTrace`: every process's CPU seconds, read every 0.1 s from a second before the
-   boundary and interpolated between readings; the bare client's runs read before and after), so the table can name the bound:
-   the API server, or a tool's own processes.
+   boundary and interpolated between readings; the bare client's runs are read before and
+   after), so the table can name the bound: the API server, or a tool's own processes.
 2. outage: every tool's processes are killed 20 s before one shared (wake) boundary and started
    again 70 s after it (90 s down); 60 s after they are back, how many of each tool's
    Deployments are right.
@@ -765,20 +765,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 # after them, while fivespot's status writes can run for most of its minute):
                 # the bare client's same writes, long before the next tool's boundary.
                 sleep_until(boundary + dt.timedelta(seconds=args.bare_after))
-                cpu0 = cpu_of(trace.groups)
+                read0 = (time.monotonic(), cpu_of(trace.groups))
                 bare_s = CAPACITY.bare_patches(bare_config, bare_paths, CAPACITY_WORKERS,
                                                {"spec": {"replicas": value_at[r]}})
-                cpu1 = cpu_of(trace.groups)
-                rounds["bare"].append({"last_s": round(bare_s, 2), "cpu_to_last": {
-                    "span_s": round(bare_s, 2), "cpu_s": cpu_between(cpu0, cpu1, digits=2)}})
+                read1 = (time.monotonic(), cpu_of(trace.groups))
+                rounds["bare"].append({"last_s": round(bare_s, 2),
+                                       "cpu_to_last": spent_between(read0, read1)})
                 # The same client as fivespot's capacity identity, so each patch passes its
                 # target guard as the controller's do; a value the plain run did not just write.
                 guarded_s = CAPACITY.bare_patches(guarded_config, bare_paths, CAPACITY_WORKERS,
                                                   {"spec": {"replicas": GUARDED_VALUE}},
                                                   field_manager=CAPACITY_CONTROLLER)
-                cpu2 = cpu_of(trace.groups)
-                rounds["bare-guarded"].append({"last_s": round(guarded_s, 2), "cpu_to_last": {
-                    "span_s": round(guarded_s, 2), "cpu_s": cpu_between(cpu1, cpu2, digits=2)}})
+                read2 = (time.monotonic(), cpu_of(trace.groups))
+                rounds["bare-guarded"].append({"last_s": round(guarded_s, 2),
+                                               "cpu_to_last": spent_between(read1, read2)})
                 print(f"  bare client round {r + 1}: {bare_s:.2f} s; through the target guard "
                       f"{guarded_s:.2f} s", flush=True)
             sleep_until(boundary + dt.timedelta(seconds=args.settle))
@@ -892,6 +892,14 @@ def cpu_of(groups: dict[str, list[int]]) -> dict[str, float]:
             "bench": own.user + own.system}
 
 
+def spent_between(before: tuple[float, dict[str, float]],
+                  after: tuple[float, dict[str, float]]) -> dict[str, Any]:
+    """Each process's CPU seconds between two timed `cpu_of` readings, with the span between
+    them (a client run's set-up included, in both)."""
+    return {"span_s": round(after[0] - before[0], 2),
+            "cpu_s": cpu_between(before[1], after[1], digits=2)}
+
+
 class CpuTrace:
     """Every process's CPU seconds, read every `TRACE_EVERY_S` through one round, so that the
     round can say where the machine's two cores went between its boundary and its last write:
@@ -934,7 +942,7 @@ class CpuTrace:
         cpu0, cpu1 = self.at(start), self.at(end)
         if cpu0 is None or cpu1 is None:
             return None
-        return {"span_s": round(end - start, 2), "cpu_s": cpu_between(cpu0, cpu1, digits=2)}
+        return spent_between((start, cpu0), (end, cpu1))
 
 
 def cpu_between(before: dict[str, float], after: dict[str, float],
