@@ -74,6 +74,8 @@ TRICKY = [
     "a: -1\nb: -0\nc: 0.0\nd: 12345678901234567890\ne: -1.25\n",
     "a: 1.5e+3\nb: 1.5e3\nc: 6.8523015e+5\nd: 685.230_15e+03\n",
     "...\na: 1\n",
+    "--- \xa0\n--- []\n",  # a no-break space is a scalar to YAML, not blank as to str.strip
+    "--- \u2003x\n",
     "",
     "\n\n",
 ]

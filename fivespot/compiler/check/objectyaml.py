@@ -271,7 +271,7 @@ def _read_chunk(chunk: str, name: str, line: int, budget: Budget,
     body, first_line = chunk, line
     if chunk.startswith("---"):
         head, _, rest = chunk.partition("\n")
-        after = head[3:].strip()
+        after = head[3:].strip(" \t\r")  # YAML's white space; str.strip also takes U+00A0
         if after and not after.startswith("#"):  # content on the marker's line
             return parse_documents(chunk, name, line, budget)
         body, first_line = rest, line + 1
