@@ -390,18 +390,22 @@ class Bench:
         """CPU seconds so far of the tool's running processes and their descendants."""
         return sum(cpu_seconds(pid) for pid in self.pids(tool))
 
+    def fivespot_groups(self) -> dict[str, list[int]]:
+        """Each running fivespot component's process ids (its process and descendants)."""
+        return {name: with_descendants(p.pid)
+                for name, p in self.session.processes if p.poll() is None}
+
     def fivespot_cpu(self) -> dict[str, float]:
         """CPU seconds so far of each running fivespot component (its process and descendants)."""
-        return {name: sum(cpu_seconds(pid) for pid in with_descendants(p.pid))
-                for name, p in self.session.processes if p.poll() is None}
+        return {name: sum(cpu_seconds(pid) for pid in pids)
+                for name, pids in self.fivespot_groups().items()}
 
     def process_groups(self) -> dict[str, list[int]]:
         """Everything that shares the machine's cores, by name, with its process ids: each
         fivespot component, each peer (processes and children), the control plane's processes
         (kube-apiserver, etcd). This bench's own process is read apart (`cpu_of`)."""
         plane = self.session.plane
-        return {**{f"fivespot {name}": with_descendants(p.pid)
-                   for name, p in self.session.processes if p.poll() is None},
+        return {**{f"fivespot {name}": pids for name, pids in self.fivespot_groups().items()},
                 **{tool: self.pids(tool) for tool in TOOLS if tool != "fivespot"},
                 **{name: [process.pid] for name, process in
                    (plane.processes if plane is not None else [])}}
