@@ -97,6 +97,10 @@ class Action(StrEnum):
     """I was leading and must stop now: my renew deadline passed, or the lease names another."""
 
 
+MAX_DUE: Final = 64
+"""The most due writes an elector remembers per partition (the earliest are kept)."""
+
+
 @dataclass(frozen=True)
 class Timing:
     """Lease timings: client-go's duration and deadline, a renewal cadence tied to the duration,
@@ -121,6 +125,10 @@ class Timing:
     """A holder no standby has announced itself to releases its lease once it has sent no write
     for this long and leads on at rest, taking the lease again before its next write (None: it
     keeps the lease and renews it)."""
+    retake_ahead_s: float = 2.0
+    """A holder at rest takes its lease back this long before a write it was told is due
+    (`LeaderElector.expect_write`), so that write does not wait for the lease; and it does not
+    rest while such a write is due within `idle_release_s`."""
 
     def __post_init__(self) -> None:
         if not 0 < self.retry_period_s < self.renew_deadline_s < self.lease_duration_s:
@@ -133,6 +141,8 @@ class Timing:
             raise ValueError("need solo_lease_duration >= lease_duration")
         if self.idle_release_s is not None and self.idle_release_s <= 0:
             raise ValueError("need idle_release > 0 (None: never)")
+        if self.idle_release_s is not None and not 0 <= self.retake_ahead_s < self.idle_release_s:
+            raise ValueError("need 0 <= retake_ahead < idle_release")
 
     @property
     def renew_interval_s(self) -> float:
@@ -167,16 +177,20 @@ def lease_to_write(timing: Timing, peer_seen_at: float | None, now: float) -> fl
 
 
 def rest_from(timing: Timing, active_at: float | None, peer_seen_at: float | None,
-              in_flight: int) -> float | None:
+              in_flight: int, due_at: float | None = None) -> float | None:
     """When a holder may let its lease go and lead on at rest, if no write comes first (None:
     not while resting is off, a write is in flight, or the lease was never taken):
     `idle_release_s` after its last write (or after it took the lease), and no sooner than a
-    solo lease after a standby last announced itself (a standby would take the free lease)."""
+    solo lease after a standby last announced itself (a standby would take the free lease). A
+    write due at `due_at` within `idle_release_s` of that counts as sent: letting the lease go
+    just before it would cost a release and a retake for nothing."""
     if timing.idle_release_s is None or in_flight or active_at is None:
         return None
     at = active_at + timing.idle_release_s
     if peer_seen_at is not None:
         at = max(at, peer_seen_at + (timing.solo_lease_duration_s or timing.lease_duration_s))
+    if due_at is not None and due_at < at + timing.idle_release_s:
+        at = max(at, due_at + timing.idle_release_s)
     return at
 
 
@@ -376,6 +390,8 @@ class _State:
     """When a write last ended or began, or the lease was last taken (local monotonic)."""
     in_flight: int = 0
     """Writes between their permission and their answer (`writing`)."""
+    due: frozenset[datetime] = frozenset()
+    """When writes were said to be due (`expect_write`), those not yet passed (wall clock)."""
 
 
 Callback = Callable[[str], None]
@@ -515,6 +531,27 @@ class LeaderElector:
     def leading(self) -> frozenset[str]:
         return frozenset(p for p in self.leases if self.is_leading(p))
 
+    def expect_write(self, partition: str, at: datetime) -> None:
+        """A write for `partition` is due at `at` (a schedule's next flip): while resting, the
+        lease is taken back `retake_ahead_s` before it, and a held lease is not let go just
+        before it (`rest_from`). A hint only: a write still takes the lease back first if it
+        must, and a write that does not come costs what an idle spell costs (the lease let go
+        `idle_release_s` later)."""
+        if partition not in self._states or self.timing.idle_release_s is None:
+            return
+        now = self._clock.now()
+        if at <= now:
+            return
+        with self._lock:
+            state = self._states[partition]
+            if at in state.due:
+                return
+            due = sorted(t for t in state.due if t > now)
+            earliest = due[0] if due else None
+            state.due = frozenset(sorted([*due, at])[:MAX_DUE])
+        if earliest is None or at < earliest:
+            self._wakes[partition].set()
+
     # --- the loop -------------------------------------------------------------------------------
 
     def _snapshot(self) -> tuple[dict[str, LeaseView], frozenset[str]]:
@@ -629,10 +666,11 @@ class LeaderElector:
     def _until_next(self, partition: str, renew_in: float) -> float:
         """How long the loop may sleep while leading: until the next renewal (`renew_in`), or
         until the lease may be let go (`rest_from`), whichever comes first."""
+        due_at = self._due_at(partition)
         with self._lock:
             current = self._states[partition]
             rest_at = rest_from(self.timing, current.active_at, current.peer_seen_at,
-                                current.in_flight)
+                                current.in_flight, due_at)
             in_flight = current.in_flight
         if rest_at is None:
             if in_flight and self.timing.idle_release_s is not None:
@@ -647,11 +685,13 @@ class LeaderElector:
         """Let the lease go and lead on at rest, when `rest_from` says so; True when resting now. The
         state turns resting before the release is sent, so a write arriving meanwhile waits for
         the release (`_taking`) and then takes the lease again."""
+        due_at = self._due_at(partition)
         with self._taking[partition]:
             with self._lock:
                 state = self._states[partition]
                 now = self._clock.monotonic()
-                at = rest_from(self.timing, state.active_at, state.peer_seen_at, state.in_flight)
+                at = rest_from(self.timing, state.active_at, state.peer_seen_at, state.in_flight,
+                               due_at)
                 if state.draining or at is None or now < at \
                         or not is_leading(state.renewed_at, now, self.timing, state.lease_s):
                     return False
@@ -669,9 +709,9 @@ class LeaderElector:
                      extra={"partition": partition, "identity": self.identity})
             return True
 
-    def _retake(self, partition: str) -> None:
-        """Take a resting lease again before a write; if another replica took it meanwhile,
-        stop leading the partition (the write is not sent)."""
+    def _retake(self, partition: str, reason: str = "a write is due") -> None:
+        """Take a resting lease again before a write (or shortly before one is due); if another
+        replica took it meanwhile, stop leading the partition (the write is not sent)."""
         with self._taking[partition]:
             with self._lock:
                 state = replace(self._states[partition])
@@ -683,7 +723,7 @@ class LeaderElector:
                 if view is not None and view.exists and view.holder not in (None, self.identity):
                     break
                 if view is not None and (state.raw is not None or not view.exists):
-                    taken = self._write(partition, state, acquire=True, reason="a write is due",
+                    taken = self._write(partition, state, acquire=True, reason=reason,
                                         retake=True)
                     if taken:
                         break
@@ -709,16 +749,37 @@ class LeaderElector:
         self._wakes[partition].set()
 
     def _step_resting(self, partition: str, state: _State) -> float:
-        """While resting: nothing is written; a lease another replica took ends the rest. The
-        watch wakes the loop on any change; without it the lease is read once a lease duration."""
+        """While resting: nothing is written; a lease another replica took ends the rest, and
+        a write due soon (`expect_write`) takes the lease back ahead of it. The watch wakes the
+        loop on any change; without it the lease is read once a lease duration."""
         view = state.view
         if view is not None and view.exists and view.holder not in (None, self.identity):
             with self._taking[partition]:
                 self._end_rest(partition, False, state)
             return 0.0
-        if self._watched(partition):
-            return self.timing.solo_lease_duration_s or self.timing.lease_duration_s
-        return self.timing.lease_duration_s
+        due_in = self._due_in(partition)
+        if due_in is not None and due_in <= self.timing.retake_ahead_s:
+            self._retake(partition, reason="a write is due shortly")
+            return 0.0
+        wait = (self.timing.solo_lease_duration_s or self.timing.lease_duration_s) \
+            if self._watched(partition) else self.timing.lease_duration_s
+        return wait if due_in is None else min(wait, due_in - self.timing.retake_ahead_s)
+
+    def _due_in(self, partition: str) -> float | None:
+        """Seconds until the earliest write said to be due for `partition` (`expect_write`),
+        None when none is; passed ones are forgotten."""
+        now = self._clock.now()
+        with self._lock:
+            state = self._states[partition]
+            if state.due and min(state.due) <= now:
+                state.due = frozenset(t for t in state.due if t > now)
+            earliest = min(state.due, default=None)
+        return (earliest - now).total_seconds() if earliest is not None else None
+
+    def _due_at(self, partition: str) -> float | None:
+        """`_due_in` on the monotonic clock (what `rest_from` compares with)."""
+        due_in = self._due_in(partition)
+        return None if due_in is None else self._clock.monotonic() + due_in
 
     def _watched(self, partition: str) -> bool:
         """Whether this partition's lease watch is synced and not stalled."""

@@ -320,6 +320,14 @@ class Manager:
         event)."""
         return Result(requeue_after_s=requeue_after(at, self.clock.now(), slack_s))
 
+    def expect_write(self, key: str, at: datetime | None) -> None:
+        """A write for `key` is due at `at` (a schedule's next flip): a partition resting without
+        its lease (decision 0043) takes it back just before, so the boundary's first write does
+        not wait for a lease write (`LeaderElector.expect_write`)."""
+        partition = self.partition_of(kube.split_key(key)[0])
+        if at is not None and partition is not None and self.leading(partition):
+            self.elector.expect_write(partition, at)
+
     # --- leadership -----------------------------------------------------------------------------
 
     def _started_leading(self, partition: str) -> None:

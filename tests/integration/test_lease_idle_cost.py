@@ -11,6 +11,7 @@ one every controller runs (`fivespot.runtime.leaderelection.LeaderElector`), wit
 from __future__ import annotations
 
 import time
+from datetime import datetime, timedelta, timezone
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from tests.integration.capacity_world import eventually, unique
 
 TIMING = Timing(lease_duration_s=4.0, renew_deadline_s=3.0, retry_period_s=1.0, poll_s=0.25,
                 solo_lease_duration_s=12.0, idle_release_s=None)
-RESTING = replace(TIMING, idle_release_s=2.0)
+RESTING = replace(TIMING, idle_release_s=2.0, retake_ahead_s=1.0)
 
 
 def lease(admin: client.ApiClient, namespace: str, name: str) -> dict[str, Any] | None:
@@ -162,6 +163,31 @@ def test_a_lone_holder_rests_writes_nothing_while_idle_and_takes_the_lease_again
             time.sleep(6.0)  # a slow write: not released under it
             assert holder(admin, namespace, name) == alone.identity
         assert api.writes == writes + 1 + 1, "the retake, then one solo renewal during the write"
+        eventually(lambda: holder(admin, namespace, name) is None, 10, "released again once idle")
+    finally:
+        alone.stop()
+
+
+def test_a_resting_holder_told_a_write_is_due_takes_its_lease_back_before_it(
+    kubeconfig: Path, admin: client.ApiClient, namespace: str
+) -> None:
+    name = unique("lease")
+    api = counting_client(kubeconfig, name)
+    alone = elector(api, namespace, name, unique("alone"), RESTING)
+    alone.start()
+    try:
+        eventually(lambda: holder(admin, namespace, name) == alone.identity, 20, "the lone replica leads")
+        eventually(lambda: holder(admin, namespace, name) is None, 10, "the idle holder releases")
+        writes = api.writes
+        due = datetime.now(timezone.utc) + timedelta(seconds=4)
+        alone.expect_write("p", due)
+        time.sleep(4 - RESTING.retake_ahead_s - 0.5)
+        assert holder(admin, namespace, name) is None and api.writes == writes, "at rest until shortly before"
+        eventually(lambda: holder(admin, namespace, name) == alone.identity, 2,
+                   "taken back ahead of the due write")
+        assert datetime.now(timezone.utc) < due
+        with alone.writing("p") as may:
+            assert may and api.writes == writes + 1, "the due write waits for no lease write"
         eventually(lambda: holder(admin, namespace, name) is None, 10, "released again once idle")
     finally:
         alone.stop()

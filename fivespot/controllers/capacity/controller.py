@@ -96,7 +96,7 @@ from fivespot.runtime.fresh import fresh_list
 from fivespot.runtime.kube import ApiClient, ResolvedKind
 from fivespot.runtime.manager import Manager, Primary, Settings
 from fivespot.runtime.ownwrites import OwnWrites, Seen, revision
-from fivespot.runtime.schedules import read_schedule
+from fivespot.runtime.schedules import read_next_transition, read_schedule
 
 log = logging.getLogger("fivespot.capacity")
 
@@ -324,6 +324,15 @@ class CapacityReconciler:
         return read_schedule(self.providers, namespace, api_group(spec.schedule.api_version),
                              spec.schedule.kind, spec.schedule.name)
 
+    def _expect_flip(self, key: str, spec: ScheduledCapacitySpec, namespace: str) -> None:
+        """The schedule's published next flip is when this object's next target write is due:
+        told to the Manager, a resting lease is taken back before it, not by that write. Only a
+        hint (the contract's nextTransitionTime is informational): the write itself still
+        follows the schedule's `active`."""
+        self.mgr.expect_write(key, read_next_transition(
+            self.providers, namespace, api_group(spec.schedule.api_version), spec.schedule.kind,
+            spec.schedule.name))
+
     def _target_kind(self, spec: ScheduledCapacitySpec) -> tuple[ResolvedKind | None, str | None]:
         watched = self.targets.get(spec.target_ref.group, spec.target_ref.kind)
         if watched is None:
@@ -426,6 +435,7 @@ class CapacityReconciler:
                                                           spec.target_ref.kind)
             if refusal(spec, entry) is None:
                 schedule = self._observe_schedule(spec, namespace)
+                self._expect_flip(key, spec, namespace)
                 target = self._observe_target(spec, namespace)
                 machines = self._observe_machines(namespace)
         inp = DecisionInput(

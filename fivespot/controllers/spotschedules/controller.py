@@ -119,4 +119,5 @@ class ProviderReconciler:
                 self.mgr.record(obj, event.type, event.reason, event.note)
         # Measured from after the write, so a slow round trip does not push the boundary back;
         # exactly at the boundary (the kinds' boundaries are exact, not whole seconds).
+        self.mgr.expect_write(request.key, decided.requeue_at)
         return self.mgr.requeue_at(decided.requeue_at, slack_s=0.0)

@@ -6,6 +6,7 @@ hand here, on a manual clock, against the in-memory API server."""
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from fivespot.runtime import kube
 from fivespot.runtime.leaderelection import (
     LEASE_GROUP,
     LEASE_VERSION,
+    MAX_DUE,
     STANDBY,
     LeaderElector,
     Timing,
@@ -126,6 +128,91 @@ def test_a_write_takes_the_resting_lease_again_before_it_is_sent_and_keeps_it_wh
     assert world.holder() == "me"
     world.run_for(1.0)
     assert world.holder() is None, "released 10 s after the write ended"
+
+
+def test_a_write_due_soon_after_the_idle_time_keeps_the_lease_through_it() -> None:
+    assert rest_from(T, 100.0, None, 0, due_at=115.0) == 125.0, "due 5 s after the release"
+    assert rest_from(T, 100.0, None, 0, due_at=105.0) == 115.0, "due before the release"
+    assert rest_from(T, 100.0, None, 0, due_at=121.0) == 110.0, "due later: rest meanwhile"
+    assert rest_from(T, 100.0, None, 1, due_at=115.0) is None
+
+
+def test_taking_the_lease_back_ahead_must_leave_time_to_rest() -> None:
+    with pytest.raises(ValueError, match="retake_ahead"):
+        replace(T, retake_ahead_s=10)
+    with pytest.raises(ValueError, match="retake_ahead"):
+        replace(T, retake_ahead_s=-1)
+    assert replace(T, idle_release_s=None, retake_ahead_s=30).retake_ahead_s == 30
+
+
+def test_a_resting_holder_takes_its_lease_back_just_before_a_write_it_was_told_is_due(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    world = leading(monkeypatch)
+    world.run_for(11)
+    assert world.holder() is None
+    before = world.lease_writes()
+    due = world.clock.now() + timedelta(seconds=600)
+    world.elector.expect_write("p", due)
+    world.step()  # woken by the new due write
+    world.run_for(600 - T.retake_ahead_s - 0.1)
+    assert world.holder() is None and world.lease_writes() == before, "rests until just before"
+    world.run_for(0.2)
+    assert world.holder() == "me" and world.lease_writes() == before + 1, "taken back ahead"
+    world.run_for(T.retake_ahead_s - 0.1)
+    assert world.clock.now() == due
+    with world.elector.writing("p") as may:  # the due write itself waits for nothing
+        assert may and world.lease_writes() == before + 1
+    world.run_for(9.5)
+    assert world.holder() == "me"
+    world.run_for(1.0)
+    assert world.holder() is None, "let go 10 s after the write, as after any spell"
+    assert world.started == ["p"] and world.stopped == []
+
+
+def test_a_due_write_that_never_comes_costs_one_retake_and_one_release(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    world = leading(monkeypatch)
+    world.run_for(11)
+    before = world.lease_writes()
+    world.elector.expect_write("p", world.clock.now() + timedelta(seconds=30))
+    world.step()
+    world.run_for(30 + T.idle_release_s + 1)  # type: ignore[operator]
+    assert world.holder() is None and world.lease_writes() == before + 2
+    world.run_for(3600)
+    assert world.lease_writes() == before + 2, "a passed due write is forgotten"
+
+
+def test_a_holder_told_of_a_write_due_within_the_idle_time_does_not_let_its_lease_go(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    world = leading(monkeypatch)
+    world.run_for(5)
+    world.elector.expect_write("p", world.clock.now() + timedelta(seconds=8))
+    writes = world.lease_writes()
+    world.run_for(8)
+    assert world.holder() == "me" and world.lease_writes() == writes, "held through the due write"
+    with world.elector.writing("p") as may:
+        assert may and world.lease_writes() == writes
+    assert world.started == ["p"]
+
+
+def test_due_writes_in_the_past_or_without_resting_are_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
+    world = leading(monkeypatch, replace(T, idle_release_s=None))
+    world.elector.expect_write("p", world.clock.now() + timedelta(seconds=5))
+    world.elector.expect_write("elsewhere", world.clock.now() + timedelta(seconds=5))
+    assert world.elector._due_in("p") is None
+    world = leading(monkeypatch)
+    world.elector.expect_write("p", world.clock.now() - timedelta(seconds=5))
+    assert world.elector._due_in("p") is None
+
+
+def test_an_elector_remembers_the_earliest_due_writes_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    world = leading(monkeypatch)
+    start = world.clock.now()
+    for i in range(MAX_DUE + 10, 0, -1):
+        world.elector.expect_write("p", start + timedelta(seconds=i))
+    world.elector.expect_write("p", start + timedelta(seconds=1))
+    due = world.elector._states["p"].due
+    assert len(due) == MAX_DUE and min(due) == start + timedelta(seconds=1)
 
 
 def test_a_replica_that_took_the_free_lease_ends_the_rest_and_the_write_is_not_sent(

@@ -11,6 +11,7 @@ of the one-in-a-few-hundred host-race trial whose pool stayed at the active valu
 from __future__ import annotations
 
 import copy
+from datetime import datetime, timezone
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, cast
@@ -268,3 +269,17 @@ def test_the_status_written_after_a_boundary_is_parsed_then_so_the_next_boundary
     world.reconcile()  # the close's target write decides on the written status, already parsed
     assert target_writes(world.server) == [7, 0]
     assert parsed == [], "the close parsed the status the open wrote again"
+
+
+def test_the_schedules_published_next_flip_is_told_to_the_manager_as_a_write_due_then(
+        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    told: list[tuple[str, object]] = []
+    monkeypatch.setattr(world.mgr.elector, "expect_write", lambda partition, at: told.append((partition, at)))
+    world.reconcile()
+    assert told == [], "a schedule without nextTransitionTime tells nothing"
+    published = world.server.objects[SCHEDULE]
+    published["status"]["nextTransitionTime"] = "2126-03-04T17:30:00Z"
+    world.deliver("ManualSchedule", world.server.put(SCHEDULE, published))
+    world.queued()
+    world.reconcile()
+    assert told == [("agents", datetime(2126, 3, 4, 17, 30, tzinfo=timezone.utc))]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -13,9 +13,10 @@ from fivespot.compiler.emit.bundle import bundle
 from fivespot.compiler.pipeline import load
 from fivespot.controllers.spotschedules import manual, time_based
 from fivespot.controllers.spotschedules.cli import main
-from fivespot.controllers.spotschedules.controller import PROVIDER_TYPES, bundle_lists
+from fivespot.controllers.spotschedules.controller import PROVIDER_TYPES, ProviderReconciler, bundle_lists
 from fivespot.controllers.spotschedules.reconcile import plan
-from fivespot.runtime.reconcile import requeue_after
+from fivespot.runtime.manager import Manager
+from fivespot.runtime.reconcile import Request, Result, requeue_after
 
 UTC = dt.timezone.utc
 ROOT = Path(__file__).resolve().parents[4]
@@ -114,3 +115,42 @@ def test_the_command_refuses_an_unreadable_bundle(tmp_path: Path) -> None:
     path = tmp_path / "bundle.json"
     path.write_text("{not json")
     assert main(["manual", "--bundle", str(path), "--kubeconfig", "/nonexistent"]) == 2
+
+
+class _Manager:
+    """What a ProviderReconciler asks of its Manager, recorded (the reconcile's shell only)."""
+
+    component = "fivespot-provider-time-based"
+
+    def __init__(self) -> None:
+        self.clock = self
+        self.written: list[dict[str, Any]] = []
+        self.due: list[tuple[str, dt.datetime | None]] = []
+
+    def now(self) -> dt.datetime:
+        return NOW
+
+    def reconcile(self, kind: object, reconciler: object) -> None:
+        return None
+
+    def write(self, key: str, obj: object, patch: dict[str, Any]) -> None:
+        self.written.append(patch)
+
+    def record(self, *args: object) -> None:
+        return None
+
+    def expect_write(self, key: str, at: dt.datetime | None) -> None:
+        self.due.append((key, at))
+
+    def requeue_at(self, at: dt.datetime | None, *, slack_s: float) -> Result:
+        return Result(requeue_after_s=requeue_after(at, NOW, slack_s))
+
+
+def test_a_provider_tells_its_manager_its_next_boundary_is_a_write_due_then() -> None:
+    mgr = _Manager()
+    reconciler = ProviderReconciler(cast(Manager, mgr), PROVIDER_TYPES["time-based"])
+    spec = {"daysOfWeek": ["mon-fri"], "hoursOfDay": ["9-17"], "timezone": "UTC"}
+    result = reconciler.reconcile(Request("n", "s", "p", lambda: _obj(spec)))
+    assert mgr.written and mgr.written[0]["status"]["active"] is True
+    assert mgr.due == [("n/s", dt.datetime(2026, 3, 4, 18, 0, tzinfo=UTC))]
+    assert result is not None and result.requeue_after_s == 7 * 3600 + 44 * 60 + 30
