@@ -22,6 +22,8 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
 from pydantic.alias_generators import to_camel
 
+from fivespot.api import fieldgovernance
+
 BUNDLE_VERSION: Final = 1
 """The bundle format this build writes and reads."""
 
@@ -61,6 +63,11 @@ class Consumer(_Part):
     @property
     def path_segments(self) -> tuple[tuple[str, ...], ...]:
         return tuple(tuple(p.split(".")) for p in self.capacity_paths)
+
+    @property
+    def through_scale(self) -> bool:
+        """Written through the `/scale` subresource (`fieldgovernance.through_scale`)."""
+        return fieldgovernance.through_scale(self.group, self.kind, self.capacity_paths)
 
 
 class Provider(_Part):

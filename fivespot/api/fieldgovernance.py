@@ -261,6 +261,17 @@ AUTOSCALERS: Final = {
 """The autoscalers fivespot knows, and the field of theirs to gate instead of the target's."""
 SCALE_PATH: Final = "spec.replicas"
 """The field an autoscaler writes through `/scale` on a Deployment, StatefulSet or ReplicaSet."""
+SCALE_KINDS: Final = frozenset({("apps", "Deployment"), ("apps", "StatefulSet"), ("apps", "ReplicaSet")})
+"""The built-in kinds whose `/scale` subresource sets `SCALE_PATH` and nothing else."""
+
+
+def through_scale(group: str, kind: str, capacity_paths: Iterable[str]) -> bool:
+    """Whether the capacity controller writes a consumer's field through its `/scale`
+    subresource: a built-in scalable kind whose one capacity path is `spec.replicas`. The API
+    server then lets that write change the field and nothing else, so RBAC on `<resource>/scale`
+    and a ValidatingAdmissionPolicy on its value hold the capacity identity to it
+    (decision 0050)."""
+    return (group, kind) in SCALE_KINDS and tuple(capacity_paths) == (SCALE_PATH,)
 _MANIFEST_DEPTH: Final = 4
 GITOPS_FIX: Final = (
     "Take the field out of the manifest in git (Flux's server-side apply then leaves it alone; "

@@ -395,3 +395,31 @@ MACHINE_AUTHOR_VALIDATIONS: Final = (
 )
 """Create on Machines, then on the bootstrap and the infrastructure kinds the ScheduledMachine
 embeds, all in its namespace (create is never limited by name, so none is asked about)."""
+
+
+# --- the target guard's half in the API server (decision 0050) ---------------------------------
+
+TARGET_GUARD_SCALE: Final = "fivespot-target-guard-scale"
+"""The capacity identity's writes through a consumer's `/scale` subresource, one policy per such
+consumer (named `<TARGET_GUARD_SCALE>-<consumer>`): the API server lets such a write change
+`spec.replicas` and nothing else, so what the webhook's target guard would still check is the
+value."""
+MAX_ACTIVE_VALUE_VARIABLE: Final = "maxActiveValue"
+
+SCALE_VALUE_VALIDATION: Final = Validation(
+    name="scale-within-ceiling",
+    expression=f"object.spec.replicas >= 0 && object.spec.replicas <= variables.{MAX_ACTIVE_VALUE_VARIABLE}",
+    message_expression=concat(
+        "target-guard: spec.replicas of ", Cel("request.resource.resource"), " ", _NAMESPACE, "/",
+        Cel("request.name"), " must be an integer from 0 to ",
+        Cel(f"string(variables.{MAX_ACTIVE_VALUE_VARIABLE})"),
+        " (the consumer's maxActiveValue), not ", Cel("string(object.spec.replicas)"),
+        "; fix spec.capacity.activeValue of the ScheduledCapacity that targets it"),
+    field="spec.replicas",
+)
+"""The capacity identity's scale write stays within the consumer's ceiling; worded as the
+webhook's target guard words the same refusal (`fivespot.webhook.review._value_refusal`)."""
+
+
+def max_active_value_variable(value: int) -> Variable:
+    return Variable(MAX_ACTIVE_VALUE_VARIABLE, str(value))

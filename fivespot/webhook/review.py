@@ -17,7 +17,8 @@ for something CEL cannot do (docs/design/decisions/0004-enforcement-layers.md):
   controller is the backstop for those.
 - `review_target_guard`: the capacity controller may change only an allowlisted capacity field
   of a governed object, to an integer within the consumer's ceiling. Any other change, and any
-  create, delete or subresource write (`/status`, `/scale`, ...), is denied. Fields the API
+  create, delete or subresource write (`/status`, `/scale`, ...), is denied, but for the `/scale`
+  of a consumer written through it (`Consumer.through_scale`), where only the value is judged. Fields the API
   server sets itself (`resourceVersion`, `generation`, ...) are not changes the caller made;
   field ownership (`managedFields`) may change only as the API server changes it for a write of
   the allowlisted field (`fivespot.webhook.ownership`). The guard judges what a write changes, not how it
@@ -436,10 +437,13 @@ def _guard_update(uid: str, request: Mapping[str, Any], consumer: Consumer, targ
 
 def _operation_refusal(uid: str, request: Mapping[str, Any], consumer: Consumer,
                        target: str) -> Response | None:
-    """Anything but an UPDATE of the object itself is refused, saying why."""
+    """Anything but an UPDATE of the object itself (or of its `/scale`, for a consumer written
+    through it: decision 0050) is refused, saying why."""
     fields = " or ".join(consumer.capacity_paths)
     sub = _optional(request, "subResource", str, "request.subResource")
     operation = _operation(request)
+    if sub == "scale" and consumer.through_scale and operation == "UPDATE":
+        return None  # judged as any update: `spec.replicas` alone, within the ceiling
     if sub:
         return deny(uid, 403, "Forbidden", (
             f"{TARGET_GUARD}: the capacity controller may not write the {sub} subresource of "

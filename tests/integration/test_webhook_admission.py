@@ -47,6 +47,7 @@ from fivespot.compiler.output import write_tree
 from fivespot.compiler.pipeline import compile_repo
 from fivespot.devcluster.clients import service_account_kubeconfig
 from fivespot.devcluster.kubectl import install
+from tests.integration.capacity_world import allow_deployments
 from tests.integration.test_control_plane_is_real import eventually
 
 ROOT: Final = Path(__file__).resolve().parents[2]
@@ -178,6 +179,7 @@ def installed(kubeconfig: Path, admin: client.ApiClient,
     work = tmp_path_factory.mktemp("webhook")
     config = work / "config"
     shutil.copytree(EXAMPLE / "config", config)
+    allow_deployments(config, TENANT)
     platform = yaml.safe_load((config / "platform.yaml").read_text())
     platform["spec"]["enforcement"] = "both"
     (config / "platform.yaml").write_text(yaml.safe_dump(platform))
@@ -330,6 +332,41 @@ def test_the_capacity_identity_may_patch_only_the_allowlisted_field_of_a_governe
         deleted = eventually(refused_by_guard)
         assert f"may not delete VirtualMachinePool {TENANT}/{name}; draining and deleting belong " \
                "to the consumer" in deleted
+    finally:
+        capacity.close()
+
+
+def test_the_capacity_identity_scales_a_deployment_through_scale_only_and_within_the_ceiling(
+        installed: Installed, kubeconfig: Path) -> None:
+    """Decision 0050: RBAC gives the capacity identity `deployments/scale` and not the object,
+    and the compiled ValidatingAdmissionPolicy holds the value to the consumer's ceiling; the
+    webhook is not asked."""
+    from fivespot.devcluster.clients import client_as_service_account
+
+    name = f"web-{uuid.uuid4().hex[:6]}"
+    apps = client.AppsV1Api(installed.admin)
+    apps.create_namespaced_deployment(TENANT, {
+        "metadata": {"name": name},
+        "spec": {"replicas": 0, "selector": {"matchLabels": {"app": name}},
+                 "template": {"metadata": {"labels": {"app": name}},
+                              "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}})
+    capacity = client_as_service_account(kubeconfig, INSTALL_NS, CAPACITY_SA, create=False)
+    as_capacity = client.AppsV1Api(capacity)
+    try:
+        as_capacity.patch_namespaced_deployment_scale(name, TENANT, {"spec": {"replicas": 10}})
+        assert apps.read_namespaced_deployment(name, TENANT).spec.replicas == 10
+        over = denial(lambda: as_capacity.patch_namespaced_deployment_scale(
+            name, TENANT, {"spec": {"replicas": 11}}))
+        assert over is not None and "ValidatingAdmissionPolicy 'fivespot-target-guard-scale-deployments'" \
+            in over and (f"target-guard: spec.replicas of deployments {TENANT}/{name} must be an "
+                         "integer from 0 to 10 (the consumer's maxActiveValue), not 11") in over
+        on_object = denial(lambda: as_capacity.patch_namespaced_deployment(
+            name, TENANT, {"spec": {"replicas": 3}}))
+        assert on_object is not None and "forbidden" in on_object and "cannot patch resource " \
+            '"deployments" in API group "apps"' in on_object, on_object
+        elsewhere = denial(lambda: as_capacity.patch_namespaced_deployment_scale(
+            name, OUTSIDER, {"spec": {"replicas": 1}}))
+        assert elsewhere is not None and "forbidden" in elsewhere, "tenant namespaces only"
     finally:
         capacity.close()
 

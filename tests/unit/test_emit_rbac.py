@@ -111,6 +111,26 @@ def test_the_capacity_identity_patches_the_consumers_in_tenant_namespaces_and_no
         assert patched(namespace) == own
 
 
+def apps(kind: str, resource: str, paths: tuple[str, ...] = ("spec.replicas",)) -> CapacityConsumer:
+    return CapacityConsumer.model_validate({
+        "apiVersion": API, "kind": "CapacityConsumer", "metadata": {"name": resource},
+        "spec": {"group": "apps", "version": "v1", "kind": kind, "resource": resource,
+                 "capacityPaths": list(paths), "maxActiveValue": 10}})
+
+
+def test_a_deployment_gated_on_its_replicas_is_patched_through_its_scale_subresource_only() -> None:
+    consumers = (apps("Deployment", "deployments"), apps("StatefulSet", "statefulsets"),
+                 apps("ReplicaSet", "replicasets", ("spec.replicas", "spec.minReadySeconds")),
+                 CONSUMERS[0])
+    repo = make_repo(consumers=consumers, tenants=(tenant("team-a", ["deployments"]),))
+    patched = {(g, r) for g, r, verb, _ in grants_in(repo, CAPACITY, "team-a") if verb == "patch"}
+    assert {("apps", "deployments/scale"), ("apps", "statefulsets/scale"),
+            ("apps", "replicasets"), ("pools.example.com", "pools")} <= patched
+    assert not {("apps", "deployments"), ("apps", "statefulsets"), ("apps", "replicasets/scale")} & patched
+    read = {(g, r) for g, r, verb, _ in all_grants(repo, CAPACITY) if verb == "watch"}
+    assert {("apps", "deployments"), ("apps", "statefulsets")} <= read
+
+
 def test_consumer_resources_are_grouped_by_api_group_and_sorted() -> None:
     roles = objects(make_repo(tenants=TENANTS), "ClusterRole")
     for name, verbs in ((CAPACITY, ["get", "list", "watch"]), (f"{CAPACITY}-tenants", ["patch"])):

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from fivespot.compiler.emit import rbac, webhook, workloads
+from fivespot.compiler.emit import admission, rbac, webhook, workloads
 from fivespot.compiler.emit.base import ADMISSION, WEBHOOK_CONFIG, WORKLOADS
 from fivespot.compiler.repo import Repo
 from fivespot.compiler.spec import CapacityConsumer, Platform
@@ -140,6 +140,27 @@ def test_the_target_guard_covers_every_operation_and_subresource_of_every_consum
         {"apiGroups": ["pools.example.com"], "apiVersions": ["*"], "operations": ["*"],
          "resources": ["pools", "pools/*"]},
     ]
+
+
+def deployments(paths: tuple[str, ...] = ("spec.replicas",)) -> CapacityConsumer:
+    return CapacityConsumer.model_validate({
+        "apiVersion": API, "kind": "CapacityConsumer", "metadata": {"name": "deployments"},
+        "spec": {"group": "apps", "version": "v1", "kind": "Deployment", "resource": "deployments",
+                 "capacityPaths": list(paths), "maxActiveValue": 10}})
+
+
+def test_scale_writes_are_left_to_the_api_server_where_it_serves_the_guards_policy() -> None:
+    """Decision 0050: the capacity identity writes a Deployment's replicas through `/scale`, which
+    a ValidatingAdmissionPolicy judges; the webhook still sees every other write of that kind."""
+    guard = hooks(make_repo((deployments(),)))["target-guard.5spot.finos.org"]
+    assert guard["rules"] == [{"apiGroups": ["apps"], "apiVersions": ["*"], "operations": ["*"],
+                               "resources": ["deployments", "deployments/status"]}]
+    old = hooks(make_repo((deployments(),), enforcement="webhook", minKubernetesVersion="1.29"))
+    assert old["target-guard.5spot.finos.org"]["rules"][0]["resources"] == \
+        ["deployments", "deployments/*"], "no VAPs served: the webhook judges scale writes too"
+    two = hooks(make_repo((deployments(("spec.replicas", "spec.minReadySeconds")),)))
+    assert two["target-guard.5spot.finos.org"]["rules"][0]["resources"] == \
+        ["deployments", "deployments/*"], "two fields: written on the object itself"
 
 
 def test_the_target_guards_match_condition_names_the_capacity_identity() -> None:
@@ -344,3 +365,39 @@ def test_no_metrics_sources_means_no_metrics_rule_rather_than_an_open_one() -> N
 
 def test_the_network_policy_can_be_left_to_the_platform_team() -> None:
     assert network_policy(make_repo(webhook={"networkPolicy": {"enabled": False}})) is None
+
+
+def test_the_guards_scale_policy_holds_the_capacity_identitys_scale_writes_to_the_ceiling() -> None:
+    repo = make_repo((deployments(), *CONSUMERS))
+    artifacts = {a.name: a.obj for a in admission.emit(repo)}
+    policy = artifacts["admission/vap/fivespot-target-guard-scale-deployments.policy.yaml"]
+    binding = artifacts["admission/vap/fivespot-target-guard-scale-deployments.binding.yaml"]
+    assert binding["spec"] == {"policyName": "fivespot-target-guard-scale-deployments",
+                               "validationActions": ["Deny"]}
+    spec = policy["spec"]
+    assert spec["failurePolicy"] == "Fail"
+    assert spec["matchConstraints"]["resourceRules"] == [{
+        "apiGroups": ["apps"], "apiVersions": ["*"], "operations": ["UPDATE"],
+        "resources": ["deployments/scale"]}]
+    assert [c["name"] for c in spec["matchConditions"]] == ["only-the-capacity-controller"]
+    assert spec["variables"] == [{"name": "maxActiveValue", "expression": "10"}]
+    assert not [n for n in artifacts if "target-guard-scale-pools" in n], "no scale for custom kinds"
+    [check] = spec["validations"]
+    variables = {"maxActiveValue": compile_expression("10", []).evaluate({})}
+    rule = compile_expression(check["expression"], ["object", "request", "variables"])
+    message = compile_expression(check["messageExpression"], ["object", "request", "variables"])
+    request = {"resource": {"resource": "deployments"}, "namespace": "team-a", "name": "web"}
+    for replicas, allowed in ((0, True), (10, True), (11, False)):
+        activation = {"object": {"spec": {"replicas": replicas}}, "request": request,
+                      "variables": variables}
+        assert rule.evaluate(activation) is allowed
+    assert message.evaluate({"object": {"spec": {"replicas": 11}}, "request": request,
+                             "variables": variables}) == (
+        "target-guard: spec.replicas of deployments team-a/web must be an integer from 0 to 10 "
+        "(the consumer's maxActiveValue), not 11; fix spec.capacity.activeValue of the "
+        "ScheduledCapacity that targets it")
+
+
+def test_the_guards_scale_policy_is_only_where_the_api_server_serves_it() -> None:
+    old = make_repo((deployments(),), enforcement="webhook", minKubernetesVersion="1.29")
+    assert not [a for a in admission.emit(old) if "target-guard-scale" in a.name]

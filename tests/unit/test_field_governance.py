@@ -21,6 +21,7 @@ from fivespot.api.fieldgovernance import (
     standing,
     standings,
     target_key,
+    through_scale,
 )
 from fivespot.webhook.review import FIELD_GOVERNANCE, Lookups, review, review_field_governance
 
@@ -543,3 +544,12 @@ def test_check_only_warns_of_an_hpa_on_an_update_that_keeps_target_and_path_as_a
     [warning] = found["office-hours"]["warnings"]
     assert "is scaled by HorizontalPodAutoscaler.autoscaling agents/sandboxes-hpa" in warning
     assert warning.endswith("this object writes nothing while the autoscaler scales the field")
+
+
+def test_only_a_built_in_scalable_kind_gated_on_its_replicas_alone_is_written_through_scale() -> None:
+    for kind in ("Deployment", "StatefulSet", "ReplicaSet"):
+        assert through_scale("apps", kind, ["spec.replicas"])
+    assert not through_scale("apps", "Deployment", ["spec.replicas", "spec.minReadySeconds"])
+    assert not through_scale("apps", "Deployment", ["spec.minReadySeconds"])
+    assert not through_scale("apps", "DaemonSet", ["spec.replicas"])
+    assert not through_scale("cluster.x-k8s.io", "MachineDeployment", ["spec.replicas"])

@@ -365,3 +365,37 @@ def test_the_polyfill_compiles_the_bundles_policies_with_the_shared_evaluator(bu
     assert isinstance(bundle.policies, PolicySet)
     assert set(bundle.policies.policies) == {"fivespot-scap-tenancy", "fivespot-scap-schedule-kinds",
                                              "fivespot-tenant-limits"}
+
+
+def scale(replicas: int, version: str = "10") -> dict[str, Any]:
+    return {"apiVersion": "autoscaling/v1", "kind": "Scale",
+            "metadata": {"name": "web", "namespace": "agents", "resourceVersion": version},
+            "spec": {"replicas": replicas}, "status": {"replicas": 1, "selector": "app=web"}}
+
+
+@pytest.fixture(scope="module")
+def deployments_bundle() -> WebhookBundle:
+    data = bundle_data()
+    data["consumers"].append({"capacityPaths": ["spec.replicas"], "group": "apps",
+                              "kind": "Deployment", "maxActiveValue": 10, "name": "deployments",
+                              "resource": "deployments", "version": "v1"})
+    return parse_webhook_bundle(data)
+
+
+def test_on_clusters_without_the_guards_policy_it_judges_a_scale_write_by_its_value_alone(
+        deployments_bundle: WebhookBundle) -> None:
+    """Decision 0050: a Deployment gated on its replicas is written through `/scale`; where no
+    ValidatingAdmissionPolicy judges that write, the webhook does, as an update of that field."""
+    def scaled(new: dict[str, Any], old: dict[str, Any], operation: str = "UPDATE") -> Any:
+        return review_target_guard(request(new, operation=operation, old=old, user=CAPACITY,
+                                           group="apps", resource="deployments", sub="scale"),
+                                   deployments_bundle)
+    assert scaled(scale(10, "11"), scale(0)).allowed
+    denied = scaled(scale(11, "11"), scale(0))
+    assert not denied.allowed and (denied.message or "").startswith(
+        "target-guard: spec.replicas of Deployment agents/web must be an integer from 0 to 10")
+    assert not scaled(scale(3), scale(0), operation="CREATE").allowed
+    status = review_target_guard(request(scale(3), operation="UPDATE", old=scale(0), user=CAPACITY,
+                                         group="apps", resource="deployments", sub="status"),
+                                 deployments_bundle)
+    assert not status.allowed, "only /scale, and only for a consumer written through it"

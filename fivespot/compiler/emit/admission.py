@@ -16,12 +16,14 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from fivespot.api.fieldgovernance import through_scale
 from fivespot.api.kinds import machine_lifecycle as lifecycle
 from fivespot.api.kinds import scheduled_capacity as scap
 from fivespot.api.kinds import tenant_limit
 from fivespot.compiler.emit.base import ADMISSION, Artifact, metadata
 from fivespot.compiler.repo import Repo
-from fivespot.compiler.spec import TenantPolicy
+from fivespot.compiler.emit.webhook import capacity_identity_condition
+from fivespot.compiler.spec import CapacityConsumer, TenantPolicy
 from fivespot.policies import admission as rules
 
 COMPONENT: Final = "fivespot-admission"
@@ -116,6 +118,33 @@ def author_policies(repo: Repo) -> list[dict[str, Any]]:
     return found
 
 
+def scale_guard_name(consumer: CapacityConsumer) -> str:
+    return f"{rules.TARGET_GUARD_SCALE}-{consumer.metadata.name}"
+
+
+def scale_guard_policies(repo: Repo) -> list[dict[str, Any]]:
+    """The target guard's half in the API server (decision 0050): for each consumer written
+    through `/scale`, a policy on the capacity identity's writes of that subresource, holding the
+    value within the consumer's ceiling (the API server already lets such a write change nothing
+    but `spec.replicas`), and its binding. The webhook's target guard no longer sees those
+    writes (`fivespot.compiler.emit.webhook.consumer_rules`)."""
+    found = []
+    for consumer in sorted(repo.consumers, key=lambda c: c.metadata.name):
+        spec = consumer.spec
+        if not through_scale(spec.group, spec.kind, spec.capacity_paths):
+            continue
+        name = scale_guard_name(consumer)
+        policy = _policy(name, [rules.SCALE_VALUE_VALIDATION],
+                         [rules.max_active_value_variable(spec.max_active_value)])
+        policy["spec"]["matchConstraints"] = {"resourceRules": [{
+            "apiGroups": [spec.group], "apiVersions": ["*"], "operations": ["UPDATE"],
+            "resources": [f"{spec.resource}/scale"],
+        }]}
+        policy["spec"]["matchConditions"] = [capacity_identity_condition(repo)]
+        found += [policy, _binding(name, name, ["Deny"])]
+    return found
+
+
 def tenant_binding_name(tenant: TenantPolicy) -> str:
     return f"{rules.TENANT_LIMITS}-{tenant.metadata.name}"
 
@@ -166,7 +195,7 @@ def params(repo: Repo) -> list[dict[str, Any]]:
 def emit(repo: Repo) -> list[Artifact]:
     found = policies(repo) if repo.emits_vaps else []
     if repo.platform.spec.serves_vaps:
-        found += author_policies(repo)
+        found += author_policies(repo) + scale_guard_policies(repo)
     artifacts = []
     for obj in found:
         suffix = "policy" if obj["kind"] == "ValidatingAdmissionPolicy" else "binding"

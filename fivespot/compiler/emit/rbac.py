@@ -25,7 +25,9 @@ Capacity controller (`fivespot-capacity-controller`, only when the repo has a co
     thousands: docs/design/decisions/0025-live-tenancy-and-namespaced-rights.md).
   - in each tenant namespace only (ClusterRole `fivespot-capacity-controller-tenants`, bound by a
     RoleBinding in every namespace of a TenantPolicy): each consumer's group/resource: patch —
-    merge-patch the single gated field. A stolen token cannot scale kube-system's CoreDNS. No
+    merge-patch the single gated field; for a Deployment, StatefulSet or ReplicaSet gated on
+    `spec.replicas`, patch on `<resource>/scale` only (decision 0050), which the API server lets
+    change that field and nothing else. A stolen token cannot scale kube-system's CoreDNS. No
     create (an unresolved target is a condition), no delete (drain belongs to the consumer), no
     Secrets, no CAPI: compromising this identity can change only the allowlisted resources, in
     tenant namespaces, and only by patching them. The RoleBinding is not pruned when its
@@ -115,6 +117,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
+from fivespot.api.fieldgovernance import through_scale
 from fivespot.api.identities import (
     AUDIT_CONTROLLER,
     CAPACITY_CONTROLLER,
@@ -202,6 +205,19 @@ def _consumer_rules(repo: Repo, verbs: tuple[str, ...]) -> list[Rule]:
             for group, resources in sorted(by_group.items())]
 
 
+def _gated_field_rules(repo: Repo) -> list[Rule]:
+    """patch on each consumer's resource, or on its `/scale` subresource alone where the field is
+    written through it (`fieldgovernance.through_scale`): then this identity cannot change any
+    other field of those objects at all."""
+    by_group: dict[str, set[str]] = {}
+    for consumer in repo.consumers:
+        spec = consumer.spec
+        scale = through_scale(spec.group, spec.kind, spec.capacity_paths)
+        by_group.setdefault(spec.group, set()).add(f"{spec.resource}/scale" if scale else spec.resource)
+    return [Rule(group, tuple(sorted(resources)), ("patch",))
+            for group, resources in sorted(by_group.items())]
+
+
 AUTOSCALER_RESOURCES: Final = (("autoscaling", "horizontalpodautoscalers"), ("keda.sh", "scaledobjects"))
 """The governors of a field fivespot does not run (`fivespot.api.fieldgovernance.AUTOSCALERS`): the
 capacity controller watches them, the webhook lists them (decision record 0029)."""
@@ -236,7 +252,7 @@ def tenant_rules(repo: Repo, component: Component) -> list[Rule]:
     """What a controller may write in a tenant namespace and nowhere else: the capacity
     controller its consumers' gated field, the audit controller its reports."""
     if component.name == CAPACITY_CONTROLLER:
-        return normalize(_consumer_rules(repo, ("patch",)))
+        return normalize(_gated_field_rules(repo))
     if component.audits:
         return [Rule(POLICY_REPORTS_GROUP, ("policyreports",), ("create", "patch"))]
     return []

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from fivespot.api.fieldgovernance import through_scale
 from fivespot.api.identities import (
     CAPACITY_CONTROLLER,
     CREATE_ONLY,
@@ -137,11 +138,17 @@ def _scap_rules() -> list[dict[str, Any]]:
 
 def consumer_rules(repo: Repo) -> list[dict[str, Any]]:
     """One rule per consumer API group: every operation on its resources and all their
-    subresources (`resource/*`), sorted."""
+    subresources (`resource/*`), sorted. A consumer written through `/scale` on a cluster that
+    serves ValidatingAdmissionPolicies has its scale writes judged by the API server instead
+    (`fivespot.compiler.emit.admission.scale_guard_policies`, decision 0050): its rule names the
+    resource and its one other subresource, `/status`."""
     by_group: dict[str, set[str]] = {}
     for consumer in repo.consumers:
-        by_group.setdefault(consumer.spec.group, set()).update(
-            {consumer.spec.resource, f"{consumer.spec.resource}/*"})
+        spec = consumer.spec
+        in_api_server = repo.platform.spec.serves_vaps and \
+            through_scale(spec.group, spec.kind, spec.capacity_paths)
+        by_group.setdefault(spec.group, set()).update(
+            {spec.resource, f"{spec.resource}/status" if in_api_server else f"{spec.resource}/*"})
     return [_rule(group, sorted(resources), ["*"]) for group, resources in sorted(by_group.items())]
 
 

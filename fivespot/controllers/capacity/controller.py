@@ -87,7 +87,7 @@ from fivespot.controllers.capacity.observations import (
     observe_machines,
     observe_target,
 )
-from fivespot.controllers.capacity.patches import status_patch, target_patch
+from fivespot.controllers.capacity.patches import as_scaled, status_patch, target_patch
 from fivespot.runtime import kube, metrics
 from fivespot.runtime.cache import DELETED, MODIFIED, Obj, strip
 from fivespot.runtime.clock import SYSTEM_CLOCK, Clock
@@ -362,6 +362,14 @@ class CapacityReconciler:
                 return TargetNotFound()
             return LookupFailed(f"reading the target: {failure}")
 
+    def _target_now(self, spec: ScheduledCapacitySpec, namespace: str, key: str) -> Obj | None:
+        """The target as the caches (and our own last write of it) hold it now."""
+        watched = self.targets.get(spec.target_ref.group, spec.target_ref.kind)
+        informer = watched.informer if watched is not None else None
+        if informer is None or not informer.has_synced():
+            return None
+        return self.target_writes.known(key, informer.get(namespace, spec.target_ref.name))
+
     def _field_writer(self, spec: ScheduledCapacitySpec, namespace: str) -> str:
         """The field manager owning spec.capacity.path on the target, read from the API server
         with its managedFields ("" when that fails). Read only for a repair, never cached: the
@@ -584,12 +592,14 @@ class CapacityReconciler:
             return Result(retry=True)
         if not isinstance(inp.target, TargetFound) or inp.target.resource_version is None:
             return Result(retry=True)  # nothing observed to make the write conditional on
+        scale = entry is not None and entry.through_scale
         path = kube.resource_path(resolved.group, resolved.version, resolved.plural, inp.namespace,
-                                  spec.target_ref.name)
+                                  spec.target_ref.name, "scale" if scale else None)
         written_key = ref_key(inp.namespace, spec.target_ref.api_version, spec.target_ref.kind,
                               spec.target_ref.name)
         tag = ACTIVE if decision.write == spec.capacity.active_value else ZERO
         written: Obj | None = None
+        observed = self._target_now(spec, inp.namespace, written_key) if scale else None
         self.target_writes.begin(written_key)
         try:
             sent = self.mgr.writes.patch(partition, path,
@@ -597,7 +607,8 @@ class CapacityReconciler:
                                          inp.target.resource_version, what="target")
             if sent is None:
                 return Result()  # no longer ours to write
-            written = strip(sent)
+            written = as_scaled(observed, inp.target.resource_version, decision.write, sent) \
+                if scale else strip(sent)
         except kube.ApiError as error:
             if error.not_found or error.conflict:
                 # gone, or changed since we looked (by anyone: a newer view decides again)
@@ -613,7 +624,7 @@ class CapacityReconciler:
             "key": key, "partition": partition, "identity": self.settings.identity,
             "target": f"{spec.target_ref.kind}/{inp.namespace}/{spec.target_ref.name}",
             "path": spec.capacity.path, "value": decision.write,
-            "resource_version": _mapping(written.get("metadata")).get("resourceVersion"),
+            "resource_version": _mapping(_mapping(sent).get("metadata")).get("resourceVersion"),
         }
         if machines_rv is not None:
             audit["machines_checked_at"] = machines_rv

@@ -76,3 +76,26 @@ def _diff(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]
         if key not in after:
             patch[key] = None
     return patch
+
+
+def as_scaled(observed: Mapping[str, Any] | None, observed_version: str, value: int,
+              answer: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The target as a write through its `/scale` subresource left it, from the object the write
+    was conditional on and the Scale the API server answered (which holds only the replicas and
+    the new resourceVersion): `spec.replicas` set, the new version, the generation moved on when
+    the value changed. None when `observed` is not the version the write was conditional on
+    (nothing then stands in for the target until its watch event arrives)."""
+    meta = observed.get("metadata") if observed is not None else None
+    scale_meta = answer.get("metadata")
+    if observed is None or not isinstance(meta, Mapping) or not isinstance(scale_meta, Mapping) \
+            or str(meta.get("resourceVersion")) != observed_version \
+            or not isinstance(scale_meta.get("resourceVersion"), str):
+        return None
+    spec = observed.get("spec")
+    before = spec.get("replicas") if isinstance(spec, Mapping) else None
+    new_meta = {**meta, "resourceVersion": scale_meta["resourceVersion"]}
+    generation = meta.get("generation")
+    if before != value and isinstance(generation, int) and not isinstance(generation, bool):
+        new_meta["generation"] = generation + 1
+    return {**observed, "metadata": new_meta,
+            "spec": {**(spec if isinstance(spec, Mapping) else {}), "replicas": value}}

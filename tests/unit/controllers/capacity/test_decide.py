@@ -46,6 +46,7 @@ from fivespot.controllers.capacity.conditions import (
     TARGET_RESOLVED,
 )
 from fivespot.controllers.capacity.decide import Decision, decide, status_patch, target_patch, write_failed
+from fivespot.controllers.capacity.patches import as_scaled
 from fivespot.controllers.capacity.observations import (
     PolicyObservation,
     WithinPolicy,
@@ -1143,3 +1144,20 @@ def test_a_repair_held_back_is_reported_with_its_time_and_made_when_due() -> Non
                          now=NOW + timedelta(seconds=5 + 61)))
     assert quiet.write is None and quiet.status.contest is None
     assert quiet.status.condition(FIELD_CONTESTED) is None
+
+
+def test_a_scale_answer_stands_in_for_the_target_as_the_write_left_it() -> None:
+    observed = {"metadata": {"name": "web", "resourceVersion": "10", "generation": 3,
+                             "labels": {"a": "b"}},
+                "spec": {"replicas": 0, "template": {"x": 1}}, "status": {"replicas": 0}}
+    answer = {"kind": "Scale", "metadata": {"name": "web", "resourceVersion": "11"},
+              "spec": {"replicas": 4}, "status": {"replicas": 0}}
+    assert as_scaled(observed, "10", 4, answer) == {
+        "metadata": {"name": "web", "resourceVersion": "11", "generation": 4, "labels": {"a": "b"}},
+        "spec": {"replicas": 4, "template": {"x": 1}}, "status": {"replicas": 0}}
+    assert observed["spec"]["replicas"] == 0, "the cached copy is left as it was"
+    same = as_scaled({**observed, "spec": {"replicas": 4}}, "10", 4, answer)
+    assert same is not None and same["metadata"]["generation"] == 3, "no change, no new generation"
+    assert as_scaled(observed, "9", 4, answer) is None, "not the version the write was made on"
+    assert as_scaled(None, "10", 4, answer) is None
+    assert as_scaled(observed, "10", 4, {"kind": "Scale"}) is None
