@@ -405,6 +405,14 @@ consumer (named `<TARGET_GUARD_SCALE>-<consumer>`): the API server lets such a w
 `spec.replicas` and nothing else, so what the webhook's target guard would still check is the
 value."""
 MAX_ACTIVE_VALUE_VARIABLE: Final = "maxActiveValue"
+CAPACITY_IDENTITY_CONDITION: Final = "only-the-capacity-controller"
+
+
+def capacity_identity_condition(user: str) -> dict[str, str]:
+    """The match condition that narrows the target guard, its webhook and its policies alike, to
+    the capacity identity `user`'s requests."""
+    return {"name": CAPACITY_IDENTITY_CONDITION,
+            "expression": f"request.userInfo.username == {cel_string(user)}"}
 
 SCALE_VALUE_VALIDATION: Final = Validation(
     name="scale-within-ceiling",

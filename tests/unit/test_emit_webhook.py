@@ -369,9 +369,9 @@ def test_the_network_policy_can_be_left_to_the_platform_team() -> None:
 
 def test_the_guards_scale_policy_holds_the_capacity_identitys_scale_writes_to_the_ceiling() -> None:
     repo = make_repo((deployments(), *CONSUMERS))
-    artifacts = {a.name: a.obj for a in admission.emit(repo)}
-    policy = artifacts["admission/vap/fivespot-target-guard-scale-deployments.policy.yaml"]
-    binding = artifacts["admission/vap/fivespot-target-guard-scale-deployments.binding.yaml"]
+    artifacts = {(a.obj["kind"], a.name): a.obj for a in admission.emit(repo)}
+    policy = artifacts[("ValidatingAdmissionPolicy", "fivespot-target-guard-scale-deployments")]
+    binding = artifacts[("ValidatingAdmissionPolicyBinding", "fivespot-target-guard-scale-deployments")]
     assert binding["spec"] == {"policyName": "fivespot-target-guard-scale-deployments",
                                "validationActions": ["Deny"]}
     spec = policy["spec"]
@@ -381,9 +381,10 @@ def test_the_guards_scale_policy_holds_the_capacity_identitys_scale_writes_to_th
         "resources": ["deployments/scale"]}]
     assert [c["name"] for c in spec["matchConditions"]] == ["only-the-capacity-controller"]
     assert spec["variables"] == [{"name": "maxActiveValue", "expression": "10"}]
-    assert not [n for n in artifacts if "target-guard-scale-pools" in n], "no scale for custom kinds"
+    assert [n for _, n in artifacts if "target-guard-scale" in n] == \
+        ["fivespot-target-guard-scale-deployments"] * 2, "no scale for custom kinds"
     [check] = spec["validations"]
-    variables = {"maxActiveValue": compile_expression("10", []).evaluate({})}
+    variables = {"maxActiveValue": compile_expression("10", ["object"]).evaluate({"object": {}})}
     rule = compile_expression(check["expression"], ["object", "request", "variables"])
     message = compile_expression(check["messageExpression"], ["object", "request", "variables"])
     request = {"resource": {"resource": "deployments"}, "namespace": "team-a", "name": "web"}

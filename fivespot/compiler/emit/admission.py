@@ -17,12 +17,12 @@ from __future__ import annotations
 from typing import Any, Final
 
 from fivespot.api.fieldgovernance import through_scale
+from fivespot.api.identities import CAPACITY_CONTROLLER, service_account_user
 from fivespot.api.kinds import machine_lifecycle as lifecycle
 from fivespot.api.kinds import scheduled_capacity as scap
 from fivespot.api.kinds import tenant_limit
 from fivespot.compiler.emit.base import ADMISSION, Artifact, metadata
 from fivespot.compiler.repo import Repo
-from fivespot.compiler.emit.webhook import capacity_identity_condition
 from fivespot.compiler.spec import CapacityConsumer, TenantPolicy
 from fivespot.policies import admission as rules
 
@@ -140,7 +140,8 @@ def scale_guard_policies(repo: Repo) -> list[dict[str, Any]]:
             "apiGroups": [spec.group], "apiVersions": ["*"], "operations": ["UPDATE"],
             "resources": [f"{spec.resource}/scale"],
         }]}
-        policy["spec"]["matchConditions"] = [capacity_identity_condition(repo)]
+        policy["spec"]["matchConditions"] = [rules.capacity_identity_condition(
+            service_account_user(repo.namespace, CAPACITY_CONTROLLER))]
         found += [policy, _binding(name, name, ["Deny"])]
     return found
 

@@ -73,7 +73,6 @@ HOST_GOVERNANCE_PATH: Final = "/validate/host-governance"
 FIELD_GOVERNANCE_PATH: Final = "/validate/field-governance"
 TARGET_GUARD_PATH: Final = "/validate/target-guard"
 VAP_POLYFILL_PATH: Final = "/validate/vap-polyfill"
-CAPACITY_IDENTITY_CONDITION: Final = "only-the-capacity-controller"
 INJECT_CA_ANNOTATION: Final = "cert-manager.io/inject-ca-from"
 CERT_MANAGER_API: Final = "cert-manager.io/v1"
 
@@ -166,9 +165,8 @@ def target_guard_namespaces(repo: Repo) -> dict[str, Any]:
 
 
 def capacity_identity_condition(repo: Repo) -> dict[str, str]:
-    user = service_account_user(repo.namespace, CAPACITY_CONTROLLER)
-    return {"name": CAPACITY_IDENTITY_CONDITION,
-            "expression": f"request.userInfo.username == {scap.cel_string(user)}"}
+    return admission_rules.capacity_identity_condition(
+        service_account_user(repo.namespace, CAPACITY_CONTROLLER))
 
 
 def excluding_own_namespaces(repo: Repo) -> dict[str, Any]:

@@ -1147,7 +1147,7 @@ def test_a_repair_held_back_is_reported_with_its_time_and_made_when_due() -> Non
 
 
 def test_a_scale_answer_stands_in_for_the_target_as_the_write_left_it() -> None:
-    observed = {"metadata": {"name": "web", "resourceVersion": "10", "generation": 3,
+    observed: dict[str, Any] = {"metadata": {"name": "web", "resourceVersion": "10", "generation": 3,
                              "labels": {"a": "b"}},
                 "spec": {"replicas": 0, "template": {"x": 1}}, "status": {"replicas": 0}}
     answer = {"kind": "Scale", "metadata": {"name": "web", "resourceVersion": "11"},
