@@ -326,8 +326,9 @@ def test_the_capacity_identity_really_patches_a_consumer_but_cannot_create_delet
 def test_the_capacity_identity_cannot_patch_a_consumer_object_outside_the_tenant_namespaces(
         admin: client.ApiClient, kubeconfig: Path, namespace: str, tenant: str, other: str,
         tmp_path: Path, as_service_account: AsServiceAccount) -> None:
-    """Deployments gated for one tenant: the identity patches the tenant's, but not kube-system's
-    (a stolen token cannot scale the cluster's DNS to 0) nor another namespace's."""
+    """Deployments gated for one tenant: the identity scales the tenant's, through `/scale` only
+    (decision 0050), but not kube-system's (a stolen token cannot scale the cluster's DNS to 0)
+    nor another namespace's."""
     repo = make_repo(namespace, tenant, "apps", target=("v1", "Deployment", "deployments"))
     apply_rbac(kubeconfig, repo, tmp_path)
     name = f"dns-{uuid.uuid4().hex[:6]}"
@@ -340,9 +341,13 @@ def test_the_capacity_identity_cannot_patch_a_consumer_object_outside_the_tenant
                                   "spec": {"containers": [{"name": "c", "image": "x"}]}}}})
     identity = client.AppsV1Api(as_service_account(namespace, CAPACITY))
     try:
-        assert identity.patch_namespaced_deployment(name, tenant, {"spec": {"replicas": 0}}) \
-            .spec.replicas == 0
+        identity.patch_namespaced_deployment_scale(name, tenant, {"spec": {"replicas": 0}})
+        assert apps.read_namespaced_deployment(name, tenant).spec.replicas == 0
+        assert _status(lambda: identity.patch_namespaced_deployment(
+            name, tenant, {"spec": {"replicas": 1}})) == 403, "nothing of the object but /scale"
         for ns in ("kube-system", other):
+            assert _status(lambda: identity.patch_namespaced_deployment_scale(
+                name, ns, {"spec": {"replicas": 0}})) == 403, ns
             assert _status(lambda: identity.patch_namespaced_deployment(
                 name, ns, {"spec": {"replicas": 0}})) == 403, ns
             assert apps.read_namespaced_deployment(name, ns).spec.replicas == 2
