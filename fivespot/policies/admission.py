@@ -416,7 +416,8 @@ def capacity_identity_condition(user: str) -> dict[str, str]:
 
 SCALE_VALUE_VALIDATION: Final = Validation(
     name="scale-within-ceiling",
-    expression=f"object.spec.replicas >= 0 && object.spec.replicas <= variables.{MAX_ACTIVE_VALUE_VARIABLE}",
+    expression=("!has(object.spec.replicas) || object.spec.replicas >= 0 && "
+                f"object.spec.replicas <= variables.{MAX_ACTIVE_VALUE_VARIABLE}"),
     message_expression=concat(
         "target-guard: spec.replicas of ", Cel("request.resource.resource"), " ", _NAMESPACE, "/",
         Cel("request.name"), " must be an integer from 0 to ",
@@ -426,7 +427,8 @@ SCALE_VALUE_VALIDATION: Final = Validation(
     field="spec.replicas",
 )
 """The capacity identity's scale write stays within the consumer's ceiling; worded as the
-webhook's target guard words the same refusal (`fivespot.webhook.review._value_refusal`)."""
+webhook's target guard words the same refusal (`fivespot.webhook.review._value_refusal`). A Scale
+leaves `spec.replicas` out when it is 0 (`omitempty`): absent is 0."""
 
 
 def max_active_value_variable(value: int) -> Variable:

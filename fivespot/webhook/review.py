@@ -464,6 +464,20 @@ def _operation_refusal(uid: str, request: Mapping[str, Any], consumer: Consumer,
     return None
 
 
+def _with_scale_defaults(request: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The request with each Scale's `spec.replicas` filled in: a Scale leaves it out when it is
+    0 (`omitempty`), which the guard would otherwise read as the field removed."""
+    def filled(scale: object) -> object:
+        if not isinstance(scale, Mapping):
+            return scale
+        spec = scale.get("spec")
+        spec = dict(spec) if isinstance(spec, Mapping) else {}
+        spec.setdefault("replicas", 0)
+        return {**scale, "spec": spec}
+    return {**request, "object": filled(request.get("object")),
+            "oldObject": filled(request.get("oldObject"))}
+
+
 def review_target_guard(request: Mapping[str, Any], bundle: WebhookBundle) -> Response:
     """The capacity controller's identity may change one allowlisted field, nothing else."""
     uid = str(request["uid"])
@@ -478,6 +492,8 @@ def review_target_guard(request: Mapping[str, Any], bundle: WebhookBundle) -> Re
         namespace = _namespace(request)
         name = str(_optional(request, "name", str, "request.name") or "")
         target = f"{consumer.kind} {namespace + '/' if namespace else ''}{name}".rstrip()
+        if request.get("subResource") == "scale" and consumer.through_scale:
+            request = _with_scale_defaults(request)
         return _operation_refusal(uid, request, consumer, target) or \
             _guard_update(uid, request, consumer, target)
     except Malformed as error:

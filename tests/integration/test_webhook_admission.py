@@ -355,6 +355,9 @@ def test_the_capacity_identity_scales_a_deployment_through_scale_only_and_within
     try:
         as_capacity.patch_namespaced_deployment_scale(name, TENANT, {"spec": {"replicas": 10}})
         assert apps.read_namespaced_deployment(name, TENANT).spec.replicas == 10
+        as_capacity.patch_namespaced_deployment_scale(name, TENANT, {"spec": {"replicas": 0}})
+        assert apps.read_namespaced_deployment(name, TENANT).spec.replicas == 0, \
+            "a Scale of 0 leaves replicas out, and the policy reads that as 0"
         over = denial(lambda: as_capacity.patch_namespaced_deployment_scale(
             name, TENANT, {"spec": {"replicas": 11}}))
         assert over is not None and "ValidatingAdmissionPolicy 'fivespot-target-guard-scale-deployments'" \

@@ -392,6 +392,8 @@ def test_the_guards_scale_policy_holds_the_capacity_identitys_scale_writes_to_th
         activation = {"object": {"spec": {"replicas": replicas}}, "request": request,
                       "variables": variables}
         assert rule.evaluate(activation) is allowed
+    assert rule.evaluate({"object": {"spec": {}}, "request": request, "variables": variables}) \
+        is True, "a Scale leaves out replicas 0"
     assert message.evaluate({"object": {"spec": {"replicas": 11}}, "request": request,
                              "variables": variables}) == (
         "target-guard: spec.replicas of deployments team-a/web must be an integer from 0 to 10 "

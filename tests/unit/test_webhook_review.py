@@ -391,6 +391,9 @@ def test_on_clusters_without_the_guards_policy_it_judges_a_scale_write_by_its_va
                                            group="apps", resource="deployments", sub="scale"),
                                    deployments_bundle)
     assert scaled(scale(10, "11"), scale(0)).allowed
+    to_zero = scale(0, "12")
+    del to_zero["spec"]["replicas"]  # as the API server sends a Scale of 0 (omitempty)
+    assert scaled(to_zero, scale(10, "11")).allowed
     denied = scaled(scale(11, "11"), scale(0))
     assert not denied.allowed and (denied.message or "").startswith(
         "target-guard: spec.replicas of Deployment agents/web must be an integer from 0 to 10")
