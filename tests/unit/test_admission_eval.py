@@ -270,6 +270,22 @@ def test_validating_admission_policies(name: str, objects: list[dict[str, Any]],
         assert verdict.violations[0].source == "vap"
 
 
+def test_a_policy_on_a_subresource_alone_claims_no_object_of_its_group() -> None:
+    """`fivespot check` decides files: an object written whole, never a `/scale` write, so a
+    policy given on `deployments/scale` alone leaves a tenant's Deployments to be skipped, as
+    check skips every kind no given policy or CRD can match."""
+    def rules(*resources: str) -> dict[str, Any]:
+        return {"resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["*"],
+                                   "operations": ["UPDATE"], "resources": list(resources)}]}
+    assert not PolicySet.compile([policy(LIMIT, matchConstraints=rules("deployments/scale"))]) \
+        .may_match_group("apps")
+    for claims in (("deployments",), ("deployments/scale", "deployments"), ("*/*",), ("*",)):
+        assert PolicySet.compile([policy(LIMIT, matchConstraints=rules(*claims))]) \
+            .may_match_group("apps"), claims
+    assert not PolicySet.compile([policy(LIMIT, matchConstraints=rules("deployments"))]) \
+        .may_match_group("batch")
+
+
 def test_params_are_read_from_the_named_object() -> None:
     params = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "limits", "namespace": "team"},
               "data": {"max": "3"}}

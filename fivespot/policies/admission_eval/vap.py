@@ -493,13 +493,22 @@ def _matches(match: Match | None, attributes: Attributes, owner: str, *, constra
 
 
 def _may_match_group(match: Match | None, group: str) -> bool:
+    """Whether a write of an object itself in `group` may match: a rule naming only
+    subresources (`deployments/scale`) never does."""
     if match is None or not match.has_rules:
         return True
     try:
-        return any(_ALL in groups or group in groups
-                   for groups in (rule.get("apiGroups") or () for rule in match.rules))
+        return any((_ALL in groups or group in groups) and _names_an_object(resources)
+                   for groups, resources in ((rule.get("apiGroups") or (), rule.get("resources") or ())
+                                             for rule in match.rules))
     except (AttributeError, TypeError):
         return True
+
+
+def _names_an_object(resources: Iterable[object]) -> bool:
+    """`resources` of a rule include objects themselves, not only their subresources."""
+    found = list(resources)
+    return not found or any(not isinstance(r, str) or "/" not in r or r == "*/*" for r in found)
 
 
 def _is_static(match: Match | None) -> bool:
