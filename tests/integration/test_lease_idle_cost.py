@@ -11,8 +11,10 @@ one every controller runs (`fivespot.runtime.leaderelection.LeaderElector`), wit
 from __future__ import annotations
 
 import time
-from datetime import datetime, timedelta, timezone
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -140,9 +142,11 @@ def holder(admin: client.ApiClient, namespace: str, name: str) -> str | None:
     return (found or {}).get("spec", {}).get("holderIdentity") or None
 
 
-def test_a_lone_holder_rests_writes_nothing_while_idle_and_takes_the_lease_again_for_a_write(
-    kubeconfig: Path, admin: client.ApiClient, namespace: str
-) -> None:
+@contextmanager
+def resting_alone(kubeconfig: Path, admin: client.ApiClient,
+                  namespace: str) -> Iterator[tuple[str, "CountingClient", LeaderElector]]:
+    """A lone replica that took its lease and, idle, released it again: (lease name, its
+    counting client, its elector), stopped when the block ends."""
     name = unique("lease")
     api = counting_client(kubeconfig, name)
     alone = elector(api, namespace, name, unique("alone"), RESTING)
@@ -150,6 +154,15 @@ def test_a_lone_holder_rests_writes_nothing_while_idle_and_takes_the_lease_again
     try:
         eventually(lambda: holder(admin, namespace, name) == alone.identity, 20, "the lone replica leads")
         eventually(lambda: holder(admin, namespace, name) is None, 10, "the idle holder releases")
+        yield name, api, alone
+    finally:
+        alone.stop()
+
+
+def test_a_lone_holder_rests_writes_nothing_while_idle_and_takes_the_lease_again_for_a_write(
+    kubeconfig: Path, admin: client.ApiClient, namespace: str
+) -> None:
+    with resting_alone(kubeconfig, admin, namespace) as (name, api, alone):
         assert alone.is_leading("p"), "it leads on at rest"
         version = (lease(admin, namespace, name) or {})["metadata"]["resourceVersion"]
         writes = api.writes
@@ -164,20 +177,12 @@ def test_a_lone_holder_rests_writes_nothing_while_idle_and_takes_the_lease_again
             assert holder(admin, namespace, name) == alone.identity
         assert api.writes == writes + 1 + 1, "the retake, then one solo renewal during the write"
         eventually(lambda: holder(admin, namespace, name) is None, 10, "released again once idle")
-    finally:
-        alone.stop()
 
 
 def test_a_resting_holder_told_a_write_is_due_takes_its_lease_back_before_it(
     kubeconfig: Path, admin: client.ApiClient, namespace: str
 ) -> None:
-    name = unique("lease")
-    api = counting_client(kubeconfig, name)
-    alone = elector(api, namespace, name, unique("alone"), RESTING)
-    alone.start()
-    try:
-        eventually(lambda: holder(admin, namespace, name) == alone.identity, 20, "the lone replica leads")
-        eventually(lambda: holder(admin, namespace, name) is None, 10, "the idle holder releases")
+    with resting_alone(kubeconfig, admin, namespace) as (name, api, alone):
         writes = api.writes
         due = datetime.now(timezone.utc) + timedelta(seconds=4)
         alone.expect_write("p", due)
@@ -189,8 +194,6 @@ def test_a_resting_holder_told_a_write_is_due_takes_its_lease_back_before_it(
         with alone.writing("p") as may:
             assert may and api.writes == writes + 1, "the due write waits for no lease write"
         eventually(lambda: holder(admin, namespace, name) is None, 10, "released again once idle")
-    finally:
-        alone.stop()
 
 
 def test_a_replica_that_takes_a_resting_lease_leads_and_the_rester_stops_without_writing(

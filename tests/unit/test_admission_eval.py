@@ -271,8 +271,9 @@ def test_validating_admission_policies(name: str, objects: list[dict[str, Any]],
 
 
 def test_a_policy_on_a_subresource_alone_claims_no_object_of_its_group() -> None:
-    """`fivespot check` decides files: an object written whole, never a `/scale` write, so the
-    target guard's scale policy (decision 0050) leaves a tenant's Deployments to be skipped."""
+    """`fivespot check` decides files: an object written whole, never a `/scale` write, so a
+    policy given on `deployments/scale` alone leaves a tenant's Deployments to be skipped, as
+    check skips every kind no given policy or CRD can match."""
     def rules(*resources: str) -> dict[str, Any]:
         return {"resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["*"],
                                    "operations": ["UPDATE"], "resources": list(resources)}]}

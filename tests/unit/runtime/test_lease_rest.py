@@ -79,6 +79,14 @@ def leading(monkeypatch: pytest.MonkeyPatch, timing: Timing = T) -> World:
     return world
 
 
+def resting(monkeypatch: pytest.MonkeyPatch) -> World:
+    """A lone holder past its idle time: its lease released, leading on at rest."""
+    world = leading(monkeypatch)
+    world.run_for(11)
+    assert world.holder() is None
+    return world
+
+
 def test_resting_starts_the_idle_time_after_the_last_write_and_not_while_one_is_in_flight() -> None:
     assert rest_from(T, active_at=100.0, peer_seen_at=None, in_flight=0) == 110.0
     assert rest_from(T, active_at=100.0, peer_seen_at=None, in_flight=1) is None
@@ -114,9 +122,7 @@ def test_a_lone_holder_releases_its_lease_after_the_idle_time_and_writes_nothing
 
 def test_a_write_takes_the_resting_lease_again_before_it_is_sent_and_keeps_it_while_in_flight(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    world = leading(monkeypatch)
-    world.run_for(11)
-    assert world.holder() is None
+    world = resting(monkeypatch)
     before = world.lease_writes()
     with world.elector.writing("p") as may:
         assert may
@@ -147,9 +153,7 @@ def test_taking_the_lease_back_ahead_must_leave_time_to_rest() -> None:
 
 def test_a_resting_holder_takes_its_lease_back_just_before_a_write_it_was_told_is_due(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    world = leading(monkeypatch)
-    world.run_for(11)
-    assert world.holder() is None
+    world = resting(monkeypatch)
     before = world.lease_writes()
     due = world.clock.now() + timedelta(seconds=600)
     world.elector.expect_write("p", due)
@@ -171,8 +175,7 @@ def test_a_resting_holder_takes_its_lease_back_just_before_a_write_it_was_told_i
 
 def test_a_due_write_that_never_comes_costs_one_retake_and_one_release(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    world = leading(monkeypatch)
-    world.run_for(11)
+    world = resting(monkeypatch)
     before = world.lease_writes()
     world.elector.expect_write("p", world.clock.now() + timedelta(seconds=30))
     world.step()
@@ -217,8 +220,7 @@ def test_an_elector_remembers_the_earliest_due_writes_only(monkeypatch: pytest.M
 
 def test_a_replica_that_took_the_free_lease_ends_the_rest_and_the_write_is_not_sent(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    world = leading(monkeypatch)
-    world.run_for(11)
+    world = resting(monkeypatch)
     world.taken_by("other")
     with world.elector.writing("p") as may:
         assert not may
@@ -228,8 +230,7 @@ def test_a_replica_that_took_the_free_lease_ends_the_rest_and_the_write_is_not_s
 
 def test_a_resting_replica_hears_of_a_new_holder_on_its_own_and_stops_leading(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    world = leading(monkeypatch)
-    world.run_for(11)
+    world = resting(monkeypatch)
     world.taken_by("other")
     world.run_for(T.lease_duration_s + 1)  # no watch here: read once a lease duration
     assert not world.elector.is_leading("p") and world.stopped == ["p"]
@@ -258,8 +259,7 @@ def test_without_an_idle_release_a_lone_holder_keeps_renewing(monkeypatch: pytes
 
 def test_shutting_down_at_rest_stops_leading_and_writes_nothing(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    world = leading(monkeypatch)
-    world.run_for(11)
+    world = resting(monkeypatch)
     writes = world.lease_writes()
     world.elector.stop()
     assert world.stopped == ["p"] and not world.elector.is_leading("p")
