@@ -87,7 +87,7 @@ from fivespot.controllers.capacity.observations import (
     observe_machines,
     observe_target,
 )
-from fivespot.controllers.capacity.patches import as_scaled, status_patch, target_patch
+from fivespot.controllers.capacity.patches import as_scaled, scale_apply, status_patch, target_patch
 from fivespot.runtime import kube, metrics
 from fivespot.runtime.cache import DELETED, MODIFIED, Obj, strip
 from fivespot.runtime.clock import SYSTEM_CLOCK, Clock
@@ -97,6 +97,7 @@ from fivespot.runtime.kube import ApiClient, ResolvedKind
 from fivespot.runtime.manager import Manager, Primary, Settings
 from fivespot.runtime.ownwrites import OwnWrites, Seen, revision
 from fivespot.runtime.schedules import read_next_transition, read_schedule
+from fivespot.runtime.writes import APPLY
 
 log = logging.getLogger("fivespot.capacity")
 
@@ -602,9 +603,14 @@ class CapacityReconciler:
         observed = self._target_now(spec, inp.namespace, written_key) if scale else None
         self.target_writes.begin(written_key)
         try:
-            sent = self.mgr.writes.patch(partition, path,
-                                         target_patch(spec.capacity.path, decision.write),
-                                         inp.target.resource_version, what="target")
+            if scale:
+                sent = self.mgr.writes.patch(
+                    partition, path, scale_apply(inp.namespace, spec.target_ref.name, decision.write),
+                    inp.target.resource_version, what="target", content_type=APPLY, force=True)
+            else:
+                sent = self.mgr.writes.patch(partition, path,
+                                             target_patch(spec.capacity.path, decision.write),
+                                             inp.target.resource_version, what="target")
             if sent is None:
                 return Result()  # no longer ours to write
             written = as_scaled(observed, inp.target.resource_version, decision.write, sent) \

@@ -99,3 +99,14 @@ def as_scaled(observed: Mapping[str, Any] | None, observed_version: str, value: 
         new_meta["generation"] = generation + 1
     return {**observed, "metadata": new_meta,
             "spec": {**(spec if isinstance(spec, Mapping) else {}), "replicas": value}}
+
+
+def scale_apply(namespace: str, name: str, value: int) -> dict[str, Any]:
+    """The server-side apply of a target's Scale setting `spec.replicas` to `value`. An apply, not
+    a merge patch: a Scale leaves `replicas: 0` out (`omitempty`), so a merge patch to 0 records
+    no owner of the field, and a GitOps engine then reads git's value as drift; the applied
+    configuration names the field whatever its value, so the controller owns it at 0 too."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"refusing to build a scale: {value!r} is not a count")
+    return {"apiVersion": "autoscaling/v1", "kind": "Scale",
+            "metadata": {"name": name, "namespace": namespace}, "spec": {"replicas": value}}

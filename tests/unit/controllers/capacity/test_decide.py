@@ -46,7 +46,7 @@ from fivespot.controllers.capacity.conditions import (
     TARGET_RESOLVED,
 )
 from fivespot.controllers.capacity.decide import Decision, decide, status_patch, target_patch, write_failed
-from fivespot.controllers.capacity.patches import as_scaled
+from fivespot.controllers.capacity.patches import as_scaled, scale_apply
 from fivespot.controllers.capacity.observations import (
     PolicyObservation,
     WithinPolicy,
@@ -1161,3 +1161,12 @@ def test_a_scale_answer_stands_in_for_the_target_as_the_write_left_it() -> None:
     assert as_scaled(observed, "9", 4, answer) is None, "not the version the write was made on"
     assert as_scaled(None, "10", 4, answer) is None
     assert as_scaled(observed, "10", 4, {"kind": "Scale"}) is None
+
+
+def test_a_scale_is_applied_whole_so_the_controller_owns_replicas_at_0_too() -> None:
+    assert scale_apply("team-a", "web", 0) == {
+        "apiVersion": "autoscaling/v1", "kind": "Scale",
+        "metadata": {"name": "web", "namespace": "team-a"}, "spec": {"replicas": 0}}
+    for bad in (-1, True, 1.5):
+        with pytest.raises(ValueError, match="not a count"):
+            scale_apply("team-a", "web", bad)  # type: ignore[arg-type]
