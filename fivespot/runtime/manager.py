@@ -324,8 +324,10 @@ class Manager:
         """A write for `key` is due at `at` (a schedule's next flip): a partition resting without
         its lease (decision 0043) takes it back just before, so the boundary's first write does
         not wait for a lease write (`LeaderElector.expect_write`)."""
+        if at is None:
+            return  # most reconciles: a schedule without a published next flip
         partition = self.partition_of(kube.split_key(key)[0])
-        if at is not None and partition is not None and self.leading(partition):
+        if partition is not None and self.leading(partition):
             self.elector.expect_write(partition, at)
 
     # --- leadership -----------------------------------------------------------------------------
