@@ -45,6 +45,9 @@ from kubernetes.client.rest import ApiException
 
 from fivespot.compiler.output import write_tree
 from fivespot.compiler.pipeline import compile_repo
+from fivespot.controllers.capacity.controller import FIELD_MANAGER
+from fivespot.controllers.capacity.observations import field_owner
+from fivespot.controllers.capacity.patches import scale_apply
 from fivespot.devcluster.clients import service_account_kubeconfig
 from fivespot.devcluster.kubectl import install
 from tests.integration.capacity_world import allow_deployments
@@ -370,6 +373,18 @@ def test_the_capacity_identity_scales_a_deployment_through_scale_only_and_within
         elsewhere = denial(lambda: as_capacity.patch_namespaced_deployment_scale(
             name, OUTSIDER, {"spec": {"replicas": 1}}))
         assert elsewhere is not None and "forbidden" in elsewhere, "tenant namespaces only"
+        # The controller's own write, an applied Scale, owns replicas at 0 too (a GitOps engine
+        # leaves a field alone only when a manager it trusts owns it).
+        for value in (4, 0):
+            as_capacity.patch_namespaced_deployment_scale(
+                name, TENANT, scale_apply(TENANT, name, value), field_manager=FIELD_MANAGER,
+                force=True, _content_type="application/apply-patch+yaml")
+            managed = apps.read_namespaced_deployment(name, TENANT).to_dict()["metadata"][
+                "managed_fields"]
+            ours = [e for e in managed if e["manager"] == FIELD_MANAGER]
+            assert [(e["operation"], e["subresource"]) for e in ours] == [("Apply", "scale")], ours
+            assert field_owner([{"manager": e["manager"], "fieldsV1": e["fields_v1"]}
+                                for e in managed], "spec.replicas", FIELD_MANAGER) == FIELD_MANAGER
     finally:
         capacity.close()
 
