@@ -272,6 +272,8 @@ def through_scale(group: str, kind: str, capacity_paths: Iterable[str]) -> bool:
     and a ValidatingAdmissionPolicy on its value hold the capacity identity to it
     (decision 0050)."""
     return (group, kind) in SCALE_KINDS and tuple(capacity_paths) == (SCALE_PATH,)
+
+
 _MANIFEST_DEPTH: Final = 4
 GITOPS_FIX: Final = (
     "Take the field out of the manifest in git (Flux's server-side apply then leaves it alone; "

@@ -414,6 +414,7 @@ def capacity_identity_condition(user: str) -> dict[str, str]:
     return {"name": CAPACITY_IDENTITY_CONDITION,
             "expression": f"request.userInfo.username == {cel_string(user)}"}
 
+
 SCALE_VALUE_VALIDATION: Final = Validation(
     name="scale-within-ceiling",
     expression=("!has(object.spec.replicas) || object.spec.replicas >= 0 && "

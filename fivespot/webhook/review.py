@@ -18,8 +18,8 @@ for something CEL cannot do (docs/design/decisions/0004-enforcement-layers.md):
 - `review_target_guard`: the capacity controller may change only an allowlisted capacity field
   of a governed object, to an integer within the consumer's ceiling. Any other change, and any
   create, delete or subresource write (`/status`, `/scale`, ...), is denied, but for the `/scale`
-  of a consumer written through it (`Consumer.through_scale`), where only the value is judged. Fields the API
-  server sets itself (`resourceVersion`, `generation`, ...) are not changes the caller made;
+  of a consumer written through it (`Consumer.through_scale`), where only the value is judged.
+  Fields the API server sets itself (`resourceVersion`, `generation`, ...) are not changes the caller made;
   field ownership (`managedFields`) may change only as the API server changes it for a write of
   the allowlisted field (`fivespot.webhook.ownership`). The guard judges what a write changes, not how it
   was sent (an AdmissionRequest does not say which patch type carried it): a JSON merge patch, a
