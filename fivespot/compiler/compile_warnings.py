@@ -46,9 +46,10 @@ def network_policy(repo: Repo) -> list[Diagnostic]:
     settings = repo.platform.spec.webhook
     if not repo.has_webhook or not settings.network_policy.enabled or settings.network_policy.allowed_sources:
         return []
-    effect = ("every ScheduledCapacity write and every capacity write to a target will be refused "
-              "(failurePolicy Fail)" if settings.failure_policy is FailurePolicy.FAIL else
-              "the webhook's checks will be skipped (failurePolicy Ignore)")
+    effect = ("every ScheduledCapacity write and every capacity write the target guard vets will "
+              "be refused (failurePolicy Fail)" if settings.failure_policy is FailurePolicy.FAIL else
+              "the webhook's checks will be skipped (failurePolicy Ignore) and every capacity write "
+              "the target guard vets refused (the guard always fails closed)")
     return [Diagnostic(_platform_location(repo), "spec.webhook.networkPolicy.allowedSources",
                        "unset: the webhook's NetworkPolicy admits nobody on its serving port, so "
                        f"the API server cannot call it and {effect} until you name the API "

@@ -347,7 +347,8 @@ def test_an_unset_allowed_sources_warns_that_admission_will_be_refused(tmp_path:
     assert "will be refused (failurePolicy Fail) until you name the API server's addresses" in warning.message
     ignoring = compile_with(tmp_path, webhook={"failurePolicy": "Ignore"})
     [skipped] = compile_warnings(ignoring.repo, tmp_path / "out", {}, ignoring.files)
-    assert "checks will be skipped (failurePolicy Ignore)" in skipped.message
+    assert "checks will be skipped (failurePolicy Ignore) and every capacity write the target " \
+        "guard vets refused (the guard always fails closed)" in skipped.message
 
 
 def test_the_example_compiles_without_warnings(example: Compiled, tmp_path: Path) -> None:
