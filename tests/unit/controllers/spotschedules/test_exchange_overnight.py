@@ -61,15 +61,29 @@ def test_the_compiled_calendar_flips_exactly_at_every_library_edge_of_2026_and_2
             assert cm.next_transition(spec, edge) == edges[index + 1][0], (code, edge)
 
 
-def test_cme_globex_is_one_session_from_sunday_evening_to_friday_evening() -> None:
+def _library_close(code: str) -> str:
+    """The exchange's regular close in its own zone, as the installed exchange_calendars has it."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        calendar = exchange_calendars.get_calendar(code, start="2026-01-01", end="2027-12-31")
+    [(_, close)] = calendar.close_times
+    return close.strftime("%H:%M")
+
+
+def test_cme_globex_opens_on_the_evening_before_and_closes_when_the_library_says() -> None:
+    # exchange_calendars up to 4.13.2 closes CMES at 17:00, one session from Sunday evening to
+    # Friday evening; 4.13.3 closes it at 16:00, the daily maintenance halt before the 17:00 open.
+    close = _library_close("CMES")
     cme = expand_exchange("CMES", 2026, 2027)
-    assert cme.sessions == (ExchangeSession("mon-fri", "17:00", "17:00", opens_previous_day=True),)
+    assert cme.sessions == (ExchangeSession("mon-fri", "17:00", close, opens_previous_day=True),)
     spec = CapitalMarketsScheduleSpec.model_validate(cme.spec_fields())
     chicago = spec.zone
     sunday_open = dt.datetime(2026, 3, 1, 17, tzinfo=chicago)
     assert not cm.is_active(spec, sunday_open - SECOND) and cm.is_active(spec, sunday_open)
-    # The sessions touch at 17:00 Monday to Thursday, so the next flip is Friday's close.
-    assert cm.next_transition(spec, sunday_open) == dt.datetime(2026, 3, 6, 17, tzinfo=chicago)
+    # Sessions that touch (17:00 to 17:00) run through to Friday's close; a halt ends Monday's.
+    hour, minute = map(int, close.split(":"))
+    first_close = dt.datetime(2026, 3, 6 if close == "17:00" else 2, hour, minute, tzinfo=chicago)
+    assert cm.next_transition(spec, sunday_open) == first_close
 
 
 def test_santiagos_longer_summer_days_are_special_sessions() -> None:
