@@ -67,7 +67,7 @@ def _library_close(code: str) -> str:
         warnings.simplefilter("ignore", DeprecationWarning)
         calendar = exchange_calendars.get_calendar(code, start="2026-01-01", end="2027-12-31")
     [(_, close)] = calendar.close_times
-    return close.strftime("%H:%M")
+    return str(close.strftime("%H:%M"))
 
 
 def test_cme_globex_opens_on_the_evening_before_and_closes_when_the_library_says() -> None:
