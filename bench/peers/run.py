@@ -1010,8 +1010,9 @@ def cpu_table(results: dict[str, Any]) -> str:
     lines = ["CPU s from the boundary to the last write, median round (cores busy of "
              f"{os.cpu_count()}):"]
     for tool, rounds in results["rounds"].items():
-        traced = sorted((r["last_s"], r["cpu_to_last"]) for r in rounds
-                        if r.get("last_s") is not None and r.get("cpu_to_last"))
+        traced = sorted(((r["last_s"], r["cpu_to_last"]) for r in rounds
+                         if r.get("last_s") is not None and r.get("cpu_to_last")),
+                        key=lambda pair: pair[0])  # two rounds may tie: never compare the dicts
         if not traced:
             continue
         _, median = traced[len(traced) // 2]

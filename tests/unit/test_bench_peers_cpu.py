@@ -63,3 +63,10 @@ def test_the_cpu_table_shows_each_tools_median_round_and_the_cores_it_kept_busy(
     text = bench.cpu_table(results)
     assert "  fivespot: 3.00 s, 1.00 cores: kube-apiserver 2.70, etcd 0.30" in text
     assert "kube-green" not in text and "gokubedownscaler" not in text
+
+
+def test_the_cpu_table_takes_two_rounds_with_the_same_last_write(bench: ModuleType) -> None:
+    trace = {"span_s": 2.5, "cpu_s": {"kube-apiserver": 2.0}}
+    results = {"rounds": {"fivespot": [{"last_s": 2.51, "cpu_to_last": trace},
+                                       {"last_s": 2.51, "cpu_to_last": dict(trace)}]}}
+    assert "  fivespot: 2.50 s, 0.80 cores: kube-apiserver 2.00" in bench.cpu_table(results)
