@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import warnings
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -23,11 +24,16 @@ exchange_calendars = pytest.importorskip("exchange_calendars")
 SECOND = dt.timedelta(seconds=1)
 
 
-def _library_intervals(code: str) -> list[tuple[dt.datetime, dt.datetime]]:
-    """exchange_calendars' open stretches of 2026-2027 in UTC, breaks cut out, touching merged."""
+def _library_calendar(code: str) -> Any:
+    """The installed exchange_calendars' calendar of 2026-2027 for `code`."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
-        calendar = exchange_calendars.get_calendar(code, start="2026-01-01", end="2027-12-31")
+        return exchange_calendars.get_calendar(code, start="2026-01-01", end="2027-12-31")
+
+
+def _library_intervals(code: str) -> list[tuple[dt.datetime, dt.datetime]]:
+    """exchange_calendars' open stretches of 2026-2027 in UTC, breaks cut out, touching merged."""
+    calendar = _library_calendar(code)
     stretches: list[tuple[dt.datetime, dt.datetime]] = []
     for _, row in calendar.schedule.iterrows():
         parts = [(row["open"], row["close"])]
@@ -63,10 +69,7 @@ def test_the_compiled_calendar_flips_exactly_at_every_library_edge_of_2026_and_2
 
 def _library_close(code: str) -> str:
     """The exchange's regular close in its own zone, as the installed exchange_calendars has it."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        calendar = exchange_calendars.get_calendar(code, start="2026-01-01", end="2027-12-31")
-    [(_, close)] = calendar.close_times
+    [(_, close)] = _library_calendar(code).close_times
     return str(close.strftime("%H:%M"))
 
 
